@@ -1,0 +1,92 @@
+#include "autotune/plan.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "autotune/preset_schema.hpp"
+#include "autotune/tuning_record.hpp"
+#include "ktune/arch.hpp"
+#include "ktune/error.hpp"
+
+namespace ktune::autotune {
+namespace {
+
+std::vector<std::string> normalized_arches(const std::vector<std::string>& arches) {
+  if (arches.empty()) throw Error(Status::invalid_argument, "plan", "arches: expected at least one arch, got none");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < arches.size(); ++i) {
+    std::string norm;
+    try {
+      norm = Arch::parse(arches[i]).str();
+    } catch (const Error& e) {
+      throw Error(Status::invalid_argument, "plan", fmt::format("arches[{}]: {}", i, e.what()));
+    }
+    if (std::find(out.begin(), out.end(), norm) == out.end()) out.push_back(norm);
+  }
+  return out;
+}
+
+int scaled(int v, int factor) {
+  long long s = static_cast<long long>(v) * factor;
+  return s > INT_MAX ? INT_MAX : static_cast<int>(s);
+}
+
+// Every combination of the specs' bucket values, the first spec outermost.
+std::vector<std::vector<BucketValue>> combinations(const std::vector<BucketSpec>& specs) {
+  std::vector<std::vector<BucketValue>> out{{}};
+  for (const auto& spec : specs) {
+    std::vector<std::vector<BucketValue>> next;
+    for (const auto& prefix : out)
+      for (int v : bucket_values(spec)) {
+        next.push_back(prefix);
+        next.back().push_back({spec.dim, v});
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<BucketSpec> op_bucket_specs(const Preset& preset, const PresetOp& op) {
+  const detail::FamilySchema* schema = detail::find_schema(op.family);
+  if (!schema)
+    throw Error(Status::invalid_argument, "plan",
+                fmt::format("op {}: family: expected one of {}, got \"{}\"", op.label, detail::known_families(), op.family));
+  std::vector<BucketSpec> specs;
+  for (const char* dim : schema->dims) {
+    std::string d = dim;
+    if (d == "batch") specs.push_back(preset.batch);
+    else if (d == "seq_len") specs.push_back(preset.seq_len);
+    else if (d == "tokens")
+      specs.push_back({"tokens", scaled(preset.batch.min, preset.spec_tokens + 1),
+                       scaled(preset.batch.max, preset.spec_tokens + 1)});
+  }
+  return specs;
+}
+
+std::vector<WorkItem> make_plan(const Preset& preset, const std::vector<std::string>& arches) {
+  std::vector<WorkItem> items;
+  std::unordered_map<std::string, size_t> index;
+  for (const std::string& arch : normalized_arches(arches)) {
+    for (const PresetOp& op : preset.ops) {
+      if (!op.arches.empty() && std::find(op.arches.begin(), op.arches.end(), arch) == op.arches.end()) continue;
+      for (auto& buckets : combinations(op_bucket_specs(preset, op))) {
+        std::string key = fmt::format("{}/{}/{}", arch, op.family, tuning_problem_key(op.problem_json, buckets));
+        auto [it, inserted] = index.emplace(key, items.size());
+        if (!inserted) {
+          auto& labels = items[it->second].labels;
+          if (std::find(labels.begin(), labels.end(), op.label) == labels.end()) labels.push_back(op.label);
+          continue;
+        }
+        items.push_back(WorkItem{arch, op.family, op.problem_json, std::move(buckets), {op.label}, std::move(key)});
+      }
+    }
+  }
+  return items;
+}
+
+}  // namespace ktune::autotune

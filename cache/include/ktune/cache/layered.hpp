@@ -1,0 +1,86 @@
+// A search path of cache files, e.g. KTUNE_CACHE=/opt/image/ktune.db:~/.cache/ktune/ktune.db
+//
+// Lookups go through the layers in order. New entries go to exactly one layer: the first whose file (or, when
+// the file is missing, whose directory) this process can write, unless force_read_only. Every other layer is
+// opened read-only and is never modified, so a shipped image stays byte-for-byte as built. Read-only layers
+// are opened with normal locking when possible (a live cache other processes write is read correctly) and as
+// immutable otherwise (read-only filesystems).
+//
+// A layer that cannot be used (not a database, newer schema, unreadable) is skipped and described in
+// layers(); a damaged entry or a failing read in one layer is counted and skipped and the search goes on, so
+// a bad layer costs a recompile, never a wrong binary or a failed lookup.
+//
+// Thread-safe: any number of threads may call every method at once.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ktune/cache/store.hpp"
+
+namespace ktune::cache {
+
+class LayeredCache {
+ public:
+  // search_path: ':'-separated database paths; a leading '~' means $HOME. Empty entries are ignored.
+  LayeredCache(const std::string& search_path, bool force_read_only);
+  ~LayeredCache();
+  LayeredCache(const LayeredCache&) = delete;
+  LayeredCache& operator=(const LayeredCache&) = delete;
+
+  // $KTUNE_CACHE if set and non-empty, else ~/.cache/ktune/ktune.db.
+  static std::string default_search_path();
+
+  struct LayerInfo {
+    std::string path;      // after '~' expansion
+    bool writable = false; // receives new entries (at most one layer)
+    bool present = false;  // the file exists (or was created for the writable layer)
+    std::string note;      // why read-only, why skipped, or that it was created; empty for a plain writable layer
+    bool open = false;     // searched by lookups
+  };
+  std::vector<LayerInfo> layers() const;
+  CacheDb* writable_layer() { return writable_; }
+  const std::string& search_path() const { return search_path_; }
+
+  // First intact hit in layer order. A hit found after skipping damaged copies says so in detail, and an intact
+  // copy found for an entry damaged in the writable layer is written back over it. `damaged` only when no
+  // layer had an intact copy but some had a damaged one.
+  BinaryLookup get_binary(const std::string& digest);
+  BinaryLookup find_binary_any_compiler_version(const std::string& source_digest, const std::string& arch,
+                                                const std::string& compiler, const std::string& options,
+                                                const std::string& ktune_version);
+  // Into the writable layer; throws CacheError("no writable cache layer in KTUNE_CACHE=...") if there is none.
+  bool put_binary(const BinaryRecord& r);
+  std::optional<TuningRecord> get_tuning(const std::string& family, const std::string& problem_key,
+                                         const std::string& device_fingerprint);  // first layer that has it
+  void put_tuning(const TuningRecord& r);
+
+  int64_t damaged_seen() const { return damaged_seen_.load(); }  // damaged entries met by lookups
+  int64_t errors_seen() const { return errors_seen_.load(); }    // lookups a layer failed with an error
+  std::string last_problem() const;                               // detail of the latest of either
+
+ private:
+  struct Layer {
+    LayerInfo info;
+    std::unique_ptr<CacheDb> db;  // null when skipped
+  };
+  template <class F>
+  BinaryLookup search_binary(F&& lookup_in_layer);
+  void record_problem(const std::string& what, bool damaged);
+  [[noreturn]] void throw_no_writable_layer(const char* operation) const;
+
+  std::string search_path_;
+  std::vector<Layer> layers_;  // fixed after construction
+  CacheDb* writable_ = nullptr;
+  std::atomic<int64_t> damaged_seen_{0};
+  std::atomic<int64_t> errors_seen_{0};
+  mutable std::mutex problem_mu_;
+  std::string last_problem_;
+};
+
+}  // namespace ktune::cache

@@ -1,0 +1,162 @@
+// One SQLite file of keyed binaries (compiled kernels) and tuning rows.
+//
+// The store knows nothing of kernels, CUDA or tuning policy: keys and JSON payloads are opaque strings computed
+// by the runtime. Its one promise is that it never hands out a damaged blob: every read re-hashes the blob and
+// compares it with the SHA-256 recorded when it was written.
+//
+// Concurrency: a CacheDb may be shared by any number of threads (calls are serialised on an internal mutex, and
+// blob hashing happens outside it). Any number of processes may open the same file: writable files use WAL
+// mode, a 15 s busy timeout and BEGIN IMMEDIATE transactions retried for up to 60 s. Do not carry an open
+// CacheDb across fork(); open a new one in the child.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ktune::cache {
+
+// Every message names the file, what failed and what to do about it.
+struct CacheError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Schema version this code writes; files with a newer version are refused, older ones are migrated on a
+// writable open.
+constexpr int kCacheSchemaVersion = 1;
+
+struct BinaryRecord {
+  std::string digest;            // hex sha256 over every key input (computed by the runtime, opaque here); primary key
+  std::string family;            // "xqa_decode"
+  std::string name;              // readable key, e.g. "xqa_decode/sm_90a/d128.g4.p32.hnd.bf16-bf16.q1/t64.s2.w4"
+  std::string arch;              // "sm_90a" | "host"
+  std::string compiler;          // "nvrtc" | "llvm"
+  std::string compiler_version;  // "13.0.88"
+  std::string options;           // normalized compiler options, space-joined
+  std::string source_digest;     // hex sha256 of generated source + included headers
+  std::string ktune_version;     // "0.1.0"
+  int schema_version = 0;        // binary format version the runtime wrote (not the file's schema)
+  std::string entry_points;      // lowered symbol names, '\n'-separated (opaque here)
+  std::vector<uint8_t> blob;     // CUBIN / object code
+  std::string blob_sha256;       // hex sha256 of blob: computed by put_binary if empty, checked if not
+  double compile_ms = 0;
+  int64_t created_at = 0;        // unix seconds; put_binary fills in the current time if 0
+};
+
+// A BinaryRecord without its blob (for listings).
+struct BinaryInfo {
+  std::string digest, family, name, arch, compiler, compiler_version, options, source_digest, ktune_version;
+  int schema_version = 0;
+  std::string entry_points;
+  std::string blob_sha256;
+  double compile_ms = 0;
+  int64_t created_at = 0;
+  int64_t blob_size = 0;  // bytes, as recorded when written
+};
+
+enum class LookupStatus { hit, miss, damaged };
+
+struct BinaryLookup {
+  LookupStatus status = LookupStatus::miss;
+  // hit: the whole record, blob verified. damaged: the metadata columns, but the blob is always left empty.
+  BinaryRecord record;
+  // damaged: what mismatched. A LayeredCache hit may also say which damaged copies were skipped to find it.
+  std::string detail;
+};
+
+struct TuningRecord {
+  std::string family, problem_key, device_fingerprint;  // primary key
+  std::string ktune_version;
+  std::string winner_config;    // readable config key
+  std::string candidates_json;  // every candidate's timing, JSON text (opaque here)
+  int64_t tuned_at = 0;         // unix seconds; put_tuning fills in the current time if 0
+};
+
+struct OpenOptions {
+  bool read_only = false;
+  bool create = true;  // writable only: create the file (and its directory) when missing
+  // read_only only. true: open as `file:PATH?mode=ro&immutable=1`, which needs no locks and no -wal/-shm files,
+  // so it works on read-only filesystems (container images); it must only be used on files nobody is writing.
+  // false: `mode=ro` with normal locking, which sees a live WAL file's latest commits correctly.
+  bool immutable = true;
+};
+
+class CacheDb {
+ public:
+  static std::unique_ptr<CacheDb> open(const std::string& path, OpenOptions opts);  // throws CacheError
+  ~CacheDb();
+  CacheDb(CacheDb&&) noexcept;
+  CacheDb& operator=(CacheDb&&) noexcept;
+  CacheDb(const CacheDb&) = delete;
+  CacheDb& operator=(const CacheDb&) = delete;
+
+  const std::string& path() const;
+  bool read_only() const;
+  int schema_version() const;  // the file's schema version (meta table)
+
+  // Checks blob_size and sha256(blob) against the recorded columns; any mismatch, or SQLite reporting the row's
+  // pages corrupt, gives `damaged` (never a hit with a bad blob). Other SQLite failures throw CacheError.
+  BinaryLookup get_binary(const std::string& digest);
+  // For deployments with no compiler: the newest (created_at) intact entry matching these columns, whatever its
+  // compiler_version. `damaged` only if every matching entry is damaged.
+  BinaryLookup find_binary_any_compiler_version(const std::string& source_digest, const std::string& arch,
+                                                const std::string& compiler, const std::string& options,
+                                                const std::string& ktune_version);
+  // INSERT OR IGNORE in one transaction: false if an intact entry with this digest already exists. A damaged
+  // entry under the same digest is replaced (returns true). Throws on a read-only file, an empty digest, or a
+  // blob_sha256 that does not match the blob.
+  bool put_binary(const BinaryRecord& r);
+  bool remove_binary(const std::string& digest);
+  std::vector<BinaryInfo> list_binaries(const std::string& family_filter = "");  // ordered by family, name
+
+  std::optional<TuningRecord> get_tuning(const std::string& family, const std::string& problem_key,
+                                         const std::string& device_fingerprint);
+  void put_tuning(const TuningRecord& r);  // atomic upsert: last writer wins for the key
+  std::vector<TuningRecord> list_tuning(const std::string& family_filter = "");
+
+  struct VerifyIssue {
+    std::string digest, name, problem;  // digest/name empty for file-level problems
+  };
+  // PRAGMA integrity_check, then every blob's size and sha256. Empty when all is well.
+  std::vector<VerifyIssue> verify();
+
+  struct PruneCriteria {
+    std::string keep_compiler_version;  // non-empty: delete binaries with any other compiler_version
+    std::string keep_ktune_version;     // non-empty: delete binaries and tuning rows of any other ktune_version
+    bool remove_damaged = true;         // delete binaries whose blob fails verification
+    std::string family;                 // non-empty: only consider this family
+  };
+  int prune(const PruneCriteria& c);  // returns the number of rows deleted (binaries + tuning)
+
+  // A compact standalone copy to ship read-only: VACUUM INTO a temporary file next to dest, damaged entries
+  // dropped, journal_mode=DELETE, fsync, then linked into place. Refuses to overwrite an existing file.
+  void export_to(const std::string& dest_path);
+
+  struct MergeResult {
+    int binaries_added = 0, binaries_skipped = 0, tuning_added = 0, tuning_updated = 0, damaged_skipped = 0;
+  };
+  // Imports src's intact binaries (each blob verified first) and its tuning rows where src's tuned_at is newer.
+  MergeResult merge_from(const std::string& src_path);
+
+  struct Counts {
+    int64_t binaries = 0, tuning = 0, blob_bytes = 0;
+  };
+  Counts counts();
+
+  struct Impl;
+
+ private:
+  explicit CacheDb(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Opens an existing file read-only: plain `mode=ro` first (sees a live writer's WAL commits), falling back
+// to `immutable=1` where locking is impossible (read-only filesystems). Throws CacheError.
+namespace detail {
+std::unique_ptr<CacheDb> open_for_reading(const std::string& path);
+}
+
+}  // namespace ktune::cache

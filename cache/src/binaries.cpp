@@ -1,0 +1,224 @@
+// CacheDb: the binaries table. Every read is verified against the recorded size and SHA-256 before it is
+// returned as a hit; hashing happens outside the connection lock so threads only serialise on SQLite itself.
+#include <fmt/format.h>
+
+#include "ktune/cache/sha256.hpp"
+#include "store_impl.hpp"
+
+namespace ktune::cache {
+
+using detail::Stmt;
+using detail::WriteTransaction;
+
+namespace detail {
+namespace {
+
+void read_info_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size) {
+  r.digest = s.text(0);
+  r.family = s.text(1);
+  r.name = s.text(2);
+  r.arch = s.text(3);
+  r.compiler = s.text(4);
+  r.compiler_version = s.text(5);
+  r.options = s.text(6);
+  r.source_digest = s.text(7);
+  r.ktune_version = s.text(8);
+  r.schema_version = static_cast<int>(s.int64(9));
+  r.entry_points = s.text(10);
+  r.blob_sha256 = s.text(11);
+  r.compile_ms = s.real(12);
+  r.created_at = s.int64(13);
+  blob_size = s.int64(14);
+}
+
+BinaryInfo to_info(BinaryRecord&& r, int64_t blob_size) {
+  BinaryInfo i;
+  i.digest = std::move(r.digest);
+  i.family = std::move(r.family);
+  i.name = std::move(r.name);
+  i.arch = std::move(r.arch);
+  i.compiler = std::move(r.compiler);
+  i.compiler_version = std::move(r.compiler_version);
+  i.options = std::move(r.options);
+  i.source_digest = std::move(r.source_digest);
+  i.ktune_version = std::move(r.ktune_version);
+  i.schema_version = r.schema_version;
+  i.entry_points = std::move(r.entry_points);
+  i.blob_sha256 = std::move(r.blob_sha256);
+  i.compile_ms = r.compile_ms;
+  i.created_at = r.created_at;
+  i.blob_size = blob_size;
+  return i;
+}
+
+// Binds every column of `r` in kBinaryColumns order followed by the blob (parameters 1..16).
+void bind_record(Stmt& s, const BinaryRecord& r, const std::string& blob_sha256, int64_t created_at) {
+  s.bind(1, r.digest)
+      .bind(2, r.family)
+      .bind(3, r.name)
+      .bind(4, r.arch)
+      .bind(5, r.compiler)
+      .bind(6, r.compiler_version)
+      .bind(7, r.options)
+      .bind(8, r.source_digest)
+      .bind(9, r.ktune_version)
+      .bind(10, static_cast<int64_t>(r.schema_version))
+      .bind(11, r.entry_points)
+      .bind(12, blob_sha256)
+      .bind(13, r.compile_ms)
+      .bind(14, created_at)
+      .bind(15, static_cast<int64_t>(r.blob.size()))
+      .bind_blob(16, r.blob);
+}
+
+constexpr const char* kInsertValues = " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+}  // namespace
+
+std::optional<StoredBinary> load_binary(CacheDb::Impl& db, const std::string& digest) {
+  std::lock_guard<std::mutex> lock(db.mu);
+  return load_binary_locked(db, digest);
+}
+
+std::optional<StoredBinary> load_binary_locked(CacheDb::Impl& db, const std::string& digest) {
+  Stmt s(db.conn, fmt::format("SELECT {}, blob FROM binaries WHERE digest = ?", kBinaryColumns));
+  s.bind(1, digest);
+  if (!s.step()) return std::nullopt;
+  StoredBinary row;
+  read_info_columns(s, row.record, row.blob_size);
+  row.record.blob = s.blob(15);
+  return row;
+}
+
+BinaryLookup check_binary(StoredBinary&& row) {
+  BinaryLookup out;
+  out.record = std::move(row.record);
+  auto& r = out.record;
+  if (static_cast<int64_t>(r.blob.size()) != row.blob_size) {
+    out.detail = fmt::format("blob is {} bytes but {} were written", r.blob.size(), row.blob_size);
+  } else {
+    std::string actual = sha256_hex(r.blob.data(), r.blob.size());
+    if (actual != r.blob_sha256)
+      out.detail = fmt::format("blob sha256 is {} but {} was written", actual, r.blob_sha256);
+  }
+  if (out.detail.empty()) {
+    out.status = LookupStatus::hit;
+  } else {
+    out.status = LookupStatus::damaged;
+    r.blob.clear();
+    r.blob.shrink_to_fit();
+  }
+  return out;
+}
+
+BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool locked) {
+  try {
+    std::optional<StoredBinary> row = locked ? load_binary_locked(db, digest) : load_binary(db, digest);
+    if (!row) return BinaryLookup{};
+    return check_binary(std::move(*row));
+  } catch (const SqliteFailure& e) {
+    if (!e.corrupt()) throw;
+    BinaryLookup out;
+    out.status = LookupStatus::damaged;
+    out.record.digest = digest;
+    out.detail = e.what();
+    return out;
+  }
+}
+
+}  // namespace detail
+
+BinaryLookup CacheDb::get_binary(const std::string& digest) { return detail::lookup_binary(*impl_, digest); }
+
+BinaryLookup CacheDb::find_binary_any_compiler_version(const std::string& source_digest, const std::string& arch,
+                                                       const std::string& compiler, const std::string& options,
+                                                       const std::string& ktune_version) {
+  // Candidate digests first (no blobs), newest first; then each is loaded and verified on its own.
+  std::vector<std::string> digests;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    Stmt s(impl_->conn,
+           "SELECT digest FROM binaries WHERE source_digest = ? AND arch = ? AND compiler = ? AND options = ? "
+           "AND ktune_version = ? ORDER BY created_at DESC, rowid DESC");
+    s.bind(1, source_digest).bind(2, arch).bind(3, compiler).bind(4, options).bind(5, ktune_version);
+    while (s.step()) digests.push_back(s.text(0));
+  }
+  BinaryLookup damaged;
+  for (const auto& d : digests) {
+    BinaryLookup l = detail::lookup_binary(*impl_, d);
+    if (l.status == LookupStatus::hit) return l;
+    if (l.status == LookupStatus::damaged && damaged.status != LookupStatus::damaged) damaged = std::move(l);
+  }
+  return damaged;  // miss when there was no candidate at all
+}
+
+bool CacheDb::put_binary(const BinaryRecord& r) {
+  detail::require_writable(*impl_, "store a binary");
+  if (r.digest.empty()) throw CacheError(fmt::format("ktune cache {}: put_binary with an empty digest", path()));
+  const std::string actual = sha256_hex(r.blob.data(), r.blob.size());
+  if (!r.blob_sha256.empty() && r.blob_sha256 != actual)
+    throw CacheError(fmt::format("ktune cache {}: refusing to store {} ({}): blob_sha256 says {} but the blob "
+                                 "hashes to {}",
+                                 path(), r.name, r.digest, r.blob_sha256, actual));
+  const int64_t created_at = r.created_at != 0 ? r.created_at : detail::unix_now();
+
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  WriteTransaction tx(impl_->conn);
+  Stmt ins(impl_->conn, fmt::format("INSERT OR IGNORE INTO binaries({}, blob){}", detail::kBinaryColumns,
+                                    detail::kInsertValues));
+  detail::bind_record(ins, r, actual, created_at);
+  ins.run();
+  bool stored = sqlite3_changes(impl_->conn.get()) > 0;
+  if (!stored) {
+    // The digest exists. If that copy is damaged, this put is the repair: replace it. Otherwise keep it.
+    Stmt old(impl_->conn, "SELECT blob_size, blob_sha256, blob FROM binaries WHERE digest = ?");
+    old.bind(1, r.digest);
+    bool damaged = true;
+    try {
+      if (old.step()) {
+        std::vector<uint8_t> blob = old.blob(2);
+        damaged = old.int64(0) != static_cast<int64_t>(blob.size()) ||
+                  sha256_hex(blob.data(), blob.size()) != old.text(1);
+      }
+    } catch (const detail::SqliteFailure& e) {
+      if (!e.corrupt()) throw;
+    }
+    if (damaged) {
+      Stmt rep(impl_->conn, fmt::format("INSERT OR REPLACE INTO binaries({}, blob){}", detail::kBinaryColumns,
+                                        detail::kInsertValues));
+      detail::bind_record(rep, r, actual, created_at);
+      rep.run();
+      stored = true;
+    }
+  }
+  tx.commit();
+  return stored;
+}
+
+bool CacheDb::remove_binary(const std::string& digest) {
+  detail::require_writable(*impl_, "remove a binary");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  WriteTransaction tx(impl_->conn);
+  Stmt s(impl_->conn, "DELETE FROM binaries WHERE digest = ?");
+  s.bind(1, digest).run();
+  bool removed = sqlite3_changes(impl_->conn.get()) > 0;
+  tx.commit();
+  return removed;
+}
+
+std::vector<BinaryInfo> CacheDb::list_binaries(const std::string& family_filter) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Stmt s(impl_->conn, fmt::format("SELECT {} FROM binaries WHERE (?1 = '' OR family = ?1) ORDER BY family, name",
+                                  detail::kBinaryColumns));
+  s.bind(1, family_filter);
+  std::vector<BinaryInfo> out;
+  while (s.step()) {
+    BinaryRecord r;
+    int64_t size = 0;
+    detail::read_info_columns(s, r, size);
+    out.push_back(detail::to_info(std::move(r), size));
+  }
+  return out;
+}
+
+}  // namespace ktune::cache

@@ -1,0 +1,256 @@
+#include "ktune/cache/layered.hpp"
+
+#include <fmt/format.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "store_impl.hpp"
+
+namespace ktune::cache {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string home_dir() {
+  if (const char* h = std::getenv("HOME"); h && *h) return h;
+  if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) return pw->pw_dir;
+  return ".";
+}
+
+std::string expand_home(const std::string& p) {
+  if (p == "~") return home_dir();
+  if (p.rfind("~/", 0) == 0) return home_dir() + p.substr(1);
+  return p;
+}
+
+// Entries are paths; a trailing "?ro" marks a layer read-only whatever its permissions (root in a container
+// can write anything, yet an image's shipped cache must stay as it was built).
+struct PathEntry {
+  std::string path;
+  bool read_only = false;
+};
+
+std::vector<PathEntry> split_search_path(const std::string& s) {
+  std::vector<PathEntry> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(':', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) {
+      std::string item = s.substr(start, end - start);
+      bool ro = item.size() > 3 && item.compare(item.size() - 3, 3, "?ro") == 0;
+      if (ro) item.resize(item.size() - 3);
+      out.push_back(PathEntry{expand_home(item), ro});
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+fs::path dir_of(const std::string& path) {
+  fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+// SQLite in WAL mode writes the file and creates -wal/-shm next to it, so both must be writable.
+bool can_write_existing(const std::string& path) {
+  return ::access(path.c_str(), R_OK | W_OK) == 0 && ::access(dir_of(path).c_str(), W_OK | X_OK) == 0;
+}
+
+// A missing file can be created when its nearest existing ancestor directory is writable (open() creates the
+// directories below it).
+bool can_create(const std::string& path) {
+  std::error_code ec;
+  fs::path dir = dir_of(path);
+  while (!fs::exists(dir, ec)) {
+    fs::path up = dir.parent_path();
+    if (up.empty() || up == dir) return false;
+    dir = up;
+  }
+  return fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
+}  // namespace
+
+LayeredCache::LayeredCache(const std::string& search_path, bool force_read_only) : search_path_(search_path) {
+  for (const PathEntry& entry : split_search_path(search_path)) {
+    const std::string& path = entry.path;
+    Layer layer;
+    layer.info.path = path;
+    std::error_code ec;
+    layer.info.present = fs::exists(path, ec);
+    const bool marked_read_only = entry.read_only;
+    const bool may_write = !force_read_only && !marked_read_only && writable_ == nullptr;
+
+    if (!layer.info.present) {
+      if (force_read_only || marked_read_only) {
+        layer.info.note = "missing; skipped (read-only)";
+      } else if (!may_write) {
+        layer.info.note = fmt::format("missing; not created (new entries go to {})", writable_->path());
+      } else if (!can_create(path)) {
+        layer.info.note = "missing, and its directory cannot be created or written; skipped";
+      } else {
+        try {
+          layer.db = CacheDb::open(path, OpenOptions{});
+          layer.info.present = true;
+          layer.info.note = "created";
+        } catch (const CacheError& e) {
+          layer.info.note = fmt::format("could not be created; skipped: {}", e.what());
+        }
+      }
+    } else {
+      std::string why_read_only;
+      if (force_read_only) {
+        why_read_only = "read-only mode";
+      } else if (marked_read_only) {
+        why_read_only = "marked ?ro in the search path";
+      } else if (!may_write) {
+        why_read_only = fmt::format("new entries go to {}", writable_->path());
+      } else if (!can_write_existing(path)) {
+        why_read_only = "the file or its directory is not writable";
+      } else {
+        try {
+          layer.db = CacheDb::open(path, OpenOptions{});
+        } catch (const CacheError& e) {
+          why_read_only = fmt::format("opening it writable failed: {}", e.what());
+        }
+      }
+      if (!layer.db) {
+        try {
+          layer.db = detail::open_for_reading(path);
+          layer.info.note = "read-only: " + why_read_only;
+        } catch (const CacheError& e) {
+          layer.info.note = fmt::format("unusable; skipped: {}", e.what());
+        }
+      }
+    }
+    if (layer.db && !layer.db->read_only()) {
+      writable_ = layer.db.get();
+      layer.info.writable = true;
+    }
+    layer.info.open = layer.db != nullptr;
+    layers_.push_back(std::move(layer));
+  }
+}
+
+LayeredCache::~LayeredCache() = default;
+
+std::string LayeredCache::default_search_path() {
+  if (const char* env = std::getenv("KTUNE_CACHE"); env && *env) return env;
+  return home_dir() + "/.cache/ktune/ktune.db";
+}
+
+std::vector<LayeredCache::LayerInfo> LayeredCache::layers() const {
+  std::vector<LayerInfo> out;
+  out.reserve(layers_.size());
+  for (const auto& l : layers_) out.push_back(l.info);
+  return out;
+}
+
+std::string LayeredCache::last_problem() const {
+  std::lock_guard<std::mutex> lock(problem_mu_);
+  return last_problem_;
+}
+
+void LayeredCache::record_problem(const std::string& what, bool damaged) {
+  ++(damaged ? damaged_seen_ : errors_seen_);
+  std::lock_guard<std::mutex> lock(problem_mu_);
+  last_problem_ = what;
+}
+
+template <class F>
+BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
+  BinaryLookup result;      // miss unless something is found
+  std::string skipped;      // every damaged copy or failing layer passed over, for the caller's log
+  std::string damaged_here; // digest of a damaged copy met in the writable layer
+  for (const auto& layer : layers_) {
+    if (!layer.db) continue;
+    BinaryLookup l;
+    try {
+      l = lookup_in_layer(*layer.db);
+    } catch (const CacheError& e) {
+      std::string what = fmt::format("{}: lookup failed: {}", layer.info.path, e.what());
+      record_problem(what, false);
+      skipped += (skipped.empty() ? "" : "; ") + what;
+      continue;
+    }
+    if (l.status == LookupStatus::hit) {
+      if (!skipped.empty()) l.detail = "skipped " + skipped;
+      if (!damaged_here.empty() && damaged_here == l.record.digest) {
+        // Heal the writable layer with the intact copy (put_binary replaces a damaged row), so the damage is
+        // not met again on every lookup.
+        try {
+          writable_->put_binary(l.record);
+          l.detail += "; repaired the copy in " + writable_->path();
+        } catch (const CacheError& e) {
+          record_problem(fmt::format("{}: repairing {} failed: {}", writable_->path(), l.record.digest, e.what()),
+                         false);
+        }
+      }
+      return l;
+    }
+    if (l.status == LookupStatus::damaged) {
+      std::string what = fmt::format("{}: damaged entry {} ({}): {}", layer.info.path, l.record.digest,
+                                     l.record.name, l.detail);
+      record_problem(what, true);
+      skipped += (skipped.empty() ? "" : "; ") + what;
+      if (layer.db.get() == writable_) damaged_here = l.record.digest;
+      if (result.status != LookupStatus::damaged) {
+        result.status = LookupStatus::damaged;
+        result.record = std::move(l.record);  // metadata only; check_binary already dropped the blob
+      }
+    }
+  }
+  result.detail = std::move(skipped);
+  return result;
+}
+
+BinaryLookup LayeredCache::get_binary(const std::string& digest) {
+  return search_binary([&](CacheDb& db) { return db.get_binary(digest); });
+}
+
+BinaryLookup LayeredCache::find_binary_any_compiler_version(const std::string& source_digest,
+                                                            const std::string& arch, const std::string& compiler,
+                                                            const std::string& options,
+                                                            const std::string& ktune_version) {
+  return search_binary([&](CacheDb& db) {
+    return db.find_binary_any_compiler_version(source_digest, arch, compiler, options, ktune_version);
+  });
+}
+
+void LayeredCache::throw_no_writable_layer(const char* operation) const {
+  std::string why;
+  for (const auto& l : layers_)
+    why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", l.info.path, l.info.note.empty() ? "?" : l.info.note);
+  throw CacheError(fmt::format("ktune cache: cannot {}: no writable cache layer in KTUNE_CACHE={} ({}); add a "
+                               "writable path to KTUNE_CACHE",
+                               operation, search_path_, why.empty() ? "no layers" : why));
+}
+
+bool LayeredCache::put_binary(const BinaryRecord& r) {
+  if (!writable_) throw_no_writable_layer("store a binary");
+  return writable_->put_binary(r);
+}
+
+std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, const std::string& problem_key,
+                                                     const std::string& device_fingerprint) {
+  for (const auto& layer : layers_) {
+    if (!layer.db) continue;
+    try {
+      if (auto t = layer.db->get_tuning(family, problem_key, device_fingerprint)) return t;
+    } catch (const CacheError& e) {
+      record_problem(fmt::format("{}: tuning lookup failed: {}", layer.info.path, e.what()), false);
+    }
+  }
+  return std::nullopt;
+}
+
+void LayeredCache::put_tuning(const TuningRecord& r) {
+  if (!writable_) throw_no_writable_layer("store a tuning result");
+  writable_->put_tuning(r);
+}
+
+}  // namespace ktune::cache

@@ -1,0 +1,222 @@
+// CacheDb: whole-file operations — verify, prune, export, merge.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "store_impl.hpp"
+
+namespace ktune::cache {
+
+using detail::Stmt;
+using detail::WriteTransaction;
+namespace fs = std::filesystem;
+
+std::vector<CacheDb::VerifyIssue> CacheDb::verify() {
+  std::vector<VerifyIssue> issues;
+  std::vector<std::pair<std::string, std::string>> entries;  // digest, name
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    try {
+      Stmt check(impl_->conn, "PRAGMA integrity_check");
+      while (check.step()) {
+        std::string msg = check.text(0);
+        if (msg != "ok") issues.push_back({"", "", "SQLite integrity_check: " + msg});
+      }
+    } catch (const detail::SqliteFailure& e) {
+      if (!e.corrupt()) throw;
+      issues.push_back({"", "", e.what()});
+    }
+    try {
+      Stmt list(impl_->conn, "SELECT digest, name FROM binaries ORDER BY family, name");
+      while (list.step()) entries.emplace_back(list.text(0), list.text(1));
+    } catch (const detail::SqliteFailure& e) {
+      if (!e.corrupt()) throw;
+      issues.push_back({"", "", std::string("cannot list every binary: ") + e.what()});
+    }
+  }
+  // Each blob is loaded and hashed on its own, so other threads are not held up for the whole scan.
+  for (const auto& [digest, name] : entries) {
+    BinaryLookup l = detail::lookup_binary(*impl_, digest);
+    if (l.status == LookupStatus::damaged) issues.push_back({digest, name, l.detail});
+  }
+  return issues;
+}
+
+int CacheDb::prune(const PruneCriteria& c) {
+  detail::require_writable(*impl_, "prune");
+  std::vector<std::string> outdated, maybe_damaged;
+  for (const BinaryInfo& info : list_binaries(c.family)) {
+    if ((!c.keep_compiler_version.empty() && info.compiler_version != c.keep_compiler_version) ||
+        (!c.keep_ktune_version.empty() && info.ktune_version != c.keep_ktune_version)) {
+      outdated.push_back(info.digest);
+    } else if (c.remove_damaged && detail::lookup_binary(*impl_, info.digest).status == LookupStatus::damaged) {
+      maybe_damaged.push_back(info.digest);
+    }
+  }
+
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  WriteTransaction tx(impl_->conn);
+  int removed = 0;
+  Stmt del(impl_->conn, "DELETE FROM binaries WHERE digest = ?");
+  auto remove = [&](const std::string& digest) {
+    del.bind(1, digest).run();
+    removed += sqlite3_changes(impl_->conn.get());
+    del.reset();
+  };
+  for (const auto& d : outdated) remove(d);
+  // Checked again under the write lock: another process may have repaired the entry since the scan above.
+  for (const auto& d : maybe_damaged)
+    if (detail::lookup_binary(*impl_, d, /*locked=*/true).status == LookupStatus::damaged) remove(d);
+  if (!c.keep_ktune_version.empty()) {
+    Stmt t(impl_->conn, "DELETE FROM tuning WHERE ktune_version <> ?1 AND (?2 = '' OR family = ?2)");
+    t.bind(1, c.keep_ktune_version).bind(2, c.family).run();
+    removed += sqlite3_changes(impl_->conn.get());
+  }
+  tx.commit();
+  return removed;
+}
+
+namespace {
+
+// Removes a temporary file on scope exit unless released.
+struct TempFile {
+  std::string path;
+  bool keep = false;
+  ~TempFile() {
+    if (keep) return;
+    std::error_code ec;
+    fs::remove(path, ec);
+    fs::remove(path + "-journal", ec);
+  }
+};
+
+std::string temp_name_for(const std::string& dest) {
+  static std::atomic<unsigned> counter{0};
+  return fmt::format("{}.tmp.{}.{}", dest, static_cast<long>(::getpid()), counter.fetch_add(1));
+}
+
+void fsync_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw CacheError(fmt::format("ktune cache export {}: cannot reopen to sync: {}", path, std::strerror(errno)));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) throw CacheError(fmt::format("ktune cache export {}: fsync failed: {}", path, std::strerror(err)));
+}
+
+// Moves tmp to dest without ever replacing an existing dest: link() fails with EEXIST where rename() would not.
+void publish_no_replace(const std::string& tmp, const std::string& dest) {
+  if (::link(tmp.c_str(), dest.c_str()) == 0) {
+    ::unlink(tmp.c_str());
+    return;
+  }
+  int err = errno;
+  if (err == EEXIST)
+    throw CacheError(fmt::format("ktune cache export: {} already exists; refusing to overwrite it", dest));
+  // Filesystems without hard links: check, then rename (a small window, acceptable for an offline tool).
+  std::error_code ec;
+  if (fs::exists(dest, ec))
+    throw CacheError(fmt::format("ktune cache export: {} already exists; refusing to overwrite it", dest));
+  fs::rename(tmp, dest, ec);
+  if (ec)
+    throw CacheError(fmt::format("ktune cache export: cannot move {} to {}: {} (link failed: {})", tmp, dest,
+                                 ec.message(), std::strerror(err)));
+}
+
+}  // namespace
+
+void CacheDb::export_to(const std::string& dest_path) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dest_path, ec)))
+    throw CacheError(fmt::format("ktune cache export: {} already exists; refusing to overwrite it", dest_path));
+  const fs::path parent = fs::path(dest_path).parent_path();
+  if (!parent.empty() && !fs::create_directories(parent, ec) && ec)
+    throw CacheError(fmt::format("ktune cache export: cannot create the directory {}: {}", parent.string(),
+                                 ec.message()));
+
+  std::vector<std::string> damaged;
+  for (const VerifyIssue& issue : verify()) {
+    if (issue.digest.empty())
+      throw CacheError(fmt::format("ktune cache {}: refusing to export a file that fails verification: {}",
+                                   path(), issue.problem));
+    damaged.push_back(issue.digest);
+  }
+
+  TempFile tmp{temp_name_for(dest_path)};
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    // A read-only connection was opened with URI names enabled, so the target must be spelled as a URI there.
+    Stmt vac(impl_->conn, "VACUUM INTO ?");
+    vac.bind(1, impl_->read_only ? "file:" + detail::uri_path(tmp.path) : tmp.path).run();
+  }
+  {
+    detail::Connection copy =
+        detail::open_connection(tmp.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, tmp.path);
+    if (!damaged.empty()) {
+      WriteTransaction tx(copy);
+      Stmt del(copy, "DELETE FROM binaries WHERE digest = ?");
+      for (const auto& d : damaged) {
+        del.bind(1, d).run();
+        del.reset();
+      }
+      tx.commit();
+      copy.exec("VACUUM", "compacting the exported copy");
+    }
+    // A shipped image may sit on a read-only filesystem, where a WAL file could not even be opened.
+    Stmt mode(copy, "PRAGMA journal_mode = DELETE");
+    mode.run();
+  }
+  fsync_file(tmp.path);
+  publish_no_replace(tmp.path, dest_path);
+  tmp.keep = true;  // it is dest now (or was unlinked after linking)
+}
+
+CacheDb::MergeResult CacheDb::merge_from(const std::string& src_path) {
+  detail::require_writable(*impl_, "merge into it");
+  std::unique_ptr<CacheDb> src = detail::open_for_reading(src_path);
+  MergeResult result;
+
+  for (const BinaryInfo& info : src->list_binaries()) {
+    BinaryLookup l = src->get_binary(info.digest);
+    if (l.status == LookupStatus::damaged) {
+      ++result.damaged_skipped;
+    } else if (l.status == LookupStatus::hit) {
+      if (put_binary(l.record)) {
+        ++result.binaries_added;
+      } else {
+        ++result.binaries_skipped;
+      }
+    }
+  }
+
+  for (const TuningRecord& t : src->list_tuning()) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    WriteTransaction tx(impl_->conn);
+    Stmt cur(impl_->conn, "SELECT tuned_at FROM tuning WHERE family = ? AND problem_key = ? AND device_fingerprint = ?");
+    cur.bind(1, t.family).bind(2, t.problem_key).bind(3, t.device_fingerprint);
+    const bool exists = cur.step();
+    if (exists && cur.int64(0) >= t.tuned_at) continue;  // ours is as new or newer; tx rolls back (no change)
+    cur.reset();
+    Stmt up(impl_->conn,
+            "INSERT OR REPLACE INTO tuning(family, problem_key, device_fingerprint, ktune_version, winner_config, "
+            "candidates_json, tuned_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    up.bind(1, t.family)
+        .bind(2, t.problem_key)
+        .bind(3, t.device_fingerprint)
+        .bind(4, t.ktune_version)
+        .bind(5, t.winner_config)
+        .bind(6, t.candidates_json)
+        .bind(7, t.tuned_at)
+        .run();
+    tx.commit();
+    ++(exists ? result.tuning_updated : result.tuning_added);
+  }
+  return result;
+}
+
+}  // namespace ktune::cache

@@ -1,0 +1,60 @@
+// Cache maintenance for operators (the `ktune cache` subcommands use exactly this). `search_path` is a
+// KTUNE_CACHE-style ':'-separated list; listing and verifying visit every layer, writing commands act on the
+// first writable layer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ktune/export.hpp"
+
+namespace ktune {
+
+struct KTUNE_API CacheEntry {
+  std::string layer;  // database path
+  std::string name, family, arch, compiler, compiler_version, ktune_version, digest;
+  int64_t blob_size = 0;
+  int64_t created_at = 0;
+  double compile_ms = 0;
+};
+
+struct KTUNE_API CacheTuningEntry {
+  std::string layer, family, problem_key, device_fingerprint, ktune_version, winner_config, candidates_json;
+  int64_t tuned_at = 0;
+};
+
+struct KTUNE_API CacheIssue {
+  std::string layer, digest, name, problem;
+};
+
+struct KTUNE_API CacheLayerSummary {
+  std::string path;
+  bool present = false, writable = false;
+  std::string note;
+  int64_t binaries = 0, tuning = 0, blob_bytes = 0;
+  int schema_version = 0;
+};
+
+struct KTUNE_API CacheMergeSummary {
+  int binaries_added = 0, binaries_skipped = 0, tuning_added = 0, tuning_updated = 0, damaged_skipped = 0;
+};
+
+KTUNE_API std::string default_cache_path();
+KTUNE_API std::vector<CacheLayerSummary> cache_layers(const std::string& search_path);
+KTUNE_API std::vector<CacheEntry> cache_list(const std::string& search_path, const std::string& family = "");
+KTUNE_API std::vector<CacheTuningEntry> cache_list_tuning(const std::string& search_path,
+                                                          const std::string& family = "");
+// Integrity check of every layer (SQLite's own check plus every blob's SHA-256).
+KTUNE_API std::vector<CacheIssue> cache_verify(const std::string& search_path);
+// Removes, from the first writable layer, damaged entries and entries built by another compiler version
+// (stale_compiler: keep only the NVRTC version loaded now) or another ktune version. Returns the count.
+KTUNE_API int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_ktune,
+                          const std::string& family = "");
+// Writes every intact entry of every layer into a new database at dest (refuses an existing file), compacted
+// and in rollback-journal mode, ready to ship read-only in an image.
+KTUNE_API CacheMergeSummary cache_export(const std::string& search_path, const std::string& dest);
+// Imports the intact entries of src into the first writable layer.
+KTUNE_API CacheMergeSummary cache_merge(const std::string& search_path, const std::string& src);
+
+}  // namespace ktune

@@ -1,0 +1,24 @@
+// Typed launch: every argument is passed by value (trivially copyable), CUlaunchConfig is built in one place
+// (launch.cpp). No host<->device copy, no sync, no allocation: safe under CUDA graph capture.
+#pragma once
+
+#include <type_traits>
+
+#include "ktune/export.hpp"
+#include "ktune/kernel_spec.hpp"
+#include "ktune/runtime.hpp"
+
+namespace ktune {
+
+// Launches entry point `entry` of `kernel` on `stream` (a CUstream; nullptr = the legacy default stream).
+KTUNE_API void launch_raw(const LoadedKernel& kernel, int entry, const LaunchDims& dims, void* stream,
+                          void** args);
+
+template <class... Args>
+void launch(const LoadedKernel& kernel, int entry, const LaunchDims& dims, void* stream, const Args&... args) {
+  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel arguments are copied by value");
+  void* ptrs[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
+  launch_raw(kernel, entry, dims, stream, ptrs);
+}
+
+}  // namespace ktune

@@ -1,0 +1,103 @@
+// The runtime: generated kernel → binary key → memory / SQLite cache layers → compile (single-flight) →
+// module loaded on the caller's CUDA context → typed launch (see launch.hpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ktune/arch.hpp"
+#include "ktune/export.hpp"
+#include "ktune/kernel_spec.hpp"
+
+namespace ktune {
+
+// Environment knobs (README lists them): KTUNE_CACHE (search path of databases, ':'-separated; the first
+// writable one receives new entries), KTUNE_CACHE_READONLY=1, KTUNE_JIT=0 (a cache miss is an error, never a
+// compile), KTUNE_LOG=debug|info|warn|error, KTUNE_DUMP=DIR (write generated source and binaries there).
+struct KTUNE_API RuntimeOptions {
+  std::string cache_path;   // empty => $KTUNE_CACHE, else ~/.cache/ktune/ktune.db
+  bool read_only = false;   // never write to any cache layer
+  bool allow_jit = true;    // false => a kernel missing from every layer raises Status::jit_disabled
+  std::string dump_dir;     // non-empty => dump generated source + binary of every compile here
+  static RuntimeOptions from_env();
+};
+
+// Counters since the runtime was created. All monotonic.
+struct KTUNE_API RuntimeStats {
+  int64_t memory_hits = 0;      // kernel requests served from the in-memory module table
+  int64_t cache_hits = 0;       // binaries found in an SQLite layer
+  int64_t misses = 0;           // binaries in no layer
+  int64_t compiles = 0;         // successful compiles
+  int64_t compile_failures = 0;
+  int64_t loads = 0;            // modules loaded onto a context
+  int64_t damaged_skipped = 0;  // cache entries that failed their integrity check and were not loaded
+  int64_t tuning_misses = 0;    // launches that found no tuned config and used the default
+  double compile_ms = 0;        // total wall time spent compiling
+  double load_ms = 0;           // total wall time spent in cuModuleLoadData
+};
+
+// A kernel module loaded on one CUDA context, with its entry points resolved. Owned by the runtime; valid
+// until the runtime is destroyed.
+struct KTUNE_API LoadedKernel {
+  std::string name;                 // readable key: family/arch/problem/config
+  std::string digest;               // binary key digest
+  void* context = nullptr;          // CUcontext
+  void* module = nullptr;           // CUmodule
+  std::vector<void*> functions;     // CUfunction per GeneratedKernel::entry_points (dynamic smem limit
+                                    // already raised to the device's opt-in maximum at load)
+};
+
+// Result of making sure a binary exists in the cache (no GPU needed).
+struct KTUNE_API EnsureResult {
+  std::string name;
+  std::string digest;
+  bool compiled = false;  // false => it was already in a cache layer
+  double compile_ms = 0;
+};
+
+class KTUNE_API Runtime {
+ public:
+  explicit Runtime(RuntimeOptions options = RuntimeOptions::from_env());
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The process-wide runtime (options from the environment), created on first use.
+  static Runtime& global();
+
+  // Ensures the binary of `kernel` for `arch` is in a cache layer, compiling it if needed. Thread-safe and
+  // single-flight: concurrent callers for one missing binary cause exactly one compile. Needs no GPU.
+  EnsureResult ensure_binary(const GeneratedKernel& kernel, const Arch& arch);
+
+  // Launch-ready kernel on the calling thread's current CUDA context. `fast_key` identifies the kernel
+  // cheaply (e.g. "xqa_decode/<problem>/<config>"); `generate` runs only when this context has not loaded it
+  // yet. After the first call for a key this is one hash lookup: no SQLite, no compiler.
+  const LoadedKernel& get(const std::string& fast_key, const std::function<GeneratedKernel()>& generate);
+
+  // The arch of the current context's device (sm_90a on an H200). Throws no_driver without a GPU.
+  Arch current_arch();
+
+  RuntimeStats stats() const;
+  const RuntimeOptions& options() const;
+  // The cache layers as opened: "path (rw)" / "path (ro)" / "path (absent: why)".
+  std::vector<std::string> cache_layers() const;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }  // for the tuner and tools inside the library
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Makes the primary context of device `ordinal` current on the calling thread (what PyTorch does too).
+// Engines that manage their own contexts never need this.
+KTUNE_API void use_device(int ordinal);
+
+// Version strings.
+KTUNE_API const char* version();                 // ktune, "0.1.0"
+KTUNE_API std::string nvrtc_version_or_empty();  // "13.0.88", or "" when NVRTC cannot be loaded
+
+}  // namespace ktune

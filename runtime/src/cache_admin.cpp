@@ -1,0 +1,176 @@
+#include "ktune/cache_admin.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "ktune/cache/layered.hpp"
+#include "ktune/cache/store.hpp"
+#include "ktune/error.hpp"
+#include "ktune/runtime.hpp"
+
+namespace ktune {
+namespace {
+
+template <class F>
+auto cache_call(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const cache::CacheError& e) {
+    throw Error(Status::cache_error, "cache", e.what());
+  }
+}
+
+// Opens each present layer of the search path (read-only unless `writable_first` and it is the first
+// writable one) and calls fn(layer_info, db).
+template <class F>
+void for_each_layer(const std::string& search_path, bool force_read_only, F&& fn) {
+  cache_call([&] {
+    cache::LayeredCache layered(search_path, force_read_only);
+    for (const auto& info : layered.layers()) {
+      if (!info.present) continue;
+      auto db = cache::detail::open_for_reading(info.path);
+      fn(info, *db);
+    }
+    return 0;
+  });
+}
+
+CacheMergeSummary to_summary(const cache::CacheDb::MergeResult& m) {
+  CacheMergeSummary s;
+  s.binaries_added = m.binaries_added;
+  s.binaries_skipped = m.binaries_skipped;
+  s.tuning_added = m.tuning_added;
+  s.tuning_updated = m.tuning_updated;
+  s.damaged_skipped = m.damaged_skipped;
+  return s;
+}
+
+}  // namespace
+
+std::string default_cache_path() { return cache::LayeredCache::default_search_path(); }
+
+std::vector<CacheLayerSummary> cache_layers(const std::string& search_path) {
+  std::vector<CacheLayerSummary> out;
+  cache_call([&] {
+    cache::LayeredCache layered(search_path, true);
+    for (const auto& info : layered.layers()) {
+      CacheLayerSummary s;
+      s.path = info.path;
+      s.present = info.present;
+      s.note = info.note;
+      s.writable = info.present && !std::filesystem::exists(info.path) ? false : info.writable;
+      if (info.present) {
+        auto db = cache::detail::open_for_reading(info.path);
+        auto c = db->counts();
+        s.binaries = c.binaries;
+        s.tuning = c.tuning;
+        s.blob_bytes = c.blob_bytes;
+        s.schema_version = db->schema_version();
+        s.writable = ::access(info.path.c_str(), W_OK) == 0;
+      }
+      out.push_back(s);
+    }
+    return 0;
+  });
+  return out;
+}
+
+std::vector<CacheEntry> cache_list(const std::string& search_path, const std::string& family) {
+  std::vector<CacheEntry> out;
+  for_each_layer(search_path, true, [&](const cache::LayeredCache::LayerInfo& info, cache::CacheDb& db) {
+    for (const auto& b : db.list_binaries(family)) {
+      CacheEntry e;
+      e.layer = info.path;
+      e.name = b.name;
+      e.family = b.family;
+      e.arch = b.arch;
+      e.compiler = b.compiler;
+      e.compiler_version = b.compiler_version;
+      e.ktune_version = b.ktune_version;
+      e.digest = b.digest;
+      e.blob_size = b.blob_size;
+      e.created_at = b.created_at;
+      e.compile_ms = b.compile_ms;
+      out.push_back(std::move(e));
+    }
+  });
+  return out;
+}
+
+std::vector<CacheTuningEntry> cache_list_tuning(const std::string& search_path, const std::string& family) {
+  std::vector<CacheTuningEntry> out;
+  for_each_layer(search_path, true, [&](const cache::LayeredCache::LayerInfo& info, cache::CacheDb& db) {
+    for (const auto& t : db.list_tuning(family)) {
+      out.push_back(CacheTuningEntry{info.path, t.family, t.problem_key, t.device_fingerprint, t.ktune_version,
+                                     t.winner_config, t.candidates_json, t.tuned_at});
+    }
+  });
+  return out;
+}
+
+std::vector<CacheIssue> cache_verify(const std::string& search_path) {
+  std::vector<CacheIssue> out;
+  for_each_layer(search_path, true, [&](const cache::LayeredCache::LayerInfo& info, cache::CacheDb& db) {
+    for (const auto& i : db.verify()) out.push_back(CacheIssue{info.path, i.digest, i.name, i.problem});
+  });
+  return out;
+}
+
+int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_ktune, const std::string& family) {
+  return cache_call([&] {
+    cache::LayeredCache layered(search_path, false);
+    cache::CacheDb* db = layered.writable_layer();
+    if (!db) throw Error(Status::cache_error, "cache", fmt::format("no writable layer in {}", search_path));
+    cache::CacheDb::PruneCriteria c;
+    if (stale_compiler) {
+      c.keep_compiler_version = nvrtc_version_or_empty();
+      if (c.keep_compiler_version.empty())
+        throw Error(Status::no_compiler, "cache", "pruning by compiler version needs NVRTC to know the current version");
+    }
+    if (stale_ktune) c.keep_ktune_version = version();
+    c.family = family;
+    return db->prune(c);
+  });
+}
+
+CacheMergeSummary cache_export(const std::string& search_path, const std::string& dest) {
+  return cache_call([&] {
+    if (std::filesystem::exists(dest))
+      throw Error(Status::invalid_argument, "cache", fmt::format("export destination {} exists; refusing to overwrite", dest));
+    std::string staging = dest + ".staging";
+    std::filesystem::remove(staging);
+    CacheMergeSummary total;
+    {
+      auto out = cache::CacheDb::open(staging, cache::OpenOptions{false, true});
+      cache::LayeredCache layered(search_path, true);
+      for (const auto& info : layered.layers()) {
+        if (!info.present) continue;
+        auto m = out->merge_from(info.path);
+        total.binaries_added += m.binaries_added;
+        total.binaries_skipped += m.binaries_skipped;
+        total.tuning_added += m.tuning_added;
+        total.tuning_updated += m.tuning_updated;
+        total.damaged_skipped += m.damaged_skipped;
+      }
+      out->export_to(dest);  // compacted copy in rollback-journal mode
+    }
+    std::filesystem::remove(staging);
+    std::filesystem::remove(staging + "-wal");
+    std::filesystem::remove(staging + "-shm");
+    return total;
+  });
+}
+
+CacheMergeSummary cache_merge(const std::string& search_path, const std::string& src) {
+  return cache_call([&] {
+    cache::LayeredCache layered(search_path, false);
+    cache::CacheDb* db = layered.writable_layer();
+    if (!db) throw Error(Status::cache_error, "cache", fmt::format("no writable layer in {}", search_path));
+    return to_summary(db->merge_from(src));
+  });
+}
+
+}  // namespace ktune

@@ -1,0 +1,39 @@
+// libcuda.so.1 loaded with dlopen: ktune never links the driver, so the library loads (and compiles, caches,
+// plans) on machines without one. Every entry point the runtime uses is a member here.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+namespace ktune::detail {
+
+struct DriverApi {
+// The macro expands cuda.h's versioned aliases (cuMemAlloc -> cuMemAlloc_v2) before taking the symbol name.
+#define KTUNE_DRIVER_FUNCTIONS(X)                                                                          \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet) X(cuDeviceGetCount) \
+  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid)                          \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent)            \
+  X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
+  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuMemAlloc)           \
+  X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32) X(cuStreamCreate)               \
+  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)             \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyDtoD) X(cuMemGetInfo)
+
+#define KTUNE_DECLARE(name) decltype(&::name) name = nullptr;
+  KTUNE_DRIVER_FUNCTIONS(KTUNE_DECLARE)
+#undef KTUNE_DECLARE
+
+  std::string library_path;  // where libcuda was found
+};
+
+// The process-wide driver table, loaded and cuInit'ed on first use. Throws Error(no_driver) naming what is
+// missing (library not found, no device, cuInit failure).
+const DriverApi& driver();
+// Like driver() but returns nullptr (and the reason) instead of throwing.
+const DriverApi* try_driver(std::string* why_not = nullptr);
+
+// Throws Error(cuda_error) with the driver's name and text for `result`, naming `what` (the call and context).
+void check_cu(CUresult result, const char* what);
+
+}  // namespace ktune::detail

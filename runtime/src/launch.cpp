@@ -1,0 +1,34 @@
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "driver_api.hpp"
+#include "ktune/error.hpp"
+#include "ktune/launch.hpp"
+
+namespace ktune {
+using namespace detail;
+
+void launch_raw(const LoadedKernel& kernel, int entry, const LaunchDims& dims, void* stream, void** args) {
+  if (entry < 0 || entry >= static_cast<int>(kernel.functions.size()))
+    throw Error(Status::internal, "launch", fmt::format("{}: no entry point {}", kernel.name, entry));
+  const DriverApi& cu = driver();
+  CUlaunchConfig cfg;
+  std::memset(&cfg, 0, sizeof(cfg));
+  cfg.gridDimX = dims.grid[0];
+  cfg.gridDimY = dims.grid[1];
+  cfg.gridDimZ = dims.grid[2];
+  cfg.blockDimX = dims.block[0];
+  cfg.blockDimY = dims.block[1];
+  cfg.blockDimZ = dims.block[2];
+  cfg.sharedMemBytes = dims.dynamic_smem_bytes;
+  cfg.hStream = static_cast<CUstream>(stream);
+  CUresult r = cu.cuLaunchKernelEx(&cfg, static_cast<CUfunction>(kernel.functions[entry]), args, nullptr);
+  if (r != CUDA_SUCCESS)
+    check_cu(r, fmt::format("launch of {} entry {} grid ({},{},{}) block ({},{},{}) smem {}", kernel.name, entry,
+                            dims.grid[0], dims.grid[1], dims.grid[2], dims.block[0], dims.block[1], dims.block[2],
+                            dims.dynamic_smem_bytes)
+                    .c_str());
+}
+
+}  // namespace ktune

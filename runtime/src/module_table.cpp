@@ -1,0 +1,140 @@
+// Per-context module table: the hot path of every launch after the first is one shared-lock hash lookup.
+#include <chrono>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "driver_api.hpp"
+#include "ktune/error.hpp"
+#include "log.hpp"
+#include "runtime_impl.hpp"
+
+namespace ktune {
+using namespace detail;
+
+namespace {
+
+CUcontext current_context() {
+  const DriverApi& cu = driver();
+  CUcontext ctx = nullptr;
+  check_cu(cu.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!ctx)
+    throw Error(Status::cuda_error, "runtime",
+                "no current CUDA context on this thread: make one current first (torch.cuda.set_device, "
+                "cuCtxSetCurrent, or ktune::use_device)");
+  return ctx;
+}
+
+Arch arch_of_current_context() {
+  const DriverApi& cu = driver();
+  CUdevice dev = 0;
+  check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  int major = 0, minor = 0;
+  check_cu(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
+  check_cu(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+  return arch_for_compute_capability(major, minor);
+}
+
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+std::unique_ptr<LoadedKernel> load_module(const cache::BinaryRecord& rec, CUcontext ctx) {
+  const DriverApi& cu = driver();
+  auto k = std::make_unique<LoadedKernel>();
+  k->name = rec.name;
+  k->digest = rec.digest;
+  k->context = ctx;
+  CUmodule mod = nullptr;
+  check_cu(cu.cuModuleLoadData(&mod, rec.blob.data()), ("cuModuleLoadData(" + rec.name + ")").c_str());
+  k->module = mod;
+  CUdevice dev = 0;
+  check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  int optin = 0;
+  check_cu(cu.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+           "cuDeviceGetAttribute(smem optin)");
+  for (const std::string& sym : split_lines(rec.entry_points)) {
+    CUfunction fn = nullptr;
+    CUresult r = cu.cuModuleGetFunction(&fn, mod, sym.c_str());
+    if (r != CUDA_SUCCESS) {
+      cu.cuModuleUnload(mod);
+      check_cu(r, fmt::format("cuModuleGetFunction({}, {})", rec.name, sym).c_str());
+    }
+    // Raise the dynamic shared-memory limit once, at load, so launches never touch function attributes.
+    int static_smem = 0;
+    check_cu(cu.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn), "cuFuncGetAttribute");
+    check_cu(cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - static_smem),
+             "cuFuncSetAttribute(max dynamic smem)");
+    k->functions.push_back(fn);
+  }
+  return k;
+}
+
+}  // namespace
+
+const LoadedKernel& Runtime::get(const std::string& fast_key, const std::function<GeneratedKernel()>& generate) {
+  CUcontext ctx = current_context();
+  Impl& im = *impl_;
+  std::shared_ptr<Impl::Slot> slot;
+  {
+    std::shared_lock<std::shared_mutex> lock(im.modules_mutex);
+    auto per_ctx = im.modules.find(ctx);
+    if (per_ctx != im.modules.end()) {
+      auto it = per_ctx->second.find(fast_key);
+      if (it != per_ctx->second.end()) slot = it->second;
+    }
+  }
+  if (!slot) {
+    std::unique_lock<std::shared_mutex> lock(im.modules_mutex);
+    auto& s = im.modules[ctx][fast_key];
+    if (!s) s = std::make_shared<Impl::Slot>();
+    slot = s;
+  }
+  std::lock_guard<std::mutex> slot_lock(slot->mutex);  // uncontended once loaded
+  if (slot->kernel) {
+    im.stats.memory_hits++;
+    return *slot->kernel;
+  }
+  GeneratedKernel kernel = generate();
+  bool compiled = false;
+  BinaryPtr rec = im.obtain_binary(kernel, arch_of_current_context(), &compiled);
+  auto t0 = std::chrono::steady_clock::now();
+  slot->kernel = load_module(*rec, ctx);
+  im.stats.loads++;
+  im.stats.load_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  log(LogLevel::debug, "loaded {} ({})", rec->name, compiled ? "compiled" : "from cache");
+  return *slot->kernel;
+}
+
+Arch Runtime::current_arch() {
+  current_context();
+  return arch_of_current_context();
+}
+
+Runtime::~Runtime() {
+  const DriverApi* cu = try_driver();
+  if (!cu) return;
+  for (auto& [ctx, table] : impl_->modules)
+    for (auto& [key, slot] : table)
+      if (slot->kernel && slot->kernel->module) cu->cuModuleUnload(static_cast<CUmodule>(slot->kernel->module));
+}
+
+void use_device(int ordinal) {
+  const DriverApi& cu = driver();
+  int count = 0;
+  check_cu(cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count)
+    throw Error(Status::invalid_argument, "runtime", fmt::format("device ordinal {}: expected 0..{}", ordinal, count - 1));
+  CUdevice dev = 0;
+  check_cu(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  CUcontext ctx = nullptr;
+  check_cu(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check_cu(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+}
+
+}  // namespace ktune

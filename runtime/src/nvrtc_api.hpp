@@ -1,0 +1,31 @@
+// NVRTC loaded with dlopen: a container holding only the driver and a shipped cache runs every cached kernel
+// without it. Compiling needs it; a cache miss without NVRTC is a clear error.
+#pragma once
+
+#include <nvrtc.h>
+
+#include <string>
+
+namespace ktune::detail {
+
+struct NvrtcApi {
+#define KTUNE_NVRTC_FUNCTIONS(X)                                                                    \
+  X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)                \
+  X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize)        \
+  X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcAddNameExpression) X(nvrtcGetLoweredName) \
+  X(nvrtcGetSupportedArchs) X(nvrtcGetNumSupportedArchs)
+
+#define KTUNE_DECLARE(name) decltype(&::name) name = nullptr;
+  KTUNE_NVRTC_FUNCTIONS(KTUNE_DECLARE)
+#undef KTUNE_DECLARE
+
+  std::string library_path;
+  std::string version;  // "13.0.88": major.minor from nvrtcVersion, build from the compiler banner
+};
+
+// Process-wide NVRTC, loaded on first use. Search order: $KTUNE_NVRTC, libnvrtc.so.13 / libnvrtc.so on the
+// loader path, $CUDA_HOME/lib64, /usr/local/cuda/lib64. Throws Error(no_compiler) naming where it looked.
+const NvrtcApi& nvrtc();
+const NvrtcApi* try_nvrtc(std::string* why_not = nullptr);
+
+}  // namespace ktune::detail

@@ -1,0 +1,220 @@
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "ktune/error.hpp"
+#include "log.hpp"
+#include "nvrtc_api.hpp"
+#include "nvrtc_compiler.hpp"
+#include "runtime_impl.hpp"
+
+namespace ktune {
+using namespace detail;
+
+namespace {
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  std::string s(v);
+  return !(s == "0" || s == "false" || s == "no" || s == "off");
+}
+
+// Binary-lookup failures from the cache layer become runtime errors with the subsystem named.
+template <class F>
+auto cache_call(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const cache::CacheError& e) {
+    throw Error(Status::cache_error, "cache", e.what());
+  }
+}
+
+}  // namespace
+
+RuntimeOptions RuntimeOptions::from_env() {
+  RuntimeOptions o;
+  if (const char* p = std::getenv("KTUNE_CACHE")) o.cache_path = p;
+  o.read_only = env_flag("KTUNE_CACHE_READONLY", false);
+  o.allow_jit = env_flag("KTUNE_JIT", true);
+  if (const char* d = std::getenv("KTUNE_DUMP")) o.dump_dir = d;
+  return o;
+}
+
+Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
+  std::string path = options.cache_path.empty() ? cache::LayeredCache::default_search_path() : options.cache_path;
+  options.cache_path = path;
+  cache = cache_call([&] { return std::make_unique<cache::LayeredCache>(path, options.read_only); });
+}
+
+Runtime::Impl::~Impl() = default;  // modules are unloaded in ~Runtime (module_table.cpp)
+
+void Runtime::Impl::dump(const GeneratedKernel& kernel, const BinaryKey& key, const std::vector<uint8_t>& blob) {
+  if (options.dump_dir.empty()) return;
+  std::string stem = key.name;
+  for (char& c : stem)
+    if (c == '/') c = '_';
+  std::filesystem::create_directories(options.dump_dir);
+  std::ofstream(options.dump_dir + "/" + stem + ".cu") << kernel.source;
+  std::ofstream bin(options.dump_dir + "/" + stem + ".cubin", std::ios::binary);
+  bin.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
+  log(LogLevel::info, "dumped {} to {}", key.name, options.dump_dir);
+}
+
+BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const Arch& arch, const BinaryKey& key,
+                                           const std::vector<std::string>& opts, bool* compiled) {
+  const bool have_compiler = !key.compiler_version.empty();
+  int64_t damaged_before = cache->damaged_seen();
+  cache::BinaryLookup found = cache_call([&] {
+    return have_compiler ? cache->get_binary(key.digest)
+                         : cache->find_binary_any_compiler_version(key.source_digest, key.arch, key.compiler,
+                                                                   key.options, key.ktune_version);
+  });
+  if (cache->damaged_seen() != damaged_before)
+    log(LogLevel::warn, "{}: a damaged cache entry was skipped (not loaded)", key.name);
+  if (found.status == cache::LookupStatus::hit) {
+    stats.cache_hits++;
+    return std::make_shared<const cache::BinaryRecord>(std::move(found.record));
+  }
+  stats.misses++;
+  if (!options.allow_jit)
+    throw Error(Status::jit_disabled, "runtime",
+                fmt::format("{} is in no cache layer ({}) and KTUNE_JIT=0 forbids compiling at run time; "
+                            "fill the cache ahead of time with `ktune warmup` or `ktune compile`",
+                            key.name, options.cache_path));
+  if (!have_compiler) {
+    std::string why;
+    try_nvrtc(&why);
+    throw Error(Status::no_compiler, "runtime", fmt::format("{} is in no cache layer and {}", key.name, why));
+  }
+
+  CompiledBinary bin;
+  try {
+    bin = compile_with_nvrtc(kernel, arch, opts);
+  } catch (...) {
+    stats.compile_failures++;
+    throw;
+  }
+  stats.compiles++;
+  stats.compile_us += static_cast<int64_t>(bin.compile_ms * 1000);
+  if (!bin.log.empty()) log(LogLevel::debug, "{} compiled with messages:\n{}", key.name, bin.log);
+  dump(kernel, key, bin.cubin);
+
+  auto rec = std::make_shared<cache::BinaryRecord>();
+  rec->digest = key.digest;
+  rec->family = key.family;
+  rec->name = key.name;
+  rec->arch = key.arch;
+  rec->compiler = key.compiler;
+  rec->compiler_version = key.compiler_version;
+  rec->options = key.options;
+  rec->source_digest = key.source_digest;
+  rec->ktune_version = key.ktune_version;
+  rec->schema_version = key.format_version;
+  rec->entry_points = fmt::format("{}", fmt::join(bin.lowered_names, "\n"));
+  rec->blob = std::move(bin.cubin);
+  rec->compile_ms = bin.compile_ms;
+  rec->created_at = static_cast<int64_t>(std::time(nullptr));
+  if (cache->writable_layer()) {
+    cache_call([&] { return cache->put_binary(*rec); });
+  } else {
+    log(LogLevel::info, "{}: no writable cache layer; the compiled binary lives in memory only", key.name);
+  }
+  *compiled = true;
+  return rec;
+}
+
+BinaryPtr Runtime::Impl::obtain_binary(const GeneratedKernel& kernel, const Arch& arch, bool* compiled) {
+  *compiled = false;
+  const NvrtcApi* api = try_nvrtc();
+  std::vector<std::string> opts = nvrtc_options(kernel, arch);
+  BinaryKey key = derive_binary_key(kernel, arch, "nvrtc", api ? api->version : "", opts);
+
+  std::promise<BinaryPtr> promise;
+  std::shared_future<BinaryPtr> waiting;
+  {
+    std::lock_guard<std::mutex> lock(binaries_mutex);
+    if (auto it = binaries.find(key.digest); it != binaries.end()) return it->second;
+    if (auto it = binaries_in_flight.find(key.digest); it != binaries_in_flight.end()) {
+      waiting = it->second;
+    } else {
+      binaries_in_flight.emplace(key.digest, promise.get_future().share());
+    }
+  }
+  if (waiting.valid()) return waiting.get();  // another thread is on it; rethrows its error too
+
+  try {
+    BinaryPtr rec = lookup_or_compile(kernel, arch, key, opts, compiled);
+    std::lock_guard<std::mutex> lock(binaries_mutex);
+    binaries.emplace(key.digest, rec);
+    binaries_in_flight.erase(key.digest);
+    promise.set_value(rec);
+    return rec;
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(binaries_mutex);
+    binaries_in_flight.erase(key.digest);  // a later call may retry (e.g. after the cache is fixed)
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+}
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Runtime& Runtime::global() {
+  // Never destroyed: modules must not be unloaded after the driver has torn contexts down at exit.
+  static Runtime* rt = new Runtime(RuntimeOptions::from_env());
+  return *rt;
+}
+
+EnsureResult Runtime::ensure_binary(const GeneratedKernel& kernel, const Arch& arch) {
+  bool compiled = false;
+  BinaryPtr rec = impl_->obtain_binary(kernel, arch, &compiled);
+  EnsureResult r;
+  r.name = rec->name;
+  r.digest = rec->digest;
+  r.compiled = compiled;
+  r.compile_ms = compiled ? rec->compile_ms : 0;
+  return r;
+}
+
+RuntimeStats Runtime::stats() const {
+  const AtomicStats& s = impl_->stats;
+  RuntimeStats r;
+  r.memory_hits = s.memory_hits;
+  r.cache_hits = s.cache_hits;
+  r.misses = s.misses;
+  r.compiles = s.compiles;
+  r.compile_failures = s.compile_failures;
+  r.loads = s.loads;
+  r.damaged_skipped = impl_->cache->damaged_seen();
+  r.tuning_misses = s.tuning_misses;
+  r.compile_ms = s.compile_us / 1000.0;
+  r.load_ms = s.load_us / 1000.0;
+  return r;
+}
+
+const RuntimeOptions& Runtime::options() const { return impl_->options; }
+
+std::vector<std::string> Runtime::cache_layers() const {
+  std::vector<std::string> out;
+  for (const auto& l : impl_->cache->layers()) {
+    if (!l.present)
+      out.push_back(fmt::format("{} (absent{}{})", l.path, l.note.empty() ? "" : ": ", l.note));
+    else
+      out.push_back(fmt::format("{} ({})", l.path, l.writable ? "rw" : "ro"));
+  }
+  return out;
+}
+
+const char* version() { return KTUNE_VERSION_STRING; }
+
+std::string nvrtc_version_or_empty() {
+  const NvrtcApi* api = try_nvrtc();
+  return api ? api->version : std::string();
+}
+
+}  // namespace ktune

@@ -1,0 +1,369 @@
+#include "xqa_decode/spec.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+
+#include "ktune/error.hpp"
+#include "xqa_decode/shape.h"
+
+namespace ktune::xqa {
+namespace {
+
+namespace kc = ::ktune_common;
+
+[[noreturn]] void fail(const std::string& field, const std::string& what) {
+  throw Error(Status::invalid_argument, "xqa_decode", field + ": " + what);
+}
+
+bool is_pow2_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
+
+bool parse_dtype(const std::string& s, DType* out) {
+  if (s == "bf16") *out = kc::kBF16;
+  else if (s == "fp16") *out = kc::kFP16;
+  else if (s == "e4m3") *out = kc::kE4M3;
+  else return false;
+  return true;
+}
+
+// Parses "<prefix><positive int>" exactly (no sign, no leading zeros, no trailing text).
+bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
+  if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string digits = tok.substr(prefix.size());
+  if (digits.size() > 6 || (digits.size() > 1 && digits[0] == '0')) return false;
+  for (char ch : digits)
+    if (ch < '0' || ch > '9') return false;
+  *out = std::stoi(digits);
+  return true;
+}
+
+std::vector<std::string> split_dots(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : s) {
+    if (ch == '.') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+ktune_xqa::Shape shape_of(const Problem& p, const Config& c) {
+  return ktune_xqa::make_shape(p.head_dim, p.group_size(), p.max_q_len, p.page_size, int(p.kv_dtype),
+                               c.tokens_per_tile, c.stages, c.warps, c.m_tiles_per_cta);
+}
+
+std::string arch_name(const Arch& a) {
+  std::string s = "sm_" + std::to_string(a.sm());
+  if (a.suffix) s += a.suffix;
+  return a.host ? std::string("host") : s;
+}
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case kc::kBF16: return "bf16";
+    case kc::kFP16: return "fp16";
+    case kc::kE4M3: return "e4m3";
+    case kc::kF32: return "f32";
+  }
+  return "?";
+}
+
+void Problem::validate() const {
+  const auto num = [](int v) { return std::to_string(v); };
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+    fail("head_dim", "expected 64, 128 or 256, got " + num(head_dim));
+  if (num_kv_heads < 1 || num_kv_heads > 1024) fail("num_kv_heads", "expected 1..1024, got " + num(num_kv_heads));
+  if (num_q_heads < 1 || num_q_heads % num_kv_heads != 0)
+    fail("num_q_heads", "expected a positive multiple of num_kv_heads (" + num(num_kv_heads) + "), got " +
+                            num(num_q_heads));
+  if (group_size() > 16)
+    fail("num_q_heads", "expected num_q_heads / num_kv_heads in 1..16, got " + num(group_size()));
+  if (page_size != 16 && page_size != 32 && page_size != 64 && page_size != 128)
+    fail("page_size", "expected 16, 32, 64 or 128, got " + num(page_size));
+  if (layout != Layout::Hnd && layout != Layout::Nhd) fail("layout", "expected hnd or nhd");
+  const auto dt_ok = [](DType t) { return t == kc::kBF16 || t == kc::kFP16 || t == kc::kE4M3; };
+  if (!dt_ok(q_dtype)) fail("q_dtype", std::string("expected bf16, fp16 or e4m3, got ") + dtype_name(q_dtype));
+  if (!dt_ok(kv_dtype)) fail("kv_dtype", std::string("expected bf16, fp16 or e4m3, got ") + dtype_name(kv_dtype));
+  if (!dt_ok(out_dtype)) fail("out_dtype", std::string("expected bf16, fp16 or e4m3, got ") + dtype_name(out_dtype));
+  if (kv_dtype != kc::kE4M3 && q_dtype != kv_dtype)
+    fail("q_dtype", std::string("with ") + dtype_name(kv_dtype) + " KV expected q_dtype " + dtype_name(kv_dtype) +
+                        ", got " + dtype_name(q_dtype));
+  if (max_q_len < 1 || max_q_len > 16) fail("max_q_len", "expected 1..16, got " + num(max_q_len));
+  if (mask != MaskKind::None && mask != MaskKind::Causal && mask != MaskKind::Explicit)
+    fail("mask", "expected none, causal or explicit");
+  if (mask == MaskKind::None && max_q_len != 1)
+    fail("mask", "none is only valid with max_q_len 1 (got max_q_len " + num(max_q_len) + "); use causal or explicit");
+}
+
+std::string Problem::key() const {
+  std::ostringstream o;
+  o << 'd' << head_dim << ".h" << num_q_heads << ".kv" << num_kv_heads << ".p" << page_size << '.'
+    << (layout == Layout::Hnd ? "hnd" : "nhd") << '.' << dtype_name(q_dtype) << '-' << dtype_name(kv_dtype) << '-'
+    << dtype_name(out_dtype) << ".q" << max_q_len << '.'
+    << (mask == MaskKind::None ? "none" : mask == MaskKind::Causal ? "causal" : "mask");
+  if (has_sinks) o << ".sink";
+  if (sliding_window) o << ".win";
+  if (softcap) o << ".cap";
+  if (write_lse) o << ".lse";
+  return o.str();
+}
+
+Problem Problem::from_key(const std::string& key) {
+  const auto bad = [&](const std::string& why) -> Problem {
+    fail("key", "cannot parse '" + key + "' as an xqa_decode problem key (" + why +
+                    "); expected e.g. d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.sink.win.cap.lse");
+  };
+  const std::vector<std::string> t = split_dots(key);
+  if (t.size() < 8) return bad("too few fields");
+  Problem p;
+  if (!parse_num(t[0], "d", &p.head_dim)) return bad("field 1 '" + t[0] + "' is not d<head_dim>");
+  if (!parse_num(t[1], "h", &p.num_q_heads)) return bad("field 2 '" + t[1] + "' is not h<num_q_heads>");
+  if (!parse_num(t[2], "kv", &p.num_kv_heads)) return bad("field 3 '" + t[2] + "' is not kv<num_kv_heads>");
+  if (!parse_num(t[3], "p", &p.page_size)) return bad("field 4 '" + t[3] + "' is not p<page_size>");
+  if (t[4] == "hnd") p.layout = Layout::Hnd;
+  else if (t[4] == "nhd") p.layout = Layout::Nhd;
+  else return bad("field 5 '" + t[4] + "' is not hnd or nhd");
+  {
+    const std::string& s = t[5];
+    const size_t a = s.find('-'), b2 = a == std::string::npos ? a : s.find('-', a + 1);
+    if (a == std::string::npos || b2 == std::string::npos || s.find('-', b2 + 1) != std::string::npos ||
+        !parse_dtype(s.substr(0, a), &p.q_dtype) || !parse_dtype(s.substr(a + 1, b2 - a - 1), &p.kv_dtype) ||
+        !parse_dtype(s.substr(b2 + 1), &p.out_dtype))
+      return bad("field 6 '" + s + "' is not <q>-<kv>-<out> dtypes");
+  }
+  if (!parse_num(t[6], "q", &p.max_q_len)) return bad("field 7 '" + t[6] + "' is not q<max_q_len>");
+  if (t[7] == "none") p.mask = MaskKind::None;
+  else if (t[7] == "causal") p.mask = MaskKind::Causal;
+  else if (t[7] == "mask") p.mask = MaskKind::Explicit;
+  else return bad("field 8 '" + t[7] + "' is not none, causal or mask");
+  static const char* const kFlags[] = {"sink", "win", "cap", "lse"};
+  size_t next = 0;
+  for (size_t i = 8; i < t.size(); ++i) {
+    size_t f = next;
+    while (f < 4 && t[i] != kFlags[f]) ++f;
+    if (f == 4) return bad("unknown or out-of-order flag '" + t[i] + "'");
+    (f == 0 ? p.has_sinks : f == 1 ? p.sliding_window : f == 2 ? p.softcap : p.write_lse) = true;
+    next = f + 1;
+  }
+  p.validate();
+  if (p.key() != key) return bad("not in canonical form");
+  return p;
+}
+
+std::string Config::key() const {
+  std::string k = "t" + std::to_string(tokens_per_tile) + ".s" + std::to_string(stages) + ".w" + std::to_string(warps);
+  if (m_tiles_per_cta != 0) k += ".m" + std::to_string(m_tiles_per_cta);
+  return k;
+}
+
+Config Config::from_key(const std::string& key) {
+  const std::vector<std::string> t = split_dots(key);
+  Config c;
+  bool ok = (t.size() == 3 || t.size() == 4) && parse_num(t[0], "t", &c.tokens_per_tile) &&
+            parse_num(t[1], "s", &c.stages) && parse_num(t[2], "w", &c.warps);
+  if (ok && t.size() == 4) ok = parse_num(t[3], "m", &c.m_tiles_per_cta) && c.m_tiles_per_cta > 0;
+  if (!ok || c.key() != key)
+    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4");
+  return c;
+}
+
+DeviceLimits default_limits(const Arch& arch) {
+  DeviceLimits l;
+  switch (arch.sm()) {
+    case 80: l.sm_count = 108; l.max_smem_per_block_optin = 163 * 1024; l.l2_bytes = 40 << 20; break;
+    case 86: l.sm_count = 84; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 6 << 20; break;
+    case 89: l.sm_count = 128; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 72 << 20; break;
+    case 90: l.sm_count = 132; l.max_smem_per_block_optin = 227 * 1024; l.l2_bytes = 50 << 20; break;
+    case 100: case 103: l.sm_count = 148; l.max_smem_per_block_optin = 227 * 1024; l.l2_bytes = 126 << 20; break;
+    case 120: l.sm_count = 170; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 96 << 20; break;
+    case 121: l.sm_count = 48; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 24 << 20; break;
+    default: l.max_smem_per_block_optin = 99 * 1024; break;
+  }
+  return l;
+}
+
+std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    return std::string("problem: ") + e.what();
+  }
+  if (arch.host) return "xqa_decode has no host (CPU) kernel";
+  if (arch.sm() < 80) return "xqa_decode needs sm_80 or newer (cp.async, bf16 mma), got sm_" + std::to_string(arch.sm());
+  if (!is_pow2_in(c.tokens_per_tile, 16, 256)) return "tokens_per_tile: expected 16, 32, 64, 128 or 256";
+  if (c.stages < 2 || c.stages > 8) return "stages: expected 2..8";
+  if (!is_pow2_in(c.warps, 1, 16)) return "warps: expected 1, 2, 4, 8 or 16";
+  if (c.m_tiles_per_cta < 0 || c.m_tiles_per_cta > 16) return "m_tiles_per_cta: expected 0..16";
+  const ktune_xqa::Shape s = shape_of(p, c);
+  if (const char* why = ktune_xqa::shape_error(s)) return why;
+  if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
+  if (s.smem_total > lim.max_smem_per_block_optin)
+    return "shared memory " + std::to_string(s.smem_total) + " B exceeds the per-block limit " +
+           std::to_string(lim.max_smem_per_block_optin) + " B";
+  return "";
+}
+
+int ctas_per_sm(const Problem& p, const Config& c, const DeviceLimits& lim) {
+  const ktune_xqa::Shape s = shape_of(p, c);
+  const int by_smem = (lim.max_smem_per_block_optin + 1024) / (s.smem_total + 1024);
+  const int by_threads = 2048 / s.threads;
+  const int regs = std::max(65536 / (s.threads * s.min_blocks), 32);  // the compiler's cap
+  const int by_regs = 65536 / (s.threads * std::min(regs, (s.est_regs + 7) / 8 * 8));
+  return std::max(1, std::min({by_smem, by_threads, by_regs, 32}));
+}
+
+Config default_config(const Problem& p, const Arch& arch) {
+  p.validate();
+  const DeviceLimits lim = default_limits(arch);
+  const int m_tiles = (p.max_q_len * p.group_size() + 15) / 16;
+  const bool fp8 = kc::dtype_size(int(p.kv_dtype)) == 1;
+  // Measured on the H200 (B=64, L=4096, one 16-row tile): small CTAs that keep 4 per SM resident win
+  // (bf16 t32.s3.w2 4.2-4.4 TB/s, e4m3 t64.s3.w2 3.9 TB/s, vs 4.1-4.2 / 2.9-3.9 for 4-warp tiles). With more
+  // row tiles, one warp per row tile first, then larger tiles; rows are split over CTAs only when registers
+  // force it.
+  int w0 = 2;
+  while (w0 < m_tiles && w0 < 8) w0 *= 2;
+  std::vector<int> warps = {w0};
+  for (int w : {2, 4, 8, 1, 16})
+    if (w != w0) warps.push_back(w);
+  const std::vector<int> tiles = fp8 ? std::vector<int>{64, 32, 128, 16} : std::vector<int>{32, 64, 16, 128};
+  for (int mt : {0, 8, 4, 2, 1}) {
+    if (mt != 0 && mt >= m_tiles) continue;
+    std::vector<Config> fits;
+    for (int w : warps)
+      for (int t : tiles)
+        for (int st : {3, 2, 4}) {
+          const Config c{t, st, w, mt};
+          if (can_implement(p, c, arch, lim).empty()) fits.push_back(c);
+        }
+    // Bytes in flight per SM (stages - 1 tiles per resident CTA) is what keeps HBM busy.
+    const auto in_flight = [&](const Config& c) {
+      return (long long)ctas_per_sm(p, c, lim) * (c.stages - 1) * shape_of(p, c).smem_stage;
+    };
+    const auto warps_per_sm = [&](const Config& c) { return ctas_per_sm(p, c, lim) * c.warps; };
+    for (const Config& c : fits)
+      if (ctas_per_sm(p, c, lim) >= 4 && warps_per_sm(c) >= 8 && in_flight(c) >= 64 * 1024) return c;
+    for (const Config& c : fits)
+      if (ctas_per_sm(p, c, lim) >= 2 && warps_per_sm(c) >= 4 && in_flight(c) >= 32 * 1024) return c;
+    if (!fits.empty()) return fits.front();
+  }
+  throw Error(Status::internal, "xqa_decode", "no default config fits problem " + p.key() + " on " + arch_name(arch));
+}
+
+std::vector<Config> search_space(const Problem& p, const Arch& arch) {
+  const DeviceLimits lim = default_limits(arch);
+  std::vector<Config> out;
+  const int m_tiles = (p.max_q_len * p.group_size() + 15) / 16;
+  for (int mt : {0, 8, 4, 2, 1}) {
+    if (mt != 0 && mt >= m_tiles) continue;
+    for (int warps : {2, 4, 8})
+      for (int t : {32, 64, 128})
+        for (int st : {2, 3, 4, 6}) {
+          Config c{t, st, warps, mt};
+          if (can_implement(p, c, arch, lim).empty()) out.push_back(c);
+        }
+  }
+  const Config d = default_config(p, arch);
+  if (std::find(out.begin(), out.end(), d) == out.end()) out.insert(out.begin(), d);
+  return out;
+}
+
+GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
+  p.validate();
+  const std::string why = can_implement(p, c, arch, default_limits(arch));
+  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  std::ostringstream s;
+  const auto b = [](bool v) { return v ? "true" : "false"; };
+  s << "// ktune xqa_decode " << p.key() << " / " << c.key() << "\n"
+    << "#include \"xqa_decode/kernel.cuh\"\n"
+    << "namespace ktune_xqa {\n"
+    << "struct Spec {\n"
+    << "  static constexpr int kHeadDim = " << p.head_dim << ";\n"
+    << "  static constexpr int kNumKvHeads = " << p.num_kv_heads << ";\n"
+    << "  static constexpr int kGroupSize = " << p.group_size() << ";\n"
+    << "  static constexpr int kPageSize = " << p.page_size << ";\n"
+    << "  static constexpr bool kLayoutHND = " << b(p.layout == Layout::Hnd) << ";\n"
+    << "  static constexpr int kQType = " << int(p.q_dtype) << ", kKVType = " << int(p.kv_dtype)
+    << ", kOutType = " << int(p.out_dtype) << ";\n"
+    << "  static constexpr int kMaxQLen = " << p.max_q_len << ";\n"
+    << "  static constexpr int kMask = " << int(p.mask) << ";\n"
+    << "  static constexpr bool kSinks = " << b(p.has_sinks) << ", kSlidingWindow = " << b(p.sliding_window)
+    << ", kSoftcap = " << b(p.softcap) << ", kWriteLse = " << b(p.write_lse) << ";\n"
+    << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kStages = " << c.stages
+    << ", kWarps = " << c.warps << ", kMTilesPerCta = " << c.m_tiles_per_cta << ";\n"
+    << "};\n"
+    << "}  // namespace ktune_xqa\n";
+  GeneratedKernel k;
+  k.family = "xqa_decode";
+  k.problem_key = p.key();
+  k.config_key = c.key();
+  k.source = s.str();
+  k.entry_points = {"ktune_xqa::decode_kernel<ktune_xqa::Spec>", "ktune_xqa::combine_kernel<ktune_xqa::Spec>"};
+  k.options = {"-std=c++17"};
+  return k;
+}
+
+int choose_num_splits(const Problem& p, const Config& c, int batch, int max_seq_len, const DeviceLimits& lim) {
+  if (batch <= 0 || max_seq_len <= 0) return 1;
+  const ktune_xqa::Shape s = shape_of(p, c);
+  const long long slots = (long long)lim.sm_count * ctas_per_sm(p, c, lim);
+  const long long base = (long long)batch * p.num_kv_heads * s.m_groups;
+  const int tiles = (max_seq_len + c.tokens_per_tile - 1) / c.tokens_per_tile;
+  if (tiles <= 1) return 1;
+  // Time model in token-times (fit to H200 measurements): HBM saturates once ~2 CTAs per SM stream, so a wave
+  // of w CTAs each streaming W tokens takes W * max(w, sat) / sat; waves beyond the resident slots run one
+  // after another; each CTA has a fixed cost of ~256 tokens (prologue latency); splitting adds the combine.
+  const double sat = 2.0 * lim.sm_count;
+  const int max_splits = (int)std::min<long long>({(long long)tiles, 256, 8 * slots / base + 1});
+  int best = 1;
+  double best_cost = 1e300;
+  for (int k = 1; k <= std::max(1, max_splits); ++k) {
+    const double W = double((tiles + k - 1) / k) * c.tokens_per_tile + 256.0;
+    long long left = base * k;
+    double cost = 0;
+    while (left > 0) {
+      const long long w = std::min(left, slots);
+      cost += W * std::max<double>(double(w), sat) / sat;
+      left -= w;
+    }
+    if (k > 1) cost += 128.0 + 2.0 * k;
+    if (cost < best_cost * (1 - 1e-3)) {
+      best_cost = cost;
+      best = k;
+    }
+  }
+  return best;
+}
+
+size_t workspace_bytes(const Problem& p, const Config&, int batch, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return size_t(batch) * p.max_q_len * p.num_q_heads * num_splits * (p.head_dim + 2) * sizeof(float);
+}
+
+LaunchDims decode_dims(const Problem& p, const Config& c, int batch, int num_splits) {
+  const ktune_xqa::Shape s = shape_of(p, c);
+  LaunchDims d;
+  d.grid[0] = unsigned(std::max(1, num_splits));
+  d.grid[1] = unsigned(p.num_kv_heads * s.m_groups);
+  d.grid[2] = unsigned(std::max(1, batch));
+  d.block[0] = unsigned(s.threads);
+  d.dynamic_smem_bytes = unsigned(s.smem_total);
+  return d;
+}
+
+LaunchDims combine_dims(const Problem& p, const Config&, int batch) {
+  LaunchDims d;
+  d.grid[0] = unsigned(p.max_q_len * p.num_q_heads);
+  d.grid[1] = unsigned(std::max(1, batch));
+  d.block[0] = 128;
+  return d;
+}
+
+}  // namespace ktune::xqa

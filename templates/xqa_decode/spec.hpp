@@ -1,0 +1,80 @@
+// Host spec of the xqa_decode family: static problem, tile config, validation, source generation and launch
+// planning. Pure: it never compiles, caches or times anything.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "ktune/arch.hpp"
+#include "ktune/kernel_spec.hpp"
+
+namespace ktune::xqa {
+
+using DType = ::ktune_common::DType;
+
+enum class Layout : int { Hnd = 0, Nhd = 1 };
+enum class MaskKind : int { None = 0, Causal = 1, Explicit = 2 };
+
+// The static specialization: every field changes the binary.
+struct Problem {
+  int head_dim = 128;      // 64, 128, 256
+  int num_q_heads = 32;
+  int num_kv_heads = 8;    // num_q_heads / num_kv_heads = group size, 1..16
+  int page_size = 32;      // 16, 32, 64, 128
+  Layout layout = Layout::Hnd;
+  DType q_dtype = ::ktune_common::kBF16;   // bf16, fp16, e4m3 (e4m3 Q needs e4m3 KV)
+  DType kv_dtype = ::ktune_common::kBF16;  // bf16, fp16 (== q dtype), e4m3
+  DType out_dtype = ::ktune_common::kBF16; // bf16, fp16, e4m3
+  int max_q_len = 1;       // 1..16 query tokens per request
+  MaskKind mask = MaskKind::Causal;  // None only with max_q_len == 1
+  bool has_sinks = false;
+  bool sliding_window = false;
+  bool softcap = false;
+  bool write_lse = false;
+
+  int group_size() const { return num_kv_heads > 0 ? num_q_heads / num_kv_heads : 0; }
+  // Throws ktune::Error(invalid_argument, "xqa_decode", "<field>: ...") on the first bad field.
+  void validate() const;
+  // e.g. "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.sink.win" (+ ".cap", ".lse")
+  std::string key() const;
+  static Problem from_key(const std::string& key);
+  bool operator==(const Problem& o) const { return key() == o.key(); }
+};
+
+struct Config {
+  int tokens_per_tile = 64;  // KV tokens per pipeline stage
+  int stages = 3;            // cp.async ring depth (>= 2)
+  int warps = 4;             // warps per CTA
+  int m_tiles_per_cta = 0;   // 16-row query tiles per CTA; 0 = all rows of a kv head in one CTA
+  std::string key() const;   // "t64.s3.w4" (+ ".m2" when m_tiles_per_cta != 0)
+  static Config from_key(const std::string& key);
+  bool operator==(const Config& o) const {
+    return tokens_per_tile == o.tokens_per_tile && stages == o.stages && warps == o.warps &&
+           m_tiles_per_cta == o.m_tiles_per_cta;
+  }
+};
+
+// Published per-arch limits used when no device is present.
+DeviceLimits default_limits(const Arch& arch);
+
+Config default_config(const Problem& p, const Arch& arch);
+std::vector<Config> search_space(const Problem& p, const Arch& arch);
+// "" when the config can run the problem on that arch/device, else the reason.
+std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim);
+
+// Entry points: [0] = decode_kernel, [1] = combine_kernel. Options: "-std=c++17".
+GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch);
+
+// Launch planning: depends only on the static problem, the config, batch and a max-seq-len bucket.
+int choose_num_splits(const Problem& p, const Config& c, int batch, int max_seq_len, const DeviceLimits& lim);
+size_t workspace_bytes(const Problem& p, const Config& c, int batch, int num_splits);
+LaunchDims decode_dims(const Problem& p, const Config& c, int batch, int num_splits);
+LaunchDims combine_dims(const Problem& p, const Config& c, int batch);  // grid (max_q_len*num_q_heads, batch), 128
+// CTAs of the decode kernel that fit on one SM (smem, threads, registers estimate).
+int ctas_per_sm(const Problem& p, const Config& c, const DeviceLimits& lim);
+
+const char* dtype_name(DType t);
+
+}  // namespace ktune::xqa

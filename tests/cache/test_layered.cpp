@@ -1,0 +1,217 @@
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "cache_test_util.hpp"
+#include "ktune/cache/layered.hpp"
+
+using namespace ktune::cache;
+using namespace ktune::cache::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Builds a shipped-style image (exported, journal_mode=DELETE) holding records [first, first+n).
+void make_image(const TempDir& dir, const std::string& out, int first, int n) {
+  const std::string work = dir.file("work-" + std::to_string(first) + ".db");
+  {
+    auto db = CacheDb::open(work, {});
+    for (int i = first; i < first + n; ++i) db->put_binary(sample_record(i));
+    db->put_tuning(sample_tuning(first));
+    db->export_to(out);
+  }
+  fs::remove(work);
+}
+
+// Sets an environment variable for the scope of a test.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(std::string n, const char* value) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) old = v;
+    if (value) {
+      ::setenv(name.c_str(), value, 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    if (old) {
+      ::setenv(name.c_str(), old->c_str(), 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("layered: new entries go to the writable layer, the read-only layer is untouched", "[cache][layered]") {
+  TempDir dir;
+  const std::string image = dir.file("image.db"), rw = dir.file("user/ktune.db");
+  make_image(dir, image, 1, 3);
+  const auto image_bytes = read_bytes(image);
+
+  {
+    LayeredCache cache(rw + ":" + image, false);
+    auto layers = cache.layers();
+    REQUIRE(layers.size() == 2);
+    CHECK(layers[0].writable);
+    CHECK(layers[0].note == "created");
+    CHECK_FALSE(layers[1].writable);
+    CHECK(layers[1].open);
+    CHECK_THAT(layers[1].note, Catch::Contains("read-only"));
+    REQUIRE(cache.writable_layer() != nullptr);
+    CHECK(cache.writable_layer()->path() == rw);
+
+    // Lookups find entries in the read-only layer.
+    BinaryLookup l = cache.get_binary(sample_record(2).digest);
+    REQUIRE(l.status == LookupStatus::hit);
+    CHECK(l.record.blob == sample_record(2).blob);
+    CHECK(cache.get_tuning("xqa_decode", sample_tuning(1).problem_key, sample_tuning(1).device_fingerprint));
+
+    CHECK(cache.put_binary(sample_record(10)));
+    cache.put_tuning(sample_tuning(10));
+    CHECK(cache.get_binary(sample_record(10).digest).status == LookupStatus::hit);
+    CHECK(cache.writable_layer()->counts().binaries == 1);
+    CHECK(cache.get_binary("absent").status == LookupStatus::miss);
+    CHECK(cache.damaged_seen() == 0);
+  }
+  CHECK(read_bytes(image) == image_bytes);
+  CHECK_FALSE(fs::exists(image + "-wal"));
+  CHECK(CacheDb::open(rw, {})->get_binary(sample_record(10).digest).status == LookupStatus::hit);
+}
+
+TEST_CASE("layered: an unwritable first layer is read, the next writable one is written", "[cache][layered]") {
+  if (::geteuid() == 0) {
+    WARN("running as root: file permissions cannot make a layer unwritable; skipped");
+    return;
+  }
+  TempDir dir;
+  fs::create_directories(dir.file("ro"));
+  const std::string image = dir.file("ro/image.db"), rw = dir.file("rw.db");
+  make_image(dir, image, 1, 2);
+  fs::permissions(image, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(dir.file("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+  const auto image_bytes = read_bytes(image);
+  {
+    LayeredCache cache(image + ":" + rw + ":" + dir.file("ro/missing.db"), false);
+    auto layers = cache.layers();
+    REQUIRE(layers.size() == 3);
+    CHECK_FALSE(layers[0].writable);
+    CHECK(layers[0].open);
+    CHECK(layers[1].writable);
+    CHECK_FALSE(layers[2].open);
+    CHECK(cache.put_binary(sample_record(5)));
+    CHECK(cache.get_binary(sample_record(1).digest).status == LookupStatus::hit);
+  }
+  CHECK(read_bytes(image) == image_bytes);
+}
+
+TEST_CASE("layered: a damaged entry in the first layer is skipped for an intact copy", "[cache][layered]") {
+  TempDir dir;
+  const std::string first = dir.file("a.db"), second = dir.file("b.db");
+  BinaryRecord r = sample_record(3);
+  CacheDb::open(first, {})->put_binary(r);
+  CacheDb::open(second, {})->put_binary(r);
+  std::vector<uint8_t> bad = r.blob;
+  bad[7] ^= 0xff;
+  raw_exec(first, "UPDATE binaries SET blob = ?1 WHERE digest = '" + r.digest + "'", &bad);
+
+  // Only damaged copies: damaged, without a blob.
+  LayeredCache only_first(first, false);
+  BinaryLookup l = only_first.get_binary(r.digest);
+  CHECK(l.status == LookupStatus::damaged);
+  CHECK(l.record.blob.empty());
+  CHECK(only_first.damaged_seen() == 1);
+
+  LayeredCache cache(first + ":" + second, false);
+  CHECK(cache.writable_layer()->path() == first);
+  l = cache.get_binary(r.digest);
+  REQUIRE(l.status == LookupStatus::hit);
+  CHECK(l.record.blob == r.blob);
+  CHECK_THAT(l.detail, Catch::Contains(first) && Catch::Contains("damaged") && Catch::Contains("repaired"));
+  CHECK(cache.damaged_seen() == 1);
+  CHECK_THAT(cache.last_problem(), Catch::Contains(r.digest));
+
+  // The intact copy was written back over the damaged one in the writable layer.
+  CHECK(only_first.get_binary(r.digest).status == LookupStatus::hit);
+  CHECK(cache.get_binary(r.digest).detail.empty());
+  CHECK(cache.damaged_seen() == 1);
+  CHECK_FALSE(cache.put_binary(r));
+}
+
+TEST_CASE("layered: read-only mode and unusable layers", "[cache][layered]") {
+  TempDir dir;
+  const std::string db = dir.file("a.db");
+  CacheDb::open(db, {})->put_binary(sample_record(1));
+  write_bytes(dir.file("junk.db"), std::vector<char>(300, 'j'));
+  write_bytes(dir.file("plainfile"), {'x'});
+  const std::string path = ":" + dir.file("junk.db") + "::" + dir.file("plainfile/sub.db") + ":" + db;
+
+  LayeredCache ro(path, true);
+  auto layers = ro.layers();
+  REQUIRE(layers.size() == 3);  // empty entries ignored
+  CHECK_FALSE(layers[0].open);
+  CHECK_THAT(layers[0].note, Catch::Contains("not an SQLite database"));
+  CHECK_FALSE(layers[1].open);
+  CHECK_FALSE(layers[1].present);
+  CHECK(layers[2].open);
+  CHECK_FALSE(layers[2].writable);
+  CHECK(ro.writable_layer() == nullptr);
+  CHECK(ro.get_binary(sample_record(1).digest).status == LookupStatus::hit);
+  CHECK_THROWS_WITH(ro.put_binary(sample_record(2)), Catch::Contains("no writable cache layer in KTUNE_CACHE=" + path));
+  CHECK_THROWS_WITH(ro.put_tuning(sample_tuning(2)), Catch::Contains("no writable cache layer"));
+
+  // Not read-only: a missing file under a regular file cannot be created and is skipped; the db is writable.
+  LayeredCache rw(dir.file("plainfile/sub.db") + ":" + db, false);
+  CHECK_FALSE(rw.layers()[0].open);
+  CHECK_THAT(rw.layers()[0].note, Catch::Contains("skipped"));
+  REQUIRE(rw.writable_layer() != nullptr);
+  CHECK(rw.writable_layer()->path() == db);
+}
+
+TEST_CASE("layered: search path defaults and '~' expansion", "[cache][layered]") {
+  TempDir dir;
+  ScopedEnv home("HOME", dir.path().c_str());
+  {
+    ScopedEnv env("KTUNE_CACHE", nullptr);
+    CHECK(LayeredCache::default_search_path() == dir.path().string() + "/.cache/ktune/ktune.db");
+  }
+  {
+    ScopedEnv env("KTUNE_CACHE", "/x/a.db:/y/b.db");
+    CHECK(LayeredCache::default_search_path() == "/x/a.db:/y/b.db");
+  }
+  LayeredCache cache("~/.cache/ktune/ktune.db", false);
+  REQUIRE(cache.layers().size() == 1);
+  CHECK(cache.layers()[0].path == dir.path().string() + "/.cache/ktune/ktune.db");
+  CHECK(cache.layers()[0].writable);
+  CHECK(fs::exists(dir.path() / ".cache/ktune/ktune.db"));
+}
+
+TEST_CASE("layered: many threads at once", "[cache][layered][concurrency]") {
+  TempDir dir;
+  const std::string image = dir.file("image.db");
+  make_image(dir, image, 0, 4);
+  LayeredCache cache(dir.file("rw.db") + ":" + image, false);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int j = 0; j < 50; ++j) {
+        const int id = 1000 + t * 100 + j;
+        BinaryRecord r = sample_record(id);
+        r.blob.resize(64);
+        if (!cache.put_binary(r)) ++failures;
+        if (cache.get_binary(r.digest).status != LookupStatus::hit) ++failures;
+        if (cache.get_binary(sample_record(j % 4).digest).status != LookupStatus::hit) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures == 0);
+  CHECK(cache.writable_layer()->counts().binaries == 300);
+}

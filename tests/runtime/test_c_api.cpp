@@ -1,0 +1,55 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "ktune/ktune.h"
+#include "nvrtc_api.hpp"
+#include "support/temp_dir.hpp"
+
+TEST_CASE("C API reports errors as status + message", "[capi]") {
+  ktune::test::TempDir dir;
+  std::string db = dir.file("c.db");
+  CHECK(ktune_runtime_create(nullptr, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("out must not be NULL"));
+
+  ktune_runtime_options o;
+  ktune_runtime_options_default(&o);
+  o.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  REQUIRE(rt != nullptr);
+  CHECK(std::string(ktune_last_error()).empty());
+
+  CHECK(ktune_compile(rt, "no_such_family", "x", nullptr, "sm_90a", nullptr) == KTUNE_ERROR_NOT_FOUND);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("unknown family 'no_such_family'"));
+  CHECK(ktune_compile(rt, "xqa_decode", "garbage", nullptr, "sm_90a", nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(ktune_last_error()).size() > 0);
+  CHECK(ktune_compile(rt, nullptr, "x", nullptr, "sm_90a", nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("family"));
+  CHECK(ktune_compile(rt, "xqa_decode", "x", nullptr, "sm_9z", nullptr) != KTUNE_OK);
+  CHECK(ktune_runtime_stats(rt, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+
+  ktune_stats s{};
+  REQUIRE(ktune_runtime_stats(rt, &s) == KTUNE_OK);
+  CHECK(s.compiles == 0);
+  CHECK(std::string(ktune_status_name(KTUNE_ERROR_JIT_DISABLED)) == "jit_disabled");
+  CHECK(std::string(ktune_version()).size() > 0);
+  ktune_runtime_destroy(rt);
+}
+
+TEST_CASE("C API with KTUNE_JIT off reports jit_disabled on a miss", "[capi]") {
+  if (!ktune::detail::try_nvrtc()) return;
+  ktune::test::TempDir dir;
+  std::string db = dir.file("c.db");
+  ktune_runtime_options o;
+  ktune_runtime_options_default(&o);
+  o.cache_path = db.c_str();
+  o.allow_jit = 0;
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  const char* problem = "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none";
+  ktune_status st = ktune_compile(rt, "xqa_decode", problem, nullptr, "sm_90a", nullptr);
+  CHECK(st == KTUNE_ERROR_JIT_DISABLED);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("KTUNE_JIT=0"));
+  ktune_runtime_destroy(rt);
+}

@@ -1,0 +1,76 @@
+// GPU test support: skip cleanly without a GPU; RAII device buffers over the runtime's dlopen'ed driver.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "driver_api.hpp"
+#include "ktune/runtime.hpp"
+
+namespace ktune::test {
+
+// True when a driver and at least one device exist; makes device 0's primary context current.
+inline bool gpu_ready(std::string* why) {
+  const detail::DriverApi* cu = detail::try_driver(why);
+  if (!cu) return false;
+  int n = 0;
+  if (cu->cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+    *why = "driver loaded but no CUDA device";
+    return false;
+  }
+  use_device(0);
+  return true;
+}
+
+#define KTUNE_REQUIRE_GPU()                                     \
+  do {                                                          \
+    std::string why_no_gpu;                                     \
+    if (!::ktune::test::gpu_ready(&why_no_gpu)) {               \
+      WARN("[gpu] test skipped: no GPU here (" << why_no_gpu << ")"); \
+      return;                                                   \
+    }                                                           \
+  } while (0)
+
+#define CU_CHECK(call) ::ktune::detail::check_cu((call), #call)
+
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    CU_CHECK(detail::driver().cuMemAlloc(&ptr_, bytes ? bytes : 1));
+  }
+  ~DeviceBuffer() {
+    if (ptr_) detail::driver().cuMemFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0; }
+
+  template <class T>
+  T* as() const { return reinterpret_cast<T*>(static_cast<uintptr_t>(ptr_)); }
+  CUdeviceptr get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+  void upload(const void* src, size_t n) { CU_CHECK(detail::driver().cuMemcpyHtoD(ptr_, src, n)); }
+  template <class T>
+  void upload(const std::vector<T>& v) { upload(v.data(), v.size() * sizeof(T)); }
+  template <class T>
+  std::vector<T> download(size_t count) const {
+    std::vector<T> out(count);
+    CU_CHECK(detail::driver().cuMemcpyDtoH(out.data(), ptr_, count * sizeof(T)));
+    return out;
+  }
+  // Fills with a byte pattern so unwritten outputs are caught (0xFF.. is NaN for fp16/bf16/fp32).
+  void poison(uint8_t byte = 0xFF) { CU_CHECK(detail::driver().cuMemsetD8(ptr_, byte, bytes_)); }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_;
+};
+
+inline void sync() { CU_CHECK(detail::driver().cuCtxSynchronize()); }
+
+}  // namespace ktune::test

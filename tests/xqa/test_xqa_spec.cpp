@@ -1,0 +1,483 @@
+// CPU tests of the xqa_decode host spec, the shared numerics and the CPU reference.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/mask.cuh"
+#include "common/numerics.cuh"
+#include "ktune/error.hpp"
+#include "random_inputs.hpp"
+#include "xqa_decode/spec.hpp"
+#include "xqa_reference.hpp"
+
+using namespace ktune::xqa;
+namespace kc = ::ktune_common;
+
+namespace {
+
+Problem base_problem() {
+  Problem p;
+  p.head_dim = 128;
+  p.num_q_heads = 32;
+  p.num_kv_heads = 8;
+  p.page_size = 32;
+  p.max_q_len = 4;
+  p.mask = MaskKind::Causal;
+  return p;
+}
+
+std::string validation_error(const Problem& p) {
+  try {
+    p.validate();
+  } catch (const ktune::Error& e) {
+    CHECK(e.status() == ktune::Status::invalid_argument);
+    return e.what();
+  }
+  return "";
+}
+
+const std::vector<ktune::Arch>& arches() {
+  static const std::vector<ktune::Arch> a = {{8, 0, 0}, {8, 9, 0}, {9, 0, 'a'}, {10, 0, 'a'}, {12, 0, 'a'}};
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("xqa validation errors name the field", "[xqa]") {
+  Problem p = base_problem();
+  REQUIRE(validation_error(p).empty());
+  struct Case {
+    void (*mutate)(Problem&);
+    const char* field;
+    const char* detail;
+  } cases[] = {
+      {[](Problem& q) { q.head_dim = 96; }, "head_dim", "got 96"},
+      {[](Problem& q) { q.num_q_heads = 30; }, "num_q_heads", "multiple of num_kv_heads"},
+      {[](Problem& q) { q.num_q_heads = 17 * 8; }, "num_q_heads", "1..16"},
+      {[](Problem& q) { q.num_kv_heads = 0; }, "num_kv_heads", "got 0"},
+      {[](Problem& q) { q.page_size = 48; }, "page_size", "got 48"},
+      {[](Problem& q) { q.kv_dtype = kc::kF32; }, "kv_dtype", "f32"},
+      {[](Problem& q) { q.out_dtype = kc::kF32; }, "out_dtype", "f32"},
+      {[](Problem& q) { q.q_dtype = kc::kFP16; }, "q_dtype", "bf16"},
+      {[](Problem& q) { q.q_dtype = kc::kE4M3; }, "q_dtype", "e4m3"},
+      {[](Problem& q) { q.max_q_len = 17; }, "max_q_len", "got 17"},
+      {[](Problem& q) { q.max_q_len = 0; }, "max_q_len", "got 0"},
+      {[](Problem& q) { q.mask = MaskKind::None; }, "mask", "max_q_len 1"},
+  };
+  for (const Case& c : cases) {
+    Problem q = base_problem();
+    c.mutate(q);
+    const std::string msg = validation_error(q);
+    INFO(msg);
+    CHECK(msg.find("xqa_decode") != std::string::npos);
+    CHECK(msg.find(std::string(c.field) + ":") != std::string::npos);
+    CHECK(msg.find(c.detail) != std::string::npos);
+  }
+  // valid edge cases
+  Problem mqa = base_problem();
+  mqa.num_kv_heads = 1;
+  mqa.num_q_heads = 16;
+  CHECK(validation_error(mqa).empty());
+  Problem fp8 = base_problem();
+  fp8.kv_dtype = kc::kE4M3;  // bf16 Q with e4m3 KV
+  fp8.out_dtype = kc::kE4M3;
+  CHECK(validation_error(fp8).empty());
+}
+
+TEST_CASE("xqa problem and config keys round trip", "[xqa]") {
+  Problem p = base_problem();
+  CHECK(p.key() == "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal");
+  p.has_sinks = p.sliding_window = true;
+  CHECK(p.key() == "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.sink.win");
+  p.softcap = p.write_lse = true;
+  p.layout = Layout::Nhd;
+  p.kv_dtype = kc::kE4M3;
+  p.mask = MaskKind::Explicit;
+  const std::string k = p.key();
+  CHECK(k == "d128.h32.kv8.p32.nhd.bf16-e4m3-bf16.q4.mask.sink.win.cap.lse");
+  CHECK(Problem::from_key(k) == p);
+  CHECK(Problem::from_key(k).key() == k);
+
+  for (const char* bad : {"", "garbage", "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4", "d128.h32.kv8.p32.xyz.bf16-bf16-bf16.q4.causal",
+                          "d128.h32.kv8.p32.hnd.bf16-bf16.q4.causal", "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.win.sink",
+                          "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.sink.sink", "d0128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal",
+                          "d96.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal", "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.extra"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(Problem::from_key(bad), ktune::Error);
+  }
+  try {
+    Problem::from_key("d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.bogus");
+  } catch (const ktune::Error& e) {
+    CHECK(std::string(e.what()).find("bogus") != std::string::npos);
+  }
+
+  const Config c{64, 3, 4, 0};
+  CHECK(c.key() == "t64.s3.w4");
+  CHECK(Config::from_key("t64.s3.w4") == c);
+  CHECK(Config::from_key("t32.s2.w8.m4") == Config{32, 2, 8, 4});
+  for (const char* bad : {"t64.s3", "t64.s3.w4.m0", "x64.s3.w4", "t64.s3.w4.m2.z", "t-1.s3.w4"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(Config::from_key(bad), ktune::Error);
+  }
+}
+
+TEST_CASE("xqa distinct problems give distinct keys", "[xqa]") {
+  std::set<std::string> keys;
+  int n = 0;
+  for (int d : {64, 128, 256})
+    for (int g : {1, 4, 16})
+      for (int ps : {16, 128})
+        for (Layout l : {Layout::Hnd, Layout::Nhd})
+          for (DType kv : {kc::kBF16, kc::kE4M3})
+            for (int ql : {1, 2})
+              for (MaskKind m : {MaskKind::Causal, MaskKind::Explicit})
+                for (int flags = 0; flags < 16; flags += 5) {
+                  Problem p;
+                  p.head_dim = d;
+                  p.num_kv_heads = 2;
+                  p.num_q_heads = 2 * g;
+                  p.page_size = ps;
+                  p.layout = l;
+                  p.kv_dtype = kv;
+                  p.max_q_len = ql;
+                  p.mask = m;
+                  p.has_sinks = flags & 1;
+                  p.sliding_window = flags & 2;
+                  p.softcap = flags & 4;
+                  p.write_lse = flags & 8;
+                  keys.insert(p.key());
+                  ++n;
+                  REQUIRE(Problem::from_key(p.key()) == p);
+                }
+  CHECK((int)keys.size() == n);
+}
+
+TEST_CASE("xqa default config can implement a broad matrix on every arch", "[xqa]") {
+  int checked = 0;
+  for (const ktune::Arch& arch : arches()) {
+    const ktune::DeviceLimits lim = default_limits(arch);
+    for (int d : {64, 128, 256})
+      for (int g : {1, 2, 5, 8, 12, 16})
+        for (int ps : {16, 32, 128})
+          for (DType kv : {kc::kBF16, kc::kFP16, kc::kE4M3})
+            for (int ql : {1, 2, 3, 4, 7, 16})
+              for (MaskKind m : {MaskKind::Causal, MaskKind::Explicit}) {
+                Problem p;
+                p.head_dim = d;
+                p.num_kv_heads = 4;
+                p.num_q_heads = 4 * g;
+                p.page_size = ps;
+                p.layout = (g + ps) % 2 ? Layout::Nhd : Layout::Hnd;
+                p.kv_dtype = kv;
+                p.q_dtype = kv == kc::kE4M3 ? kc::kBF16 : kv;
+                p.out_dtype = p.q_dtype;
+                p.max_q_len = ql;
+                p.mask = m;
+                p.has_sinks = p.sliding_window = (d == 128);
+                const Config c = default_config(p, arch);
+                const std::string why = can_implement(p, c, arch, lim);
+                INFO(p.key() << " " << c.key() << " sm_" << arch.sm() << ": " << why);
+                REQUIRE(why.empty());
+                REQUIRE(ctas_per_sm(p, c, lim) >= 1);
+                ++checked;
+              }
+  }
+  CHECK(checked == 5 * 3 * 6 * 3 * 3 * 6 * 2);
+  // search spaces hold only implementable configs, the default among them
+  const Problem p = base_problem();
+  const auto space = search_space(p, {9, 0, 'a'});
+  CHECK(space.size() >= 4);
+  for (const Config& c : space) CHECK(can_implement(p, c, {9, 0, 'a'}, default_limits({9, 0, 'a'})).empty());
+}
+
+TEST_CASE("xqa can_implement explains rejections", "[xqa]") {
+  const Problem p = base_problem();
+  const ktune::Arch h{9, 0, 'a'};
+  ktune::DeviceLimits small = default_limits(h);
+  small.max_smem_per_block_optin = 16 * 1024;
+  CHECK(can_implement(p, {64, 3, 4, 0}, h, small).find("shared memory") != std::string::npos);
+  CHECK(can_implement(p, {48, 3, 4, 0}, h, default_limits(h)).find("tokens_per_tile") != std::string::npos);
+  CHECK(can_implement(p, {64, 1, 4, 0}, h, default_limits(h)).find("stages") != std::string::npos);
+  CHECK(!can_implement(p, {32, 3, 4, 0}, h, default_limits(h)).empty());  // 8 tokens per token-warp
+  CHECK(can_implement(p, {64, 3, 4, 0}, ktune::Arch{7, 5, 0}, default_limits(h)).find("sm_80") != std::string::npos);
+  ktune::Arch host;
+  host.host = true;
+  CHECK(!can_implement(p, {64, 3, 4, 0}, host, default_limits(h)).empty());
+}
+
+TEST_CASE("xqa generated source carries the constants", "[xqa]") {
+  Problem p = base_problem();
+  p.kv_dtype = kc::kE4M3;
+  p.has_sinks = true;
+  p.layout = Layout::Nhd;
+  const Config c{64, 3, 2, 0};
+  const ktune::GeneratedKernel k = generate(p, c, {9, 0, 'a'});
+  CHECK(k.family == "xqa_decode");
+  CHECK(k.problem_key == p.key());
+  CHECK(k.config_key == "t64.s3.w2");
+  for (const char* s : {"#include \"xqa_decode/kernel.cuh\"", "struct Spec", "kHeadDim = 128", "kNumKvHeads = 8",
+                        "kGroupSize = 4", "kPageSize = 32", "kLayoutHND = false", "kKVType = 2", "kQType = 0",
+                        "kMaxQLen = 4", "kMask = 1", "kSinks = true", "kSlidingWindow = false", "kTokensPerTile = 64",
+                        "kStages = 3", "kWarps = 2", "kMTilesPerCta = 0"}) {
+    INFO(s);
+    CHECK(k.source.find(s) != std::string::npos);
+  }
+  CHECK(k.source.find("DISPATCH") == std::string::npos);
+  REQUIRE(k.entry_points.size() == 2);
+  CHECK(k.entry_points[0] == "ktune_xqa::decode_kernel<ktune_xqa::Spec>");
+  CHECK(k.entry_points[1] == "ktune_xqa::combine_kernel<ktune_xqa::Spec>");
+  CHECK(k.options == std::vector<std::string>{"-std=c++17"});
+  CHECK_THROWS_AS(generate(p, Config{64, 1, 4, 0}, {9, 0, 'a'}), ktune::Error);
+}
+
+TEST_CASE("xqa launch planning", "[xqa]") {
+  const ktune::Arch h{9, 0, 'a'};
+  const ktune::DeviceLimits lim = default_limits(h);
+  Problem p = base_problem();
+  p.max_q_len = 1;
+  p.mask = MaskKind::None;
+  const Config c{32, 3, 2, 0};
+  CHECK(choose_num_splits(p, c, 64, 4096, lim) == 1);
+  CHECK(workspace_bytes(p, c, 64, 1) == 0);
+  Problem big = p;
+  big.num_q_heads = 64;
+  const int s1 = choose_num_splits(big, c, 1, 131072, lim);
+  CHECK(s1 >= 16);
+  CHECK(s1 <= 64);
+  CHECK(choose_num_splits(big, c, 4, 131072, lim) < s1);
+  CHECK(choose_num_splits(big, c, 1, 40, lim) == 1);  // one tile: nothing to split
+  CHECK(workspace_bytes(big, c, 1, s1) == size_t(1) * 1 * 64 * s1 * (128 + 2) * 4);
+  const ktune::LaunchDims d = decode_dims(big, c, 3, s1);
+  CHECK(d.grid[0] == unsigned(s1));
+  CHECK(d.grid[1] == 8u);
+  CHECK(d.grid[2] == 3u);
+  CHECK(d.block[0] == 64u);
+  CHECK(d.dynamic_smem_bytes > 3u * 2 * 32 * 128 * 2);
+  const ktune::LaunchDims cd = combine_dims(big, c, 3);
+  CHECK(cd.grid[0] == 64u);
+  CHECK(cd.grid[1] == 3u);
+  CHECK(cd.block[0] == 128u);
+  // rows split over CTAs multiply grid.y
+  Problem wide = base_problem();
+  wide.head_dim = 256;
+  wide.num_q_heads = 64;
+  wide.num_kv_heads = 4;
+  wide.max_q_len = 16;
+  CHECK(decode_dims(wide, Config{32, 3, 8, 8}, 1, 1).grid[1] == 4u * 2);
+}
+
+TEST_CASE("xqa numerics: e4m3 / bf16 / fp16 conversions are exact", "[xqa]") {
+  CHECK(kc::e4m3_to_float(0x7E) == 448.f);
+  CHECK(kc::e4m3_to_float(0xFE) == -448.f);
+  CHECK(kc::e4m3_to_float(0x01) == std::ldexp(1.f, -9));
+  CHECK(kc::e4m3_to_float(0x08) == std::ldexp(1.f, -6));
+  CHECK(kc::e4m3_to_float(0x38) == 1.f);
+  CHECK(std::isnan(kc::e4m3_to_float(0x7F)));
+  CHECK(std::isnan(kc::e4m3_to_float(0xFF)));
+  CHECK(kc::float_to_e4m3(1e9f) == 0x7E);  // satfinite
+  CHECK(kc::float_to_e4m3(-1e9f) == 0xFE);
+  CHECK(kc::float_to_e4m3(NAN) == 0x7F);
+  CHECK(kc::float_to_e4m3(std::ldexp(1.f, -10)) == 0x00);  // tie to even -> 0
+  CHECK(kc::float_to_e4m3(std::ldexp(3.f, -10)) == 0x02);  // 1.5 * 2^-9 ties to even -> 2 * 2^-9
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7F) == 0x7F) continue;
+    const float f = kc::e4m3_to_float((unsigned char)b);
+    if (b == 0x80) continue;  // -0 encodes as -0 too, but compare by value
+    CHECK(kc::float_to_e4m3(f) == b);
+  }
+  for (unsigned h = 0; h < 65536; h += 7) {
+    const float f = kc::fp16_to_float((unsigned short)h), g = kc::bf16_to_float((unsigned short)h);
+    if (!std::isnan(f)) CHECK(kc::float_to_fp16(f) == h);
+    if (!std::isnan(g)) CHECK(kc::float_to_bf16(g) == h);
+  }
+  CHECK(kc::float_to_bf16(1.00390625f) == 0x3F80);  // 1 + 2^-8: tie to even
+  CHECK(kc::float_to_fp16(65520.f) == 0x7C00);      // rounds to inf
+  CHECK(kc::fp16_to_float(0x0001) == std::ldexp(1.f, -24));
+}
+
+TEST_CASE("xqa draft mask bit layout", "[xqa]") {
+  std::vector<unsigned short> m(2 * 3, 0);
+  kc::draft_mask_set(m.data(), 1, 1, 0);
+  kc::draft_mask_set(m.data(), 1, 1, 15);
+  kc::draft_mask_set(m.data(), 1, 1, 16);
+  kc::draft_mask_set(m.data(), 2, 1, 31);
+  CHECK(m[0] == 0);
+  CHECK(m[1] == 0);
+  CHECK(m[2] == 0x8001);  // row 1, low half: bits 0 and 15
+  CHECK(m[3] == 0x0001);  // row 1, high half: bit 16
+  CHECK(m[5] == 0x8000);  // row 2, bit 31
+  CHECK(kc::draft_mask_word(m.data(), 1, 1, 0) == 0x00018001u);
+  CHECK(kc::draft_mask_visible(m.data(), 1, 1, 16));
+  CHECK(!kc::draft_mask_visible(m.data(), 1, 1, 17));
+  CHECK(kc::draft_mask_words(16) == 1);
+  CHECK(kc::draft_mask_words(33) == 2);
+}
+
+TEST_CASE("xqa reference: tiny q_len 1 case by hand", "[xqa]") {
+  // D = 64, one kv head, one q head, page 16, L = 3 keys on page 5 of 6.
+  Problem p;
+  p.head_dim = 64;
+  p.num_q_heads = p.num_kv_heads = 1;
+  p.page_size = 16;
+  p.max_q_len = 1;
+  p.mask = MaskKind::None;
+  p.write_lse = true;
+  const int D = 64, P = 16;
+  std::vector<unsigned short> q(D), kv(6 * 2 * P * D, kc::float_to_bf16(NAN));
+  for (int d = 0; d < D; ++d) q[d] = kc::float_to_bf16(d % 3 == 0 ? 0.5f : -0.25f);
+  double K[3][64], V[3][64];
+  for (int k = 0; k < 3; ++k)
+    for (int d = 0; d < D; ++d) {
+      const float kf = 0.125f * ((k + d) % 5) - 0.25f, vf = 0.5f * k - 0.03125f * (d % 7);
+      kv[(5 * 2 * P + k) * D + d] = kc::float_to_bf16(kf);
+      kv[(5 * 2 * P + P + k) * D + d] = kc::float_to_bf16(vf);
+      K[k][d] = kc::bf16_to_float(kc::float_to_bf16(kf));
+      V[k][d] = kc::bf16_to_float(kc::float_to_bf16(vf));
+    }
+  const int bt[2] = {5, -1}, sl[1] = {3};
+  ktune_xqa::Params prm{};
+  prm.q = q.data();
+  prm.kv_cache = kv.data();
+  prm.block_tables = bt;
+  prm.seq_lens = sl;
+  prm.batch = 1;
+  prm.num_tokens = 1;
+  prm.q_len_per_req = 1;
+  prm.max_pages_per_req = 2;
+  prm.bmm1_scale = 0.5f;
+  prm.bmm2_scale = 2.f;
+  prm.window_left = -1;
+  const ktune::test::XqaRefResult r = ktune::test::xqa_reference(p, prm, 1);
+  double logit[3], mx = -1e30, den = 0;
+  for (int k = 0; k < 3; ++k) {
+    double s = 0;
+    for (int d = 0; d < D; ++d) s += kc::bf16_to_float(q[d]) * K[k][d];
+    logit[k] = 0.5 * s;
+    mx = std::max(mx, logit[k]);
+  }
+  for (int k = 0; k < 3; ++k) den += std::exp(logit[k] - mx);
+  for (int d = 0; d < D; ++d) {
+    double o = 0;
+    for (int k = 0; k < 3; ++k) o += std::exp(logit[k] - mx) / den * V[k][d];
+    CHECK(r.out[d] == Approx(2.0 * o).epsilon(1e-12));
+  }
+  CHECK(r.lse[0] == Approx(mx + std::log(den)).epsilon(1e-12));
+  CHECK(r.written[0] == 1);
+}
+
+TEST_CASE("xqa reference: sinks, masks, windows and padding behave", "[xqa]") {
+  Problem p = base_problem();
+  p.num_q_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.page_size = 16;
+  p.write_lse = true;
+  ktune::test::XqaRandomOptions o;
+  o.batch = 6;
+  o.max_seq_len = 300;
+  o.ragged = true;
+  o.zero_fraction = 0.3;
+  o.seed = 11;
+  const ktune::test::XqaRandomCase c = ktune::test::make_xqa_case(p, o);
+  const auto norm = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x * x;
+    return std::sqrt(s);
+  };
+  const ktune::test::XqaRefResult plain = ktune::test::xqa_reference(p, c.host_params(), 2);
+
+  // zero-length requests write nothing
+  for (int b = 0; b < c.batch; ++b)
+    for (int t = c.q_cu[b]; t < c.q_cu[b + 1]; ++t) CHECK(plain.written[t] == 1);
+  int written = 0;
+  for (unsigned char w : plain.written) written += w;
+  CHECK(written == c.num_tokens);
+
+  // sinks only add to the denominator: every row shrinks, LSE grows
+  Problem ps = p;
+  ps.has_sinks = true;
+  ktune_xqa::Params with_sinks = c.host_params();
+  with_sinks.sinks = c.sinks.data();
+  const ktune::test::XqaRefResult sunk = ktune::test::xqa_reference(ps, with_sinks, 2);
+  CHECK(norm(sunk.out) < norm(plain.out));
+  for (size_t i = 0; i < plain.lse.size(); ++i)
+    if (plain.written[i / p.num_q_heads]) CHECK(sunk.lse[i] > plain.lse[i]);
+
+  // an explicit lower-triangular mask is the causal mask
+  ktune::test::XqaRandomCase tri = c;
+  std::fill(tri.mask.begin(), tri.mask.end(), 0);
+  for (int b = 0; b < c.batch; ++b)
+    for (int i = 0; i < c.q_cu[b + 1] - c.q_cu[b]; ++i)
+      for (int j = 0; j <= i; ++j) kc::draft_mask_set(tri.mask.data(), c.q_cu[b] + i, 1, j);
+  Problem pe = p;
+  pe.mask = MaskKind::Explicit;
+  ktune_xqa::Params tri_params = tri.host_params();
+  tri_params.mask = tri.mask.data();
+  const ktune::test::XqaRefResult expl = ktune::test::xqa_reference(pe, tri_params, 2);
+  for (size_t i = 0; i < plain.out.size(); ++i) REQUIRE(expl.out[i] == plain.out[i]);
+  // ... and a random explicit mask differs from it
+  ktune_xqa::Params rnd_params = c.host_params();
+  rnd_params.mask = c.mask.data();
+  const ktune::test::XqaRefResult rnd = ktune::test::xqa_reference(pe, rnd_params, 2);
+  double diff = 0;
+  for (size_t i = 0; i < plain.out.size(); ++i) diff += std::fabs(rnd.out[i] - plain.out[i]);
+  CHECK(diff > 0);
+
+  // a window wider than every sequence changes nothing; a narrow one changes the output
+  Problem pw = p;
+  pw.sliding_window = true;
+  ktune_xqa::Params wide = c.host_params();
+  wide.window_left = 100000;
+  const ktune::test::XqaRefResult w1 = ktune::test::xqa_reference(pw, wide, 2);
+  for (size_t i = 0; i < plain.out.size(); ++i) REQUIRE(w1.out[i] == plain.out[i]);
+  wide.window_left = 5;
+  const ktune::test::XqaRefResult w2 = ktune::test::xqa_reference(pw, wide, 2);
+  diff = 0;
+  for (size_t i = 0; i < plain.out.size(); ++i) diff += std::fabs(w2.out[i] - plain.out[i]);
+  CHECK(diff > 0);
+
+  // softcap bounds every logit: LSE <= log(L) + cap
+  Problem pc = p;
+  pc.softcap = true;
+  ktune_xqa::Params capped = c.host_params();
+  capped.softcap = 1.0f;
+  const ktune::test::XqaRefResult cr = ktune::test::xqa_reference(pc, capped, 2);
+  for (int b = 0; b < c.batch; ++b)
+    for (int t = c.q_cu[b]; t < c.q_cu[b + 1]; ++t)
+      for (int h = 0; h < p.num_q_heads; ++h) CHECK(cr.lse[t * p.num_q_heads + h] <= std::log(double(c.seq_lens[b])) + 1.0 + 1e-9);
+}
+
+TEST_CASE("xqa random inputs follow the layouts", "[xqa]") {
+  Problem p = base_problem();
+  p.kv_dtype = kc::kE4M3;
+  p.layout = Layout::Nhd;
+  ktune::test::XqaRandomOptions o;
+  o.batch = 5;
+  o.max_seq_len = 500;
+  o.seed = 3;
+  const ktune::test::XqaRandomCase c = ktune::test::make_xqa_case(p, o);
+  CHECK(c.num_tokens == 5 * 4);  // uniform: batch * q_len
+  std::set<int> used;
+  for (int b = 0; b < c.batch; ++b) {
+    CHECK(c.seq_lens[b] >= 4);
+    const int pages = (c.seq_lens[b] + p.page_size - 1) / p.page_size;
+    for (int i = 0; i < c.max_pages_per_req; ++i) {
+      const int e = c.block_tables[b * c.max_pages_per_req + i];
+      if (i < pages) {
+        CHECK(e >= 0);
+        CHECK(e < c.num_pages);
+        CHECK(used.insert(e).second);  // no page shared
+      } else {
+        CHECK(e == -1);
+      }
+    }
+  }
+  CHECK((long long)c.kv.size() == c.num_pages * 2 * p.num_kv_heads * p.page_size * p.head_dim);
+  // some slot beyond a request's length is NaN (poison for stray reads)
+  bool has_nan = false;
+  for (unsigned char x : c.kv) has_nan |= (x & 0x7F) == 0x7F;
+  CHECK(has_nan);
+}

@@ -1,0 +1,70 @@
+#include "args.hpp"
+
+#include <algorithm>
+
+namespace ktune::cli {
+
+Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>& valued,
+           const std::vector<std::string>& flags) {
+  auto known = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.rfind("--", 0) != 0 || a == "--") {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    bool inline_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    if (known(flags, name)) {
+      if (inline_value) throw UsageError("--" + name + " takes no value");
+      values_[name] = "1";
+    } else if (known(valued, name)) {
+      if (!inline_value) {
+        if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");
+        value = argv[++i];
+      }
+      values_[name] = value;
+    } else {
+      throw UsageError("unknown option --" + name + " (see --help)");
+    }
+  }
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+int Args::get_int(const std::string& name, int fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  try {
+    size_t used = 0;
+    int v = std::stoi(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::exception&) {
+    throw UsageError("--" + name + ": expected an integer, got '" + it->second + "'");
+  }
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace ktune::cli

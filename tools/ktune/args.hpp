@@ -1,0 +1,32 @@
+// Command-line parsing for ktune subcommands: `--name value`, `--name=value`, boolean `--flag`.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ktune::cli {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Args {
+ public:
+  // `flags` are options that take no value; every other --option takes one. Unknown options are errors.
+  Args(const std::vector<std::string>& argv, const std::vector<std::string>& valued,
+       const std::vector<std::string>& flags);
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  int get_int(const std::string& name, int fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+std::vector<std::string> split(const std::string& s, char sep);
+
+}  // namespace ktune::cli

@@ -1,0 +1,139 @@
+// ktune cache ls|stats|verify|prune|export|merge — operator's view of the cache layers.
+#include <map>
+
+#include <fmt/format.h>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "json_writer.hpp"
+#include "ktune/cache_admin.hpp"
+
+namespace ktune::cli {
+namespace {
+
+const char* kHelp = R"(usage: ktune cache <ls|stats|verify|prune|export|merge> [options]
+  ls     [--family F] [--json]            one row per binary: readable name, arch, compiler, size, layer
+  stats  [--json]                         per layer: binaries, tuning rows, bytes; per family/arch counts
+  verify [--json]                         SQLite integrity + SHA-256 of every blob; exit 1 naming bad entries
+  prune  [--stale-compiler] [--stale-ktune] [--family F] [--json]
+                                          delete damaged entries (and stale ones) from the writable layer
+  export --out FILE [--json]              all intact entries of all layers into a new compact FILE to ship
+  merge  --from FILE [--json]             import the intact entries of FILE into the writable layer
+All take --cache PATH (a ':'-separated search path; default $KTUNE_CACHE or ~/.cache/ktune/ktune.db).
+)";
+
+std::string merge_json(const CacheMergeSummary& m) {
+  return JsonObject().num("binaries_added", m.binaries_added).num("binaries_skipped", m.binaries_skipped)
+      .num("tuning_added", m.tuning_added).num("tuning_updated", m.tuning_updated)
+      .num("damaged_skipped", m.damaged_skipped).dump();
+}
+
+int ls(const Args& args, const std::string& cache) {
+  auto entries = cache_list(cache, args.get("family"));
+  if (args.has("json")) {
+    std::vector<std::string> rows;
+    for (const auto& e : entries)
+      rows.push_back(JsonObject().str("name", e.name).str("family", e.family).str("arch", e.arch)
+                         .str("compiler", e.compiler + " " + e.compiler_version).str("ktune", e.ktune_version)
+                         .num("bytes", e.blob_size).real("compile_ms", e.compile_ms).str("digest", e.digest)
+                         .str("layer", e.layer).dump());
+    fmt::print("{}\n", JsonObject().num("count", static_cast<int64_t>(entries.size())).raw("binaries", json_array(rows)).dump());
+    return 0;
+  }
+  for (const auto& e : entries)
+    fmt::print("{:<90} {:>9} B  {} {}  {}  {}\n", e.name, e.blob_size, e.compiler, e.compiler_version,
+               e.digest.substr(0, 12), e.layer);
+  fmt::print("{} binaries\n", entries.size());
+  return 0;
+}
+
+int stats(const Args& args, const std::string& cache) {
+  auto layers = cache_layers(cache);
+  std::map<std::string, int> per_family_arch;
+  for (const auto& e : cache_list(cache)) per_family_arch[e.family + " " + e.arch]++;
+  if (args.has("json")) {
+    std::vector<std::string> rows;
+    for (const auto& l : layers)
+      rows.push_back(JsonObject().str("path", l.path).boolean("present", l.present).boolean("writable", l.writable)
+                         .num("binaries", l.binaries).num("tuning", l.tuning).num("blob_bytes", l.blob_bytes)
+                         .num("schema_version", l.schema_version).dump());
+    JsonObject groups;
+    for (const auto& [k, n] : per_family_arch) groups.num(k, n);
+    fmt::print("{}\n", JsonObject().raw("layers", json_array(rows)).raw("by_family_arch", groups.dump()).dump());
+    return 0;
+  }
+  for (const auto& l : layers) {
+    if (!l.present) {
+      fmt::print("{}: absent{}{}\n", l.path, l.note.empty() ? "" : " — ", l.note);
+      continue;
+    }
+    fmt::print("{} ({}, schema {}): {} binaries ({:.1f} MiB), {} tuning rows\n", l.path, l.writable ? "rw" : "ro",
+               l.schema_version, l.binaries, l.blob_bytes / 1048576.0, l.tuning);
+  }
+  for (const auto& [k, n] : per_family_arch) fmt::print("  {:<32} {}\n", k, n);
+  return 0;
+}
+
+int verify(const Args& args, const std::string& cache) {
+  auto issues = cache_verify(cache);
+  size_t total = cache_list(cache).size();
+  if (args.has("json")) {
+    std::vector<std::string> rows;
+    for (const auto& i : issues)
+      rows.push_back(JsonObject().str("layer", i.layer).str("digest", i.digest).str("name", i.name)
+                         .str("problem", i.problem).dump());
+    fmt::print("{}\n", JsonObject().num("checked", static_cast<int64_t>(total)).num("damaged", static_cast<int64_t>(issues.size()))
+                           .boolean("intact", issues.empty()).raw("issues", json_array(rows)).dump());
+  } else {
+    for (const auto& i : issues) fmt::print("DAMAGED {} ({}) in {}: {}\n", i.name, i.digest, i.layer, i.problem);
+    if (issues.empty()) fmt::print("{} binaries checked: all intact\n", total);
+    else fmt::print("{} binaries checked: {} damaged\n", total, issues.size());
+  }
+  return issues.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int cmd_cache(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv[0] == "--help") {
+    fmt::print("{}", kHelp);
+    return argv.empty() ? 2 : 0;
+  }
+  std::string sub = argv[0];
+  std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  for (const auto& a : rest)
+    if (a == "--help") {
+      fmt::print("{}", kHelp);
+      return 0;
+    }
+  Args args(rest, {"cache", "family", "out", "from"}, {"json", "stale-compiler", "stale-ktune"});
+  std::string cache = args.get("cache", default_cache_path());
+  if (sub == "ls") return ls(args, cache);
+  if (sub == "stats") return stats(args, cache);
+  if (sub == "verify") return verify(args, cache);
+  if (sub == "prune") {
+    int n = cache_prune(cache, args.has("stale-compiler"), args.has("stale-ktune"), args.get("family"));
+    if (args.has("json")) fmt::print("{}\n", JsonObject().num("removed", n).dump());
+    else fmt::print("removed {} entries\n", n);
+    return 0;
+  }
+  if (sub == "export") {
+    if (!args.has("out")) throw UsageError("export needs --out FILE");
+    auto m = cache_export(cache, args.get("out"));
+    if (args.has("json")) fmt::print("{}\n", merge_json(m));
+    else fmt::print("exported {} binaries and {} tuning rows to {} ({} damaged skipped)\n", m.binaries_added,
+                    m.tuning_added + m.tuning_updated, args.get("out"), m.damaged_skipped);
+    return 0;
+  }
+  if (sub == "merge") {
+    if (!args.has("from")) throw UsageError("merge needs --from FILE");
+    auto m = cache_merge(cache, args.get("from"));
+    if (args.has("json")) fmt::print("{}\n", merge_json(m));
+    else fmt::print("merged: {} binaries added, {} already present, {} tuning rows, {} damaged skipped\n",
+                    m.binaries_added, m.binaries_skipped, m.tuning_added + m.tuning_updated, m.damaged_skipped);
+    return 0;
+  }
+  throw UsageError("unknown cache subcommand '" + sub + "' (ls, stats, verify, prune, export, merge)");
+}
+
+}  // namespace ktune::cli

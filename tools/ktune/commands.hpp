@@ -1,0 +1,13 @@
+// One function per subcommand; each returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ktune::cli {
+
+int cmd_info(const std::vector<std::string>& args);
+int cmd_compile(const std::vector<std::string>& args);
+int cmd_cache(const std::vector<std::string>& args);
+
+}  // namespace ktune::cli

@@ -1,0 +1,55 @@
+// ktune: offline warmup, compile and cache maintenance. Uses the public API only.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "ktune/error.hpp"
+
+namespace {
+
+const char* kUsage = R"(usage: ktune <command> [options]
+
+commands:
+  info      driver, NVRTC, devices, arches and cache layers
+  compile   compile kernels for one or more arches into the cache
+  cache     ls | stats | verify | prune | export | merge
+
+Every command takes --help. Commands that touch a cache take --cache PATH (default: $KTUNE_CACHE or
+~/.cache/ktune/ktune.db); --json prints one JSON object. Exit status 0 on success.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // `-j N` is the one short option (make's spelling for parallel jobs).
+  for (auto& a : args)
+    if (a == "-j") a = "--jobs";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  std::string command = args[0];
+  args.erase(args.begin());
+  try {
+    if (command == "info") return ktune::cli::cmd_info(args);
+    if (command == "compile") return ktune::cli::cmd_compile(args);
+    if (command == "cache") return ktune::cli::cmd_cache(args);
+    fmt::print(stderr, "ktune: unknown command '{}' (see ktune --help)\n", command);
+    return 2;
+  } catch (const ktune::cli::UsageError& e) {
+    fmt::print(stderr, "ktune {}: {}\n", command, e.what());
+    return 2;
+  } catch (const ktune::Error& e) {
+    std::string msg = e.what();
+    fmt::print(stderr, "{}\n", msg);
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ktune {}: {}\n", command, e.what());
+    return 1;
+  }
+}
