@@ -31,6 +31,12 @@ void read_info_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size) {
   blob_size = s.int64(14);
 }
 
+// read_info_columns plus the row digest (column 15 of binary_columns_with_row_digest).
+void read_row_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size) {
+  read_info_columns(s, r, blob_size);
+  r.row_digest = s.text(15);
+}
+
 BinaryInfo to_info(BinaryRecord&& r, int64_t blob_size) {
   BinaryInfo i;
   i.digest = std::move(r.digest);
@@ -51,8 +57,9 @@ BinaryInfo to_info(BinaryRecord&& r, int64_t blob_size) {
   return i;
 }
 
-// Binds every column of `r` in kBinaryColumns order followed by the blob (parameters 1..16).
-void bind_record(Stmt& s, const BinaryRecord& r, const std::string& blob_sha256, int64_t created_at) {
+// Binds every column of `r` in kBinaryColumns order, then the row digest (v2 only), then the blob.
+void bind_record(Stmt& s, int schema_version, const BinaryRecord& r, const std::string& blob_sha256,
+                 int64_t created_at) {
   s.bind(1, r.digest)
       .bind(2, r.family)
       .bind(3, r.name)
@@ -67,11 +74,40 @@ void bind_record(Stmt& s, const BinaryRecord& r, const std::string& blob_sha256,
       .bind(12, blob_sha256)
       .bind(13, r.compile_ms)
       .bind(14, created_at)
-      .bind(15, static_cast<int64_t>(r.blob.size()))
-      .bind_blob(16, r.blob);
+      .bind(15, static_cast<int64_t>(r.blob.size()));
+  if (schema_version >= 2) {
+    BinaryRecord stored_as = r;  // the columns as they will be stored (created_at filled in)
+    stored_as.blob.clear();
+    stored_as.created_at = created_at;
+    s.bind(16, binary_row_digest(stored_as, blob_sha256, static_cast<int64_t>(r.blob.size())));
+    s.bind_blob(17, r.blob);
+  } else {
+    s.bind_blob(16, r.blob);
+  }
 }
 
-constexpr const char* kInsertValues = " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+std::string insert_sql(int schema_version, const char* verb) {
+  if (schema_version >= 2)
+    return fmt::format("{} INTO binaries({}, row_digest, blob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                       "?, ?)",
+                       verb, kBinaryColumns);
+  return fmt::format("{} INTO binaries({}, blob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", verb,
+                     kBinaryColumns);
+}
+
+// The columns that make up the key: a row stored under a digest must agree with a record put under it.
+BinaryExpectation key_columns_of(const BinaryRecord& r) {
+  BinaryExpectation e;
+  e.family = r.family;
+  e.arch = r.arch;
+  e.compiler = r.compiler;
+  e.compiler_version = r.compiler_version;
+  e.options = r.options;
+  e.source_digest = r.source_digest;
+  e.ktune_version = r.ktune_version;
+  e.schema_version = r.schema_version;
+  return e;
+}
 
 }  // namespace
 
@@ -81,16 +117,17 @@ std::optional<StoredBinary> load_binary(CacheDb::Impl& db, const std::string& di
 }
 
 std::optional<StoredBinary> load_binary_locked(CacheDb::Impl& db, const std::string& digest) {
-  Stmt s(db.conn, fmt::format("SELECT {}, blob FROM binaries WHERE digest = ?", kBinaryColumns));
+  Stmt s(db.conn, fmt::format("SELECT {}, blob FROM binaries WHERE digest = ?",
+                               binary_columns_with_row_digest(db.schema_version)));
   s.bind(1, digest);
   if (!s.step()) return std::nullopt;
   StoredBinary row;
-  read_info_columns(s, row.record, row.blob_size);
-  row.record.blob = s.blob(15);
+  read_row_columns(s, row.record, row.blob_size);
+  row.record.blob = s.blob(16);
   return row;
 }
 
-BinaryLookup check_binary(StoredBinary&& row) {
+BinaryLookup check_binary(const CacheDb::Impl& db, StoredBinary&& row, const BinaryExpectation* expect) {
   BinaryLookup out;
   out.record = std::move(row.record);
   auto& r = out.record;
@@ -101,6 +138,8 @@ BinaryLookup check_binary(StoredBinary&& row) {
     if (actual != r.blob_sha256)
       out.detail = fmt::format("blob sha256 is {} but {} was written", actual, r.blob_sha256);
   }
+  if (out.detail.empty()) out.detail = check_binary_row(db, r, row.blob_size);
+  if (out.detail.empty() && expect) out.detail = check_expectation(r, *expect);
   if (out.detail.empty()) {
     out.status = LookupStatus::hit;
   } else {
@@ -111,11 +150,12 @@ BinaryLookup check_binary(StoredBinary&& row) {
   return out;
 }
 
-BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool locked) {
+BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool locked,
+                           const BinaryExpectation* expect) {
   try {
     std::optional<StoredBinary> row = locked ? load_binary_locked(db, digest) : load_binary(db, digest);
     if (!row) return BinaryLookup{};
-    return check_binary(std::move(*row));
+    return check_binary(db, std::move(*row), expect);
   } catch (const SqliteFailure& e) {
     if (!e.corrupt()) throw;
     BinaryLookup out;
@@ -129,6 +169,10 @@ BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool lo
 }  // namespace detail
 
 BinaryLookup CacheDb::get_binary(const std::string& digest) { return detail::lookup_binary(*impl_, digest); }
+
+BinaryLookup CacheDb::get_binary(const std::string& digest, const BinaryExpectation& expect) {
+  return detail::lookup_binary(*impl_, digest, false, &expect);
+}
 
 BinaryLookup CacheDb::find_binary_any_compiler_version(const std::string& source_digest, const std::string& arch,
                                                        const std::string& compiler, const std::string& options,
@@ -163,30 +207,30 @@ bool CacheDb::put_binary(const BinaryRecord& r) {
   const int64_t created_at = r.created_at != 0 ? r.created_at : detail::unix_now();
 
   std::lock_guard<std::mutex> lock(impl_->mu);
+  const int version = impl_->schema_version;
   WriteTransaction tx(impl_->conn);
-  Stmt ins(impl_->conn, fmt::format("INSERT OR IGNORE INTO binaries({}, blob){}", detail::kBinaryColumns,
-                                    detail::kInsertValues));
-  detail::bind_record(ins, r, actual, created_at);
+  Stmt ins(impl_->conn, detail::insert_sql(version, "INSERT OR IGNORE"));
+  detail::bind_record(ins, version, r, actual, created_at);
   ins.run();
   bool stored = sqlite3_changes(impl_->conn.get()) > 0;
   if (!stored) {
-    // The digest exists. If that copy is damaged, this put is the repair: replace it. Otherwise keep it.
-    Stmt old(impl_->conn, "SELECT blob_size, blob_sha256, blob FROM binaries WHERE digest = ?");
-    old.bind(1, r.digest);
+    // The digest exists. If that copy is damaged (blob, row digest, or key columns that disagree with this
+    // record's), this put is the repair: replace it. Otherwise keep it.
+    const BinaryExpectation same_key = detail::key_columns_of(r);
     bool damaged = true;
     try {
-      if (old.step()) {
-        std::vector<uint8_t> blob = old.blob(2);
-        damaged = old.int64(0) != static_cast<int64_t>(blob.size()) ||
-                  sha256_hex(blob.data(), blob.size()) != old.text(1);
+      std::optional<detail::StoredBinary> old = detail::load_binary_locked(*impl_, r.digest);
+      if (old) {
+        // Rows outside a signed-row restriction are not damaged for this purpose: the restriction is about
+        // serving, and a restricted CacheDb is read-only anyway.
+        damaged = detail::check_binary(*impl_, std::move(*old), &same_key).status != LookupStatus::hit;
       }
     } catch (const detail::SqliteFailure& e) {
       if (!e.corrupt()) throw;
     }
     if (damaged) {
-      Stmt rep(impl_->conn, fmt::format("INSERT OR REPLACE INTO binaries({}, blob){}", detail::kBinaryColumns,
-                                        detail::kInsertValues));
-      detail::bind_record(rep, r, actual, created_at);
+      Stmt rep(impl_->conn, detail::insert_sql(version, "INSERT OR REPLACE"));
+      detail::bind_record(rep, version, r, actual, created_at);
       rep.run();
       stored = true;
     }

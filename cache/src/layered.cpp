@@ -76,6 +76,18 @@ bool can_create(const std::string& path) {
 }  // namespace
 
 LayeredCache::LayeredCache(const std::string& search_path, bool force_read_only) : search_path_(search_path) {
+  LayeredOptions o;
+  o.force_read_only = force_read_only;
+  open_layers(search_path, o);
+}
+
+LayeredCache::LayeredCache(const std::string& search_path, const LayeredOptions& options)
+    : search_path_(search_path) {
+  open_layers(search_path, options);
+}
+
+void LayeredCache::open_layers(const std::string& search_path, const LayeredOptions& options) {
+  const bool force_read_only = options.force_read_only;
   for (const PathEntry& entry : split_search_path(search_path)) {
     const std::string& path = entry.path;
     Layer layer;
@@ -114,7 +126,12 @@ LayeredCache::LayeredCache(const std::string& search_path, bool force_read_only)
       } else {
         try {
           layer.db = CacheDb::open(path, OpenOptions{});
+          if (!layer.db->signatures().empty()) {
+            layer.db.reset();
+            why_read_only = "it is signed, and a write would void its signature";
+          }
         } catch (const CacheError& e) {
+          layer.db.reset();
           why_read_only = fmt::format("opening it writable failed: {}", e.what());
         }
       }
@@ -124,6 +141,26 @@ LayeredCache::LayeredCache(const std::string& search_path, bool force_read_only)
           layer.info.note = "read-only: " + why_read_only;
         } catch (const CacheError& e) {
           layer.info.note = fmt::format("unusable; skipped: {}", e.what());
+          layer.info.refused = true;
+        }
+      }
+      if (layer.db && layer.db->read_only() && !options.trusted_keys.empty()) {
+        try {
+          SignatureCheck check = layer.db->check_signature(options.trusted_keys, /*hash_blobs=*/false);
+          if (check.ok()) {
+            layer.db->restrict_to_rows(check.rows);
+            layer.info.signature = check.detail;
+          } else {
+            layer.db.reset();
+            layer.info.refused = true;
+            layer.info.note = fmt::format("refused: KTUNE_TRUSTED_KEYS requires read-only layers to carry a valid "
+                                          "signature by a trusted key, and this one is {}: {}",
+                                          signature_result_name(check.result), check.detail);
+          }
+        } catch (const CacheError& e) {
+          layer.db.reset();
+          layer.info.refused = true;
+          layer.info.note = fmt::format("refused: its signature could not be checked: {}", e.what());
         }
       }
     }
@@ -147,6 +184,13 @@ std::vector<LayeredCache::LayerInfo> LayeredCache::layers() const {
   std::vector<LayerInfo> out;
   out.reserve(layers_.size());
   for (const auto& l : layers_) out.push_back(l.info);
+  return out;
+}
+
+std::vector<std::string> LayeredCache::refused() const {
+  std::vector<std::string> out;
+  for (const auto& l : layers_)
+    if (l.info.refused) out.push_back(fmt::format("{}: {}", l.info.path, l.info.note));
   return out;
 }
 
@@ -212,6 +256,10 @@ BinaryLookup LayeredCache::get_binary(const std::string& digest) {
   return search_binary([&](CacheDb& db) { return db.get_binary(digest); });
 }
 
+BinaryLookup LayeredCache::get_binary(const std::string& digest, const BinaryExpectation& expect) {
+  return search_binary([&](CacheDb& db) { return db.get_binary(digest, expect); });
+}
+
 BinaryLookup LayeredCache::find_binary_any_compiler_version(const std::string& source_digest,
                                                             const std::string& arch, const std::string& compiler,
                                                             const std::string& options,
@@ -240,7 +288,9 @@ std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, 
   for (const auto& layer : layers_) {
     if (!layer.db) continue;
     try {
-      if (auto t = layer.db->get_tuning(family, problem_key, device_fingerprint)) return t;
+      std::string problem;
+      if (auto t = layer.db->get_tuning_checked(family, problem_key, device_fingerprint, &problem)) return t;
+      if (!problem.empty()) record_problem(problem, true);
     } catch (const CacheError& e) {
       record_problem(fmt::format("{}: tuning lookup failed: {}", layer.info.path, e.what()), false);
     }

@@ -42,7 +42,18 @@ std::vector<CacheDb::VerifyIssue> CacheDb::verify() {
   // Each blob is loaded and hashed on its own, so other threads are not held up for the whole scan.
   for (const auto& [digest, name] : entries) {
     BinaryLookup l = detail::lookup_binary(*impl_, digest);
-    if (l.status == LookupStatus::damaged) issues.push_back({digest, name, l.detail});
+    if (l.status == LookupStatus::damaged) issues.push_back({digest, name, l.detail, {}});
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  try {
+    for (const auto& [t, problem] : detail::list_tuning_checked_locked(*impl_, "")) {
+      if (problem.empty()) continue;
+      issues.push_back({"", fmt::format("tuning {} {} {}", t.family, t.problem_key, t.device_fingerprint), problem,
+                        t.family + "\n" + t.problem_key + "\n" + t.device_fingerprint});
+    }
+  } catch (const detail::SqliteFailure& e) {
+    if (!e.corrupt()) throw;
+    issues.push_back({"", "", std::string("cannot check every tuning row: ") + e.what(), {}});
   }
   return issues;
 }
@@ -72,6 +83,15 @@ int CacheDb::prune(const PruneCriteria& c) {
   // Checked again under the write lock: another process may have repaired the entry since the scan above.
   for (const auto& d : maybe_damaged)
     if (detail::lookup_binary(*impl_, d, /*locked=*/true).status == LookupStatus::damaged) remove(d);
+  if (c.remove_damaged) {
+    Stmt t(impl_->conn, "DELETE FROM tuning WHERE family = ? AND problem_key = ? AND device_fingerprint = ?");
+    for (const auto& [row, problem] : detail::list_tuning_checked_locked(*impl_, c.family)) {
+      if (problem.empty()) continue;
+      t.bind(1, row.family).bind(2, row.problem_key).bind(3, row.device_fingerprint).run();
+      removed += sqlite3_changes(impl_->conn.get());
+      t.reset();
+    }
+  }
   if (!c.keep_ktune_version.empty()) {
     Stmt t(impl_->conn, "DELETE FROM tuning WHERE ktune_version <> ?1 AND (?2 = '' OR family = ?2)");
     t.bind(1, c.keep_ktune_version).bind(2, c.family).run();
@@ -140,7 +160,12 @@ void CacheDb::export_to(const std::string& dest_path) {
                                  ec.message()));
 
   std::vector<std::string> damaged;
+  std::vector<std::string> damaged_tuning;  // "family\nproblem_key\ndevice_fingerprint"
   for (const VerifyIssue& issue : verify()) {
+    if (!issue.tuning_key.empty()) {
+      damaged_tuning.push_back(issue.tuning_key);
+      continue;
+    }
     if (issue.digest.empty())
       throw CacheError(fmt::format("ktune cache {}: refusing to export a file that fails verification: {}",
                                    path(), issue.problem));
@@ -157,13 +182,21 @@ void CacheDb::export_to(const std::string& dest_path) {
   {
     detail::Connection copy =
         detail::open_connection(tmp.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, tmp.path);
-    if (!damaged.empty()) {
+    if (!damaged.empty() || !damaged_tuning.empty()) {
       WriteTransaction tx(copy);
       Stmt del(copy, "DELETE FROM binaries WHERE digest = ?");
       for (const auto& d : damaged) {
         del.bind(1, d).run();
         del.reset();
       }
+      Stmt del_t(copy, "DELETE FROM tuning WHERE family || char(10) || problem_key || char(10) || "
+                       "device_fingerprint = ?");
+      for (const auto& k : damaged_tuning) {
+        del_t.bind(1, k).run();
+        del_t.reset();
+      }
+      // Signatures cover the rows as they were; with rows removed they no longer match, so they go too.
+      if (impl_->schema_version >= 2) copy.exec("DELETE FROM signatures", "dropping stale signatures");
       tx.commit();
       copy.exec("VACUUM", "compacting the exported copy");
     }
@@ -194,7 +227,16 @@ CacheDb::MergeResult CacheDb::merge_from(const std::string& src_path) {
     }
   }
 
-  for (const TuningRecord& t : src->list_tuning()) {
+  std::vector<std::pair<TuningRecord, std::string>> src_tuning;
+  {
+    std::lock_guard<std::mutex> lock(src->impl_->mu);
+    src_tuning = detail::list_tuning_checked_locked(*src->impl_, "");
+  }
+  for (const auto& [t, problem] : src_tuning) {
+    if (!problem.empty()) {
+      ++result.damaged_skipped;
+      continue;
+    }
     std::lock_guard<std::mutex> lock(impl_->mu);
     WriteTransaction tx(impl_->conn);
     Stmt cur(impl_->conn, "SELECT tuned_at FROM tuning WHERE family = ? AND problem_key = ? AND device_fingerprint = ?");
@@ -202,17 +244,7 @@ CacheDb::MergeResult CacheDb::merge_from(const std::string& src_path) {
     const bool exists = cur.step();
     if (exists && cur.int64(0) >= t.tuned_at) continue;  // ours is as new or newer; tx rolls back (no change)
     cur.reset();
-    Stmt up(impl_->conn,
-            "INSERT OR REPLACE INTO tuning(family, problem_key, device_fingerprint, ktune_version, winner_config, "
-            "candidates_json, tuned_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
-    up.bind(1, t.family)
-        .bind(2, t.problem_key)
-        .bind(3, t.device_fingerprint)
-        .bind(4, t.ktune_version)
-        .bind(5, t.winner_config)
-        .bind(6, t.candidates_json)
-        .bind(7, t.tuned_at)
-        .run();
+    detail::upsert_tuning_locked(*impl_, t);
     tx.commit();
     ++(exists ? result.tuning_updated : result.tuning_added);
   }

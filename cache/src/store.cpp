@@ -102,25 +102,123 @@ void create_schema_v1(Connection& c) {
   c.exec(fmt::format("PRAGMA application_id = {}", kApplicationId).c_str(), "setting the application id");
 }
 
-// Brings a file from `version` up to kCacheSchemaVersion, one step at a time, inside the caller's write
-// transaction (so a failed step leaves the file as it was). Version 0 is a new, empty file.
-// To add v2: write the v1 -> v2 step as a `case 1:` and bump kCacheSchemaVersion.
-int migrate(Connection& c, int version) {
-  while (version < kCacheSchemaVersion) {
+bool has_column(Connection& c, const char* table, const char* column) {
+  Stmt s(c, fmt::format("SELECT count(*) FROM pragma_table_info('{}') WHERE name = '{}'", table, column));
+  s.step();
+  return s.int64(0) > 0;
+}
+
+// v1 -> v2: a row digest for every binaries and tuning row (computed from the columns as they are: damage
+// that happened under v1 cannot be told apart, but blob damage is still caught by blob_sha256), and the
+// signatures table.
+void migrate_v1_to_v2(Connection& c) {
+  if (!has_column(c, "binaries", "row_digest"))
+    c.exec("ALTER TABLE binaries ADD COLUMN row_digest TEXT NOT NULL DEFAULT ''", "adding binaries.row_digest");
+  if (!has_column(c, "tuning", "row_digest"))
+    c.exec("ALTER TABLE tuning ADD COLUMN row_digest TEXT NOT NULL DEFAULT ''", "adding tuning.row_digest");
+  c.exec(R"sql(
+    CREATE TABLE IF NOT EXISTS signatures(
+      key_id TEXT PRIMARY KEY NOT NULL,
+      public_key TEXT NOT NULL,
+      manifest_sha256 TEXT NOT NULL,
+      signature TEXT NOT NULL,
+      binaries INTEGER NOT NULL,
+      tuning INTEGER NOT NULL,
+      signed_at INTEGER NOT NULL);
+  )sql",
+         "creating the signatures table");
+  {
+    std::vector<std::pair<std::string, std::string>> digests;  // digest, row digest
+    Stmt rows(c, fmt::format("SELECT {} FROM binaries", detail::kBinaryColumns));
+    while (rows.step()) {
+      BinaryRecord r;
+      r.digest = rows.text(0);
+      r.family = rows.text(1);
+      r.name = rows.text(2);
+      r.arch = rows.text(3);
+      r.compiler = rows.text(4);
+      r.compiler_version = rows.text(5);
+      r.options = rows.text(6);
+      r.source_digest = rows.text(7);
+      r.ktune_version = rows.text(8);
+      r.schema_version = static_cast<int>(rows.int64(9));
+      r.entry_points = rows.text(10);
+      r.compile_ms = rows.real(12);
+      r.created_at = rows.int64(13);
+      digests.emplace_back(r.digest, detail::binary_row_digest(r, rows.text(11), rows.int64(14)));
+    }
+    Stmt set(c, "UPDATE binaries SET row_digest = ? WHERE digest = ?");
+    for (const auto& [digest, row_digest] : digests) {
+      set.bind(1, row_digest).bind(2, digest).run();
+      set.reset();
+    }
+  }
+  {
+    std::vector<std::pair<int64_t, std::string>> digests;  // rowid, row digest
+    Stmt rows(c, "SELECT rowid, family, problem_key, device_fingerprint, ktune_version, winner_config, "
+                 "candidates_json, tuned_at FROM tuning");
+    while (rows.step()) {
+      TuningRecord t;
+      t.family = rows.text(1);
+      t.problem_key = rows.text(2);
+      t.device_fingerprint = rows.text(3);
+      t.ktune_version = rows.text(4);
+      t.winner_config = rows.text(5);
+      t.candidates_json = rows.text(6);
+      t.tuned_at = rows.int64(7);
+      digests.emplace_back(rows.int64(0), detail::tuning_row_digest(t));
+    }
+    Stmt set(c, "UPDATE tuning SET row_digest = ? WHERE rowid = ?");
+    for (const auto& [rowid, row_digest] : digests) {
+      set.bind(1, row_digest).bind(2, rowid).run();
+      set.reset();
+    }
+  }
+}
+
+// Brings a file from `version` up to `target`, one step at a time, inside the caller's write transaction (so
+// a failed step leaves the file as it was). Version 0 is a new, empty file; a new file goes through every
+// step, so the migrations run on every file ever created. To add v3: write the v2 -> v3 step as `case 2:`
+// and bump kCacheSchemaVersion.
+int migrate(Connection& c, int version, int target) {
+  while (version < target) {
     switch (version) {
       case 0:
         create_schema_v1(c);
         version = 1;
         break;
+      case 1:
+        migrate_v1_to_v2(c);
+        version = 2;
+        break;
       default:
         throw CacheError(fmt::format("ktune cache {}: no migration from cache schema version {} to {}", c.path(),
-                                     version, kCacheSchemaVersion));
+                                     version, target));
     }
   }
   Stmt set(c, "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)");
   set.bind(1, std::to_string(version)).run();
   return version;
 }
+
+// SQLite's own busy handler (sqlite3_busy_timeout) sleeps in steps that grow to 100 ms, so under many writers a
+// lock freed after 1 ms is often taken only 25-100 ms later. This one polls every 0.25-2 ms for the same total
+// time: a short write transaction from another process is waited out in about its own length.
+int busy_handler(void*, int attempt) {
+  using namespace std::chrono;
+  // Waited so far ~ sum of the steps: 0.25 ms x 8, 0.5 ms x 8, 1 ms x 16, then 2 ms each.
+  const double waited_ms = attempt < 8    ? attempt * 0.25
+                           : attempt < 16 ? 2 + (attempt - 8) * 0.5
+                           : attempt < 32 ? 6 + (attempt - 16) * 1.0
+                                          : 22 + (attempt - 32) * 2.0;
+  if (waited_ms >= kBusyTimeoutMs) return 0;  // give up: SQLITE_BUSY
+  const auto step = attempt < 8 ? microseconds(250) : attempt < 16 ? microseconds(500)
+                    : attempt < 32 ? microseconds(1000) : microseconds(2000);
+  std::this_thread::sleep_for(step);
+  return 1;
+}
+
+void set_busy_wait(Connection& c) { sqlite3_busy_handler(c.get(), busy_handler, nullptr); }
 
 // Runs a statement that needs the database lock outside a transaction, retrying while another process has it.
 void exec_retrying_busy(Connection& c, const char* sql, const char* what) {
@@ -134,7 +232,8 @@ void exec_retrying_busy(Connection& c, const char* sql, const char* what) {
   }
 }
 
-std::unique_ptr<CacheDb::Impl> open_writable(const std::string& path, const OpenOptions& opts) {
+std::unique_ptr<CacheDb::Impl> open_writable(const std::string& path, const OpenOptions& opts,
+                                             int target_version = kCacheSchemaVersion) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (fs::is_directory(st)) throw CacheError(fmt::format("ktune cache {}: is a directory, not a database file", path));
@@ -151,7 +250,7 @@ std::unique_ptr<CacheDb::Impl> open_writable(const std::string& path, const Open
   }
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (opts.create ? SQLITE_OPEN_CREATE : 0);
   Connection c = detail::open_connection(path, flags, path);
-  sqlite3_busy_timeout(c.get(), kBusyTimeoutMs);
+  set_busy_wait(c);
   exec_retrying_busy(c, "PRAGMA journal_mode = WAL", "switching to WAL mode");
   c.exec("PRAGMA synchronous = NORMAL", "setting synchronous=NORMAL");
 
@@ -160,7 +259,10 @@ std::unique_ptr<CacheDb::Impl> open_writable(const std::string& path, const Open
     WriteTransaction tx(c);
     version = read_schema_version(c);
     check_version_supported(version, path);
-    if (version < kCacheSchemaVersion) version = migrate(c, version);
+    if (version > target_version)
+      throw CacheError(fmt::format("ktune cache {}: schema version {} is above the {} asked for", path, version,
+                                   target_version));
+    if (version < target_version) version = migrate(c, version, target_version);
     tx.commit();
   }
   return std::make_unique<CacheDb::Impl>(std::move(c), path, false, version);
@@ -177,7 +279,7 @@ std::unique_ptr<CacheDb::Impl> open_read_only(const std::string& path, const Ope
   const std::string uri =
       "file:" + detail::uri_path(path) + (opts.immutable ? "?mode=ro&immutable=1" : "?mode=ro");
   Connection c = detail::open_connection(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, path);
-  sqlite3_busy_timeout(c.get(), kBusyTimeoutMs);
+  set_busy_wait(c);
   int version = read_schema_version(c);
   if (version == 0)
     throw CacheError(fmt::format("ktune cache {}: the file is empty, not a ktune cache", path));
@@ -206,6 +308,18 @@ const std::string& CacheDb::path() const { return impl_->path; }
 bool CacheDb::read_only() const { return impl_->read_only; }
 int CacheDb::schema_version() const { return impl_->schema_version; }
 
+void CacheDb::restrict_to_rows(std::shared_ptr<const std::unordered_set<std::string>> rows) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->allowed_rows = std::move(rows);
+}
+
+void CacheDb::use_rollback_journal() {
+  detail::require_writable(*impl_, "change its journal mode");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  exec_retrying_busy(impl_->conn, "PRAGMA wal_checkpoint(TRUNCATE)", "checkpointing the WAL");
+  exec_retrying_busy(impl_->conn, "PRAGMA journal_mode = DELETE", "switching to a rollback journal");
+}
+
 CacheDb::Counts CacheDb::counts() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Counts out;
@@ -232,6 +346,12 @@ std::unique_ptr<CacheDb> open_for_reading(const std::string& path) {
     frozen.immutable = true;
     return CacheDb::open(path, frozen);
   }
+}
+
+std::unique_ptr<CacheDb> open_at_schema_version(const std::string& path, int version) {
+  if (version < 1 || version > kCacheSchemaVersion)
+    throw CacheError(fmt::format("ktune cache {}: no schema version {} to open at", path, version));
+  return std::unique_ptr<CacheDb>(new CacheDb(open_writable(path, OpenOptions{}, version)));
 }
 
 void require_writable(const CacheDb::Impl& db, const char* operation) {

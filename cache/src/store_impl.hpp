@@ -1,9 +1,11 @@
 // CacheDb internals shared by store.cpp, binaries.cpp, tuning.cpp and maintenance.cpp.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "ktune/cache/store.hpp"
 #include "sqlite_util.hpp"
@@ -18,6 +20,9 @@ struct CacheDb::Impl {
   bool read_only;
   int schema_version;
   std::mutex mu;  // serialises use of conn (transactions span several calls)
+  // restrict_to_rows: only rows whose row digest is in here are served (null: no restriction). Set once,
+  // before the CacheDb is shared; read under mu.
+  std::shared_ptr<const std::unordered_set<std::string>> allowed_rows;
 };
 
 namespace detail {
@@ -26,6 +31,20 @@ namespace detail {
 inline constexpr const char* kBinaryColumns =
     "digest, family, name, arch, compiler, compiler_version, options, source_digest, ktune_version, "
     "schema_version, entry_points, blob_sha256, compile_ms, created_at, blob_size";
+// kBinaryColumns plus the row digest as column 15 ('' in a v1 file, which has none).
+std::string binary_columns_with_row_digest(int schema_version);
+
+// SHA-256 over every column of a binaries row except the blob and the row digest itself: its metadata,
+// blob_sha256 and blob_size. Length-prefixed, so no two different rows share an encoding.
+std::string binary_row_digest(const BinaryRecord& r, const std::string& blob_sha256, int64_t blob_size);
+// SHA-256 over every column of a tuning row except the row digest.
+std::string tuning_row_digest(const TuningRecord& r);
+// "" when the row's columns hash to its stored row digest (and, when `allowed` is set, the row is in it);
+// else what is wrong. v1 files carry no row digest: always "".
+std::string check_binary_row(const CacheDb::Impl& db, const BinaryRecord& r, int64_t blob_size);
+std::string check_tuning_row(const CacheDb::Impl& db, const TuningRecord& r);
+// "" when every non-empty expectation equals the row's column, else the first mismatch.
+std::string check_expectation(const BinaryRecord& r, const BinaryExpectation& e);
 
 struct StoredBinary {
   BinaryRecord record;
@@ -36,10 +55,18 @@ struct StoredBinary {
 std::optional<StoredBinary> load_binary(CacheDb::Impl& db, const std::string& digest);
 // The same for a caller that already holds db.mu.
 std::optional<StoredBinary> load_binary_locked(CacheDb::Impl& db, const std::string& digest);
-// hit, or damaged with the mismatch in detail (blob emptied). Hashes outside any lock.
-BinaryLookup check_binary(StoredBinary&& row);
+// hit, or damaged with the mismatch in detail (blob emptied): blob size, blob sha256, row digest, signed-row
+// restriction, then the caller's expectation (if any). Hashes outside any lock.
+BinaryLookup check_binary(const CacheDb::Impl& db, StoredBinary&& row, const BinaryExpectation* expect = nullptr);
 // load + check; a row SQLite reports corrupt is `damaged`, not an exception. `locked`: db.mu is already held.
-BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool locked = false);
+BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool locked = false,
+                           const BinaryExpectation* expect = nullptr);
+// INSERT ... ON CONFLICT DO UPDATE of one whole tuning row (row digest computed here; tuned_at as given).
+// Caller holds db.mu and a write transaction.
+void upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row);
+// Every tuning row with its integrity problem ("" when intact), ordered by primary key. Caller holds db.mu.
+std::vector<std::pair<TuningRecord, std::string>> list_tuning_checked_locked(CacheDb::Impl& db,
+                                                                           const std::string& family_filter);
 // Opens a file to read from it: first read-only with normal locking (sees a live WAL file's latest commits),
 // and if that is impossible (no -shm and an unwritable directory, a filesystem without locks), immutable.
 std::unique_ptr<CacheDb> open_for_reading(const std::string& path);

@@ -1,4 +1,6 @@
-// CacheDb: the tuning table, one row per (family, problem_key, device_fingerprint).
+// CacheDb: the tuning table, one row per (family, problem_key, device_fingerprint). In schema v2 every row
+// carries a row digest over its columns; a row that fails it is a miss (the caller falls back to its default
+// config), never a wrong winner.
 #include <fmt/format.h>
 
 #include "store_impl.hpp"
@@ -13,6 +15,10 @@ namespace {
 constexpr const char* kTuningColumns =
     "family, problem_key, device_fingerprint, ktune_version, winner_config, candidates_json, tuned_at";
 
+std::string select_columns(int schema_version) {
+  return fmt::format("{}, {}", kTuningColumns, schema_version >= 2 ? "row_digest" : "''");
+}
+
 TuningRecord read_tuning(const Stmt& s) {
   TuningRecord r;
   r.family = s.text(0);
@@ -22,51 +28,96 @@ TuningRecord read_tuning(const Stmt& s) {
   r.winner_config = s.text(4);
   r.candidates_json = s.text(5);
   r.tuned_at = s.int64(6);
+  r.row_digest = s.text(7);
   return r;
 }
 
 }  // namespace
 
-std::optional<TuningRecord> CacheDb::get_tuning(const std::string& family, const std::string& problem_key,
-                                                const std::string& device_fingerprint) {
+namespace detail {
+
+std::vector<std::pair<TuningRecord, std::string>> list_tuning_checked_locked(CacheDb::Impl& db,
+                                                                           const std::string& family_filter) {
+  Stmt s(db.conn, fmt::format("SELECT {} FROM tuning WHERE (?1 = '' OR family = ?1) "
+                              "ORDER BY family, problem_key, device_fingerprint",
+                              select_columns(db.schema_version)));
+  s.bind(1, family_filter);
+  std::vector<std::pair<TuningRecord, std::string>> out;
+  while (s.step()) {
+    TuningRecord r = read_tuning(s);
+    std::string problem = check_tuning_row(db, r);
+    out.emplace_back(std::move(r), std::move(problem));
+  }
+  return out;
+}
+
+}  // namespace detail
+
+std::optional<TuningRecord> CacheDb::get_tuning_checked(const std::string& family, const std::string& problem_key,
+                                                        const std::string& device_fingerprint,
+                                                        std::string* problem) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Stmt s(impl_->conn, fmt::format("SELECT {} FROM tuning WHERE family = ? AND problem_key = ? AND "
                                   "device_fingerprint = ?",
-                                  kTuningColumns));
+                                  select_columns(impl_->schema_version)));
   s.bind(1, family).bind(2, problem_key).bind(3, device_fingerprint);
   if (!s.step()) return std::nullopt;
-  return read_tuning(s);
+  TuningRecord r = read_tuning(s);
+  std::string why = detail::check_tuning_row(*impl_, r);
+  if (!why.empty()) {
+    if (problem)
+      *problem = fmt::format("ktune cache {}: tuning row {} {} {} is damaged: {}", impl_->path, family, problem_key,
+                             device_fingerprint, why);
+    return std::nullopt;
+  }
+  return r;
 }
+
+std::optional<TuningRecord> CacheDb::get_tuning(const std::string& family, const std::string& problem_key,
+                                                const std::string& device_fingerprint) {
+  return get_tuning_checked(family, problem_key, device_fingerprint, nullptr);
+}
+
+namespace detail {
+
+void upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row) {
+  const bool v2 = db.schema_version >= 2;
+  // One statement, so a concurrent writer of the same key can never leave a mix of two rows.
+  Stmt s(db.conn,
+         fmt::format("INSERT INTO tuning({}{}) VALUES (?, ?, ?, ?, ?, ?, ?{}) "
+                     "ON CONFLICT(family, problem_key, device_fingerprint) DO UPDATE SET "
+                     "ktune_version = excluded.ktune_version, winner_config = excluded.winner_config, "
+                     "candidates_json = excluded.candidates_json, tuned_at = excluded.tuned_at{}",
+                     kTuningColumns, v2 ? ", row_digest" : "", v2 ? ", ?" : "",
+                     v2 ? ", row_digest = excluded.row_digest" : ""));
+  s.bind(1, row.family)
+      .bind(2, row.problem_key)
+      .bind(3, row.device_fingerprint)
+      .bind(4, row.ktune_version)
+      .bind(5, row.winner_config)
+      .bind(6, row.candidates_json)
+      .bind(7, row.tuned_at);
+  if (v2) s.bind(8, tuning_row_digest(row));
+  s.run();
+}
+
+}  // namespace detail
 
 void CacheDb::put_tuning(const TuningRecord& r) {
   detail::require_writable(*impl_, "store a tuning result");
+  TuningRecord row = r;
+  row.tuned_at = r.tuned_at != 0 ? r.tuned_at : detail::unix_now();
   std::lock_guard<std::mutex> lock(impl_->mu);
   WriteTransaction tx(impl_->conn);
-  // One statement, so a concurrent writer of the same key can never leave a mix of two rows.
-  Stmt s(impl_->conn, fmt::format("INSERT INTO tuning({}) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                                  "ON CONFLICT(family, problem_key, device_fingerprint) DO UPDATE SET "
-                                  "ktune_version = excluded.ktune_version, winner_config = excluded.winner_config, "
-                                  "candidates_json = excluded.candidates_json, tuned_at = excluded.tuned_at",
-                                  kTuningColumns));
-  s.bind(1, r.family)
-      .bind(2, r.problem_key)
-      .bind(3, r.device_fingerprint)
-      .bind(4, r.ktune_version)
-      .bind(5, r.winner_config)
-      .bind(6, r.candidates_json)
-      .bind(7, r.tuned_at != 0 ? r.tuned_at : detail::unix_now());
-  s.run();
+  detail::upsert_tuning_locked(*impl_, row);
   tx.commit();
 }
 
 std::vector<TuningRecord> CacheDb::list_tuning(const std::string& family_filter) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(impl_->conn, fmt::format("SELECT {} FROM tuning WHERE (?1 = '' OR family = ?1) "
-                                  "ORDER BY family, problem_key, device_fingerprint",
-                                  kTuningColumns));
-  s.bind(1, family_filter);
   std::vector<TuningRecord> out;
-  while (s.step()) out.push_back(read_tuning(s));
+  for (auto& [row, problem] : detail::list_tuning_checked_locked(*impl_, family_filter))
+    if (problem.empty()) out.push_back(std::move(row));  // damaged rows: verify() names them
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ktune/cache/layered.hpp"
+#include "ktune/cache/signing.hpp"
 #include "ktune/cache/store.hpp"
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
@@ -171,6 +172,54 @@ CacheMergeSummary cache_merge(const std::string& search_path, const std::string&
     if (!db) throw Error(Status::cache_error, "cache", fmt::format("no writable layer in {}", search_path));
     return to_summary(db->merge_from(src));
   });
+}
+
+std::string cache_keygen(const std::string& secret_path, const std::string& public_path) {
+  return cache_call([&] {
+    cache::SecretKey key = cache::generate_secret_key();
+    cache::write_key_files(key, secret_path, public_path);
+    return key.public_key().id();
+  });
+}
+
+CacheSignatureInfo cache_sign(const std::string& db_path, const std::string& secret_key_path) {
+  return cache_call([&] {
+    if (db_path.find(':') != std::string::npos)
+      throw Error(Status::invalid_argument, "cache",
+                  fmt::format("sign takes one cache file, not a search path: {}", db_path));
+    if (!std::filesystem::exists(db_path))
+      throw Error(Status::not_found, "cache", fmt::format("{}: no such cache file to sign", db_path));
+    cache::SecretKey key = cache::read_secret_key(secret_key_path);
+    cache::SignatureRecord r = cache::sign_file(db_path, key);
+    CacheSignatureInfo info;
+    info.path = db_path;
+    info.key_id = r.key_id;
+    info.manifest_sha256 = r.manifest_sha256;
+    info.binaries = r.binaries;
+    info.tuning = r.tuning;
+    return info;
+  });
+}
+
+std::vector<CacheSignatureStatus> cache_verify_signatures(const std::string& search_path,
+                                                          const std::string& public_key_paths) {
+  std::vector<cache::PublicKey> keys = cache_call([&] { return cache::read_public_keys(public_key_paths); });
+  if (keys.empty())
+    throw Error(Status::invalid_argument, "cache", fmt::format("no public key file in '{}'", public_key_paths));
+  std::vector<CacheSignatureStatus> out;
+  for_each_layer(search_path, true, [&](const cache::LayeredCache::LayerInfo& info, cache::CacheDb& db) {
+    cache::SignatureCheck c = db.check_signature(keys, /*hash_blobs=*/true);
+    CacheSignatureStatus s;
+    s.layer = info.path;
+    s.result = cache::signature_result_name(c.result);
+    s.valid = c.ok();
+    s.key_id = c.key_id;
+    s.detail = c.detail;
+    s.binaries = c.binaries;
+    s.tuning = c.tuning;
+    out.push_back(std::move(s));
+  });
+  return out;
 }
 
 }  // namespace ktune

@@ -18,7 +18,9 @@ struct DriverApi {
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuMemAlloc)           \
   X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32) X(cuStreamCreate)               \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)             \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyDtoD) X(cuMemGetInfo)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyDtoD) X(cuMemGetInfo)                             \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)             \
+  X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 #define KTUNE_DECLARE(name) decltype(&::name) name = nullptr;
   KTUNE_DRIVER_FUNCTIONS(KTUNE_DECLARE)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "driver_api.hpp"
+#include "host_compiler.hpp"
 #include "ktune/error.hpp"
 #include "log.hpp"
 #include "runtime_impl.hpp"
@@ -75,26 +76,28 @@ std::unique_ptr<LoadedKernel> load_module(const cache::BinaryRecord& rec, CUcont
   return k;
 }
 
-}  // namespace
-
-const LoadedKernel& Runtime::get(const std::string& fast_key, const std::function<GeneratedKernel()>& generate) {
-  CUcontext ctx = current_context();
-  Impl& im = *impl_;
-  std::shared_ptr<Impl::Slot> slot;
+// The slot of (ctx, fast_key), created empty on first use. ctx == nullptr is the host CPU.
+std::shared_ptr<Runtime::Impl::Slot> slot_for(Runtime::Impl& im, void* ctx, const std::string& fast_key) {
   {
     std::shared_lock<std::shared_mutex> lock(im.modules_mutex);
     auto per_ctx = im.modules.find(ctx);
     if (per_ctx != im.modules.end()) {
       auto it = per_ctx->second.find(fast_key);
-      if (it != per_ctx->second.end()) slot = it->second;
+      if (it != per_ctx->second.end()) return it->second;
     }
   }
-  if (!slot) {
-    std::unique_lock<std::shared_mutex> lock(im.modules_mutex);
-    auto& s = im.modules[ctx][fast_key];
-    if (!s) s = std::make_shared<Impl::Slot>();
-    slot = s;
-  }
+  std::unique_lock<std::shared_mutex> lock(im.modules_mutex);
+  auto& s = im.modules[ctx][fast_key];
+  if (!s) s = std::make_shared<Runtime::Impl::Slot>();
+  return s;
+}
+
+}  // namespace
+
+const LoadedKernel& Runtime::get(const std::string& fast_key, const std::function<GeneratedKernel()>& generate) {
+  CUcontext ctx = current_context();
+  Impl& im = *impl_;
+  std::shared_ptr<Impl::Slot> slot = slot_for(im, ctx, fast_key);
   std::lock_guard<std::mutex> slot_lock(slot->mutex);  // uncontended once loaded
   if (slot->kernel) {
     im.stats.memory_hits++;
@@ -111,12 +114,43 @@ const LoadedKernel& Runtime::get(const std::string& fast_key, const std::functio
   return *slot->kernel;
 }
 
+// ---- host kernels: the same table under the null context, objects linked by the LLVM plugin ----
+const LoadedKernel& Runtime::get_host(const std::string& fast_key, const std::function<GeneratedKernel()>& generate) {
+  Impl& im = *impl_;
+  std::shared_ptr<Impl::Slot> slot = slot_for(im, nullptr, fast_key);
+  std::lock_guard<std::mutex> slot_lock(slot->mutex);
+  if (slot->kernel) {
+    im.stats.memory_hits++;
+    return *slot->kernel;
+  }
+  GeneratedKernel kernel = generate();
+  Arch host;
+  host.host = true;
+  bool compiled = false;
+  BinaryPtr rec = im.obtain_binary(kernel, host, &compiled);
+  auto t0 = std::chrono::steady_clock::now();
+  auto k = std::make_unique<LoadedKernel>();
+  k->name = rec->name;
+  k->digest = rec->digest;
+  load_host_object(rec->blob, rec->name, rec->entry_points, k.get());
+  slot->kernel = std::move(k);
+  im.stats.loads++;
+  im.stats.load_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  log(LogLevel::debug, "loaded host {} ({})", rec->name, compiled ? "compiled" : "from cache");
+  return *slot->kernel;
+}
+
 Arch Runtime::current_arch() {
   current_context();
   return arch_of_current_context();
 }
 
 Runtime::~Runtime() {
+  if (auto host = impl_->modules.find(nullptr); host != impl_->modules.end()) {
+    for (auto& [key, slot] : host->second)
+      if (slot->kernel) unload_host_object(slot->kernel->module);
+    impl_->modules.erase(host);
+  }
   const DriverApi* cu = try_driver();
   if (!cu) return;
   for (auto& [ctx, table] : impl_->modules)

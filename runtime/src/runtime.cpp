@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "host_compiler.hpp"
+#include "host_plugin_api.hpp"
 #include "ktune/error.hpp"
 #include "log.hpp"
 #include "nvrtc_api.hpp"
@@ -42,13 +44,28 @@ RuntimeOptions RuntimeOptions::from_env() {
   o.read_only = env_flag("KTUNE_CACHE_READONLY", false);
   o.allow_jit = env_flag("KTUNE_JIT", true);
   if (const char* d = std::getenv("KTUNE_DUMP")) o.dump_dir = d;
+  if (const char* k = std::getenv("KTUNE_TRUSTED_KEYS")) o.trusted_keys = k;
   return o;
 }
 
 Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
   std::string path = options.cache_path.empty() ? cache::LayeredCache::default_search_path() : options.cache_path;
   options.cache_path = path;
-  cache = cache_call([&] { return std::make_unique<cache::LayeredCache>(path, options.read_only); });
+  cache::LayeredOptions layered;
+  layered.force_read_only = options.read_only;
+  if (!options.trusted_keys.empty()) {
+    try {
+      layered.trusted_keys = cache::read_public_keys(options.trusted_keys);
+    } catch (const cache::CacheError& e) {
+      throw Error(Status::invalid_argument, "cache",
+                  fmt::format("KTUNE_TRUSTED_KEYS={}: {}", options.trusted_keys, e.what()));
+    }
+    if (layered.trusted_keys.empty())
+      throw Error(Status::invalid_argument, "cache",
+                  fmt::format("KTUNE_TRUSTED_KEYS={} names no key file", options.trusted_keys));
+  }
+  cache = cache_call([&] { return std::make_unique<cache::LayeredCache>(path, layered); });
+  for (const std::string& why : cache->refused()) log(LogLevel::warn, "cache layer not used: {}", why);
 }
 
 Runtime::Impl::~Impl() = default;  // modules are unloaded in ~Runtime (module_table.cpp)
@@ -59,8 +76,10 @@ void Runtime::Impl::dump(const GeneratedKernel& kernel, const BinaryKey& key, co
   for (char& c : stem)
     if (c == '/') c = '_';
   std::filesystem::create_directories(options.dump_dir);
-  std::ofstream(options.dump_dir + "/" + stem + ".cu") << kernel.source;
-  std::ofstream bin(options.dump_dir + "/" + stem + ".cubin", std::ios::binary);
+  const bool host = key.compiler == "llvm";  // host: the translation unit as compiled, and an object file
+  std::ofstream(options.dump_dir + "/" + stem + (host ? ".cpp" : ".cu"))
+      << (host ? host_translation_unit(kernel) : kernel.source);
+  std::ofstream bin(options.dump_dir + "/" + stem + (host ? ".o" : ".cubin"), std::ios::binary);
   bin.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
   log(LogLevel::info, "dumped {} to {}", key.name, options.dump_dir);
 }
@@ -69,23 +88,38 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
                                            const std::vector<std::string>& opts, bool* compiled) {
   const bool have_compiler = !key.compiler_version.empty();
   int64_t damaged_before = cache->damaged_seen();
+  // A row found under the digest must also agree with the key's own columns (a forged or corrupted row that
+  // still hashes to its row digest is skipped as damaged, never loaded).
+  cache::BinaryExpectation expect;
+  expect.family = key.family;
+  expect.arch = key.arch;
+  expect.compiler = key.compiler;
+  expect.compiler_version = key.compiler_version;
+  expect.options = key.options;
+  expect.source_digest = key.source_digest;
+  expect.ktune_version = key.ktune_version;
+  expect.schema_version = key.format_version;
   cache::BinaryLookup found = cache_call([&] {
-    return have_compiler ? cache->get_binary(key.digest)
+    return have_compiler ? cache->get_binary(key.digest, expect)
                          : cache->find_binary_any_compiler_version(key.source_digest, key.arch, key.compiler,
                                                                    key.options, key.ktune_version);
   });
   if (cache->damaged_seen() != damaged_before)
-    log(LogLevel::warn, "{}: a damaged cache entry was skipped (not loaded)", key.name);
+    log(LogLevel::warn, "{}: a damaged cache entry was skipped (not loaded): {}", key.name, cache->last_problem());
   if (found.status == cache::LookupStatus::hit) {
     stats.cache_hits++;
     return std::make_shared<const cache::BinaryRecord>(std::move(found.record));
   }
   stats.misses++;
-  if (!options.allow_jit)
+  if (!options.allow_jit) {
+    std::string notes;
+    if (found.status == cache::LookupStatus::damaged) notes += "; the only copies found are damaged: " + found.detail;
+    for (const std::string& why : cache->refused()) notes += "; layer not used: " + why;
     throw Error(Status::jit_disabled, "runtime",
                 fmt::format("{} is in no cache layer ({}) and KTUNE_JIT=0 forbids compiling at run time; "
-                            "fill the cache ahead of time with `ktune warmup` or `ktune compile`",
-                            key.name, options.cache_path));
+                            "fill the cache ahead of time with `ktune warmup` or `ktune compile`{}",
+                            key.name, options.cache_path, notes));
+  }
   if (!have_compiler) {
     std::string why;
     try_nvrtc(&why);
@@ -94,7 +128,7 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
 
   CompiledBinary bin;
   try {
-    bin = compile_with_nvrtc(kernel, arch, opts);
+    bin = arch.host ? compile_on_host(kernel, opts) : compile_with_nvrtc(kernel, arch, opts);
   } catch (...) {
     stats.compile_failures++;
     throw;
@@ -120,7 +154,13 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
   rec->compile_ms = bin.compile_ms;
   rec->created_at = static_cast<int64_t>(std::time(nullptr));
   if (cache->writable_layer()) {
-    cache_call([&] { return cache->put_binary(*rec); });
+    // Storing is best effort: the binary is good, and a full disk or a damaged file must not fail the launch.
+    try {
+      cache->put_binary(*rec);
+    } catch (const cache::CacheError& e) {
+      log(LogLevel::warn, "{}: compiled, but storing it in the cache failed (it lives in memory only): {}",
+          key.name, e.what());
+    }
   } else {
     log(LogLevel::info, "{}: no writable cache layer; the compiled binary lives in memory only", key.name);
   }
@@ -130,9 +170,19 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
 
 BinaryPtr Runtime::Impl::obtain_binary(const GeneratedKernel& kernel, const Arch& arch, bool* compiled) {
   *compiled = false;
-  const NvrtcApi* api = try_nvrtc();
-  std::vector<std::string> opts = nvrtc_options(kernel, arch);
-  BinaryKey key = derive_binary_key(kernel, arch, "nvrtc", api ? api->version : "", opts);
+  std::vector<std::string> opts;
+  BinaryKey key;
+  if (arch.host) {
+    // Host: the LLVM plugin's target id is the compiler version. Without the plugin there is nothing to look
+    // up by (the CPU is unknown) and nothing to load with: a clear error, not a lookup by other columns.
+    const HostPlugin& hp = host_plugin();
+    opts = host_options(kernel);
+    key = derive_binary_key(kernel, arch, "llvm", hp.target_id, opts);
+  } else {
+    const NvrtcApi* api = try_nvrtc();
+    opts = nvrtc_options(kernel, arch);
+    key = derive_binary_key(kernel, arch, "nvrtc", api ? api->version : "", opts);
+  }
 
   std::promise<BinaryPtr> promise;
   std::shared_future<BinaryPtr> waiting;
@@ -204,6 +254,8 @@ std::vector<std::string> Runtime::cache_layers() const {
   for (const auto& l : impl_->cache->layers()) {
     if (!l.present)
       out.push_back(fmt::format("{} (absent{}{})", l.path, l.note.empty() ? "" : ": ", l.note));
+    else if (!l.open)
+      out.push_back(fmt::format("{} (not used: {})", l.path, l.note));
     else
       out.push_back(fmt::format("{} ({})", l.path, l.writable ? "rw" : "ro"));
   }

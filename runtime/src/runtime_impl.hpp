@@ -44,6 +44,12 @@ struct Runtime::Impl {
   std::shared_mutex modules_mutex;
   std::unordered_map<void*, std::unordered_map<std::string, std::shared_ptr<Slot>>> modules;
 
+  // Tuned configs by "family\nkey\nfingerprint" ("" = known miss), and device fingerprints by context.
+  std::mutex tuning_mutex;
+  std::unordered_map<std::string, std::string> tuned;
+  std::unordered_map<void*, std::string> fingerprints;
+  const std::string& fingerprint_of(void* ctx);
+
   // The binary for (kernel, arch): memory, then cache layers, then the compiler. Sets *compiled.
   BinaryPtr obtain_binary(const GeneratedKernel& kernel, const Arch& arch, bool* compiled);
   BinaryPtr lookup_or_compile(const GeneratedKernel& kernel, const Arch& arch, const detail::BinaryKey& key,

@@ -1,4 +1,9 @@
 // Online-softmax helpers (base-2 domain: logits are pre-multiplied by log2(e)).
+//
+// One definition for both targets: the CUDA kernels (NVRTC) get the device fast paths (ex2.approx, rcp.approx,
+// quad shuffles); the host kernels (LLVM host backend, KTUNE_HOST_JIT) and host tools get portable C++ with
+// the same contracts and no library calls (fast_exp2 is a polynomial the vectorizer can widen). The row
+// finalization (sinks in the denominator, normalization, LSE) is shared text.
 #pragma once
 #include "common/numerics.cuh"
 
@@ -8,6 +13,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 #if defined(__CUDACC__)
+#define KT_SOFTMAX_FN __device__ __forceinline__
 KT_DEV float neg_inf() { return __int_as_float(0xff800000); }
 // Reductions over the 4 lanes of an mma quad (lanes 4g .. 4g+3 hold one accumulator row).
 KT_DEV float quad_max(float v) {
@@ -26,6 +32,64 @@ KT_DEV float softcap_log2(float y, float cap_log2e) {
   float e = fast_exp2(y * (2.f * kLog2e));
   return cap_log2e * (1.f - 2.f * fast_rcp(e + 1.f));
 }
+KT_DEV float kt_fmax(float a, float b) { return fmaxf(a, b); }
+KT_DEV float kt_log2(float x) { return log2f(x); }
+#else
+// ---- host: portable C++17, no headers, no libm except kt_log2 (once per row) ----
+#define KT_SOFTMAX_FN inline
+inline float neg_inf() { return f32_from_bits(0xff800000u); }
+inline float kt_fmax(float a, float b) { return a > b ? a : (b == b ? b : a); }  // fmaxf: NaN loses
+// 2^x to ~2 ulp, branch-free (vectorizable): x = n + f with n = round(x), |f| <= 1/2, 2^f by a degree-6
+// polynomial (Chebyshev interpolation of 2^f on [-1/2, 1/2]: truncation error < 3e-9 relative), 2^n by building
+// the exponent. Inputs <= -127 give 0 (flush, like ex2.approx.ftz), >= 128 give +inf, NaN stays NaN.
+inline float fast_exp2(float x) {
+  const float xs = x == x ? x : 0.f;  // NaN: returned below; keep the int conversion defined
+  const float xc = xs < -127.f ? -127.f : (xs > 128.f ? 128.f : xs);
+  const float r = (xc + 12582912.f) - 12582912.f;  // round to nearest (1.5 * 2^23 shifts the fraction out)
+  const float f = xc - r;
+  float p = 1.546144469646172e-04f;
+  p = p * f + 1.3400428177419153e-03f;
+  p = p * f + 9.61805667852609e-03f;
+  p = p * f + 5.550327226670944e-02f;
+  p = p * f + 2.4022650922288827e-01f;
+  p = p * f + 6.931472067028321e-01f;
+  p = p * f + 1.0f;
+  const int n = static_cast<int>(r);
+  const float scale = f32_from_bits(static_cast<unsigned>(n + 127 > 0 ? n + 127 : 0) << 23);  // 2^n; 0 for n = -127
+  const float y = p * scale;
+  return x != x ? x : y;
+}
+inline float merge_weight(float m, float M) { return m == neg_inf() ? 0.f : fast_exp2(m - M); }
+inline float softcap_log2(float y, float cap_log2e) {
+  const float e = fast_exp2(y * (2.f * kLog2e));
+  return cap_log2e * (1.f - 2.f / (e + 1.f));
+}
+inline float kt_log2(float x) { return __builtin_log2f(x); }
 #endif
+
+// Final normalization of one row from its merged (max, sum) in the log2 domain, sinks added to the
+// denominator only. A row with nothing visible (and no sink) gets scale 0 (O = 0), lse = -inf.
+struct RowFinal {
+  float scale;  // multiplies the unnormalized O
+  float lse;    // natural log
+};
+KT_SOFTMAX_FN RowFinal finalize_row(float M, float Lsum, bool has_sink, float sink, float out_scale) {
+  RowFinal f;
+  float Mx = M, fm = 1.f, Lt = Lsum;
+  if (has_sink) {
+    float s2 = sink * kLog2e;
+    Mx = kt_fmax(M, s2);
+    fm = merge_weight(M, Mx);
+    Lt = Lsum * fm + merge_weight(s2, Mx);
+  }
+  if (Lt > 0.f) {
+    f.scale = out_scale * fm / Lt;
+    f.lse = (Mx + kt_log2(Lt)) * kLn2;
+  } else {
+    f.scale = 0.f;
+    f.lse = neg_inf();
+  }
+  return f;
+}
 
 }  // namespace ktune_common

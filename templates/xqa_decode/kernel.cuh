@@ -46,31 +46,9 @@ struct Traits {
   static_assert(S::kMaxQLen >= 1 && S::kMaxQLen <= 16, "kMaxQLen must be 1..16");
 };
 
-struct RowFinal {
-  float scale;  // multiplies the unnormalized O
-  float lse;    // natural log
-};
-
-// Final normalization of one row from its merged (max, sum) in the log2 domain, sinks added to the
-// denominator only. A row with nothing visible (and no sink) gets O = 0, lse = -inf.
-__device__ __forceinline__ RowFinal finalize_row(float M, float Lsum, bool has_sink, float sink, float out_scale) {
-  RowFinal f;
-  float Mx = M, fm = 1.f, Lt = Lsum;
-  if (has_sink) {
-    float s2 = sink * kc::kLog2e;
-    Mx = fmaxf(M, s2);
-    fm = kc::merge_weight(M, Mx);
-    Lt = Lsum * fm + kc::merge_weight(s2, Mx);
-  }
-  if (Lt > 0.f) {
-    f.scale = out_scale * fm / Lt;
-    f.lse = (Mx + log2f(Lt)) * kc::kLn2;
-  } else {
-    f.scale = 0.f;
-    f.lse = kc::neg_inf();
-  }
-  return f;
-}
+// Row finalization (sinks, normalization, LSE) is the shared one (common/softmax.cuh), as on the host.
+using kc::RowFinal;
+using kc::finalize_row;
 
 // Stores 4 consecutive output values (16-bit: 8 bytes, e4m3: 4 bytes).
 template <int kOut>

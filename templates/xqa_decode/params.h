@@ -1,5 +1,6 @@
 // xqa_decode kernel parameters: one POD struct passed by value to every entry point. Included by the host
-// spec (C++17) and by the device template (NVRTC), so it uses only fixed-width builtin types.
+// spec (C++17), by the device template (NVRTC) and by the host kernel (LLVM host backend: no system headers),
+// so it uses only builtin types.
 //
 // Tensor layouts (all contiguous, row-major, element types fixed by the specialization):
 //   q            [num_tokens, num_q_heads, head_dim]                         q dtype (bf16/fp16/e4m3)
@@ -16,7 +17,7 @@
 //   workspace    split-KV partials, size from the spec's workspace_bytes(); null when num_splits == 1
 #pragma once
 
-#ifndef __CUDACC_RTC__
+#if !defined(__CUDACC_RTC__) && !defined(KTUNE_HOST_JIT)
 #include <cstdint>
 #endif
 

@@ -157,7 +157,20 @@ Problem Problem::from_key(const std::string& key) {
   return p;
 }
 
+Config Config::host_config(int tokens_per_tile, int vec_width, int unroll) {
+  Config c;
+  c.tokens_per_tile = tokens_per_tile;
+  c.stages = 0;
+  c.warps = 0;
+  c.m_tiles_per_cta = 0;
+  c.vec_width = vec_width;
+  c.unroll = unroll;
+  return c;
+}
+
 std::string Config::key() const {
+  if (host())
+    return "t" + std::to_string(tokens_per_tile) + ".v" + std::to_string(vec_width) + ".u" + std::to_string(unroll);
   std::string k = "t" + std::to_string(tokens_per_tile) + ".s" + std::to_string(stages) + ".w" + std::to_string(warps);
   if (m_tiles_per_cta != 0) k += ".m" + std::to_string(m_tiles_per_cta);
   return k;
@@ -166,11 +179,19 @@ std::string Config::key() const {
 Config Config::from_key(const std::string& key) {
   const std::vector<std::string> t = split_dots(key);
   Config c;
-  bool ok = (t.size() == 3 || t.size() == 4) && parse_num(t[0], "t", &c.tokens_per_tile) &&
-            parse_num(t[1], "s", &c.stages) && parse_num(t[2], "w", &c.warps);
-  if (ok && t.size() == 4) ok = parse_num(t[3], "m", &c.m_tiles_per_cta) && c.m_tiles_per_cta > 0;
+  bool ok;
+  if (t.size() == 3 && t[1].size() > 1 && t[1][0] == 'v') {  // host: t<T>.v<V>.u<U>
+    int tt = 0, v = 0, u = 0;
+    ok = parse_num(t[0], "t", &tt) && parse_num(t[1], "v", &v) && parse_num(t[2], "u", &u) && v > 0 && u > 0;
+    if (ok) c = host_config(tt, v, u);
+  } else {
+    ok = (t.size() == 3 || t.size() == 4) && parse_num(t[0], "t", &c.tokens_per_tile) &&
+         parse_num(t[1], "s", &c.stages) && parse_num(t[2], "w", &c.warps);
+    if (ok && t.size() == 4) ok = parse_num(t[3], "m", &c.m_tiles_per_cta) && c.m_tiles_per_cta > 0;
+  }
   if (!ok || c.key() != key)
-    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4");
+    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4 "
+                       "(host: t<tokens_per_tile>.v<vec_width>.u<unroll>, e.g. t64.v8.u4)");
   return c;
 }
 
@@ -195,7 +216,14 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   } catch (const Error& e) {
     return std::string("problem: ") + e.what();
   }
-  if (arch.host) return "xqa_decode has no host (CPU) kernel";
+  if (arch.host) {  // the CPU kernel (host_kernel.h): no device limits apply
+    if (!c.host()) return "a CUDA config cannot run on the host; expected t<tokens_per_tile>.v<vec_width>.u<unroll>";
+    if (!is_pow2_in(c.tokens_per_tile, 16, 128)) return "tokens_per_tile: expected 16, 32, 64 or 128";
+    if (c.vec_width != 4 && c.vec_width != 8 && c.vec_width != 16) return "vec_width: expected 4, 8 or 16";
+    if (c.unroll != 1 && c.unroll != 2 && c.unroll != 4) return "unroll: expected 1, 2 or 4";
+    return "";
+  }
+  if (c.host()) return "a host config (t<T>.v<V>.u<U>) cannot run on a CUDA arch";
   if (arch.sm() < 80) return "xqa_decode needs sm_80 or newer (cp.async, bf16 mma), got sm_" + std::to_string(arch.sm());
   if (!is_pow2_in(c.tokens_per_tile, 16, 256)) return "tokens_per_tile: expected 16, 32, 64, 128 or 256";
   if (c.stages < 2 || c.stages > 8) return "stages: expected 2..8";
@@ -219,8 +247,13 @@ int ctas_per_sm(const Problem& p, const Config& c, const DeviceLimits& lim) {
   return std::max(1, std::min({by_smem, by_threads, by_regs, 32}));
 }
 
+// Host defaults, measured on x86-64 (AVX2 and AVX-512 machines, bench/bench_host.cpp): 64-token tiles keep the
+// fp32 K/V tiles in L1/L2, 8 lanes fill one AVX2 register per accumulator, 4 tokens a pass reuse each Q load.
+static Config default_host_config(const Problem&) { return Config::host_config(64, 8, 4); }
+
 Config default_config(const Problem& p, const Arch& arch) {
   p.validate();
+  if (arch.host) return default_host_config(p);
   const DeviceLimits lim = default_limits(arch);
   const int m_tiles = (p.max_q_len * p.group_size() + 15) / 16;
   const bool fp8 = kc::dtype_size(int(p.kv_dtype)) == 1;
@@ -258,6 +291,17 @@ Config default_config(const Problem& p, const Arch& arch) {
 }
 
 std::vector<Config> search_space(const Problem& p, const Arch& arch) {
+  if (arch.host) {  // the host tunables: tile, lanes, tokens per pass (the default first)
+    std::vector<Config> out = {default_host_config(p)};
+    for (int t : {32, 64, 128})
+      for (int v : {8, 16})
+        for (int u : {1, 4}) {
+          const Config c = Config::host_config(t, v, u);
+          if (std::find(out.begin(), out.end(), c) == out.end() && can_implement(p, c, arch, DeviceLimits{}).empty())
+            out.push_back(c);
+        }
+    return out;
+  }
   const DeviceLimits lim = default_limits(arch);
   std::vector<Config> out;
   const int m_tiles = (p.max_q_len * p.group_size() + 15) / 16;
@@ -275,10 +319,59 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   return out;
 }
 
+namespace {
+
+// The host translation unit: the same Spec constants as the CUDA one where they mean the same, plus the host
+// tunables and the array bounds (exact here: every shape value is a compile-time constant).
+GeneratedKernel generate_host(const Problem& p, const Config& c) {
+  std::ostringstream s;
+  const auto b = [](bool v) { return v ? "true" : "false"; };
+  s << "// ktune xqa_decode " << p.key() << " / " << c.key() << " (host)\n"
+    << "#include \"xqa_decode/host_kernel.h\"\n"
+    << "namespace ktune_xqa {\n"
+    << "struct Spec {\n"
+    << "  static constexpr int kHeadDim = " << p.head_dim << ";\n"
+    << "  static constexpr int kNumKvHeads = " << p.num_kv_heads << ";\n"
+    << "  static constexpr int kGroupSize = " << p.group_size() << ";\n"
+    << "  static constexpr int kPageSize = " << p.page_size << ";\n"
+    << "  static constexpr bool kLayoutHND = " << b(p.layout == Layout::Hnd) << ";\n"
+    << "  static constexpr int kQType = " << int(p.q_dtype) << ", kKVType = " << int(p.kv_dtype)
+    << ", kOutType = " << int(p.out_dtype) << ";\n"
+    << "  static constexpr int kMaxQLen = " << p.max_q_len << ";\n"
+    << "  static constexpr int kMask = " << int(p.mask) << ";\n"
+    << "  static constexpr bool kSinks = " << b(p.has_sinks) << ", kSlidingWindow = " << b(p.sliding_window)
+    << ", kSoftcap = " << b(p.softcap) << ", kWriteLse = " << b(p.write_lse) << ";\n"
+    << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kVecWidth = " << c.vec_width
+    << ", kUnroll = " << c.unroll << ";\n"
+    << "  static constexpr int kCapHeadDim = kHeadDim, kCapRows = kMaxQLen * kGroupSize, kCapTile = kTokensPerTile;\n"
+    << "};\n"
+    << "}  // namespace ktune_xqa\n";
+  GeneratedKernel k;
+  k.family = "xqa_decode";
+  k.problem_key = p.key();
+  k.config_key = c.key();
+  k.source = s.str();
+  k.entry_points = {"ktune_xqa::host_decode<ktune_xqa::Spec>", "ktune_xqa::host_combine<ktune_xqa::Spec>"};
+  return k;
+}
+
+}  // namespace
+
+int choose_num_splits_host(const Problem& p, const Config& c, int batch, int max_seq_len, int threads) {
+  if (batch <= 0 || max_seq_len <= 0) return 1;
+  const int items = batch * p.num_kv_heads;
+  const int want = 2 * std::max(1, threads);
+  if (items >= want) return 1;
+  const int tiles = (max_seq_len + c.tokens_per_tile - 1) / c.tokens_per_tile;
+  const int by_threads = (want + items - 1) / items;
+  return std::max(1, std::min({by_threads, tiles / 2, 64}));
+}
+
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   p.validate();
   const std::string why = can_implement(p, c, arch, default_limits(arch));
   if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  if (arch.host) return generate_host(p, c);
   std::ostringstream s;
   const auto b = [](bool v) { return v ? "true" : "false"; };
   s << "// ktune xqa_decode " << p.key() << " / " << c.key() << "\n"

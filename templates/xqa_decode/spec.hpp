@@ -43,16 +43,22 @@ struct Problem {
   bool operator==(const Problem& o) const { return key() == o.key(); }
 };
 
+// A tile config. CUDA configs use tokens_per_tile, stages, warps, m_tiles_per_cta ("t64.s3.w4[.m2]"); host (CPU)
+// configs use tokens_per_tile, vec_width, unroll ("t64.v8.u4") and have stages = warps = 0.
 struct Config {
-  int tokens_per_tile = 64;  // KV tokens per pipeline stage
+  int tokens_per_tile = 64;  // KV tokens per pipeline stage (host: per tile decoded to fp32)
   int stages = 3;            // cp.async ring depth (>= 2)
   int warps = 4;             // warps per CTA
   int m_tiles_per_cta = 0;   // 16-row query tiles per CTA; 0 = all rows of a kv head in one CTA
-  std::string key() const;   // "t64.s3.w4" (+ ".m2" when m_tiles_per_cta != 0)
-  static Config from_key(const std::string& key);
+  int vec_width = 0;         // host only: fp32 lanes per score accumulator (4, 8, 16); 0 = a CUDA config
+  int unroll = 0;            // host only: KV tokens per pass of the score loop (1, 2, 4)
+  bool host() const { return vec_width != 0; }
+  static Config host_config(int tokens_per_tile, int vec_width, int unroll);
+  std::string key() const;   // "t64.s3.w4" (+ ".m2" when m_tiles_per_cta != 0); host: "t64.v8.u4"
+  static Config from_key(const std::string& key);  // either form
   bool operator==(const Config& o) const {
     return tokens_per_tile == o.tokens_per_tile && stages == o.stages && warps == o.warps &&
-           m_tiles_per_cta == o.m_tiles_per_cta;
+           m_tiles_per_cta == o.m_tiles_per_cta && vec_width == o.vec_width && unroll == o.unroll;
   }
 };
 
@@ -65,7 +71,17 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch);
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim);
 
 // Entry points: [0] = decode_kernel, [1] = combine_kernel. Options: "-std=c++17".
+// Arch "host": the CPU kernel (host_kernel.h) with entry points [0] = host_decode, [1] = host_combine, each
+// void(const ktune_xqa::Params&, int begin_item, int end_item).
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch);
+
+// Host launch planning: decode work items are (request, kv head, split); splits are added only while there
+// are fewer items than ~2 per thread, and each split keeps at least two tiles.
+int choose_num_splits_host(const Problem& p, const Config& c, int batch, int max_seq_len, int threads);
+inline int host_decode_items(const Problem& p, int batch, int num_splits) {
+  return batch * p.num_kv_heads * (num_splits > 0 ? num_splits : 1);
+}
+inline int host_combine_items(const Problem& p, int batch) { return batch * p.max_q_len * p.num_q_heads; }
 
 // Launch planning: depends only on the static problem, the config, batch and a max-seq-len bucket.
 int choose_num_splits(const Problem& p, const Config& c, int batch, int max_seq_len, const DeviceLimits& lim);

@@ -11,14 +11,20 @@
 namespace ktune::cli {
 namespace {
 
-const char* kHelp = R"(usage: ktune cache <ls|stats|verify|prune|export|merge> [options]
+const char* kHelp = R"(usage: ktune cache <ls|show|stats|verify|prune|export|merge|keygen|sign> [options]
   ls     [--family F] [--json]            one row per binary: readable name, arch, compiler, size, layer
+  show   KEY [--json]                     tuning rows whose key contains KEY: every candidate and the winner
   stats  [--json]                         per layer: binaries, tuning rows, bytes; per family/arch counts
-  verify [--json]                         SQLite integrity + SHA-256 of every blob; exit 1 naming bad entries
+  verify [--pubkey P[:P2...]] [--json]    SQLite integrity + SHA-256 of every blob and row digest; exit 1 naming
+                                          bad entries. --pubkey: also require every layer to be signed by one
+                                          of these keys over exactly its current rows (exit 1 otherwise)
   prune  [--stale-compiler] [--stale-ktune] [--family F] [--json]
                                           delete damaged entries (and stale ones) from the writable layer
   export --out FILE [--json]              all intact entries of all layers into a new compact FILE to ship
   merge  --from FILE [--json]             import the intact entries of FILE into the writable layer
+  keygen --out K [--json]                 new Ed25519 key pair: secret key K (mode 0600), public key K.pub
+  sign   --key K [--json]                 sign the --cache FILE (one file, e.g. an export) with secret key K;
+                                          runtimes with KTUNE_TRUSTED_KEYS=K.pub accept it as a read-only layer
 All take --cache PATH (a ':'-separated search path; default $KTUNE_CACHE or ~/.cache/ktune/ktune.db).
 )";
 
@@ -77,19 +83,79 @@ int stats(const Args& args, const std::string& cache) {
 int verify(const Args& args, const std::string& cache) {
   auto issues = cache_verify(cache);
   size_t total = cache_list(cache).size();
+  std::vector<CacheSignatureStatus> sigs;
+  if (args.has("pubkey")) sigs = cache_verify_signatures(cache, args.get("pubkey"));
+  bool all_signed = true;
+  for (const auto& s : sigs) all_signed = all_signed && s.valid;
   if (args.has("json")) {
-    std::vector<std::string> rows;
+    std::vector<std::string> rows, sig_rows;
     for (const auto& i : issues)
       rows.push_back(JsonObject().str("layer", i.layer).str("digest", i.digest).str("name", i.name)
                          .str("problem", i.problem).dump());
-    fmt::print("{}\n", JsonObject().num("checked", static_cast<int64_t>(total)).num("damaged", static_cast<int64_t>(issues.size()))
-                           .boolean("intact", issues.empty()).raw("issues", json_array(rows)).dump());
+    for (const auto& s : sigs)
+      sig_rows.push_back(JsonObject().str("layer", s.layer).str("result", s.result).boolean("valid", s.valid)
+                             .str("key_id", s.key_id).num("binaries", s.binaries).num("tuning", s.tuning)
+                             .str("detail", s.detail).dump());
+    JsonObject out;
+    out.num("checked", static_cast<int64_t>(total)).num("damaged", static_cast<int64_t>(issues.size()))
+        .boolean("intact", issues.empty()).raw("issues", json_array(rows));
+    if (args.has("pubkey")) out.boolean("signed", all_signed).raw("signatures", json_array(sig_rows));
+    fmt::print("{}\n", out.dump());
   } else {
     for (const auto& i : issues) fmt::print("DAMAGED {} ({}) in {}: {}\n", i.name, i.digest, i.layer, i.problem);
     if (issues.empty()) fmt::print("{} binaries checked: all intact\n", total);
     else fmt::print("{} binaries checked: {} damaged\n", total, issues.size());
+    for (const auto& s : sigs) fmt::print("{} signature {}: {}\n", s.valid ? "GOOD" : "BAD", s.result, s.detail);
   }
-  return issues.empty() ? 0 : 1;
+  return issues.empty() && all_signed ? 0 : 1;
+}
+
+int keygen(const Args& args) {
+  if (!args.has("out")) throw UsageError("keygen needs --out FILE (the secret key; the public key goes to FILE.pub)");
+  const std::string secret = args.get("out"), pub = secret + ".pub";
+  const std::string id = cache_keygen(secret, pub);
+  if (args.has("json"))
+    fmt::print("{}\n", JsonObject().str("key_id", id).str("secret_key", secret).str("public_key", pub).dump());
+  else
+    fmt::print("key {}: secret key {} (keep it private), public key {} (ship it; KTUNE_TRUSTED_KEYS={})\n", id,
+               secret, pub, pub);
+  return 0;
+}
+
+int sign(const Args& args, const std::string& cache) {
+  if (!args.has("key")) throw UsageError("sign needs --key FILE (a secret key from `ktune cache keygen`)");
+  if (!args.has("cache")) throw UsageError("sign needs --cache FILE: the one cache file to sign (e.g. an export)");
+  CacheSignatureInfo info = cache_sign(cache, args.get("key"));
+  if (args.has("json"))
+    fmt::print("{}\n", JsonObject().str("path", info.path).str("key_id", info.key_id)
+                           .str("manifest_sha256", info.manifest_sha256).num("binaries", info.binaries)
+                           .num("tuning", info.tuning).dump());
+  else
+    fmt::print("signed {} with key {}: {} binaries and {} tuning rows (manifest {})\n", info.path, info.key_id,
+               info.binaries, info.tuning, info.manifest_sha256.substr(0, 16));
+  return 0;
+}
+
+int show(const Args& args, const std::string& cache) {
+  if (args.positional().empty()) throw UsageError("show needs a KEY (or part of one; see ktune cache ls)");
+  const std::string& needle = args.positional()[0];
+  std::vector<std::string> rows;
+  int n = 0;
+  for (const auto& t : cache_list_tuning(cache)) {
+    if (t.problem_key.find(needle) == std::string::npos) continue;
+    ++n;
+    if (args.has("json")) {
+      rows.push_back(JsonObject().str("family", t.family).str("key", t.problem_key).str("device", t.device_fingerprint)
+                         .str("winner", t.winner_config).num("tuned_at", t.tuned_at)
+                         .raw("detail", t.candidates_json.empty() ? "null" : t.candidates_json).dump());
+      continue;
+    }
+    fmt::print("{} {}\n  device {}  ktune {}  winner {}\n  candidates: {}\n", t.family, t.problem_key,
+               t.device_fingerprint, t.ktune_version, t.winner_config, t.candidates_json);
+  }
+  if (args.has("json")) fmt::print("{}\n", JsonObject().num("count", n).raw("tuning", json_array(rows)).dump());
+  else if (n == 0) fmt::print("no tuning row matches '{}'\n", needle);
+  return n ? 0 : 1;
 }
 
 }  // namespace
@@ -106,11 +172,14 @@ int cmd_cache(const std::vector<std::string>& argv) {
       fmt::print("{}", kHelp);
       return 0;
     }
-  Args args(rest, {"cache", "family", "out", "from"}, {"json", "stale-compiler", "stale-ktune"});
+  Args args(rest, {"cache", "family", "out", "from", "key", "pubkey"}, {"json", "stale-compiler", "stale-ktune"});
   std::string cache = args.get("cache", default_cache_path());
   if (sub == "ls") return ls(args, cache);
+  if (sub == "show") return show(args, cache);
   if (sub == "stats") return stats(args, cache);
   if (sub == "verify") return verify(args, cache);
+  if (sub == "keygen") return keygen(args);
+  if (sub == "sign") return sign(args, cache);
   if (sub == "prune") {
     int n = cache_prune(cache, args.has("stale-compiler"), args.has("stale-ktune"), args.get("family"));
     if (args.has("json")) fmt::print("{}\n", JsonObject().num("removed", n).dump());
@@ -133,7 +202,7 @@ int cmd_cache(const std::vector<std::string>& argv) {
                     m.binaries_added, m.binaries_skipped, m.tuning_added + m.tuning_updated, m.damaged_skipped);
     return 0;
   }
-  throw UsageError("unknown cache subcommand '" + sub + "' (ls, stats, verify, prune, export, merge)");
+  throw UsageError("unknown cache subcommand '" + sub + "' (ls, show, stats, verify, prune, export, merge, keygen, sign)");
 }
 
 }  // namespace ktune::cli

@@ -16,7 +16,11 @@ const char* kUsage = R"(usage: ktune <command> [options]
 commands:
   info      driver, NVRTC, devices, arches and cache layers
   compile   compile kernels for one or more arches into the cache
-  cache     ls | stats | verify | prune | export | merge
+  warmup    compile + tune every kernel a model preset needs (resumable)
+  tune      tune one key on this GPU and print the candidate table
+  replay    run a preset's request buckets from the cache: compiles, tunings, first vs steady call
+  presets   list the embedded model presets
+  cache     ls | stats | show | verify | prune | export | merge
 
 Every command takes --help. Commands that touch a cache take --cache PATH (default: $KTUNE_CACHE or
 ~/.cache/ktune/ktune.db); --json prints one JSON object. Exit status 0 on success.
@@ -39,6 +43,10 @@ int main(int argc, char** argv) {
     if (command == "info") return ktune::cli::cmd_info(args);
     if (command == "compile") return ktune::cli::cmd_compile(args);
     if (command == "cache") return ktune::cli::cmd_cache(args);
+    if (command == "warmup") return ktune::cli::cmd_warmup(args);
+    if (command == "replay") return ktune::cli::cmd_replay(args);
+    if (command == "presets") return ktune::cli::cmd_presets(args);
+    if (command == "tune") return ktune::cli::cmd_tune(args);
     fmt::print(stderr, "ktune: unknown command '{}' (see ktune --help)\n", command);
     return 2;
   } catch (const ktune::cli::UsageError& e) {

@@ -40,6 +40,21 @@ struct KTUNE_API CacheMergeSummary {
   int binaries_added = 0, binaries_skipped = 0, tuning_added = 0, tuning_updated = 0, damaged_skipped = 0;
 };
 
+// Signature state of one cache file (see `ktune cache sign` and KTUNE_TRUSTED_KEYS).
+struct KTUNE_API CacheSignatureStatus {
+  std::string layer;
+  std::string result;  // "valid", "unsigned", "untrusted", "invalid" (rows changed after signing), "damaged"
+  bool valid = false;
+  std::string key_id;  // the trusted key whose signature matched (valid)
+  std::string detail;  // one sentence: who signed what, or what is wrong
+  int64_t binaries = 0, tuning = 0;
+};
+
+struct KTUNE_API CacheSignatureInfo {
+  std::string path, key_id, manifest_sha256;
+  int64_t binaries = 0, tuning = 0;
+};
+
 KTUNE_API std::string default_cache_path();
 KTUNE_API std::vector<CacheLayerSummary> cache_layers(const std::string& search_path);
 KTUNE_API std::vector<CacheEntry> cache_list(const std::string& search_path, const std::string& family = "");
@@ -56,5 +71,17 @@ KTUNE_API int cache_prune(const std::string& search_path, bool stale_compiler, b
 KTUNE_API CacheMergeSummary cache_export(const std::string& search_path, const std::string& dest);
 // Imports the intact entries of src into the first writable layer.
 KTUNE_API CacheMergeSummary cache_merge(const std::string& search_path, const std::string& src);
+
+// Writes a new Ed25519 key pair: the secret key to secret_path (created mode 0600; an existing file is never
+// overwritten) and the public key to public_path. Returns the key id (16 hex digits).
+KTUNE_API std::string cache_keygen(const std::string& secret_path, const std::string& public_path);
+// Signs one cache file in place with the secret key file (refused if the file fails verification). Signing
+// again with the same key replaces that key's signature; other keys' signatures stay (and stop matching if
+// rows changed). The file keeps its journal mode (an exported file stays ready to ship).
+KTUNE_API CacheSignatureInfo cache_sign(const std::string& db_path, const std::string& secret_key_path);
+// Checks every present layer of the search path against the public key files (':'- or ','-separated),
+// hashing every blob. A layer is valid only when a listed key signed exactly its current rows.
+KTUNE_API std::vector<CacheSignatureStatus> cache_verify_signatures(const std::string& search_path,
+                                                                    const std::string& public_key_paths);
 
 }  // namespace ktune

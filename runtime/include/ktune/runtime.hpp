@@ -16,16 +16,20 @@ namespace ktune {
 
 // Environment knobs (README lists them): KTUNE_CACHE (search path of databases, ':'-separated; the first
 // writable one receives new entries), KTUNE_CACHE_READONLY=1, KTUNE_JIT=0 (a cache miss is an error, never a
-// compile), KTUNE_LOG=debug|info|warn|error, KTUNE_DUMP=DIR (write generated source and binaries there).
+// compile), KTUNE_LOG=debug|info|warn|error, KTUNE_DUMP=DIR (write generated source and binaries there),
+// KTUNE_TRUSTED_KEYS=FILE[:FILE...] (public keys from `ktune cache keygen`: every read-only cache layer must
+// carry a valid signature by one of them, or it is refused).
 struct KTUNE_API RuntimeOptions {
   std::string cache_path;   // empty => $KTUNE_CACHE, else ~/.cache/ktune/ktune.db
   bool read_only = false;   // never write to any cache layer
   bool allow_jit = true;    // false => a kernel missing from every layer raises Status::jit_disabled
   std::string dump_dir;     // non-empty => dump generated source + binary of every compile here
+  std::string trusted_keys; // non-empty => ':'-separated public key files; unsigned/tampered read-only layers
+                            // are refused (an unreadable key file is an error at Runtime creation)
   static RuntimeOptions from_env();
 };
 
-// Counters since the runtime was created. All monotonic.
+// Counters since the runtime was created, CUDA and host kernels alike. All monotonic.
 struct KTUNE_API RuntimeStats {
   int64_t memory_hits = 0;      // kernel requests served from the in-memory module table
   int64_t cache_hits = 0;       // binaries found in an SQLite layer
@@ -36,18 +40,21 @@ struct KTUNE_API RuntimeStats {
   int64_t damaged_skipped = 0;  // cache entries that failed their integrity check and were not loaded
   int64_t tuning_misses = 0;    // launches that found no tuned config and used the default
   double compile_ms = 0;        // total wall time spent compiling
-  double load_ms = 0;           // total wall time spent in cuModuleLoadData
+  double load_ms = 0;           // total wall time spent in cuModuleLoadData (host: linking the object)
 };
 
 // A kernel module loaded on one CUDA context, with its entry points resolved. Owned by the runtime; valid
 // until the runtime is destroyed.
+// A host kernel (Runtime::get_host) has context == nullptr, module = the host plugin's handle of the linked
+// object, and functions = plain function pointers (the signature is the family's: see its host launcher).
 struct KTUNE_API LoadedKernel {
   std::string name;                 // readable key: family/arch/problem/config
   std::string digest;               // binary key digest
-  void* context = nullptr;          // CUcontext
-  void* module = nullptr;           // CUmodule
+  void* context = nullptr;          // CUcontext; nullptr for a host kernel
+  void* module = nullptr;           // CUmodule; the host plugin's object handle for a host kernel
   std::vector<void*> functions;     // CUfunction per GeneratedKernel::entry_points (dynamic smem limit
-                                    // already raised to the device's opt-in maximum at load)
+                                    // already raised to the device's opt-in maximum at load); for a host
+                                    // kernel the entry points' addresses
 };
 
 // Result of making sure a binary exists in the cache (no GPU needed).
@@ -77,8 +84,38 @@ class KTUNE_API Runtime {
   // yet. After the first call for a key this is one hash lookup: no SQLite, no compiler.
   const LoadedKernel& get(const std::string& fast_key, const std::function<GeneratedKernel()>& generate);
 
+  // The tuned config of `family` for tuning `key` on the current context's device, or "" when none was tuned
+  // (the caller uses its default config; the miss is counted). Cached in memory after the first lookup, so the
+  // steady state touches no SQLite.
+  std::string tuned_config(const std::string& family, const std::string& key);
+  // Makes a config just chosen by the tuner visible to this runtime's launches.
+  void remember_tuned_config(const std::string& family, const std::string& key, const std::string& config);
+  // DeviceInfo::fingerprint of the current context's device.
+  std::string device_fingerprint();
+
   // The arch of the current context's device (sm_90a on an H200). Throws no_driver without a GPU.
   Arch current_arch();
+
+  // ---- The host CPU target (Arch "host"), through the optional LLVM plugin libktune_host.so ----
+  // (docs/host_backend.md). Binaries for "host" are object files: compiler "llvm", compiler_version = the
+  // plugin's target id (triple, CPU name and features, LLVM version), so a cache filled on another CPU misses.
+  // ensure_binary() takes Arch "host" like any arch. Without the plugin every host call throws no_compiler.
+
+  // True when the plugin loads; otherwise `why` (if given) says where it was looked for.
+  static bool host_available(std::string* why = nullptr);
+  // "x86_64-pc-linux-gnu/znver3/+adx,+aes,...;llvm 19.1.7" (the host binaries' compiler_version).
+  static std::string host_target_id();
+  // Launch-ready host kernel: get() for the CPU. The first call for `fast_key` generates the kernel, finds or
+  // compiles its object (memory -> cache layers -> LLVM; single-flight; KTUNE_JIT=0 makes a miss an error) and
+  // links it in process with ORC LLJIT; later calls are one hash lookup. LoadedKernel::functions holds the
+  // entry points as function pointers; call them directly (on any threads).
+  const LoadedKernel& get_host(const std::string& fast_key, const std::function<GeneratedKernel()>& generate);
+  // The host "device" fingerprint tuning rows are stored under: target id + core count
+  // ("<target id>;cores=16"). A winner tuned on one machine applies to another with the same CPU and cores.
+  std::string host_fingerprint();
+  // tuned_config / remember_tuned_config for the host device (no CUDA context involved).
+  std::string host_tuned_config(const std::string& family, const std::string& key);
+  void remember_host_tuned_config(const std::string& family, const std::string& key, const std::string& config);
 
   RuntimeStats stats() const;
   const RuntimeOptions& options() const;

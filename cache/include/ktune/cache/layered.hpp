@@ -10,6 +10,12 @@
 // layers(); a damaged entry or a failing read in one layer is counted and skipped and the search goes on, so
 // a bad layer costs a recompile, never a wrong binary or a failed lookup.
 //
+// Trust (LayeredOptions::trusted_keys non-empty, from KTUNE_TRUSTED_KEYS): every layer opened read-only must
+// carry a valid signature by one of the trusted keys (signing.hpp), or it is refused — not opened, and the
+// reason is in its note ("refused: ...") and in refused(). A verified layer serves only the rows its signature
+// covers. The writable layer is this process's own cache and needs no signature. Whatever the trust setting, a
+// file that carries a signature is never made the writable layer (a write would void its signature).
+//
 // Thread-safe: any number of threads may call every method at once.
 #pragma once
 
@@ -21,14 +27,22 @@
 #include <string>
 #include <vector>
 
+#include "ktune/cache/signing.hpp"
 #include "ktune/cache/store.hpp"
 
 namespace ktune::cache {
+
+struct LayeredOptions {
+  bool force_read_only = false;
+  // Non-empty: read-only layers must be signed by one of these keys (see above).
+  std::vector<PublicKey> trusted_keys;
+};
 
 class LayeredCache {
  public:
   // search_path: ':'-separated database paths; a leading '~' means $HOME. Empty entries are ignored.
   LayeredCache(const std::string& search_path, bool force_read_only);
+  LayeredCache(const std::string& search_path, const LayeredOptions& options);
   ~LayeredCache();
   LayeredCache(const LayeredCache&) = delete;
   LayeredCache& operator=(const LayeredCache&) = delete;
@@ -42,6 +56,8 @@ class LayeredCache {
     bool present = false;  // the file exists (or was created for the writable layer)
     std::string note;      // why read-only, why skipped, or that it was created; empty for a plain writable layer
     bool open = false;     // searched by lookups
+    bool refused = false;  // present but not used: unusable, or (with trusted keys) not validly signed
+    std::string signature; // with trusted keys: "signed by trusted key ID over N binaries ..." when verified
   };
   std::vector<LayerInfo> layers() const;
   CacheDb* writable_layer() { return writable_; }
@@ -51,18 +67,24 @@ class LayeredCache {
   // copy found for an entry damaged in the writable layer is written back over it. `damaged` only when no
   // layer had an intact copy but some had a damaged one.
   BinaryLookup get_binary(const std::string& digest);
+  // The same, with the row's key columns checked against `expect` (a mismatching row is a damaged copy).
+  BinaryLookup get_binary(const std::string& digest, const BinaryExpectation& expect);
   BinaryLookup find_binary_any_compiler_version(const std::string& source_digest, const std::string& arch,
                                                 const std::string& compiler, const std::string& options,
                                                 const std::string& ktune_version);
   // Into the writable layer; throws CacheError("no writable cache layer in KTUNE_CACHE=...") if there is none.
   bool put_binary(const BinaryRecord& r);
+  // First layer with an intact row; a damaged row is counted (damaged_seen) and skipped.
   std::optional<TuningRecord> get_tuning(const std::string& family, const std::string& problem_key,
-                                         const std::string& device_fingerprint);  // first layer that has it
+                                         const std::string& device_fingerprint);
   void put_tuning(const TuningRecord& r);
 
   int64_t damaged_seen() const { return damaged_seen_.load(); }  // damaged entries met by lookups
   int64_t errors_seen() const { return errors_seen_.load(); }    // lookups a layer failed with an error
   std::string last_problem() const;                               // detail of the latest of either
+  // One line per present layer that is not used (unusable, or refused for want of a trusted signature),
+  // "path: why"; empty when every present layer is open. For error messages and start-up warnings.
+  std::vector<std::string> refused() const;
 
  private:
   struct Layer {
@@ -72,6 +94,7 @@ class LayeredCache {
   template <class F>
   BinaryLookup search_binary(F&& lookup_in_layer);
   void record_problem(const std::string& what, bool damaged);
+  void open_layers(const std::string& search_path, const LayeredOptions& options);
   [[noreturn]] void throw_no_writable_layer(const char* operation) const;
 
   std::string search_path_;

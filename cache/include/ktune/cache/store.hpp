@@ -4,6 +4,12 @@
 // by the runtime. Its one promise is that it never hands out a damaged blob: every read re-hashes the blob and
 // compares it with the SHA-256 recorded when it was written.
 //
+// Integrity (schema v2): every row also stores a row digest, a SHA-256 over all of its other columns (for a
+// binary: its metadata plus blob_sha256 and blob_size), checked on every read. A byte changed anywhere in a
+// row — blob, entry_points, arch, compiler_version, options, a tuning winner — makes the row `damaged`, never a
+// hit with wrong metadata. A file may also carry Ed25519 signatures over a manifest of every row digest
+// (signing.hpp); a CacheDb restricted to signed rows (restrict_to_rows) serves nothing outside that set.
+//
 // Concurrency: a CacheDb may be shared by any number of threads (calls are serialised on an internal mutex, and
 // blob hashing happens outside it). Any number of processes may open the same file: writable files use WAL
 // mode, a 15 s busy timeout and BEGIN IMMEDIATE transactions retried for up to 60 s. Do not carry an open
@@ -12,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_set>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -25,8 +32,18 @@ struct CacheError : std::runtime_error {
 };
 
 // Schema version this code writes; files with a newer version are refused, older ones are migrated on a
-// writable open.
-constexpr int kCacheSchemaVersion = 1;
+// writable open (and refused read-only: re-export them). v1: binaries, tuning, meta. v2: + a row_digest
+// column in binaries and tuning, + the signatures table.
+constexpr int kCacheSchemaVersion = 2;
+
+class CacheDb;
+struct SecretKey;
+struct PublicKey;
+namespace detail {
+std::unique_ptr<CacheDb> open_at_schema_version(const std::string& path, int version);
+}
+struct SignatureRecord;
+struct SignatureCheck;
 
 struct BinaryRecord {
   std::string digest;            // hex sha256 over every key input (computed by the runtime, opaque here); primary key
@@ -44,6 +61,7 @@ struct BinaryRecord {
   std::string blob_sha256;       // hex sha256 of blob: computed by put_binary if empty, checked if not
   double compile_ms = 0;
   int64_t created_at = 0;        // unix seconds; put_binary fills in the current time if 0
+  std::string row_digest;        // filled by reads (schema v2); put_binary ignores it and computes its own
 };
 
 // A BinaryRecord without its blob (for listings).
@@ -73,6 +91,15 @@ struct TuningRecord {
   std::string winner_config;    // readable config key
   std::string candidates_json;  // every candidate's timing, JSON text (opaque here)
   int64_t tuned_at = 0;         // unix seconds; put_tuning fills in the current time if 0
+  std::string row_digest;       // filled by reads (schema v2); put_tuning ignores it and computes its own
+};
+
+// What the caller expects of a binary found under a digest: every non-empty field (and schema_version when
+// non-zero) must equal the row's column, otherwise the row is `damaged` ("column arch is ... but ... was
+// asked for"). A digest is a hash of these very inputs, so a mismatch means a forged or corrupted row.
+struct BinaryExpectation {
+  std::string family, arch, compiler, compiler_version, options, source_digest, ktune_version;
+  int schema_version = 0;
 };
 
 struct OpenOptions {
@@ -100,6 +127,7 @@ class CacheDb {
   // Checks blob_size and sha256(blob) against the recorded columns; any mismatch, or SQLite reporting the row's
   // pages corrupt, gives `damaged` (never a hit with a bad blob). Other SQLite failures throw CacheError.
   BinaryLookup get_binary(const std::string& digest);
+  BinaryLookup get_binary(const std::string& digest, const BinaryExpectation& expect);
   // For deployments with no compiler: the newest (created_at) intact entry matching these columns, whatever its
   // compiler_version. `damaged` only if every matching entry is damaged.
   BinaryLookup find_binary_any_compiler_version(const std::string& source_digest, const std::string& arch,
@@ -112,21 +140,28 @@ class CacheDb {
   bool remove_binary(const std::string& digest);
   std::vector<BinaryInfo> list_binaries(const std::string& family_filter = "");  // ordered by family, name
 
+  // nullopt when absent, and when the row fails its row digest (a damaged tuning row is a miss, never a
+  // wrong config); get_tuning_checked says which, with the mismatch in *problem.
   std::optional<TuningRecord> get_tuning(const std::string& family, const std::string& problem_key,
                                          const std::string& device_fingerprint);
+  std::optional<TuningRecord> get_tuning_checked(const std::string& family, const std::string& problem_key,
+                                                 const std::string& device_fingerprint, std::string* problem);
   void put_tuning(const TuningRecord& r);  // atomic upsert: last writer wins for the key
-  std::vector<TuningRecord> list_tuning(const std::string& family_filter = "");
+  std::vector<TuningRecord> list_tuning(const std::string& family_filter = "");  // intact rows only
 
   struct VerifyIssue {
     std::string digest, name, problem;  // digest/name empty for file-level problems
+    // A tuning row's problem: "family\nproblem_key\ndevice_fingerprint" (digest empty, name readable).
+    std::string tuning_key;
   };
-  // PRAGMA integrity_check, then every blob's size and sha256. Empty when all is well.
+  // PRAGMA integrity_check, then every binary row (blob size and sha256, row digest) and every tuning row
+  // (row digest). Empty when all is well.
   std::vector<VerifyIssue> verify();
 
   struct PruneCriteria {
     std::string keep_compiler_version;  // non-empty: delete binaries with any other compiler_version
     std::string keep_ktune_version;     // non-empty: delete binaries and tuning rows of any other ktune_version
-    bool remove_damaged = true;         // delete binaries whose blob fails verification
+    bool remove_damaged = true;         // delete binaries (and tuning rows) that fail verification
     std::string family;                 // non-empty: only consider this family
   };
   int prune(const PruneCriteria& c);  // returns the number of rows deleted (binaries + tuning)
@@ -146,9 +181,23 @@ class CacheDb {
   };
   Counts counts();
 
+  // Signatures (signing.hpp). sign() refuses a file that fails verify(); it replaces any earlier signature by
+  // the same key. check_signature() recomputes every row digest from the columns (and, with hash_blobs, every
+  // blob's SHA-256), rebuilds the manifest and accepts the first signature by a trusted key that matches it.
+  SignatureRecord sign(const SecretKey& key);
+  std::vector<SignatureRecord> signatures();
+  SignatureCheck check_signature(const std::vector<PublicKey>& trusted, bool hash_blobs);
+  // From now on only rows whose row digest is in `rows` are served; any other row is `damaged` ("not covered
+  // by the file's signature"). Used for read-only layers that must carry a trusted signature.
+  void restrict_to_rows(std::shared_ptr<const std::unordered_set<std::string>> rows);
+  // Checkpoints and switches a writable file to journal_mode=DELETE (what export_to writes), so it can be read
+  // from a read-only filesystem without -wal/-shm files. Needs no other connection open on the file.
+  void use_rollback_journal();
+
   struct Impl;
 
  private:
+  friend std::unique_ptr<CacheDb> detail::open_at_schema_version(const std::string& path, int version);
   explicit CacheDb(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -157,6 +206,9 @@ class CacheDb {
 // to `immutable=1` where locking is impossible (read-only filesystems). Throws CacheError.
 namespace detail {
 std::unique_ptr<CacheDb> open_for_reading(const std::string& path);
+// For migration tests: opens (creating it if needed) a writable file brought only up to `version` (1 or 2).
+// Its writes use that version's columns, exactly as a ktune of that version would.
+std::unique_ptr<CacheDb> open_at_schema_version(const std::string& path, int version);
 }
 
 }  // namespace ktune::cache

@@ -1,0 +1,161 @@
+#include "autotune/host_tuner.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "autotune/host_timer.hpp"
+#include "autotune/host_workload.hpp"
+#include "autotune/plan.hpp"
+#include "autotune/sweep.hpp"
+#include "autotune/tuning_record.hpp"
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "ktune/tuning.hpp"
+#include "log.hpp"
+#include "runtime_impl.hpp"
+
+namespace ktune::autotune {
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+Arch host_arch() {
+  Arch a;
+  a.host = true;
+  return a;
+}
+
+std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& b : item.buckets)
+    out.emplace_back(b.dim == "batch" ? "b" : b.dim == "seq_len" ? "l" : b.dim == "tokens" ? "m" : b.dim, b.value);
+  return out;
+}
+
+int64_t total_tokens(const WorkItem& item) {
+  int64_t batch = 1, seq = 1;
+  for (const auto& b : item.buckets) {
+    if (b.dim == "batch") batch = b.value;
+    if (b.dim == "seq_len") seq = b.value;
+  }
+  return batch * seq;
+}
+
+}  // namespace
+
+MeasureOptions host_measure_options() {
+  MeasureOptions m;
+  m.warmup_iters = 1;
+  m.samples = 5;
+  m.iters_per_sample = 1;
+  m.max_spread = 0.05;
+  m.max_rounds = 2;
+  return m;
+}
+
+
+TuneOutcome tune_on_host(Runtime& rt, const std::string& family_name, const std::string& problem_key,
+                         const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options) {
+  const FamilyInfo& fam = family(family_name);
+  const Arch arch = host_arch();
+  TuneOutcome out;
+  out.family = family_name;
+  out.problem_key = fam.canonical_problem(problem_key);
+  out.tuning_key = tuning_key(out.problem_key, buckets);
+  out.device_fingerprint = rt.host_fingerprint();
+
+  std::vector<std::string> configs = {fam.default_config(out.problem_key, arch)};
+  for (const auto& c : fam.search_space(out.problem_key, arch, DeviceLimits{}))
+    if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+
+  auto t0 = Clock::now();
+  std::vector<CompileJob> jobs;
+  for (const auto& c : configs) jobs.push_back({family_name, out.problem_key, c, arch});
+  std::vector<CompileJobResult> compiled = compile_all(rt, jobs, options.compile_jobs);
+  out.compile_ms = ms_since(t0);
+  for (const auto& r : compiled) out.compiled += r.compiled ? 1 : 0;
+
+  auto workload = host_workload_factory(family_name)(rt, out.problem_key, buckets);
+  HostTimer timer;
+  t0 = Clock::now();
+  PrepareFn prepare = [&](const std::string& config) -> std::function<void()> {
+    auto it = std::find(configs.begin(), configs.end(), config);
+    const CompileJobResult& cr = compiled[static_cast<size_t>(it - configs.begin())];
+    if (!cr.error.empty()) throw Error(Status::compile_error, "autotune", cr.error);
+    workload->prepare(config);
+    return [&workload, config] { workload->launch(config, nullptr); };
+  };
+  out.candidates = sweep(timer, configs, prepare, options.measure);
+  out.measure_ms = ms_since(t0);
+  const size_t winner = select_winner(out.candidates, options.noise_fraction);
+  out.winner = out.candidates[winner].config;
+
+  if (options.persist) {
+    TuningResult tr;
+    tr.family = family_name;
+    tr.problem_key = out.tuning_key;
+    tr.device_fingerprint = out.device_fingerprint;
+    tr.candidates = out.candidates;
+    tr.winner = winner;
+    tr.noise_fraction = options.noise_fraction;
+    if (rt.impl().cache->writable_layer()) rt.impl().cache->put_tuning(to_tuning_record(tr));
+    else
+      ktune::detail::log(ktune::detail::LogLevel::warn,
+                         "no writable cache layer: the host tuning result for {} is kept in memory only", out.tuning_key);
+  }
+  rt.remember_host_tuned_config(family_name, out.tuning_key, out.winner);
+  return out;
+}
+
+ReplayReport replay_on_host(Runtime& rt, const Preset& preset_in, int64_t max_total_tokens, bool preload) {
+  ReplayReport report;
+  const int64_t tunings_before = tunings_performed();
+  const Preset preset = with_pow2_buckets(preset_in);
+  struct Prepared {
+    std::unique_ptr<Workload> workload;
+    ReplayOp op;
+  };
+  std::vector<Prepared> ops;
+  for (const WorkItem& item : make_plan(preset, {"host"})) {
+    bool known = false;
+    for (const auto& f : families()) known |= f.name == item.family;
+    if (!known || total_tokens(item) > max_total_tokens) continue;
+    const FamilyInfo& fam = family(item.family);
+    const std::string pk = fam.problem_from_json(item.problem_json);
+    Prepared p;
+    p.op.tuning_key = tuning_key(pk, short_buckets(item));
+    p.op.config = rt.host_tuned_config(item.family, p.op.tuning_key);
+    p.op.tuned = !p.op.config.empty();
+    if (!p.op.tuned) p.op.config = fam.default_config(pk, host_arch());
+    p.workload = host_workload_factory(item.family)(rt, pk, short_buckets(item));
+    ops.push_back(std::move(p));
+  }
+  if (preload) {
+    auto t0 = Clock::now();
+    for (auto& p : ops) p.workload->prepare(p.op.config);
+    report.load_all_ms = ms_since(t0);
+  }
+  for (auto& p : ops) {
+    auto t0 = Clock::now();
+    p.workload->launch(p.op.config, nullptr);
+    p.op.first_call_ms = ms_since(t0);
+    std::vector<double> steady;
+    for (int i = 0; i < 5; ++i) {
+      t0 = Clock::now();
+      p.workload->launch(p.op.config, nullptr);
+      steady.push_back(ms_since(t0));
+    }
+    std::sort(steady.begin(), steady.end());
+    p.op.steady_call_ms = steady[steady.size() / 2];
+    report.ops.push_back(p.op);
+  }
+  report.stats = rt.stats();
+  report.tunings = tunings_performed() - tunings_before;
+  return report;
+}
+
+}  // namespace ktune::autotune

@@ -1,0 +1,25 @@
+// Tuning and replay on the host CPU target (Arch "host", the LLVM backend): the GPU flow of tuner.cpp /
+// warmup.cpp with the host's pieces — host fingerprint (target id + cores), host workload, wall-clock timer,
+// host tuned-config memo. tune() and replay() dispatch here (TuneOptions::host, replay's arch "host"); the
+// GPU paths are untouched.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autotune/tuner.hpp"
+#include "autotune/warmup.hpp"
+
+namespace ktune::autotune {
+
+// The measurement warmup uses for host keys (CI-sized: one warm-up call, 5 single-call samples, one more
+// round if the spread is above 5%).
+MeasureOptions host_measure_options();
+
+// What tune() / replay() run for the host (no CUDA context needed).
+TuneOutcome tune_on_host(Runtime& rt, const std::string& family, const std::string& problem_key,
+                         const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options);
+ReplayReport replay_on_host(Runtime& rt, const Preset& preset, int64_t max_total_tokens, bool preload);
+
+}  // namespace ktune::autotune

@@ -1,0 +1,56 @@
+// Tuning one key on the current GPU: every candidate of the family's search space (the default first) is
+// compiled in parallel, then measured on a rotating-input workload; the winner is the first candidate within
+// noise of the fastest (deterministic), and the whole candidate table is persisted with the device
+// fingerprint, so another process — or another H200 — reuses it and a different GPU or driver does not.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autotune/measure.hpp"
+#include "autotune/select.hpp"
+#include "ktune/export.hpp"
+#include "ktune/runtime.hpp"
+
+namespace ktune::autotune {
+
+struct TuneOptions {
+  MeasureOptions measure;
+  double noise_fraction = 0.02;  // candidates within 2% of the best count as ties; the earliest wins
+  int compile_jobs = 0;          // 0 = hardware threads
+  bool persist = true;           // write the tuning row into the writable cache layer
+  bool host = false;             // tune on the host CPU (Arch "host", LLVM backend: autotune/host_tuner.hpp)
+                                 // instead of the current CUDA context's GPU
+};
+
+struct TuneOutcome {
+  std::string family, problem_key, tuning_key, device_fingerprint;
+  std::string winner;
+  std::vector<CandidateResult> candidates;  // default first, then the search space
+  int compiled = 0;                         // candidates that had to be compiled (not in any cache layer)
+  double compile_ms = 0, measure_ms = 0;
+};
+
+// buckets: short dim name -> bucket value (b, l, m). Needs a current CUDA context (unless options.host).
+KTUNE_API TuneOutcome tune(Runtime& rt, const std::string& family, const std::string& problem_key,
+                           const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options);
+
+// Tunings performed in this process (replay asserts 0).
+KTUNE_API int64_t tunings_performed();
+
+// Compiles (family, problem, config, arch) jobs on `jobs` threads; returns per-job error ("" = ok) and whether
+// each compiled (vs found in the cache).
+struct CompileJob {
+  std::string family, problem_key, config;
+  Arch arch;
+};
+struct CompileJobResult {
+  bool compiled = false;
+  std::string error;
+  double compile_ms = 0;
+};
+KTUNE_API std::vector<CompileJobResult> compile_all(Runtime& rt, const std::vector<CompileJob>& jobs, int threads,
+                                                    const std::function<void(size_t done, size_t total)>& progress = {});
+
+}  // namespace ktune::autotune

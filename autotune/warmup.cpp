@@ -1,0 +1,261 @@
+#include "autotune/warmup.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "autotune/host_tuner.hpp"
+#include "autotune/plan.hpp"
+#include "autotune/workload.hpp"
+#include "driver_api.hpp"
+#include "ktune/device.hpp"
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "ktune/tuning.hpp"
+#include "log.hpp"
+#include "runtime_impl.hpp"
+
+namespace ktune::autotune {
+using namespace detail;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+bool known_family(const std::string& name) {
+  for (const auto& f : families())
+    if (f.name == name) return true;
+  return false;
+}
+
+std::string short_dim(const std::string& dim) {
+  if (dim == "batch") return "b";
+  if (dim == "seq_len") return "l";
+  if (dim == "tokens") return "m";
+  return dim;
+}
+
+std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& b : item.buckets) out.emplace_back(short_dim(b.dim), b.value);
+  return out;
+}
+
+int64_t total_tokens(const WorkItem& item) {
+  int64_t batch = 1, seq = 1;
+  for (const auto& b : item.buckets) {
+    if (b.dim == "batch") batch = b.value;
+    if (b.dim == "seq_len") seq = b.value;
+  }
+  return batch * seq;
+}
+
+// A GPU counts when the calling thread has a current context (the CLI makes device 0's current).
+bool gpu_present() {
+  if (!try_driver()) return false;
+  CUcontext ctx = nullptr;
+  return driver().cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr;
+}
+
+}  // namespace
+
+Preset with_pow2_buckets(Preset p) {
+  for (BucketSpec* s : {&p.batch, &p.seq_len}) {
+    s->min = static_cast<int>(bucket_pow2_ceil(s->min));
+    s->max = static_cast<int>(bucket_pow2_ceil(s->max));
+  }
+  return p;
+}
+
+WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& opt) {
+  auto wall0 = Clock::now();
+  WarmupReport report;
+  Preset preset = with_pow2_buckets(preset_in);
+
+  bool have_gpu = gpu_present();
+  std::string device_arch_name = have_gpu ? rt.current_arch().str() : "";
+  std::vector<std::string> arches = opt.arches;
+  if (arches.empty()) {
+    if (have_gpu) arches.push_back(device_arch_name);
+    else arches = supported_cuda_arches();  // no GPU: ship binaries for every default arch
+  }
+  std::vector<WorkItem> plan = make_plan(preset, arches);
+
+  // Phase 1: compile every distinct (family, problem, config, arch) the plan needs, in parallel. Binaries do
+  // not depend on buckets, so each problem is compiled once however many buckets it has.
+  std::vector<CompileJob> jobs;
+  std::set<std::string> seen;
+  std::map<std::string, std::string> problem_keys;  // problem_json -> key, per family
+  for (const WorkItem& item : plan) {
+    if (!known_family(item.family)) continue;
+    const FamilyInfo& fam = family(item.family);
+    std::string pk;
+    try {
+      pk = fam.problem_from_json(item.problem_json);
+    } catch (const Error& e) {
+      continue;  // reported per item below
+    }
+    problem_keys[item.family + "\n" + item.problem_json] = pk;
+    Arch arch = Arch::parse(item.arch);
+    std::vector<std::string> configs = {fam.default_config(pk, arch)};
+    if (opt.all_candidates)
+      for (const auto& c : fam.search_space(pk, arch, arch_limits(arch))) configs.push_back(c);
+    for (const auto& c : configs) {
+      std::string id = fmt::format("{}\n{}\n{}\n{}", item.family, pk, c, item.arch);
+      if (seen.insert(id).second) jobs.push_back({item.family, pk, c, arch});
+    }
+  }
+  auto t0 = Clock::now();
+  auto results = compile_all(rt, jobs, opt.jobs, [&](size_t done, size_t total) {
+    if (opt.progress) opt.progress("compile", done, total);
+  });
+  report.compile_wall_ms = ms_since(t0);
+  report.compile_jobs = static_cast<int>(jobs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].error.empty()) {
+      report.compile_failed++;
+      log(LogLevel::warn, "compile failed: {}/{}/{}/{}: {}", jobs[i].family, jobs[i].arch.str(), jobs[i].problem_key,
+          jobs[i].config, results[i].error);
+    } else if (results[i].compiled) {
+      report.compiled++;
+    } else {
+      report.cache_hits++;
+    }
+  }
+
+  // Phase 2: tune every key of the current device's arch.
+  size_t done = 0;
+  for (const WorkItem& item : plan) {
+    WarmupItem w;
+    w.arch = item.arch;
+    w.family = item.family;
+    ++done;
+    if (!known_family(item.family)) {
+      w.status = "skipped: family not in this build";
+      report.skipped++;
+      report.items.push_back(w);
+      continue;
+    }
+    auto pk_it = problem_keys.find(item.family + "\n" + item.problem_json);
+    if (pk_it == problem_keys.end()) {
+      w.status = "failed: the family rejected the problem";
+      report.failed++;
+      report.items.push_back(w);
+      continue;
+    }
+    w.tuning_key = tuning_key(pk_it->second, short_buckets(item));
+    report.keys++;
+    const bool host_item = item.arch == "host";  // tuned on this CPU (autotune/host_tuner.cpp), GPU or not
+    if (host_item ? !opt.tune : (!have_gpu || !opt.tune || item.arch != device_arch_name)) {
+      w.status = "compiled";
+      report.items.push_back(w);
+      continue;
+    }
+    const int64_t token_cap = host_item ? std::min(opt.max_total_tokens, opt.host_max_total_tokens) : opt.max_total_tokens;
+    if (total_tokens(item) > token_cap) {
+      w.status = fmt::format("skipped: batch x seq_len above {} tokens{}", token_cap, host_item ? " (host cap)" : "");
+      report.skipped++;
+      report.items.push_back(w);
+      continue;
+    }
+    std::string existing = host_item ? rt.host_tuned_config(item.family, w.tuning_key)
+                                     : rt.tuned_config(item.family, w.tuning_key);
+    if (!existing.empty()) {
+      w.status = "done earlier";
+      w.winner = existing;
+      report.already_done++;
+      report.items.push_back(w);
+      continue;
+    }
+    if (opt.budget_s > 0 && ms_since(wall0) > opt.budget_s * 1000) {
+      w.status = "skipped: budget exhausted";
+      report.budget_exhausted = true;
+      report.skipped++;
+      report.items.push_back(w);
+      continue;
+    }
+    auto ti = Clock::now();
+    try {
+      TuneOptions to = opt.tune_options;
+      if (host_item) {
+        to.host = true;
+        to.measure = host_measure_options();
+      }
+      TuneOutcome o = tune(rt, item.family, pk_it->second, short_buckets(item), to);
+      w.status = "tuned";
+      w.winner = o.winner;
+      report.tuned++;
+    } catch (const std::exception& e) {
+      w.status = std::string("failed: ") + e.what();
+      report.failed++;
+    }
+    w.ms = ms_since(ti);
+    report.tune_ms += w.ms;
+    report.items.push_back(w);
+    if (opt.progress) opt.progress(w.tuning_key, done, plan.size());
+  }
+  report.wall_ms = ms_since(wall0);
+  return report;
+}
+
+ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_tokens, bool preload,
+                    const std::string& arch_in) {
+  if (arch_in == "host") return replay_on_host(rt, preset_in, max_total_tokens, preload);
+  ReplayReport report;
+  int64_t tunings_before = tunings_performed();
+  Preset preset = with_pow2_buckets(preset_in);
+  std::string arch = rt.current_arch().str();
+  const DriverApi& cu = driver();
+  CUstream stream = nullptr;
+  check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+
+  struct Prepared {
+    std::unique_ptr<Workload> workload;
+    ReplayOp op;
+  };
+  std::vector<Prepared> ops;
+  for (const WorkItem& item : make_plan(preset, {arch})) {
+    if (!known_family(item.family) || total_tokens(item) > max_total_tokens) continue;
+    const FamilyInfo& fam = family(item.family);
+    std::string pk = fam.problem_from_json(item.problem_json);
+    Prepared p;
+    p.op.tuning_key = tuning_key(pk, short_buckets(item));
+    p.op.config = rt.tuned_config(item.family, p.op.tuning_key);
+    p.op.tuned = !p.op.config.empty();
+    p.workload = workload_factory(item.family)(rt, pk, short_buckets(item));
+    ops.push_back(std::move(p));
+  }
+  auto sync = [&] { check_cu(cu.cuStreamSynchronize(stream), "cuStreamSynchronize"); };
+  if (preload) {
+    auto t0 = Clock::now();
+    for (auto& p : ops) p.workload->prepare(p.op.config);
+    report.load_all_ms = ms_since(t0);
+  }
+  for (auto& p : ops) {
+    sync();
+    auto t0 = Clock::now();
+    p.workload->launch(p.op.config, stream);
+    sync();
+    p.op.first_call_ms = ms_since(t0);
+    std::vector<double> steady;
+    for (int i = 0; i < 15; ++i) {
+      t0 = Clock::now();
+      p.workload->launch(p.op.config, stream);
+      sync();
+      steady.push_back(ms_since(t0));
+    }
+    std::sort(steady.begin(), steady.end());
+    p.op.steady_call_ms = steady[steady.size() / 2];
+    report.ops.push_back(p.op);
+  }
+  cu.cuStreamDestroy(stream);
+  report.stats = rt.stats();
+  report.tunings = tunings_performed() - tunings_before;
+  return report;
+}
+
+}  // namespace ktune::autotune

@@ -1,0 +1,73 @@
+// Warmup: everything a preset needs, ahead of serving. On the GPU of the current context it compiles every
+// candidate and tunes every (op, bucket) key, skipping keys already tuned for this device (resumable); for
+// other arches (or without a GPU) it compiles the default config and every candidate of each distinct
+// problem so the binaries ship even where tuning happens later. Replay runs every bucket once from the cache,
+// as a serving process would, and reports compiles, tunings and first-call vs steady-state time.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autotune/presets.hpp"
+#include "autotune/tuner.hpp"
+#include "ktune/export.hpp"
+#include "ktune/runtime.hpp"
+
+namespace ktune::autotune {
+
+struct WarmupOptions {
+  std::vector<std::string> arches;  // empty: the current device's arch, or every default arch without a GPU
+  bool tune = true;                 // tune on the current device (for its arch)
+  bool all_candidates = true;       // compile every candidate config, not only the default
+  double budget_s = 0;              // stop starting new tuning keys after this many seconds (0: none)
+  int64_t max_total_tokens = int64_t{1} << 21;  // skip buckets with batch*seq_len above this (KV capacity)
+  // Arch "host" (tuned on this CPU through the LLVM backend, with host_measure_options()): keys with
+  // batch*seq_len above this are skipped, so a host warmup stays CI-sized (docs/host_backend.md).
+  int64_t host_max_total_tokens = 8192;
+  int jobs = 0;                     // parallel compiles (0: cores)
+  TuneOptions tune_options;
+  std::function<void(const std::string& what, size_t done, size_t total)> progress;
+};
+
+struct WarmupItem {
+  std::string arch, family, tuning_key;
+  std::string status;  // "tuned", "done earlier", "compiled", "skipped: ...", "failed: ..."
+  std::string winner;
+  double ms = 0;
+};
+
+struct WarmupReport {
+  std::vector<WarmupItem> items;
+  int keys = 0, tuned = 0, already_done = 0, skipped = 0, failed = 0;
+  int compile_jobs = 0, compiled = 0, cache_hits = 0, compile_failed = 0;
+  double compile_wall_ms = 0, tune_ms = 0, wall_ms = 0;
+  bool budget_exhausted = false;
+};
+
+KTUNE_API WarmupReport warmup(Runtime& rt, const Preset& preset, const WarmupOptions& options);
+
+struct ReplayOp {
+  std::string tuning_key, config;
+  bool tuned = false;            // a tuned config was found (else the default was used)
+  double first_call_ms = 0;      // the first call: module load from the cache + launch + completion
+  double steady_call_ms = 0;     // median of later calls (launch + completion)
+};
+
+struct ReplayReport {
+  std::vector<ReplayOp> ops;
+  RuntimeStats stats;
+  int64_t tunings = 0;
+  double load_all_ms = 0;        // preloading every op's kernel from the cache (what a server does at start)
+};
+
+// Needs a current CUDA context. preload: load every op's kernel before timing first calls (a server would);
+// otherwise the first call includes the module load. arch "host": replays the host keys on the CPU instead
+// (no GPU needed; pass WarmupOptions::host_max_total_tokens as max_total_tokens to replay what warmup tuned).
+KTUNE_API ReplayReport replay(Runtime& rt, const Preset& preset, int64_t max_total_tokens, bool preload,
+                              const std::string& arch = "");
+
+// Preset ranges rounded to the power-of-two buckets launches use (ktune/tuning.hpp).
+KTUNE_API Preset with_pow2_buckets(Preset preset);
+
+}  // namespace ktune::autotune

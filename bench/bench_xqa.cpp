@@ -1,0 +1,299 @@
+// xqa_decode through the runtime on the issue-3 shapes: effective KV bytes read per second.
+//   bench_xqa prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU needed)
+//   bench_xqa run [--json OUT] [--reps N]            needs a GPU; cache from KTUNE_CACHE
+// Per row: the tuning workload (autotune/xqa_workload.cpp: random inputs, shuffled block tables, rotating
+// copies > 2x L2) for b = batch, l = seq_len; every candidate config (the launch's own choice first, then a few
+// measured alternatives) is loaded, warmed up, then timed with CUDA events around each call (decode + combine
+// when split); the median of `reps` calls is reported. Runtime stats are checked: 0 compiles and 0 loads
+// while timing. A device-to-device copy gives the bandwidth ceiling of this run.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "autotune/workload.hpp"
+#include "common/dtype.h"
+#include "driver_api.hpp"
+#include "ktune/device.hpp"
+#include "ktune/family.hpp"
+#include "ktune/runtime.hpp"
+#include "ktune/xqa_decode.hpp"
+
+using namespace ktune;
+using namespace ktune::xqa;
+namespace kc = ::ktune_common;
+
+namespace {
+
+struct Row {
+  std::string label;
+  std::string problem;  // JSON fields (family problem_from_json)
+  int batch, seq_len;
+  double bar;  // TB/s target from issue 3 (0 = none)
+  std::vector<std::string> extra_configs;
+};
+
+const std::vector<Row>& rows() {
+  const std::string base = R"("head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32,"layout":"hnd")";
+  const std::string big = R"("head_dim":128,"num_q_heads":64,"num_kv_heads":8,"page_size":32,"layout":"hnd")";
+  const std::vector<std::string> bf = {"t32.s2.w2", "t32.s3.w2", "t32.s4.w2", "t64.s3.w4"};
+  const std::vector<std::string> f8 = {"t64.s3.w2", "t64.s4.w2", "t32.s6.w2", "t128.s2.w4", "t64.s3.w4"};
+  const std::vector<std::string> lg = {"t64.s2.w4", "t64.s3.w4", "t32.s3.w2", "t32.s4.w2"};
+  static const std::vector<Row> r = {
+      {"B64 L4096 bf16 q1", "{" + base + R"(,"max_q_len":1,"mask":"none"})", 64, 4096, 4.0, bf},
+      {"B64 L4096 bf16 q2 causal", "{" + base + R"(,"max_q_len":2,"mask":"causal"})", 64, 4096, 0, bf},
+      {"B64 L4096 bf16 q4 causal", "{" + base + R"(,"max_q_len":4,"mask":"causal"})", 64, 4096, 3.6, bf},
+      {"B64 L4096 bf16 q8 causal", "{" + base + R"(,"max_q_len":8,"mask":"causal"})", 64, 4096, 0, bf},
+      {"B64 L4096 fp8 q1", "{" + base + R"(,"kv_dtype":"fp8","max_q_len":1,"mask":"none"})", 64, 4096, 3.6, f8},
+      {"B64 L4096 fp8 q4 causal", "{" + base + R"(,"kv_dtype":"fp8","max_q_len":4,"mask":"causal"})", 64, 4096, 3.6,
+       f8},
+      {"B1 L128K 64/8 bf16 q1", "{" + big + R"(,"max_q_len":1,"mask":"none"})", 1, 131072, 3.7, lg},
+      {"B4 L128K 64/8 bf16 q1", "{" + big + R"(,"max_q_len":1,"mask":"none"})", 4, 131072, 4.0, lg},
+  };
+  return r;
+}
+
+std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == "--" + name) return argv[i + 1];
+  return fallback;
+}
+
+// The configs measured for a row: the launch's own choice for `arch` first, then the extras it can run.
+std::vector<std::string> candidates(const Problem& p, const Row& r, const Arch& arch, const std::string& first) {
+  std::vector<std::string> out = {first};
+  for (const std::string& c : r.extra_configs)
+    if (std::find(out.begin(), out.end(), c) == out.end() &&
+        can_implement(p, Config::from_key(c), arch, default_limits(arch)).empty())
+      out.push_back(c);
+  return out;
+}
+
+Problem problem_of(const Row& r) { return Problem::from_key(family("xqa_decode").problem_from_json(r.problem)); }
+
+double kv_bytes(const Problem& p, const Row& r) {
+  return double(r.batch) * r.seq_len * 2.0 * p.num_kv_heads * p.head_dim * kc::dtype_size(int(p.kv_dtype));
+}
+
+// Compiles on every core (a cache hit costs a lookup), so a cache built by another NVRTC is refreshed quickly.
+int prepare(const std::string& cache, const Arch& arch) {
+  RuntimeOptions o;
+  o.cache_path = cache;
+  Runtime rt(o);
+  std::vector<GeneratedKernel> jobs;
+  for (const Row& r : rows()) {
+    const Problem p = problem_of(r);
+    for (const std::string& c : candidates(p, r, arch, default_config(p, arch).key()))
+      jobs.push_back(generate(p, Config::from_key(c), arch));
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<int> failed{0};
+  std::mutex print_mutex;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        try {
+          const EnsureResult e = rt.ensure_binary(jobs[i], arch);
+          std::lock_guard<std::mutex> lock(print_mutex);
+          fmt::print("{} {}\n", e.compiled ? "compiled" : "cached  ", e.name);
+        } catch (const std::exception& e) {
+          ++failed;
+          std::lock_guard<std::mutex> lock(print_mutex);
+          fmt::print("FAILED {}/{}: {}\n", jobs[i].problem_key, jobs[i].config_key, e.what());
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  fmt::print("bench_xqa prepare: {} kernels for {}, {} compiled, {} failed\n", jobs.size(), arch.str(),
+             rt.stats().compiles, failed.load());
+  return failed ? 1 : 0;
+}
+
+// Copy bandwidth of this device: cuMemcpyDtoD of `bytes`, (read + write) / time, median of 10.
+double copy_tbs(size_t bytes) {
+  const auto& cu = detail::driver();
+  CUdeviceptr a = 0, b = 0;
+  detail::check_cu(cu.cuMemAlloc(&a, bytes), "cuMemAlloc");
+  detail::check_cu(cu.cuMemAlloc(&b, bytes), "cuMemAlloc");
+  cu.cuMemsetD8(a, 0x3C, bytes);
+  CUevent e0 = nullptr, e1 = nullptr;
+  cu.cuEventCreate(&e0, CU_EVENT_DEFAULT);
+  cu.cuEventCreate(&e1, CU_EVENT_DEFAULT);
+  std::vector<double> t;
+  for (int i = 0; i < 13; ++i) {
+    cu.cuEventRecord(e0, nullptr);
+    detail::check_cu(cu.cuMemcpyDtoD(i & 1 ? a : b, i & 1 ? b : a, bytes), "cuMemcpyDtoD");
+    cu.cuEventRecord(e1, nullptr);
+    cu.cuEventSynchronize(e1);
+    float ms = 0;
+    cu.cuEventElapsedTime(&ms, e0, e1);
+    if (i >= 3) t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  cu.cuEventDestroy(e0);
+  cu.cuEventDestroy(e1);
+  cu.cuMemFree(a);
+  cu.cuMemFree(b);
+  return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e12;
+}
+
+std::string stats_json(const RuntimeStats& s) {
+  return fmt::format(
+      "{{\"memory_hits\": {}, \"cache_hits\": {}, \"misses\": {}, \"compiles\": {}, \"loads\": {}, "
+      "\"tuning_misses\": {}, \"compile_ms\": {:.1f}, \"load_ms\": {:.1f}}}",
+      s.memory_hits, s.cache_hits, s.misses, s.compiles, s.loads, s.tuning_misses, s.compile_ms, s.load_ms);
+}
+
+std::string stats_line(const RuntimeStats& s) {
+  return fmt::format("memory_hits {} cache_hits {} misses {} compiles {} loads {} tuning_misses {} compile_ms {:.0f} "
+                     "load_ms {:.1f}",
+                     s.memory_hits, s.cache_hits, s.misses, s.compiles, s.loads, s.tuning_misses, s.compile_ms,
+                     s.load_ms);
+}
+
+struct Measured {
+  std::string config, source;
+  int splits = 1;
+  double us = 0, tbs = 0, us_min = 0;
+  int64_t compiles_during = 0, loads_during = 0;
+  std::string error;
+};
+
+int run(const std::string& json_out, int reps) {
+  use_device(0);
+  const auto& cu = detail::driver();
+  const SystemInfo sys = system_info();
+  const DeviceInfo& dev = sys.devices.at(0);
+  Runtime rt(RuntimeOptions::from_env());
+  const Arch arch = rt.current_arch();
+  CUstream stream = nullptr;
+  detail::check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  std::vector<CUevent> ev(2 * reps);
+  for (CUevent& e : ev) detail::check_cu(cu.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+
+  const double copy = copy_tbs(size_t(2) << 30);
+  fmt::print("device {} ({}), {} SMs; copy (cuMemcpyDtoD 2 GiB, read+write) {:.2f} TB/s\n", dev.name, arch.str(),
+             dev.sm_count, copy);
+  std::fflush(stdout);
+
+  std::vector<std::string> row_json;
+  struct Summary {
+    std::string label;
+    Measured chosen, best;
+    double bar;
+  };
+  std::vector<Summary> summary;
+  for (const Row& r : rows()) {
+    const Problem p = problem_of(r);
+    const double kvb = kv_bytes(p, r);
+    const XqaDecodePlan own = xqa_decode_plan(rt, p, r.batch, r.seq_len);
+    auto workload = autotune::workload_factory("xqa_decode")(rt, p.key(), {{"b", r.batch}, {"l", r.seq_len}});
+    std::vector<Measured> ms;
+    for (const std::string& cfg : candidates(p, r, arch, own.config)) {
+      Measured m;
+      m.config = cfg;
+      m.source = cfg == own.config ? own.source : "candidate";
+      try {
+        m.splits = xqa_decode_plan(rt, p, r.batch, r.seq_len, cfg.c_str()).num_splits;
+        workload->prepare(cfg);  // loads the module (from the cache) + one call
+        for (int i = 0; i < 5; ++i) workload->launch(cfg, stream);
+        detail::check_cu(cu.cuStreamSynchronize(stream), "warmup");
+        const RuntimeStats before = rt.stats();
+        for (int i = 0; i < reps; ++i) {
+          cu.cuEventRecord(ev[2 * i], stream);
+          workload->launch(cfg, stream);
+          cu.cuEventRecord(ev[2 * i + 1], stream);
+        }
+        detail::check_cu(cu.cuStreamSynchronize(stream), "timed calls");
+        const RuntimeStats after = rt.stats();
+        m.compiles_during = after.compiles - before.compiles;
+        m.loads_during = after.loads - before.loads;
+        std::vector<double> t(reps);
+        for (int i = 0; i < reps; ++i) {
+          float x = 0;
+          cu.cuEventElapsedTime(&x, ev[2 * i], ev[2 * i + 1]);
+          t[i] = x * 1e3;
+        }
+        std::sort(t.begin(), t.end());
+        m.us = t[t.size() / 2];
+        m.us_min = t.front();
+        m.tbs = kvb / (m.us * 1e-6) / 1e12;
+      } catch (const std::exception& e) {
+        m.error = e.what();
+      }
+      fmt::print("  {:<26} {:<11} {:<9} splits {:>3} {:>9.1f} us (min {:>8.1f}) {:>6.3f} TB/s  compiles/loads while "
+                 "timing {}/{}{}\n",
+                 r.label, m.config, m.source, m.splits, m.us, m.us_min, m.tbs, m.compiles_during, m.loads_during,
+                 m.error.empty() ? "" : "  ERROR " + m.error);
+      std::fflush(stdout);
+      ms.push_back(m);
+    }
+    Summary s{r.label, ms.front(), ms.front(), r.bar};
+    for (const Measured& m : ms)
+      if (m.error.empty() && (s.best.tbs == 0 || m.tbs > s.best.tbs)) s.best = m;
+    summary.push_back(s);
+    std::vector<std::string> cj;
+    for (const Measured& m : ms)
+      cj.push_back(fmt::format(
+          "{{\"config\": \"{}\", \"source\": \"{}\", \"splits\": {}, \"median_us\": {:.2f}, \"min_us\": {:.2f}, "
+          "\"kv_tbs\": {:.4f}, \"compiles_while_timing\": {}, \"loads_while_timing\": {}, \"error\": \"{}\"}}",
+          m.config, m.source, m.splits, m.us, m.us_min, m.tbs, m.compiles_during, m.loads_during,
+          m.error.empty() ? "" : "failed"));
+    row_json.push_back(fmt::format(
+        "{{\"label\": \"{}\", \"problem\": \"{}\", \"batch\": {}, \"seq_len\": {}, \"q_len\": {}, \"kv_bytes\": {:.0f}, "
+        "\"bar_tbs\": {}, \"launch_choice\": \"{}\", \"launch_choice_source\": \"{}\", \"best_config\": \"{}\", "
+        "\"best_kv_tbs\": {:.4f}, \"launch_choice_kv_tbs\": {:.4f}, \"candidates\": [{}]}}",
+        r.label, p.key(), r.batch, r.seq_len, p.max_q_len, kvb, r.bar, own.config, own.source, s.best.config,
+        s.best.tbs, s.chosen.tbs, fmt::join(cj, ", ")));
+  }
+  const RuntimeStats final_stats = rt.stats();
+  fmt::print("\nruntime stats: {}\n", stats_line(final_stats));
+  fmt::print("\n| shape | launch choice | splits | us | TB/s | best config | splits | us | TB/s | bar | copy |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  int64_t timing_compiles = 0, timing_loads = 0;
+  for (const Summary& s : summary) {
+    fmt::print("| {} | {} ({}) | {} | {:.1f} | {:.2f} | {} | {} | {:.1f} | {:.2f} | {} | {:.2f} |\n", s.label,
+               s.chosen.config, s.chosen.source, s.chosen.splits, s.chosen.us, s.chosen.tbs, s.best.config,
+               s.best.splits, s.best.us, s.best.tbs, s.bar > 0 ? fmt::format("{:.1f}", s.bar) : "-", copy);
+  }
+  for (const Summary& s : summary) timing_compiles += s.chosen.compiles_during + s.best.compiles_during;
+  for (const Summary& s : summary) timing_loads += s.chosen.loads_during + s.best.loads_during;
+  fmt::print("compiles while timing: {}, loads while timing: {}\n", timing_compiles, timing_loads);
+  if (!json_out.empty()) {
+    std::ofstream(json_out) << fmt::format(
+        "{{\"bench\": \"xqa_decode\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
+        "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"stats\": {}, \"rows\": [\n  {}\n]}}\n",
+        dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, stats_json(final_stats),
+        fmt::join(row_json, ",\n  "));
+  }
+  for (CUevent e : ev) cu.cuEventDestroy(e);
+  cu.cuStreamDestroy(stream);
+  return timing_compiles == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_xqa prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  try {
+    if (mode == "prepare") return prepare(arg(argc, argv, "cache", "bench_xqa.db"), Arch::parse(arg(argc, argv, "arch", "sm_90a")));
+    if (mode == "run") return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "60"))));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_xqa: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "bench_xqa: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}

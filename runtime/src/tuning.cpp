@@ -1,0 +1,88 @@
+#include "ktune/tuning.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "driver_api.hpp"
+#include "ktune/cache/layered.hpp"
+#include "ktune/device.hpp"
+#include "ktune/error.hpp"
+#include "log.hpp"
+#include "runtime_impl.hpp"
+
+namespace ktune {
+using namespace detail;
+
+int64_t bucket_pow2_ceil(int64_t value) {
+  if (value <= 1) return 1;
+  return int64_t{1} << (64 - __builtin_clzll(static_cast<uint64_t>(value - 1)));
+}
+
+std::string tuning_key(const std::string& problem_key, std::vector<std::pair<std::string, int64_t>> buckets) {
+  if (buckets.empty()) return problem_key;
+  std::sort(buckets.begin(), buckets.end());
+  std::string key = problem_key + "|";
+  for (size_t i = 0; i < buckets.size(); ++i)
+    key += fmt::format("{}{}{}", i ? "." : "", buckets[i].first, buckets[i].second);
+  return key;
+}
+
+const std::string& Runtime::Impl::fingerprint_of(void* ctx) {
+  std::lock_guard<std::mutex> lock(tuning_mutex);
+  auto it = fingerprints.find(ctx);
+  if (it != fingerprints.end()) return it->second;
+  const DriverApi& cu = driver();
+  CUdevice dev = 0;
+  check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  int ordinal = static_cast<int>(dev);  // CUdevice is the ordinal
+  std::string fp;
+  for (const auto& d : system_info().devices)
+    if (d.ordinal == ordinal) fp = d.fingerprint;
+  return fingerprints.emplace(ctx, fp).first->second;
+}
+
+std::string Runtime::tuned_config(const std::string& family, const std::string& key) {
+  CUcontext ctx = nullptr;
+  check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  const std::string& fp = impl_->fingerprint_of(ctx);
+  std::string memo_key = family + "\n" + key + "\n" + fp;
+  {
+    std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
+    auto it = impl_->tuned.find(memo_key);
+    if (it != impl_->tuned.end()) {
+      if (it->second.empty()) impl_->stats.tuning_misses++;
+      return it->second;
+    }
+  }
+  std::string winner;
+  try {
+    if (auto row = impl_->cache->get_tuning(family, key, fp)) winner = row->winner_config;
+  } catch (const std::exception& e) {
+    log(LogLevel::warn, "tuning lookup {} {} failed ({}); using the default config", family, key, e.what());
+  }
+  std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
+  impl_->tuned[memo_key] = winner;
+  if (winner.empty()) {
+    impl_->stats.tuning_misses++;
+    log(LogLevel::info, "no tuned config for {} {} on {}; using the default", family, key, fp);
+  }
+  return winner;
+}
+
+void Runtime::remember_tuned_config(const std::string& family, const std::string& key, const std::string& config) {
+  CUcontext ctx = nullptr;
+  check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  const std::string& fp = impl_->fingerprint_of(ctx);
+  std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
+  impl_->tuned[family + "\n" + key + "\n" + fp] = config;
+}
+
+std::string Runtime::device_fingerprint() {
+  CUcontext ctx = nullptr;
+  check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!ctx) throw Error(Status::cuda_error, "runtime", "no current CUDA context");
+  return impl_->fingerprint_of(ctx);
+}
+
+}  // namespace ktune

@@ -1,0 +1,184 @@
+// xqa_decode on the host CPU: argument check (shared with the GPU call) -> config (forced / tuned on this
+// host / default) -> split plan from the thread count -> Runtime::get_host -> decode items (and combine rows)
+// over the host pool. The host kernel's entry points are void(const ktune_xqa::Params&, int begin, int end).
+#include "ktune/xqa_decode_host.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "host_pool.hpp"
+#include "ktune/error.hpp"
+#include "ktune/tuning.hpp"
+#include "log.hpp"
+#include "xqa_decode/params.h"
+
+namespace ktune {
+namespace {
+
+namespace kc = ::ktune_common;
+using xqa::Config;
+using xqa::Problem;
+
+constexpr const char* kFamily = "xqa_decode";
+using HostEntry = void (*)(const ktune_xqa::Params&, int, int);
+
+[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
+  throw Error(Status::invalid_argument, kFamily, fmt::format("{}: {}, got {}", field, expected, got));
+}
+
+Arch host_arch() {
+  Arch a;
+  a.host = true;
+  return a;
+}
+
+Config parse_host_config(const char* key) {
+  Config c;
+  try {
+    c = Config::from_key(key);
+  } catch (const Error& e) {
+    bad("config", std::string("a host config key like t64.v8.u4 (") + e.what() + ")", std::string("'") + key + "'");
+  }
+  return c;
+}
+
+struct Resolved {
+  Config config;
+  std::string config_key, source;
+  int threads = 1, splits = 1;
+};
+
+Resolved resolve(Runtime& rt, const Problem& p, int batch, int max_seq_len, int threads, const char* forced_config,
+                 int forced_splits) {
+  if (batch < 1 || batch > 65535) bad("batch", "1..65535", std::to_string(batch));
+  if (max_seq_len < 1) bad("max_seq_len", "an upper bound of seq_lens >= 1", std::to_string(max_seq_len));
+  if (forced_splits < 0 || forced_splits > 1024)
+    bad("num_splits", "0 (planned) or 1..1024", std::to_string(forced_splits));
+  const Arch host = host_arch();
+  Resolved r;
+  r.threads = threads > 0 ? threads : detail::HostPool::hardware_threads();
+  if (forced_config) {
+    r.config = parse_host_config(forced_config);
+    r.source = "forced";
+  } else {
+    const std::string tkey =
+        tuning_key(p.key(), {{"b", bucket_pow2_ceil(batch)}, {"l", bucket_pow2_ceil(max_seq_len)}});
+    const std::string tuned = rt.host_tuned_config(kFamily, tkey);
+    bool use_tuned = false;
+    if (!tuned.empty()) {
+      try {
+        r.config = Config::from_key(tuned);
+        use_tuned = xqa::can_implement(p, r.config, host, DeviceLimits{}).empty();
+      } catch (const Error&) {
+      }
+      if (!use_tuned)
+        detail::log(detail::LogLevel::warn, "xqa_decode: tuned host config '{}' for {} is unusable; using the default",
+                    tuned, tkey);
+    }
+    if (use_tuned) {
+      r.source = "tuned";
+    } else {
+      r.config = xqa::default_config(p, host);
+      r.source = "default";
+    }
+  }
+  r.config_key = r.config.key();
+  const std::string why = xqa::can_implement(p, r.config, host, DeviceLimits{});
+  if (!why.empty())
+    bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", r.config_key, why));
+  r.splits = forced_splits > 0 ? forced_splits
+                               : xqa::choose_num_splits_host(p, r.config, batch, max_seq_len, r.threads);
+  return r;
+}
+
+// Split-KV partials when the caller passes no workspace: one buffer per calling thread, grown as needed.
+float* scratch_workspace(size_t bytes) {
+  thread_local std::vector<float> buf;
+  const size_t n = (bytes + sizeof(float) - 1) / sizeof(float);
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+}  // namespace
+
+XqaHostPlan xqa_decode_host_plan(Runtime& rt, const Problem& p, int batch, int max_seq_len, int threads,
+                                 const char* config, int num_splits) {
+  p.validate();
+  const Resolved r = resolve(rt, p, batch, max_seq_len, threads, config, num_splits);
+  XqaHostPlan plan;
+  plan.config = r.config_key;
+  plan.source = r.source;
+  plan.threads = r.threads;
+  plan.num_splits = r.splits;
+  plan.workspace_bytes = xqa::workspace_bytes(p, r.config, batch, r.splits);
+  return plan;
+}
+
+const LoadedKernel& xqa_decode_host_kernel(Runtime& rt, const Problem& p, const std::string& config) {
+  p.validate();
+  const Config c = parse_host_config(config.c_str());
+  const std::string key = c.key();
+  const std::string why = xqa::can_implement(p, c, host_arch(), DeviceLimits{});
+  if (!why.empty()) bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", key, why));
+  return rt.get_host(std::string(kFamily) + "/host/" + p.key() + "/" + key,
+                     [&] { return xqa::generate(p, c, host_arch()); });
+}
+
+void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int threads) {
+  {
+    XqaDecodeArgs v = a;  // the GPU check, except that a null workspace is allowed (ktune's scratch is used)
+    if (!v.workspace) v.num_splits = 0;
+    xqa_decode_validate(p, v);
+  }
+  const Resolved r = resolve(rt, p, a.batch, a.max_seq_len, threads, a.config, a.num_splits);
+  const LoadedKernel& kernel = xqa_decode_host_kernel(rt, p, r.config_key);
+  if (kernel.functions.size() < 2)
+    throw Error(Status::internal, kFamily, fmt::format("{}: expected 2 host entry points, got {}", kernel.name,
+                                                       kernel.functions.size()));
+
+  ktune_xqa::Params prm{};
+  prm.q = a.q;
+  prm.kv_cache = a.kv_cache;
+  prm.block_tables = a.block_tables;
+  prm.seq_lens = a.seq_lens;
+  prm.q_cu_seq_lens = a.q_cu_seq_lens;
+  prm.mask = a.mask;
+  prm.sinks = a.sinks;
+  prm.out = a.out;
+  prm.lse = a.lse;
+  prm.workspace = nullptr;
+  if (r.splits > 1) {
+    const size_t need = xqa::workspace_bytes(p, r.config, a.batch, r.splits);
+    if (a.workspace) {
+      if (a.workspace_bytes < need)
+        bad("workspace_bytes", fmt::format(">= {} ({} splits), or a null workspace", need, r.splits),
+            std::to_string(a.workspace_bytes));
+      prm.workspace = static_cast<float*>(a.workspace);
+    } else {
+      prm.workspace = scratch_workspace(need);
+    }
+  }
+  prm.batch = a.batch;
+  prm.num_tokens = a.num_tokens;
+  prm.q_len_per_req = a.q_len_per_req;
+  prm.max_pages_per_req = a.max_pages_per_req;
+  prm.num_pages = a.num_pages;
+  prm.bmm1_scale = a.softmax_scale * a.k_scale * (p.q_dtype == kc::kE4M3 ? a.q_scale : 1.f);
+  prm.bmm2_scale = a.v_scale / (p.out_dtype == kc::kE4M3 ? a.o_scale : 1.f);
+  prm.softcap = p.softcap ? a.softcap : 0.f;
+  prm.window_left = p.sliding_window ? a.window_left : -1;
+  prm.num_splits = r.splits;
+
+  const HostEntry decode = reinterpret_cast<HostEntry>(kernel.functions[0]);
+  const HostEntry combine = reinterpret_cast<HostEntry>(kernel.functions[1]);
+  detail::HostPool& pool = detail::HostPool::instance();
+  pool.run(r.threads, xqa::host_decode_items(p, a.batch, r.splits), 1,
+           [&](int begin, int end) { decode(prm, begin, end); });
+  if (r.splits > 1)
+    pool.run(r.threads, xqa::host_combine_items(p, a.batch), 8, [&](int begin, int end) { combine(prm, begin, end); });
+}
+
+}  // namespace ktune

@@ -1,0 +1,55 @@
+// Shared by tests/hardening/: raw access to a cache file behind the store's back, and forging rows the way a
+// hostile writer would (recomputing the row digest so the row is self-consistent).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache/cache_test_util.hpp"
+#include "cache/src/store_impl.hpp"  // row digest functions (internal to cache/)
+#include "ktune/cache/store.hpp"
+
+namespace ktune::hardening {
+
+using cache::test::raw_exec;
+using cache::test::read_bytes;
+using cache::test::sample_record;
+using cache::test::sample_tuning;
+using cache::test::TempDir;
+using cache::test::write_bytes;
+
+// First column of the first row of `sql` as text ("" when there is no row).
+inline std::string raw_text(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  std::string out;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+inline int64_t raw_int(const std::string& path, const std::string& sql) { return std::stoll(raw_text(path, sql)); }
+
+// Recomputes the stored row digest of a binaries row from its columns as they are now: what a forger who
+// knows the format does after editing a column.
+inline void reseal_binary_row(const std::string& path, const std::string& digest) {
+  auto db = cache::CacheDb::open(path, {});
+  cache::BinaryLookup l = db->get_binary(digest);  // may be damaged: only the columns are needed
+  db.reset();
+  cache::BinaryRecord r = l.record;
+  const std::string q = "SELECT blob_sha256 FROM binaries WHERE digest = '" + digest + "'";
+  const std::string blob_sha = raw_text(path, q);
+  const int64_t size = raw_int(path, "SELECT blob_size FROM binaries WHERE digest = '" + digest + "'");
+  const std::string rd = cache::detail::binary_row_digest(r, blob_sha, size);
+  raw_exec(path, "UPDATE binaries SET row_digest = '" + rd + "' WHERE digest = '" + digest + "'");
+}
+
+}  // namespace ktune::hardening

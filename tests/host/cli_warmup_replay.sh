@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# CLI check of the host backend (ctest: host_cli_warmup_replay): `ktune warmup --preset llama-3.1-8b --arch host`
+# from an empty cache compiles and tunes every host key; `ktune replay --preset llama-3.1-8b --arch host` in a
+# second process performs 0 compiles and 0 tunings. Skips (exit 0, saying why) without the LLVM host backend.
+# usage: cli_warmup_replay.sh BUILD_DIR
+set -euo pipefail
+build="${1:?usage: cli_warmup_replay.sh BUILD_DIR}"
+ktune="$build/bin/ktune"
+if [[ ! -f "$build/lib/libktune_host.so" ]]; then
+  echo "[host] skipped: $build/lib/libktune_host.so was not built (LLVM 19 absent: llvm-19-dev libclang-cpp19-dev libclang-19-dev)"
+  exit 0
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export KTUNE_CACHE="$tmp/host.db"
+
+field() {  # field NAME JSON -> the integer value of "NAME"
+  sed -n "s/.*\"$1\": *\([0-9-]*\).*/\1/p" <<<"$2" | head -n1
+}
+
+t0=$(date +%s.%N)
+warm="$("$ktune" warmup --preset llama-3.1-8b --arch host --json)"
+t1=$(date +%s.%N)
+echo "warmup: $warm"
+keys=$(field keys "$warm"); tuned=$(field tuned "$warm"); compiled=$(field compiled "$warm")
+failed=$(field failed "$warm"); compile_failed=$(field compile_failed "$warm")
+[[ "$failed" == 0 && "$compile_failed" == 0 ]] || { echo "FAIL: warmup reported failures"; exit 1; }
+[[ "$tuned" -gt 0 && "$compiled" -gt 0 ]] || { echo "FAIL: warmup tuned $tuned keys, compiled $compiled"; exit 1; }
+
+replay="$("$ktune" replay --preset llama-3.1-8b --arch host --json)"
+t2=$(date +%s.%N)
+echo "replay: $replay"
+compiles=$(field compiles "$replay"); tunings=$(field tunings "$replay"); misses=$(field tuning_misses "$replay")
+[[ "$compiles" == 0 ]] || { echo "FAIL: replay compiled $compiles kernels"; exit 1; }
+[[ "$tunings" == 0 ]] || { echo "FAIL: replay tuned $tunings keys"; exit 1; }
+[[ "$misses" == 0 ]] || { echo "FAIL: replay missed $misses tuned configs"; exit 1; }
+ops=$(grep -o '"key"' <<<"$replay" | wc -l)
+[[ "$ops" == "$tuned" ]] || { echo "FAIL: replay ran $ops ops, warmup tuned $tuned"; exit 1; }
+printf 'host warmup: %s keys tuned, %s compiled in %.1f s; replay: %s ops, 0 compiles, 0 tunings in %.1f s\n' \
+  "$tuned" "$compiled" "$(awk "BEGIN{print $t1 - $t0}")" "$ops" "$(awk "BEGIN{print $t2 - $t1}")"

@@ -1,0 +1,218 @@
+// xqa_decode on the host CPU (the LLVM backend JIT-compiling templates/xqa_decode/host_kernel.h) against the
+// fp64 CPU reference, through the engine call ktune::xqa_decode_host.
+//
+// The kernels are a fixed, seeded sample of the matrix (head_dim 64/128/256, GQA 1/4/8 (+2, 16), page 16/32
+// (+64, 128), HND/NHD, bf16/fp16/e4m3 KV (+ e4m3 Q, e4m3 output), q_len 1/2/4/7 (+16), uniform/ragged,
+// none/causal/explicit masks, sinks, window, softcap, LSE, host configs, planned and forced split counts); the
+// data are fresh every run (seed printed; KTUNE_TEST_SEED=<seed> replays): seq_lens not page-aligned,
+// zero-length padding requests, shuffled block tables, NaN-filled unused pages and page tails, outputs and
+// LSE poisoned with 0xFF (NaN) bytes — a row that must not be written must keep them, a row that must be
+// written must have none left.
+//
+// Tolerances (the host kernel keeps fp32 scores, probabilities and accumulators; what is left is the output
+// rounding): relative L2 < 5e-3 for bf16/fp16 outputs, 8e-2 for e4m3 outputs (3 mantissa bits); every row
+// < 5x that; |LSE - ref| < 2e-3.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "host/host_support.hpp"
+#include "ktune/error.hpp"
+#include "ktune/xqa_decode_host.hpp"
+#include "support/temp_dir.hpp"
+#include "support/xqa_reference.hpp"
+
+using namespace ktune;
+using namespace ktune::xqa;
+namespace kc = ::ktune_common;
+
+namespace {
+
+struct HostCombo {
+  std::string name;
+  Problem p;
+  std::string config;  // empty: the launch's (default) config
+  int batch = 4, max_seq_len = 700, ragged = -1, forced_splits = 0, window_left = 64, threads = 0;
+  double zero_fraction = -1;
+};
+
+Problem make_problem(int d, int hq, int hkv, int page, Layout lay, DType q, DType kv, DType out, int ql, MaskKind m,
+                     bool sink, bool win, bool cap, bool lse) {
+  Problem p;
+  p.head_dim = d;
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.page_size = page;
+  p.layout = lay;
+  p.q_dtype = q;
+  p.kv_dtype = kv;
+  p.out_dtype = out;
+  p.max_q_len = ql;
+  p.mask = m;
+  p.has_sinks = sink;
+  p.sliding_window = win;
+  p.softcap = cap;
+  p.write_lse = lse;
+  p.validate();
+  return p;
+}
+
+// Fixed list (never changes between runs), small enough for CI: every listed value appears at least once.
+std::vector<HostCombo> combos() {
+  const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
+  const Layout H = Layout::Hnd, N = Layout::Nhd;
+  const MaskKind NO = MaskKind::None, CA = MaskKind::Causal, EX = MaskKind::Explicit;
+  std::vector<HostCombo> v;
+  auto add = [&](const char* name, Problem p, std::string cfg, std::function<void(HostCombo&)> knobs) {
+    HostCombo c;
+    c.name = name;
+    c.p = p;
+    c.config = std::move(cfg);
+    knobs(c);
+    v.push_back(c);
+  };
+  auto none = [](HostCombo&) {};
+  add("d128_g4_p32_hnd_bf16_q1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 1, NO, false, false, false, false), "", none);
+  add("d128_g4_p16_nhd_fp16_q2_causal", make_problem(128, 16, 4, 16, N, FP, FP, FP, 2, CA, false, false, false, true), "", none);
+  add("d64_g1_p16_hnd_e4m3_q4_mask_sink", make_problem(64, 4, 4, 16, H, BF, E4, BF, 4, EX, true, false, false, true), "", none);
+  add("d64_g8_p32_nhd_bf16_q7_causal_win", make_problem(64, 16, 2, 32, N, BF, BF, BF, 7, CA, false, true, false, true), "",
+      [](HostCombo& c) { c.window_left = 40; });
+  add("d128_g8_p32_hnd_e4m3_q7_mask_ragged", make_problem(128, 8, 1, 32, H, FP, E4, FP, 7, EX, false, false, false, true), "",
+      [](HostCombo& c) { c.ragged = 1; c.zero_fraction = 0.3; });
+  add("d128_g1_p16_nhd_fp16_q4_causal_sink_win_ragged", make_problem(128, 2, 2, 16, N, FP, FP, FP, 4, CA, true, true, false, true), "",
+      [](HostCombo& c) { c.ragged = 1; c.window_left = 0; });
+  add("d64_g4_p32_hnd_e4m3q_e4m3out_q1", make_problem(64, 8, 2, 32, H, E4, E4, E4, 1, NO, false, false, false, false), "", none);
+  add("d128_g4_p16_hnd_bf16_q4_softcap_split", make_problem(128, 8, 2, 16, H, BF, BF, BF, 4, CA, true, false, true, true), "t32.v16.u1",
+      [](HostCombo& c) { c.forced_splits = 5; c.max_seq_len = 2000; });
+  add("d256_g2_p64_nhd_bf16_q2_mask_e4m3out", make_problem(256, 4, 2, 64, N, BF, BF, E4, 2, EX, true, true, false, true), "t16.v4.u2",
+      [](HostCombo& c) { c.window_left = 100; });
+  add("d64_g16_p128_hnd_fp16_q16_mask_ragged_split", make_problem(64, 16, 1, 128, H, FP, FP, FP, 16, EX, false, false, false, true), "t128.v8.u4",
+      [](HostCombo& c) { c.ragged = 1; c.forced_splits = 3; c.zero_fraction = 0.25; c.max_seq_len = 900; });
+  add("d128_g4_p32_hnd_bf16_q1_planned_split", make_problem(128, 8, 2, 32, H, BF, BF, BF, 1, NO, false, false, false, true), "",
+      [](HostCombo& c) { c.batch = 1; c.max_seq_len = 4000; c.threads = 8; });  // 2 items on 8 threads: splits
+  add("uniform_padding_e4m3", make_problem(128, 16, 4, 32, H, BF, E4, BF, 4, CA, false, false, false, true), "",
+      [](HostCombo& c) { c.ragged = 0; c.zero_fraction = 0.5; c.batch = 6; });
+  add("all_padding_ragged", make_problem(64, 8, 2, 16, N, BF, BF, BF, 2, CA, false, false, false, true), "",
+      [](HostCombo& c) { c.ragged = 1; c.zero_fraction = 1.0; c.forced_splits = 2; });
+  return v;
+}
+
+void run_combo(Runtime& rt, const HostCombo& cb, uint64_t seed) {
+  test::XqaRandomOptions o;
+  o.batch = cb.batch;
+  o.max_seq_len = cb.max_seq_len;
+  o.seed = seed;
+  o.window_left = cb.window_left;
+  test::SplitMix pick(seed ^ 0x51ED2701u);
+  o.ragged = cb.ragged >= 0 ? cb.ragged == 1 : pick.uniform() < 0.5;
+  o.zero_fraction = cb.zero_fraction >= 0 ? cb.zero_fraction : 0.2;
+  const test::XqaRandomCase c = test::make_xqa_case(cb.p, o);
+
+  const Problem& p = cb.p;
+  const size_t rows = size_t(c.num_tokens) * p.num_q_heads;
+  const unsigned char poison = 0xFF;
+  std::vector<unsigned char> out(std::max<size_t>(rows * p.head_dim * kc::dtype_size(int(p.out_dtype)), 1), poison);
+  std::vector<float> lse(std::max<size_t>(rows, 1));
+  std::memset(lse.data(), poison, lse.size() * sizeof(float));
+
+  XqaDecodeArgs a = test::host_args(c, out.data(), lse.data());
+  if (!cb.config.empty()) a.config = cb.config.c_str();
+  a.num_splits = cb.forced_splits;
+  const XqaHostPlan plan = xqa_decode_host_plan(rt, p, a.batch, a.max_seq_len, cb.threads, a.config, a.num_splits);
+  INFO(cb.name << ": " << p.key() << " / " << plan.config << " (" << plan.source << "), splits " << plan.num_splits
+               << ", threads " << plan.threads << ", batch " << c.batch << ", tokens " << c.num_tokens << ", "
+               << (o.ragged ? "ragged" : "uniform") << ", seed " << seed);
+  xqa_decode_host(rt, p, a, cb.threads);
+
+  const test::XqaRefResult ref = test::xqa_reference(p, c.host_params());
+  const test::XqaCompare cmp = test::xqa_compare(p, ref, out.data(), p.write_lse ? lse.data() : nullptr, poison);
+  const double tol = p.out_dtype == kc::kE4M3 ? 8e-2 : 5e-3;
+  CHECK(cmp.nonfinite == 0);
+  CHECK(cmp.clobbered == 0);
+  CHECK(cmp.rel_l2 < tol);
+  CHECK(cmp.max_row_rel < 5 * tol);
+  if (p.write_lse) CHECK(cmp.lse_max_abs < 2e-3);
+  if (cb.forced_splits > 0) CHECK(plan.num_splits == cb.forced_splits);
+}
+
+RuntimeOptions host_test_options(const test::TempDir& dir) {
+  RuntimeOptions o = RuntimeOptions::from_env();  // KTUNE_CACHE may point at a warm cache
+  if (o.cache_path.empty() || !std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("host.db");
+  o.allow_jit = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("host xqa_decode matches the fp64 reference over the matrix", "[host][xqa]") {
+  KTUNE_REQUIRE_HOST();
+  const uint64_t seed = test::host_run_seed();
+  std::printf("[host][xqa] seed %llu (KTUNE_TEST_SEED=%llu replays)\n", (unsigned long long)seed,
+              (unsigned long long)seed);
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  const auto list = combos();
+  for (size_t i = 0; i < list.size(); ++i) run_combo(rt, list[i], seed + 1000003ull * i);
+}
+
+TEST_CASE("host xqa_decode: every config of the search space gives the same answer", "[host][xqa]") {
+  KTUNE_REQUIRE_HOST();
+  const uint64_t seed = test::host_run_seed();
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  Arch host;
+  host.host = true;
+  const Problem p = make_problem(64, 8, 2, 16, Layout::Nhd, kc::kBF16, kc::kBF16, kc::kBF16, 2, MaskKind::Causal, true,
+                                 false, false, true);
+  const auto space = search_space(p, host);
+  REQUIRE(space.size() >= 6);
+  CHECK(space.front() == default_config(p, host));
+  for (const Config& cfg : space) {
+    HostCombo cb;
+    cb.name = cfg.key();
+    cb.p = p;
+    cb.config = cfg.key();
+    cb.max_seq_len = 300;
+    cb.forced_splits = cfg.tokens_per_tile == 32 ? 3 : 0;
+    run_combo(rt, cb, seed + std::hash<std::string>{}(cfg.key()));
+  }
+}
+
+TEST_CASE("host xqa_decode rejects bad arguments naming the field", "[host][xqa]") {
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  const Problem p = make_problem(64, 8, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false,
+                                 false, false, false);
+  test::XqaRandomOptions o;
+  o.batch = 2;
+  o.max_seq_len = 50;
+  const test::XqaRandomCase c = test::make_xqa_case(p, o);
+  std::vector<unsigned char> out(size_t(c.num_tokens) * p.num_q_heads * p.head_dim * 2);
+  XqaDecodeArgs a = test::host_args(c, out.data(), nullptr);
+  auto expect_field = [&](XqaDecodeArgs bad, const char* field) {
+    try {
+      xqa_decode_host(rt, p, bad, 1);
+      FAIL("expected invalid_argument for " << field);
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(field));
+    }
+  };
+  XqaDecodeArgs b = a;
+  b.q = nullptr;
+  expect_field(b, "q:");
+  b = a;
+  b.config = "t64.s3.w4";  // a CUDA config
+  expect_field(b, "config");
+  b = a;
+  b.config = "t48.v8.u4";
+  expect_field(b, "config");
+  b = a;
+  b.num_tokens = 3;
+  expect_field(b, "num_tokens");
+}

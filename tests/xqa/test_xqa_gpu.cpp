@@ -1,0 +1,719 @@
+// xqa_decode through the real runtime (ktune::xqa_decode) against the fp64 CPU reference.
+//
+// [gpu][xqa]: a fixed, seeded sample of the specialization matrix (head_dim x GQA ratio x page size x
+//   layout x KV dtype x q_len {1,2,3,4,7,16} x mask x sinks x window x softcap x lse x config) plus targeted edge
+//   cases. The kernels are a fixed list (so `[xqa_precompile]` can put them into a cache ahead of time); the
+//   data are fresh every run: seq_lens (1..64K, not page-aligned), uniform/ragged form, zero-length padding
+//   requests, shuffled block tables, NaN-filled unused pages, poisoned outputs/workspace, planned and forced
+//   split counts. The run seed is printed; KTUNE_TEST_SEED=<seed> replays it.
+// [xqa] (CPU only): argument validation names the field and runs before any driver call.
+// [.][xqa_precompile]: compiles every kernel of the GPU tests into $KTUNE_CACHE for $KTUNE_XQA_ARCH (default
+//   sm_90a); needs no GPU.
+//
+// Tolerances: ||out - ref|| / ||ref|| < 1e-2 for 16-bit outputs; 8e-2 for e4m3 outputs (3 mantissa bits:
+// rounding alone gives a relative RMS error of ~2.5-3%, so 8e-2 leaves room for the kernel's own fp16 P and
+// accumulation rounding without hiding a wrong row, which is off by O(1)). Every row: < 5x that, with a floor on
+// the row norm for e4m3 (see xqa_compare). LSE (when written): |lse - ref| < 2e-2.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/numerics.cuh"
+#include "ktune/error.hpp"
+#include "ktune/tuning.hpp"
+#include "ktune/xqa_decode.hpp"
+#include "support/gpu.hpp"
+#include "support/random_inputs.hpp"
+#include "support/temp_dir.hpp"
+#include "support/xqa_reference.hpp"
+
+using namespace ktune;
+using namespace ktune::xqa;
+namespace kc = ::ktune_common;
+
+namespace {
+
+constexpr float kQScale = 0.25f, kOScale = 0.25f;  // what make_xqa_case folds in for FP8 Q / FP8 output
+
+// ---------------------------------------------------------------------------------------------------------
+// The kernel list: a fixed-seed sample of the matrix plus edge cases. `config` empty = the launch resolves it
+// (tuned or default); otherwise it is forced.
+struct Combo {
+  std::string name;
+  Problem p;
+  std::string config;
+  // data knobs; < 0 = drawn per run
+  int batch = -1, max_seq_len = -1, min_seq_len = -1, ragged = -1, forced_splits = -1, window_left = -1;
+  double zero_fraction = -1, short_fraction = -1;
+};
+
+Problem make_problem(int d, int hq, int hkv, int page, Layout lay, DType q, DType kv, DType out, int ql, MaskKind m,
+                     bool sink, bool win, bool cap, bool lse) {
+  Problem p;
+  p.head_dim = d;
+  p.num_q_heads = hq;
+  p.num_kv_heads = hkv;
+  p.page_size = page;
+  p.layout = lay;
+  p.q_dtype = q;
+  p.kv_dtype = kv;
+  p.out_dtype = out;
+  p.max_q_len = ql;
+  p.mask = m;
+  p.has_sinks = sink;
+  p.sliding_window = win;
+  p.softcap = cap;
+  p.write_lse = lse;
+  p.validate();
+  return p;
+}
+
+const Arch kSm90a{9, 0, 'a'};
+
+std::vector<Combo> sampled_combos() {
+  std::vector<Combo> out;
+  test::SplitMix rng(20261129);  // fixed: the kernel list never changes between runs
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng.next() % v.size()); };
+  const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
+  while (out.size() < 96) {
+    Combo c;
+    const int d = pick({64, 128, 256});
+    const int group = pick({1, 2, 3, 4, 5, 6, 8, 12, 16});
+    const int hkv = pick({1, 2, 4, 8});
+    const int page = pick({16, 32, 64, 128});
+    const Layout lay = rng.uniform() < 0.5 ? Layout::Hnd : Layout::Nhd;
+    const DType kv = DType(pick({0, 1, 2}));
+    DType q = kv, o;
+    if (kv == E4) q = rng.uniform() < 0.15 ? E4 : (rng.uniform() < 0.6 ? BF : FP);
+    if (rng.uniform() < 0.15) o = E4;
+    else o = q == E4 ? (rng.uniform() < 0.5 ? BF : FP) : q;
+    const int ql = pick({1, 2, 3, 4, 7, 16});
+    MaskKind m;
+    if (ql == 1) m = rng.uniform() < 0.6 ? MaskKind::None : (rng.uniform() < 0.7 ? MaskKind::Causal : MaskKind::Explicit);
+    else m = rng.uniform() < 0.5 ? MaskKind::Causal : MaskKind::Explicit;
+    c.p = make_problem(d, hkv * group, hkv, page, lay, q, kv, o, ql, m, rng.uniform() < 0.3, rng.uniform() < 0.3,
+                       rng.uniform() < 0.15, rng.uniform() < 0.4);
+    if (rng.uniform() < 0.4) {
+      const std::vector<Config> space = search_space(c.p, kSm90a);
+      c.config = space[rng.next() % space.size()].key();
+    }
+    c.name = "m" + std::to_string(out.size());
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<Combo> edge_combos() {
+  const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
+  const Layout H = Layout::Hnd, N = Layout::Nhd;
+  const MaskKind NO = MaskKind::None, CA = MaskKind::Causal, EX = MaskKind::Explicit;
+  std::vector<Combo> v;
+  auto add = [&](const char* name, Problem p, std::string cfg, std::function<void(Combo&)> knobs) {
+    Combo c;
+    c.name = name;
+    c.p = p;
+    c.config = std::move(cfg);
+    knobs(c);
+    v.push_back(c);
+  };
+  // long contexts (split-KV): 30K..64K tokens, planned and many forced splits
+  add("long_bf16_q1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 1, NO, false, false, false, true), "",
+      [](Combo& c) { c.batch = 2; c.min_seq_len = 30000; c.max_seq_len = 65536; c.short_fraction = 0; c.forced_splits = 77; c.zero_fraction = 0; });
+  add("long_fp8q_q2_nhd", make_problem(128, 8, 2, 64, N, E4, E4, BF, 2, CA, true, false, false, true), "",
+      [](Combo& c) { c.batch = 2; c.min_seq_len = 40000; c.max_seq_len = 65536; c.short_fraction = 0; c.forced_splits = 5; c.zero_fraction = 0; });
+  add("long_window_sink", make_problem(64, 16, 4, 16, H, FP, FP, FP, 4, CA, true, true, false, true), "",
+      [](Combo& c) { c.batch = 3; c.min_seq_len = 20000; c.max_seq_len = 50000; c.window_left = 3000; c.forced_splits = 13; });
+  // MQA, group 16, q_len 16 explicit tree mask, ragged with padding
+  add("mqa_q16_mask", make_problem(64, 16, 1, 16, N, FP, FP, FP, 16, EX, true, false, false, true), "",
+      [](Combo& c) { c.batch = 6; c.max_seq_len = 2000; c.ragged = 1; c.zero_fraction = 0.3; });
+  // 256 query rows per kv head (group 16 x q_len 16), head_dim 256, every flag, e4m3 output
+  add("rows256_allflags", make_problem(256, 32, 2, 128, H, BF, BF, E4, 16, EX, true, true, true, true), "",
+      [](Combo& c) { c.batch = 3; c.max_seq_len = 1500; c.window_left = 700; });
+  // all requests zero-length (ragged CUDA-graph padding): nothing may be written
+  add("all_padding", make_problem(128, 16, 4, 32, H, BF, BF, BF, 4, CA, false, false, false, true), "",
+      [](Combo& c) { c.batch = 4; c.ragged = 1; c.zero_fraction = 1.0; c.max_seq_len = 500; c.forced_splits = 3; });
+  // uniform form with seq_len 0 padding requests, fp8 KV
+  add("uniform_padding_fp8", make_problem(128, 32, 8, 32, H, BF, E4, BF, 4, CA, false, false, false, true), "",
+      [](Combo& c) { c.batch = 6; c.ragged = 0; c.zero_fraction = 0.5; c.max_seq_len = 3000; });
+  // only draft tokens (seq_len in [q_len, q_len + 40]), window 0 (each query sees itself only)
+  add("drafts_only_window0", make_problem(128, 12, 2, 16, N, BF, BF, BF, 7, EX, false, true, false, true), "",
+      [](Combo& c) { c.batch = 5; c.short_fraction = 1.0; c.window_left = 0; c.max_seq_len = 60; });
+  // tile > page (4 pages per tile) and tile < page
+  add("tile_gt_page", make_problem(128, 8, 8, 16, H, BF, BF, BF, 4, CA, false, false, false, false), "t64.s3.w4",
+      [](Combo& c) { c.batch = 4; c.max_seq_len = 5000; });
+  add("tile_lt_page", make_problem(64, 24, 4, 128, N, FP, E4, FP, 3, CA, true, false, true, false), "t32.s4.w2",
+      [](Combo& c) { c.batch = 4; c.max_seq_len = 5000; });
+  // the bench problems (default configs)
+  add("bench_bf16_q1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 1, NO, false, false, false, false), "",
+      [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
+  add("bench_bf16_q4", make_problem(128, 32, 8, 32, H, BF, BF, BF, 4, CA, false, false, false, false), "",
+      [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
+  add("bench_fp8_q1", make_problem(128, 32, 8, 32, H, BF, E4, BF, 1, NO, false, false, false, false), "",
+      [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
+  add("bench_fp8_q4", make_problem(128, 32, 8, 32, H, BF, E4, BF, 4, CA, false, false, false, false), "",
+      [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
+  add("bench_64x8_q1", make_problem(128, 64, 8, 32, H, BF, BF, BF, 1, NO, false, false, false, false), "",
+      [](Combo& c) { c.batch = 1; c.min_seq_len = 20000; c.max_seq_len = 40000; c.short_fraction = 0; c.zero_fraction = 0; });
+  return v;
+}
+
+std::vector<Combo> all_combos() {
+  std::vector<Combo> v = edge_combos();
+  for (Combo& c : sampled_combos()) v.push_back(std::move(c));
+  return v;
+}
+
+// The process's runtime for these tests: options from the environment (KTUNE_CACHE, KTUNE_JIT, ...).
+Runtime& test_runtime() {
+  static Runtime rt(RuntimeOptions::from_env());
+  return rt;
+}
+
+// Makes sure every kernel of `combos` is in a cache layer (compiling on all cores where needed).
+void precompile(Runtime& rt, const std::vector<Combo>& combos, const Arch& arch, int* compiled, int* failed) {
+  std::vector<std::pair<Problem, Config>> jobs;
+  for (const Combo& c : combos) {
+    const Config cfg = c.config.empty() ? default_config(c.p, arch) : Config::from_key(c.config);
+    jobs.push_back({c.p, cfg});
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<int> n_compiled{0}, n_failed{0};
+  const unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16u));
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        try {
+          if (rt.ensure_binary(generate(jobs[i].first, jobs[i].second, arch), arch).compiled) ++n_compiled;
+        } catch (const std::exception& e) {
+          ++n_failed;
+          std::printf("precompile %s / %s failed: %s\n", jobs[i].first.key().c_str(), jobs[i].second.key().c_str(),
+                      e.what());
+        }
+      }
+    });
+  for (auto& th : pool) th.join();
+  *compiled = n_compiled;
+  *failed = n_failed;
+}
+
+uint64_t run_seed() {
+  if (const char* s = std::getenv("KTUNE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+}
+
+double tolerance(const Problem& p) { return p.out_dtype == kc::kE4M3 ? 8e-2 : 1e-2; }
+
+// Device copies of one random case plus the launch arguments over them.
+struct DevCase {
+  test::XqaRandomCase c;
+  std::unique_ptr<test::DeviceBuffer> q, kv, bt, sl, cu, mask, sinks, out, lse, ws;
+  size_t out_bytes = 0, lse_bytes = 0;
+
+  explicit DevCase(test::XqaRandomCase&& cc) : c(std::move(cc)) {
+    const Problem& p = c.problem;
+    auto up = [](const auto& v) {
+      auto b = std::make_unique<test::DeviceBuffer>(std::max<size_t>(16, v.size() * sizeof(v[0])));
+      if (!v.empty()) b->upload(v.data(), v.size() * sizeof(v[0]));
+      return b;
+    };
+    q = up(c.q);
+    kv = up(c.kv);
+    bt = up(c.block_tables);
+    sl = up(c.seq_lens);
+    cu = up(c.q_cu);
+    mask = up(c.mask);
+    sinks = up(c.sinks);
+    const size_t rows = size_t(std::max(1, c.num_tokens)) * p.num_q_heads;
+    out_bytes = rows * p.head_dim * kc::dtype_size(int(p.out_dtype));
+    lse_bytes = rows * sizeof(float);
+    out = std::make_unique<test::DeviceBuffer>(out_bytes);
+    lse = std::make_unique<test::DeviceBuffer>(lse_bytes);
+  }
+
+  XqaDecodeArgs args(int max_seq_len) const {
+    const Problem& p = c.problem;
+    XqaDecodeArgs a;
+    a.q = q->as<void>();
+    a.kv_cache = kv->as<void>();
+    a.block_tables = bt->as<int32_t>();
+    a.seq_lens = sl->as<int32_t>();
+    a.q_cu_seq_lens = c.opt.ragged ? cu->as<int32_t>() : nullptr;
+    a.mask = p.mask == MaskKind::Explicit ? mask->as<uint16_t>() : nullptr;
+    a.sinks = p.has_sinks ? sinks->as<float>() : nullptr;
+    a.out = out->as<void>();
+    a.lse = p.write_lse ? lse->as<float>() : nullptr;
+    a.batch = c.batch;
+    a.num_tokens = c.num_tokens;
+    a.q_len_per_req = c.q_len_per_req;
+    a.max_pages_per_req = c.max_pages_per_req;
+    a.num_pages = c.num_pages;
+    a.max_seq_len = max_seq_len;
+    a.softmax_scale = c.opt.logit_sharpness / std::sqrt(float(p.head_dim));
+    a.k_scale = c.k_scale;
+    a.v_scale = c.v_scale;
+    a.q_scale = kQScale;  // must only apply to an FP8 Q
+    a.o_scale = kOScale;  // must only apply to an FP8 output
+    a.softcap = c.softcap;
+    a.window_left = c.window_left;
+    return a;
+  }
+
+  void ensure_workspace(size_t bytes) {
+    if (bytes == 0 || (ws && ws->bytes() >= bytes)) return;
+    ws = std::make_unique<test::DeviceBuffer>(bytes);
+  }
+
+  void poison() {
+    out->poison(0xFF);
+    lse->poison(0xFF);
+    if (ws) ws->poison(0xFF);  // NaN: a read of an unwritten partial shows
+  }
+
+  test::XqaCompare compare(const test::XqaRefResult& ref) const {
+    const auto o = out->download<unsigned char>(out_bytes);
+    const auto l = lse->download<float>(lse_bytes / sizeof(float));
+    test::XqaCompare r = test::xqa_compare(c.problem, ref, o.data(), c.problem.write_lse ? l.data() : nullptr, 0xFF);
+    if (c.num_tokens == 0)  // nothing may be written at all
+      for (unsigned char b : o) r.clobbered += b != 0xFF;
+    return r;
+  }
+};
+
+struct Outcome {
+  bool ok = false;
+  std::string line;
+  double rel = 0;
+};
+
+Outcome check(const Problem& p, const test::XqaCompare& r) {
+  const double tol = tolerance(p);
+  Outcome o;
+  o.rel = r.rel_l2;
+  o.ok = r.rel_l2 < tol && r.max_row_rel < 5 * tol && r.nonfinite == 0 && r.clobbered == 0 &&
+         (!p.write_lse || r.lse_max_abs < 2e-2);
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "rel %.2e row %.2e lse %.1e nonfinite %lld clobbered %lld", r.rel_l2, r.max_row_rel,
+                r.lse_max_abs, r.nonfinite, r.clobbered);
+  o.line = buf;
+  return o;
+}
+
+// Shrinks (batch, max_seq_len) so that input generation and the fp64 reference stay well under a second.
+void fit_budget(const Problem& p, int* batch, int* max_len, int min_len) {
+  const unsigned cores = std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
+  for (int guard = 0; guard < 64; ++guard) {
+    const double avg = 0.5 * (*max_len + std::min(min_len, *max_len));
+    const double items = std::min<double>(cores, double(*batch) * p.num_kv_heads);
+    const double ref_s = double(*batch) * avg * p.num_kv_heads * p.head_dim * p.max_q_len * p.group_size() * 4 /
+                         (items * 1.0e9);
+    const double gen_s = double(*batch) * avg * p.num_kv_heads * p.head_dim * 2 /
+                         (std::min<double>(cores, *batch) * 4.0e7);
+    if (ref_s + gen_s < 0.6) return;
+    if (*batch > 2) --*batch;
+    else if (*max_len > 2048) *max_len /= 2;
+    else return;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+TEST_CASE("xqa_decode kernels of the GPU tests compile into the cache", "[.][xqa_precompile]") {
+  const char* a = std::getenv("KTUNE_XQA_ARCH");
+  const Arch arch = Arch::parse(a ? a : "sm_90a");
+  Runtime& rt = test_runtime();
+  int compiled = 0, failed = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Combo> combos = all_combos();
+  precompile(rt, combos, arch, &compiled, &failed);
+  std::printf("xqa precompile: %zu kernels for %s, %d compiled, %d failed, %.1f s\n", combos.size(), arch.str().c_str(),
+              compiled, failed,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  CHECK(failed == 0);
+}
+
+TEST_CASE("xqa_decode matches the fp64 reference over the sampled matrix", "[gpu][xqa]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const uint64_t seed = run_seed();
+  std::printf("xqa gpu matrix: seed %llu (KTUNE_TEST_SEED=%llu replays it)\n", (unsigned long long)seed,
+              (unsigned long long)seed);
+  INFO("seed " << seed << " (KTUNE_TEST_SEED replays it)");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Combo> combos = all_combos();
+  {
+    int compiled = 0, failed = 0;
+    precompile(rt, combos, rt.current_arch(), &compiled, &failed);
+    std::printf("xqa gpu matrix: %zu kernels ready (%d compiled here, %d failed) in %.1f s\n", combos.size(), compiled,
+                failed, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::fflush(stdout);
+    CHECK(failed == 0);  // the combos whose kernel failed fail below with the compiler's message
+  }
+
+  test::SplitMix rng(seed);
+  int runs = 0, passed = 0;
+  double worst16 = 0, worst8 = 0;
+  std::string worst16_at, worst8_at;
+  std::vector<std::string> failures;
+  for (size_t ci = 0; ci < combos.size(); ++ci) {
+    const Combo& cb = combos[ci];
+    const Problem& p = cb.p;
+    test::XqaRandomOptions o;
+    o.seed = rng.next();
+    o.ragged = cb.ragged >= 0 ? cb.ragged == 1 : rng.uniform() < 0.5;
+    o.zero_fraction = cb.zero_fraction >= 0 ? cb.zero_fraction : (rng.uniform() < 0.5 ? 0.25 : 0.0);
+    o.short_fraction = cb.short_fraction >= 0 ? cb.short_fraction : 0.3;
+    int max_len = cb.max_seq_len;
+    if (max_len < 0) {
+      static const int lens[] = {48, 300, 1500, 4096, 9000, 20000, 65536};
+      const double u = rng.uniform();
+      max_len = lens[u < 0.08 ? 0 : u < 0.25 ? 1 : u < 0.5 ? 2 : u < 0.7 ? 3 : u < 0.85 ? 4 : u < 0.95 ? 5 : 6];
+    }
+    int batch = cb.batch > 0 ? cb.batch : rng.range(2, 8);
+    o.min_seq_len = cb.min_seq_len > 0 ? cb.min_seq_len : 1;
+    if (cb.batch < 0 || cb.max_seq_len < 0) fit_budget(p, &batch, &max_len, o.min_seq_len);
+    o.batch = batch;
+    o.max_seq_len = max_len;
+    o.min_seq_len = std::min(o.min_seq_len, max_len);
+    if (!o.ragged && p.max_q_len > 1 && cb.ragged < 0 && rng.uniform() < 0.25) o.q_len = rng.range(1, p.max_q_len - 1);
+    o.window_left = cb.window_left >= 0 ? cb.window_left
+                                         : (rng.uniform() < 0.3 ? rng.range(0, 64) : rng.range(100, 5000));
+
+    DevCase dc(test::make_xqa_case(p, o));
+    const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
+
+    // max_seq_len: the largest drawn, or a looser upper bound (as a CUDA-graph capture would pass).
+    const int cap = dc.c.max_pages_per_req * p.page_size;
+    int bound = std::max(1, dc.c.max_seq_len);
+    if (rng.uniform() < 0.4) bound = int(std::min<int64_t>(cap, bucket_pow2_ceil(bound)));
+    bound = std::max(1, std::min(bound, cap));
+
+    const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
+    const int forced = cb.forced_splits > 0 ? cb.forced_splits : rng.range(2, 40);
+    for (int split_mode = 0; split_mode < 2; ++split_mode) {
+      const int splits = split_mode == 0 ? 0 : forced;
+      std::string where;
+      Outcome res;
+      XqaDecodePlan plan;
+      try {
+        plan = xqa_decode_plan(rt, p, batch, bound, cfg, splits);
+        dc.ensure_workspace(plan.workspace_bytes);
+        dc.poison();
+        XqaDecodeArgs a = dc.args(bound);
+        a.config = cfg;
+        a.num_splits = splits;
+        if (dc.ws) {
+          a.workspace = dc.ws->as<void>();
+          a.workspace_bytes = dc.ws->bytes();
+        }
+        xqa_decode(rt, p, a, nullptr);
+        test::sync();
+        res = check(p, dc.compare(ref));
+      } catch (const std::exception& e) {
+        res.ok = false;
+        res.line = std::string("threw: ") + e.what();
+      }
+      ++runs;
+      char head[512];
+      std::snprintf(head, sizeof(head), "%-20s %-58s %-10s %-7s B%d tok%d L<=%d bound %d splits %d (%s)", cb.name.c_str(),
+                    p.key().c_str(), plan.config.c_str(), o.ragged ? "ragged" : "uniform", batch, dc.c.num_tokens,
+                    dc.c.max_seq_len, bound, plan.num_splits, splits ? "forced" : "planned");
+      std::printf("%s %s %s\n", head, res.line.c_str(), res.ok ? "PASS" : "FAIL");
+      std::fflush(stdout);
+      if (res.ok) {
+        ++passed;
+        double& worst = p.out_dtype == kc::kE4M3 ? worst8 : worst16;
+        if (res.rel > worst) {
+          worst = res.rel;
+          (p.out_dtype == kc::kE4M3 ? worst8_at : worst16_at) = std::string(head);
+        }
+      } else {
+        failures.push_back(std::string(head) + " " + res.line);
+      }
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("XQA GPU MATRIX: %d/%d runs passed (%zu kernels), worst rel error 16-bit out %.2e, e4m3 out %.2e, "
+              "%.1f s, seed %llu\n  worst 16-bit: %s\n  worst e4m3: %s\n",
+              passed, runs, combos.size(), worst16, worst8, secs, (unsigned long long)seed, worst16_at.c_str(),
+              worst8_at.c_str());
+  for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("a second xqa_decode launch of the same key compiles and loads nothing", "[gpu][xqa]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime rt(RuntimeOptions::from_env());
+  const Problem p = make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None,
+                                 false, false, false, false);
+  test::XqaRandomOptions o;
+  o.batch = 4;
+  o.max_seq_len = 3000;
+  o.seed = run_seed();
+  DevCase dc(test::make_xqa_case(p, o));
+  const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
+  const int bound = std::max(1, dc.c.max_seq_len);
+  dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
+  auto run_once = [&] {
+    XqaDecodeArgs a = dc.args(bound);
+    if (dc.ws) {
+      a.workspace = dc.ws->as<void>();
+      a.workspace_bytes = dc.ws->bytes();
+    }
+    dc.poison();
+    xqa_decode(rt, p, a, nullptr);
+    test::sync();
+    const Outcome r = check(p, dc.compare(ref));
+    INFO(r.line);
+    CHECK(r.ok);
+  };
+  run_once();
+  const RuntimeStats s1 = rt.stats();
+  CHECK(s1.loads == 1);
+  run_once();
+  const RuntimeStats s2 = rt.stats();
+  CHECK(s2.compiles == s1.compiles);
+  CHECK(s2.loads == s1.loads);
+  CHECK(s2.cache_hits == s1.cache_hits);
+  CHECK(s2.misses == s1.misses);
+  CHECK(s2.memory_hits == s1.memory_hits + 1);
+  std::printf("second launch: compiles %lld -> %lld, loads %lld -> %lld, memory hits %lld -> %lld\n",
+              (long long)s1.compiles, (long long)s2.compiles, (long long)s1.loads, (long long)s2.loads,
+              (long long)s1.memory_hits, (long long)s2.memory_hits);
+}
+
+TEST_CASE("xqa_decode replays from a captured CUDA graph with new seq_lens", "[gpu][xqa]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const auto& cu = detail::driver();
+  const Problem p = make_problem(128, 16, 4, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 4, MaskKind::Causal,
+                                 true, false, false, true);
+  test::XqaRandomOptions o;
+  o.batch = 4;
+  o.min_seq_len = 500;
+  o.max_seq_len = 6000;
+  o.short_fraction = 0;
+  o.seed = run_seed();
+  DevCase dc(test::make_xqa_case(p, o));
+  const int bound = dc.c.max_pages_per_req * p.page_size;  // an upper bound, as an engine captures with
+  for (int splits : {0, 6}) {
+    dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound, nullptr, splits));
+    XqaDecodeArgs a = dc.args(bound);
+    a.num_splits = splits;
+    if (dc.ws) {
+      a.workspace = dc.ws->as<void>();
+      a.workspace_bytes = dc.ws->bytes();
+    }
+    CUstream stream = nullptr;
+    CU_CHECK(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    xqa_decode(rt, p, a, stream);  // warm-up: loads the module before capture
+    CU_CHECK(cu.cuStreamSynchronize(stream));
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    CU_CHECK(cu.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    const RuntimeStats before = rt.stats();
+    try {
+      xqa_decode(rt, p, a, stream);
+    } catch (...) {
+      cu.cuStreamEndCapture(stream, &graph);
+      throw;
+    }
+    CU_CHECK(cu.cuStreamEndCapture(stream, &graph));
+    CHECK(rt.stats().compiles == before.compiles);
+    CHECK(rt.stats().loads == before.loads);
+    CU_CHECK(cu.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    // Replay twice: the captured seq_lens, then shorter ones written into the same device array.
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1) {
+        test::SplitMix r(o.seed + 99);
+        for (int& L : dc.c.seq_lens) L = std::max(1, L - r.range(0, L - 1));
+        dc.sl->upload(dc.c.seq_lens);
+      }
+      const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
+      dc.poison();
+      CU_CHECK(cu.cuGraphLaunch(exec, stream));
+      CU_CHECK(cu.cuStreamSynchronize(stream));
+      const Outcome res = check(p, dc.compare(ref));
+      INFO("splits " << splits << " replay " << round << ": " << res.line);
+      CHECK(res.ok);
+      std::printf("graph replay (splits %d, round %d): %s\n", splits, round, res.line.c_str());
+    }
+    cu.cuGraphExecDestroy(exec);
+    cu.cuGraphDestroy(graph);
+    cu.cuStreamDestroy(stream);
+    if (splits == 0) {  // restore the original lengths for the split round
+      DevCase fresh(test::make_xqa_case(p, o));
+      dc.c.seq_lens = fresh.c.seq_lens;
+      dc.sl->upload(dc.c.seq_lens);
+    }
+  }
+}
+
+TEST_CASE("xqa_decode plans split-KV for few long requests and refuses a missing workspace", "[gpu][xqa]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const Problem p = make_problem(128, 64, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None,
+                                 false, false, false, false);
+  const XqaDecodePlan plan = xqa_decode_plan(rt, p, 1, 131072);
+  std::printf("plan B1 L128K 64/8 heads: config %s (%s), %d splits, workspace %zu B\n", plan.config.c_str(),
+              plan.source.c_str(), plan.num_splits, plan.workspace_bytes);
+  CHECK(plan.num_splits > 1);
+  CHECK(plan.workspace_bytes > 0);
+  XqaDecodeArgs a;
+  a.q = a.kv_cache = a.out = reinterpret_cast<void*>(uintptr_t(0x100000));
+  a.block_tables = a.seq_lens = reinterpret_cast<const int32_t*>(uintptr_t(0x100000));
+  a.batch = 1;
+  a.num_tokens = 1;
+  a.max_pages_per_req = 4096;
+  a.num_pages = 4096;
+  a.max_seq_len = 131072;
+  a.softmax_scale = 0.088f;
+  try {
+    xqa_decode(rt, p, a, nullptr);
+    FAIL("expected a workspace error");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(std::string(e.what()).find("workspace: ") != std::string::npos);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// CPU only: every bad field is reported by name before any driver call (there is no driver in CI).
+namespace {
+
+Problem validation_problem() {
+  return make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 4, MaskKind::Causal, false, false,
+                      false, false);
+}
+
+XqaDecodeArgs valid_args() {
+  auto fake = [](uintptr_t a) { return reinterpret_cast<void*>(a); };
+  XqaDecodeArgs a;
+  a.q = fake(0x10000);
+  a.kv_cache = fake(0x20000);
+  a.block_tables = static_cast<const int32_t*>(fake(0x30000));
+  a.seq_lens = static_cast<const int32_t*>(fake(0x40000));
+  a.out = fake(0x50000);
+  a.batch = 8;
+  a.num_tokens = 32;
+  a.q_len_per_req = 4;
+  a.max_pages_per_req = 128;
+  a.num_pages = 1024;
+  a.max_seq_len = 4096;
+  a.softmax_scale = 0.088f;
+  return a;
+}
+
+std::string error_of(const std::function<void()>& f, Status* status) {
+  try {
+    f();
+  } catch (const Error& e) {
+    *status = e.status();
+    return e.what();
+  }
+  *status = Status::ok;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") {
+  test::TempDir dir;
+  RuntimeOptions ro;
+  ro.cache_path = dir.file("v.db");
+  Runtime rt(ro);
+  auto fake = [](uintptr_t a) { return reinterpret_cast<void*>(a); };
+  const Problem base = validation_problem();
+  REQUIRE_NOTHROW(xqa_decode_validate(base, valid_args()));
+
+  struct Case {
+    const char* field;
+    std::function<void(Problem&, XqaDecodeArgs&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"head_dim", [](Problem& p, XqaDecodeArgs&) { p.head_dim = 96; }},
+      {"q", [](Problem&, XqaDecodeArgs& a) { a.q = nullptr; }},
+      {"kv_cache", [](Problem&, XqaDecodeArgs& a) { a.kv_cache = nullptr; }},
+      {"kv_cache", [&](Problem&, XqaDecodeArgs& a) { a.kv_cache = fake(0x20008); }},
+      {"block_tables", [](Problem&, XqaDecodeArgs& a) { a.block_tables = nullptr; }},
+      {"seq_lens", [](Problem&, XqaDecodeArgs& a) { a.seq_lens = nullptr; }},
+      {"out", [](Problem&, XqaDecodeArgs& a) { a.out = nullptr; }},
+      {"out", [&](Problem&, XqaDecodeArgs& a) { a.out = fake(0x50002); }},
+      {"batch", [](Problem&, XqaDecodeArgs& a) { a.batch = 0; }},
+      {"batch", [](Problem&, XqaDecodeArgs& a) { a.batch = 70000; }},
+      {"num_tokens", [](Problem&, XqaDecodeArgs& a) { a.num_tokens = 31; }},
+      {"q_len_per_req", [](Problem&, XqaDecodeArgs& a) { a.q_len_per_req = 0; }},
+      {"q_len_per_req", [](Problem&, XqaDecodeArgs& a) { a.q_len_per_req = 5; a.num_tokens = 40; }},
+      {"num_tokens", [&](Problem&, XqaDecodeArgs& a) {
+         a.q_cu_seq_lens = static_cast<const int32_t*>(fake(0x60000));
+         a.num_tokens = 33;
+       }},
+      {"mask", [&](Problem&, XqaDecodeArgs& a) { a.mask = static_cast<const uint16_t*>(fake(0x70000)); }},
+      {"mask", [](Problem& p, XqaDecodeArgs&) { p.mask = MaskKind::Explicit; }},
+      {"sinks", [](Problem& p, XqaDecodeArgs&) { p.has_sinks = true; }},
+      {"sinks", [&](Problem&, XqaDecodeArgs& a) { a.sinks = static_cast<const float*>(fake(0x80000)); }},
+      {"lse", [](Problem& p, XqaDecodeArgs&) { p.write_lse = true; }},
+      {"lse", [&](Problem&, XqaDecodeArgs& a) { a.lse = static_cast<float*>(fake(0x90000)); }},
+      {"window_left", [](Problem& p, XqaDecodeArgs&) { p.sliding_window = true; }},
+      {"window_left", [](Problem&, XqaDecodeArgs& a) { a.window_left = 128; }},
+      {"softcap", [](Problem& p, XqaDecodeArgs&) { p.softcap = true; }},
+      {"softcap", [](Problem&, XqaDecodeArgs& a) { a.softcap = 30.f; }},
+      {"softcap", [](Problem& p, XqaDecodeArgs& a) { p.softcap = true; a.softcap = std::nanf(""); }},
+      {"softmax_scale", [](Problem&, XqaDecodeArgs& a) { a.softmax_scale = 0.f; }},
+      {"softmax_scale", [](Problem&, XqaDecodeArgs& a) { a.softmax_scale = std::nanf(""); }},
+      {"k_scale", [](Problem&, XqaDecodeArgs& a) { a.k_scale = -1.f; }},
+      {"v_scale", [](Problem&, XqaDecodeArgs& a) { a.v_scale = INFINITY; }},
+      {"q_scale", [](Problem& p, XqaDecodeArgs& a) { p.q_dtype = p.kv_dtype = kc::kE4M3; a.q_scale = 0.f; }},
+      {"o_scale", [](Problem& p, XqaDecodeArgs& a) { p.out_dtype = kc::kE4M3; a.o_scale = 0.f; }},
+      {"max_seq_len", [](Problem&, XqaDecodeArgs& a) { a.max_seq_len = 0; }},
+      {"max_pages_per_req", [](Problem&, XqaDecodeArgs& a) { a.max_pages_per_req = 0; }},
+      {"max_pages_per_req", [](Problem&, XqaDecodeArgs& a) { a.max_seq_len = 128 * 32 + 1; }},
+      {"num_pages", [](Problem&, XqaDecodeArgs& a) { a.num_pages = 0; }},
+      {"num_splits", [](Problem&, XqaDecodeArgs& a) { a.num_splits = -1; }},
+      {"num_splits", [](Problem&, XqaDecodeArgs& a) { a.num_splits = 5000; }},
+      {"config", [](Problem&, XqaDecodeArgs& a) { a.config = "t64.bogus"; }},
+      {"workspace", [](Problem&, XqaDecodeArgs& a) { a.config = "t32.s3.w2"; a.num_splits = 4; }},
+      {"workspace", [&](Problem&, XqaDecodeArgs& a) {
+         a.config = "t32.s3.w2";
+         a.num_splits = 4;
+         a.workspace = fake(0xA0004);
+         a.workspace_bytes = size_t(1) << 30;
+       }},
+      {"workspace_bytes", [&](Problem&, XqaDecodeArgs& a) {
+         a.config = "t32.s3.w2";
+         a.num_splits = 4;
+         a.workspace = fake(0xA0000);
+         a.workspace_bytes = 1024;
+       }},
+  };
+  for (const Case& c : cases) {
+    Problem p = base;
+    XqaDecodeArgs a = valid_args();
+    c.mutate(p, a);
+    Status st = Status::ok;
+    const std::string msg = error_of([&] { xqa_decode(rt, p, a, nullptr); }, &st);
+    INFO("field " << c.field << ": " << msg);
+    CHECK(st == Status::invalid_argument);
+    CHECK(msg.find("xqa_decode") != std::string::npos);
+    CHECK(msg.find(std::string(c.field) + ":") != std::string::npos);
+  }
+
+  // Planning with a forced config and split count needs no device either.
+  const XqaDecodePlan plan = xqa_decode_plan(rt, base, 8, 4096, "t32.s3.w2", 4);
+  CHECK(plan.num_splits == 4);
+  CHECK(plan.source == "forced");
+  CHECK(plan.workspace_bytes == workspace_bytes(base, Config::from_key("t32.s3.w2"), 8, 4));
+  CHECK(xqa_decode_workspace_bytes(rt, base, 8, 4096, "t32.s3.w2", 1) == 0);
+}

@@ -1,0 +1,72 @@
+// ktune tune: tune one key on this GPU and print every candidate's time.
+#include <fmt/format.h>
+
+#include "args.hpp"
+#include "autotune/tuner.hpp"
+#include "commands.hpp"
+#include "json_writer.hpp"
+#include "ktune/device.hpp"
+#include "ktune/family.hpp"
+#include "ktune/runtime.hpp"
+#include "ktune/tuning.hpp"
+
+namespace ktune::cli {
+namespace {
+
+const char* kHelp = R"(usage: ktune tune --family F (--problem KEY | --config JSON) --batch N --max-seq-len N [--tokens M]
+                  [--no-persist] [--cache PATH] [--json]
+  Tunes one key on GPU 0: compiles every candidate config, measures each on rotating random inputs (median of
+  samples, re-measured while noisy), picks the first within 2% of the fastest, stores the whole table with the
+  device fingerprint, and prints it. Batch and seq len are rounded up to their power-of-two buckets.
+)";
+
+}  // namespace
+
+int cmd_tune(const std::vector<std::string>& argv) {
+  for (const auto& a : argv)
+    if (a == "--help") return fmt::print("{}", kHelp), 0;
+  Args args(argv, {"family", "problem", "config", "batch", "max-seq-len", "tokens", "cache"}, {"json", "no-persist"});
+  if (!args.has("family")) throw UsageError("--family is required");
+  const FamilyInfo& fam = family(args.get("family"));
+  std::string problem;
+  if (args.has("problem")) problem = fam.canonical_problem(args.get("problem"));
+  else if (args.has("config")) problem = fam.problem_from_json(args.get("config"));
+  else throw UsageError("give --problem KEY or --config JSON");
+  std::vector<std::pair<std::string, int64_t>> buckets;
+  if (args.has("batch")) buckets.emplace_back("b", bucket_pow2_ceil(args.get_int("batch", 1)));
+  if (args.has("max-seq-len")) buckets.emplace_back("l", bucket_pow2_ceil(args.get_int("max-seq-len", 1)));
+  if (args.has("tokens")) buckets.emplace_back("m", bucket_pow2_ceil(args.get_int("tokens", 1)));
+  if (system_info().devices.empty()) throw UsageError("tune needs a GPU (use ktune compile to build without one)");
+  use_device(0);
+  RuntimeOptions o = RuntimeOptions::from_env();
+  if (args.has("cache")) o.cache_path = args.get("cache");
+  Runtime rt(o);
+  autotune::TuneOptions t;
+  t.persist = !args.has("no-persist");
+  autotune::TuneOutcome r = autotune::tune(rt, fam.name, problem, buckets, t);
+  if (args.has("json")) {
+    std::vector<std::string> rows;
+    for (const auto& c : r.candidates)
+      rows.push_back(JsonObject().str("config", c.config).boolean("ok", c.ok).str("error", c.error)
+                         .real("median_ms", c.m.median_ms).real("spread", c.m.spread).num("rounds", c.m.rounds).dump());
+    fmt::print("{}\n", JsonObject().str("family", r.family).str("key", r.tuning_key).str("winner", r.winner)
+                           .str("device", r.device_fingerprint).num("compiled", r.compiled)
+                           .real("compile_ms", r.compile_ms).real("measure_ms", r.measure_ms)
+                           .raw("candidates", json_array(rows)).dump());
+    return 0;
+  }
+  fmt::print("{} {}\ndevice {}\n", r.family, r.tuning_key, r.device_fingerprint);
+  fmt::print("| config | median us | spread | rounds | note |\n|---|---|---|---|---|\n");
+  for (const auto& c : r.candidates) {
+    if (!c.ok) {
+      fmt::print("| {} | - | - | - | failed: {:.80} |\n", c.config, c.error);
+      continue;
+    }
+    fmt::print("| {} | {:.2f} | {:.1f}% | {} | {} |\n", c.config, c.m.median_ms * 1000, c.m.spread * 100, c.m.rounds,
+               c.config == r.winner ? "winner" : "");
+  }
+  fmt::print("compiled {} candidates in {:.0f} ms, measured in {:.0f} ms\n", r.compiled, r.compile_ms, r.measure_ms);
+  return 0;
+}
+
+}  // namespace ktune::cli
