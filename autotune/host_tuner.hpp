@@ -10,16 +10,17 @@
 
 #include "autotune/tuner.hpp"
 #include "autotune/warmup.hpp"
+#include "ktune/export.hpp"
 
 namespace ktune::autotune {
 
 // The measurement warmup uses for host keys (CI-sized: one warm-up call, 5 single-call samples, one more
 // round if the spread is above 5%).
-MeasureOptions host_measure_options();
+KTUNE_API MeasureOptions host_measure_options();
 
 // What tune() / replay() run for the host (no CUDA context needed).
-TuneOutcome tune_on_host(Runtime& rt, const std::string& family, const std::string& problem_key,
+KTUNE_API TuneOutcome tune_on_host(Runtime& rt, const std::string& family, const std::string& problem_key,
                          const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options);
-ReplayReport replay_on_host(Runtime& rt, const Preset& preset, int64_t max_total_tokens, bool preload);
+KTUNE_API ReplayReport replay_on_host(Runtime& rt, const Preset& preset, int64_t max_total_tokens, bool preload);
 
 }  // namespace ktune::autotune

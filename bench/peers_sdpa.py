@@ -9,7 +9,9 @@ backend then reads group-times more bytes than the logical KV; TB/s is still log
 q_len > 1 uses a bottom-right causal mask (the last q_len keys are the draft tokens): a CausalBias
 (causal_lower_right; flash takes no tensor mask) or a dense boolean mask (tried first for cuDNN); the row says
 which ("mask") and lists the GPU kernels one call ran ("kernels", from the profiler), so a row labelled with a
-backend shows what really executed.
+backend shows what really executed. For q_len > 1 the same call is also timed with no mask at all
+("nomask_kv_tbs"): not decode semantics, but the backend's cost floor, so the comparison is not won by a slow
+mask path.
 FP8 KV rows are not run: SDPA has no FP8 KV path.
 
 Timing: CUDA events around each call, median of --reps calls after 5 warm-ups; inputs rotate over enough
@@ -132,6 +134,14 @@ def run_row(row, backend_name, backend, reps, l2_bytes):
             out.update({"gqa": gqa, "mask": mask_name, "median_us": med, "min_us": mn,
                         "kv_tbs": kv_bytes / (med * 1e-6) / 1e12, "copies": copies,
                         "kernels": kernels_of(call)})
+            if QL > 1:  # the same call without any mask: not decode semantics, the backend's cost floor
+                try:
+                    mask = None
+                    nm, _ = time_calls(call, reps)
+                    out.update({"nomask_median_us": nm, "nomask_kv_tbs": kv_bytes / (nm * 1e-6) / 1e12,
+                                "nomask_kernels": kernels_of(call)})
+                except Exception as e:
+                    out["nomask_error"] = str(e).splitlines()[0][:160]
             if errors:
                 out["refused"] = errors
             del args
@@ -155,19 +165,27 @@ def main():
     print(f"device {prop.name}, torch {torch.__version__}, cuDNN {res['cudnn']}; "
           f"copy (1 GiB D2D, read+write) {res['copy_tbs']:.2f} TB/s", flush=True)
     rows = []
+    res["rows"] = rows
     for row in ROWS:
         for name, backend in BACKENDS:
-            r = run_row(row, name, backend, a.reps, l2)
+            try:
+                r = run_row(row, name, backend, a.reps, l2)
+            except Exception as e:  # e.g. out of memory: report it, keep going
+                r = {"label": row[0], "backend": name, "error": str(e).splitlines()[0][:200]}
+                torch.cuda.empty_cache()
             rows.append(r)
             if "kv_tbs" in r:
                 print(f"  {r['label']:<26} {name:<6} {r['gqa']:<17} {r['mask']:<19} {r['median_us']:9.1f} us "
-                      f"{r['kv_tbs']:6.3f} TB/s  {(r['kernels'] or ['?'])[0][:60]}", flush=True)
+                      f"{r['kv_tbs']:6.3f} TB/s  {(r['kernels'] or ['?'])[-1][:60]}", flush=True)
+                if "nomask_kv_tbs" in r:
+                    print(f"  {r['label']:<26} {name:<6} {r['gqa']:<17} {'none (cost floor)':<19} "
+                          f"{r['nomask_median_us']:9.1f} us {r['nomask_kv_tbs']:6.3f} TB/s  "
+                          f"{(r['nomask_kernels'] or ['?'])[-1][:60]}", flush=True)
             else:
                 print(f"  {r['label']:<26} {name:<6} n/a: {r.get('error', '')[:200]}", flush=True)
-    res["rows"] = rows
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+            if a.json:  # after every row, so a cut-short run still leaves its results
+                with open(a.json, "w") as f:
+                    json.dump(res, f, indent=1)
     return 0
 
 

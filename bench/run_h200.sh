@@ -72,8 +72,9 @@ for r in bx.get("rows", []):
     c = [x for x in r["candidates"] if x["config"] == r["launch_choice"]][0]
     b = [x for x in r["candidates"] if x["config"] == r["best_config"]][0]
     cu, fl = peer.get((r["label"], "cudnn")), peer.get((r["label"], "flash"))
-    f = lambda p: f"{p['kv_tbs']:.2f}" + ("*" if p.get("gqa") == "repeat_interleave" else "") if p else "n/a"
-    best_peer = max([p["kv_tbs"] for p in (cu, fl) if p] or [0])
+    f = lambda p: (f"{p['kv_tbs']:.2f}" + ("*" if p.get("gqa") == "repeat_interleave" else "") +
+                   (f" ({p['nomask_kv_tbs']:.2f} no mask)" if "nomask_kv_tbs" in p else "")) if p else "n/a"
+    best_peer = max([max(p["kv_tbs"], p.get("nomask_kv_tbs", 0)) for p in (cu, fl) if p] or [0])
     vs = f"{b['kv_tbs'] / best_peer:.2f}x" if best_peer else "-"
     bar = f"{r['bar_tbs']:.1f}" if r["bar_tbs"] else "-"
     print(f"| {r['label']} | {c['config']} s{c['splits']} | {c['kv_tbs']:.2f} | {b['config']} s{b['splits']} | "

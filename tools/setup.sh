@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make pkg-config libsqlite3-dev libfmt-dev catch2 llvm-19-dev libclang-cpp19-dev libclang-19-dev)
+packages=(cmake g++ make pkg-config libsqlite3-dev libsodium-dev libfmt-dev catch2 llvm-19-dev libclang-cpp19-dev libclang-19-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

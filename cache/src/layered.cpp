@@ -124,15 +124,22 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
       } else if (!can_write_existing(path)) {
         why_read_only = "the file or its directory is not writable";
       } else {
+        // A signed file is looked at read-only first: opening it writable would already change its header
+        // (WAL mode), and a shipped, signed file must stay byte-for-byte as built.
+        bool is_signed = false;
         try {
-          layer.db = CacheDb::open(path, OpenOptions{});
-          if (!layer.db->signatures().empty()) {
-            layer.db.reset();
-            why_read_only = "it is signed, and a write would void its signature";
+          is_signed = !detail::open_for_reading(path)->signatures().empty();
+        } catch (const CacheError&) {
+          // not readable as a current cache (an older schema, damage): the writable open decides
+        }
+        if (is_signed) {
+          why_read_only = "it is signed, and a write would void its signature";
+        } else {
+          try {
+            layer.db = CacheDb::open(path, OpenOptions{});
+          } catch (const CacheError& e) {
+            why_read_only = fmt::format("opening it writable failed: {}", e.what());
           }
-        } catch (const CacheError& e) {
-          layer.db.reset();
-          why_read_only = fmt::format("opening it writable failed: {}", e.what());
         }
       }
       if (!layer.db) {

@@ -7,6 +7,7 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
+#include "ktune/xqa_decode.hpp"
 
 struct ktune_runtime {
   ktune::Runtime rt;
@@ -36,6 +37,19 @@ ktune_status guarded(F&& f) {
     last_error = "ktune internal: unknown exception";
     return KTUNE_ERROR_INTERNAL;
   }
+}
+
+// Problem keys are parsed once per thread and key: the hot path of a C caller is a string compare.
+const ktune::xqa::Problem& xqa_problem(const char* key) {
+  thread_local std::string last_key;
+  thread_local ktune::xqa::Problem last;
+  if (last_key != key) {
+    ktune::xqa::Problem p = ktune::xqa::Problem::from_key(key);
+    p.validate();
+    last = p;
+    last_key = key;
+  }
+  return last;
 }
 
 ktune_status invalid(const char* what) {
@@ -102,6 +116,40 @@ ktune_status ktune_compile(ktune_runtime* runtime, const char* family, const cha
     std::string config = config_key ? std::string(config_key) : f.default_config(problem, a);
     ktune::EnsureResult r = runtime->rt.ensure_binary(f.generate(problem, config, a), a);
     if (compiled) *compiled = r.compiled ? 1 : 0;
+  });
+}
+
+void ktune_xqa_args_default(ktune_xqa_args* a) {
+  if (!a) return;
+  ktune::XqaDecodeArgs d;
+  *a = ktune_xqa_args{d.q, d.kv_cache, d.block_tables, d.seq_lens, d.q_cu_seq_lens, d.mask, d.sinks, d.out, d.lse,
+                      d.workspace, d.workspace_bytes, d.batch, d.num_tokens, d.q_len_per_req, d.max_pages_per_req,
+                      d.num_pages, d.max_seq_len, d.softmax_scale, d.q_scale, d.k_scale, d.v_scale, d.o_scale,
+                      d.softcap, d.window_left, d.config, d.num_splits};
+}
+
+ktune_status ktune_xqa_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int batch,
+                                              int max_seq_len, size_t* bytes) {
+  if (!runtime) return invalid("ktune_xqa_decode_workspace_bytes: runtime must not be NULL");
+  if (!problem_key) return invalid("ktune_xqa_decode_workspace_bytes: problem_key must not be NULL");
+  if (!bytes) return invalid("ktune_xqa_decode_workspace_bytes: bytes must not be NULL");
+  return guarded([&] { *bytes = ktune::xqa_decode_workspace_bytes(runtime->rt, xqa_problem(problem_key), batch, max_seq_len); });
+}
+
+ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* problem_key, const ktune_xqa_args* a, void* stream) {
+  if (!runtime) return invalid("ktune_xqa_decode: runtime must not be NULL");
+  if (!problem_key) return invalid("ktune_xqa_decode: problem_key must not be NULL");
+  if (!a) return invalid("ktune_xqa_decode: args must not be NULL");
+  return guarded([&] {
+    ktune::XqaDecodeArgs d;
+    d.q = a->q; d.kv_cache = a->kv_cache; d.block_tables = a->block_tables; d.seq_lens = a->seq_lens;
+    d.q_cu_seq_lens = a->q_cu_seq_lens; d.mask = a->mask; d.sinks = a->sinks; d.out = a->out; d.lse = a->lse;
+    d.workspace = a->workspace; d.workspace_bytes = a->workspace_bytes; d.batch = a->batch;
+    d.num_tokens = a->num_tokens; d.q_len_per_req = a->q_len_per_req; d.max_pages_per_req = a->max_pages_per_req;
+    d.num_pages = a->num_pages; d.max_seq_len = a->max_seq_len; d.softmax_scale = a->softmax_scale;
+    d.q_scale = a->q_scale; d.k_scale = a->k_scale; d.v_scale = a->v_scale; d.o_scale = a->o_scale;
+    d.softcap = a->softcap; d.window_left = a->window_left; d.config = a->config; d.num_splits = a->num_splits;
+    ktune::xqa_decode(runtime->rt, xqa_problem(problem_key), d, stream);
   });
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <climits>
+
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 #include "templates/xqa_decode/spec.hpp"
@@ -36,15 +38,24 @@ std::string problem_from_json_unchecked(const std::string& text) {
     for (const char* k : known) ok |= key == k;
     if (!ok) throw Error(Status::invalid_argument, "xqa_decode", fmt::format("problem JSON: unknown field '{}'", key));
   }
+  // An integer field, range-checked before it is narrowed to int (4294967424 must not become 128).
+  auto int_field = [&](const char* k, int fallback) -> int {
+    const cache::Json* v = j.find(k);
+    if (!v) return fallback;
+    if (!v->is_int() || v->as_int() < INT_MIN || v->as_int() > INT_MAX)
+      throw Error(Status::invalid_argument, "xqa_decode",
+                  fmt::format("{}: expected an integer, got {}", k, v->dump()));
+    return static_cast<int>(v->as_int());
+  };
   auto required_int = [&](const char* k) -> int {
     if (!j.contains(k)) throw Error(Status::invalid_argument, "xqa_decode", fmt::format("problem JSON: missing '{}'", k));
-    return static_cast<int>(j.get_int(k, 0));
+    return int_field(k, 0);
   };
   Problem p;
   p.head_dim = required_int("head_dim");
   p.num_q_heads = required_int("num_q_heads");
   p.num_kv_heads = required_int("num_kv_heads");
-  p.page_size = static_cast<int>(j.get_int("page_size", 32));
+  p.page_size = int_field("page_size", 32);
   std::string layout = j.get_string("layout", "hnd");
   if (layout != "hnd" && layout != "nhd")
     throw Error(Status::invalid_argument, "xqa_decode", fmt::format("layout: expected \"hnd\" or \"nhd\", got \"{}\"", layout));
@@ -52,7 +63,7 @@ std::string problem_from_json_unchecked(const std::string& text) {
   p.q_dtype = parse_dtype(j.get_string("q_dtype", "bf16"), "q_dtype");
   p.kv_dtype = parse_dtype(j.get_string("kv_dtype", "bf16"), "kv_dtype");
   p.out_dtype = parse_dtype(j.get_string("out_dtype", j.get_string("q_dtype", "bf16")), "out_dtype");
-  p.max_q_len = static_cast<int>(j.get_int("max_q_len", 1));
+  p.max_q_len = int_field("max_q_len", 1);
   std::string mask = j.get_string("mask", p.max_q_len > 1 ? "causal" : "none");
   if (mask == "none") p.mask = MaskKind::None;
   else if (mask == "causal") p.mask = MaskKind::Causal;

@@ -76,7 +76,10 @@ struct Kernel {
   static constexpr int DM = S::kCapHeadDim, RM = S::kCapRows, TM = S::kCapTile;
   static constexpr int VW = S::kVecWidth, UN = S::kUnroll;
   static constexpr int KVT = S::kKVType;
+  static constexpr int kOChunk = 64;  // output columns accumulated in registers (every head_dim is a multiple)
+  static constexpr int kLanes = 16;   // lanes of the softmax max / sum reductions (every tile is a multiple)
   static_assert(VW >= 1 && (DM % VW) == 0 && (TM % VW) == 0, "kVecWidth must divide head_dim and the tile");
+  static_assert(TM % 16 == 0, "tiles are whole multiples of 16 tokens");
   static_assert(UN >= 1 && UN <= 8, "kUnroll must be 1..8");
 
   // One K or V row of D elements at element offset `e` -> fp32. e4m3 through a 256-entry table built from
@@ -175,9 +178,22 @@ struct Kernel {
     const long long head_off = S::kLayoutHND ? (long long)kvh * PS * D : (long long)kvh * D;
     const long long row_stride = S::kLayoutHND ? (long long)D : (long long)HKV * D;
 
+    const int row_bytes = D * kc::dtype_size(KVT);
     for (int tile = t_begin; tile < t_end; ++tile) {
       const int k0 = tile * TT;
       const int nt = imin(TT, L - k0);  // tokens of the request in this tile (never read past L)
+      if (tile + 1 < t_end) {  // the next tile's K and V rows are on their way while this one computes
+        const int nn = imin(TT, L - k0 - TT);
+        for (int t = 0; t < nn; ++t) {
+          const int k = k0 + TT + t;
+          const char* e = static_cast<const char*>(p.kv_cache) +
+                          ((long long)bt[k / PS] * page_elems + head_off + (k % PS) * row_stride) * kc::dtype_size(KVT);
+          for (int b0 = 0; b0 < row_bytes; b0 += 64) {
+            __builtin_prefetch(e + b0);
+            __builtin_prefetch(e + v_off * kc::dtype_size(KVT) + b0);
+          }
+        }
+      }
       for (int t = 0; t < nt; ++t) {
         const int k = k0 + t;
         const long long e = (long long)bt[k / PS] * page_elems + head_off + (k % PS) * row_stride;
@@ -187,7 +203,7 @@ struct Kernel {
       scores(sp, rows, nt, q, kf, sc);
 
       const bool need_mask = (k0 + nt > draft0) || (win && k0 < L - 1 - wl);
-      const int ntp = (nt + VW - 1) / VW * VW;  // scores padded to whole lanes with -inf (p = 0)
+      const int ntp = (nt + kLanes - 1) / kLanes * kLanes;  // scores padded to whole lanes with -inf (p = 0)
       for (int r = 0; r < rows; ++r) {
         float* sr = sc[r];
         if (use_cap) {
@@ -209,37 +225,35 @@ struct Kernel {
             if (!vis) sr[t] = kc::neg_inf();
           }
         }
-        // Online softmax (base 2), lane-wise max and sum.
-        float mx_l[VW];
-        for (int v = 0; v < VW; ++v) mx_l[v] = kc::neg_inf();
-        for (int t = 0; t < ntp; t += VW)
-          for (int v = 0; v < VW; ++v) mx_l[v] = sr[t + v] > mx_l[v] ? sr[t + v] : mx_l[v];
+        // Online softmax (base 2): lane-wise max, element-wise exp2, lane-wise sum (all vectorizable).
+        float lane[kLanes];
+        for (int v = 0; v < kLanes; ++v) lane[v] = kc::neg_inf();
+        for (int t = 0; t < ntp; t += kLanes)
+          for (int v = 0; v < kLanes; ++v) lane[v] = sr[t + v] > lane[v] ? sr[t + v] : lane[v];
         float mx = kc::neg_inf();
-        for (int v = 0; v < VW; ++v) mx = mx_l[v] > mx ? mx_l[v] : mx;
+        for (int v = 0; v < kLanes; ++v) mx = lane[v] > mx ? lane[v] : mx;
         const float m_new = m[r] > mx ? m[r] : mx;
         const float m_use = m_new == kc::neg_inf() ? 0.f : m_new;
         const float alpha = kc::fast_exp2(m[r] - m_use);
         m[r] = m_new;
-        float sum_l[VW];
-        for (int v = 0; v < VW; ++v) sum_l[v] = 0.f;
-        for (int t = 0; t < ntp; t += VW)
-          for (int v = 0; v < VW; ++v) {
-            const float pv = kc::fast_exp2(sr[t + v] - m_use);
-            sr[t + v] = pv;
-            sum_l[v] += pv;
-          }
+        for (int t = 0; t < ntp; ++t) sr[t] = kc::fast_exp2(sr[t] - m_use);
+        for (int v = 0; v < kLanes; ++v) lane[v] = 0.f;
+        for (int t = 0; t < ntp; t += kLanes)
+          for (int v = 0; v < kLanes; ++v) lane[v] += sr[t + v];
         float sum = 0.f;
-        for (int v = 0; v < VW; ++v) sum += sum_l[v];
+        for (int v = 0; v < kLanes; ++v) sum += lane[v];
         l[r] = l[r] * alpha + sum;
+        // O = alpha O + P V, kOChunk columns at a time held in registers across the tile's tokens.
         float* orow = o[r];
-        if (alpha != 1.f)
-          for (int d = 0; d < D; ++d) orow[d] *= alpha;
-        // O += P V
-        for (int t = 0; t < nt; ++t) {
-          const float pv = sr[t];
-          if (pv == 0.f) continue;  // masked token
-          const float* vrow = vf[t];
-          for (int d = 0; d < D; ++d) orow[d] += pv * vrow[d];
+        for (int d0 = 0; d0 < D; d0 += kOChunk) {
+          float acc[kOChunk];
+          for (int i = 0; i < kOChunk; ++i) acc[i] = orow[d0 + i] * alpha;
+          for (int t = 0; t < nt; ++t) {
+            const float pv = sr[t];
+            const float* vrow = vf[t] + d0;
+            for (int i = 0; i < kOChunk; ++i) acc[i] += pv * vrow[i];
+          }
+          for (int i = 0; i < kOChunk; ++i) orow[d0 + i] = acc[i];
         }
       }
     }

@@ -8,6 +8,7 @@
 
 #include "common/dtype.h"
 #include "ktune/arch.hpp"
+#include "ktune/export.hpp"
 #include "ktune/kernel_spec.hpp"
 
 namespace ktune::xqa {
@@ -18,7 +19,7 @@ enum class Layout : int { Hnd = 0, Nhd = 1 };
 enum class MaskKind : int { None = 0, Causal = 1, Explicit = 2 };
 
 // The static specialization: every field changes the binary.
-struct Problem {
+struct KTUNE_API Problem {
   int head_dim = 128;      // 64, 128, 256
   int num_q_heads = 32;
   int num_kv_heads = 8;    // num_q_heads / num_kv_heads = group size, 1..16
@@ -45,7 +46,7 @@ struct Problem {
 
 // A tile config. CUDA configs use tokens_per_tile, stages, warps, m_tiles_per_cta ("t64.s3.w4[.m2]"); host (CPU)
 // configs use tokens_per_tile, vec_width, unroll ("t64.v8.u4") and have stages = warps = 0.
-struct Config {
+struct KTUNE_API Config {
   int tokens_per_tile = 64;  // KV tokens per pipeline stage (host: per tile decoded to fp32)
   int stages = 3;            // cp.async ring depth (>= 2)
   int warps = 4;             // warps per CTA

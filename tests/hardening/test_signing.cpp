@@ -227,9 +227,12 @@ TEST_CASE("hardening: trusted keys gate read-only layers; the writable layer and
     CHECK(layered.get_tuning("xqa_decode", sample_tuning(1).problem_key, sample_tuning(1).device_fingerprint));
     CHECK(layered.put_binary(sample_record(30)));
   }
-  // Without trusted keys nothing is required (compatibility), but a signed file is never the writable layer.
+  // Without trusted keys nothing is required (compatibility), but a signed file is never the writable layer,
+  // and is not touched at all (not even switched to WAL).
   {
+    const auto before = read_bytes(image);
     LayeredCache layered(image + ":" + user, false);
+    CHECK(read_bytes(image) == before);
     auto layers = layered.layers();
     CHECK_FALSE(layers[0].writable);
     CHECK_THAT(layers[0].note, Catch::Contains("signed"));

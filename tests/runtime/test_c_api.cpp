@@ -53,3 +53,22 @@ TEST_CASE("C API with KTUNE_JIT off reports jit_disabled on a miss", "[capi]") {
   CHECK_THAT(ktune_last_error(), Catch::Contains("KTUNE_JIT=0"));
   ktune_runtime_destroy(rt);
 }
+
+TEST_CASE("C API xqa_decode validates before touching the GPU", "[capi][xqa]") {
+  ktune::test::TempDir dir;
+  std::string db = dir.file("c.db");
+  ktune_runtime_options o;
+  ktune_runtime_options_default(&o);
+  o.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  ktune_xqa_args a;
+  ktune_xqa_args_default(&a);
+  CHECK(a.q_len_per_req == 1);
+  CHECK(a.window_left == -1);
+  CHECK(ktune_xqa_decode(rt, "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none", nullptr, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(ktune_xqa_decode(rt, "not-a-key", &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(ktune_xqa_decode(rt, "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none", &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("q"));  // the first missing field is named
+  ktune_runtime_destroy(rt);
+}

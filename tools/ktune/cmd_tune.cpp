@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "args.hpp"
+#include "autotune/host_tuner.hpp"
 #include "autotune/tuner.hpp"
 #include "commands.hpp"
 #include "json_writer.hpp"
@@ -14,10 +15,11 @@ namespace ktune::cli {
 namespace {
 
 const char* kHelp = R"(usage: ktune tune --family F (--problem KEY | --config JSON) --batch N --max-seq-len N [--tokens M]
-                  [--no-persist] [--cache PATH] [--json]
+                  [--arch host] [--no-persist] [--cache PATH] [--json]
   Tunes one key on GPU 0: compiles every candidate config, measures each on rotating random inputs (median of
   samples, re-measured while noisy), picks the first within 2% of the fastest, stores the whole table with the
   device fingerprint, and prints it. Batch and seq len are rounded up to their power-of-two buckets.
+  --arch host: tunes on this CPU through the LLVM backend instead (host fingerprint, host measurement).
 )";
 
 }  // namespace
@@ -25,7 +27,11 @@ const char* kHelp = R"(usage: ktune tune --family F (--problem KEY | --config JS
 int cmd_tune(const std::vector<std::string>& argv) {
   for (const auto& a : argv)
     if (a == "--help") return fmt::print("{}", kHelp), 0;
-  Args args(argv, {"family", "problem", "config", "batch", "max-seq-len", "tokens", "cache"}, {"json", "no-persist"});
+  Args args(argv, {"family", "problem", "config", "batch", "max-seq-len", "tokens", "cache", "arch"},
+            {"json", "no-persist"});
+  const bool host = args.has("arch") && args.get("arch") == "host";
+  if (args.has("arch") && !host)
+    throw UsageError("--arch: tune runs on GPU 0 (no --arch) or on the host CPU (--arch host), got '" + args.get("arch") + "'");
   if (!args.has("family")) throw UsageError("--family is required");
   const FamilyInfo& fam = family(args.get("family"));
   std::string problem;
@@ -36,13 +42,20 @@ int cmd_tune(const std::vector<std::string>& argv) {
   if (args.has("batch")) buckets.emplace_back("b", bucket_pow2_ceil(args.get_int("batch", 1)));
   if (args.has("max-seq-len")) buckets.emplace_back("l", bucket_pow2_ceil(args.get_int("max-seq-len", 1)));
   if (args.has("tokens")) buckets.emplace_back("m", bucket_pow2_ceil(args.get_int("tokens", 1)));
-  if (system_info().devices.empty()) throw UsageError("tune needs a GPU (use ktune compile to build without one)");
-  use_device(0);
+  if (!host) {
+    if (system_info().devices.empty())
+      throw UsageError("tune needs a GPU (use ktune compile to build without one, or --arch host)");
+    use_device(0);
+  }
   RuntimeOptions o = RuntimeOptions::from_env();
   if (args.has("cache")) o.cache_path = args.get("cache");
   Runtime rt(o);
   autotune::TuneOptions t;
   t.persist = !args.has("no-persist");
+  if (host) {
+    t.host = true;
+    t.measure = autotune::host_measure_options();
+  }
   autotune::TuneOutcome r = autotune::tune(rt, fam.name, problem, buckets, t);
   if (args.has("json")) {
     std::vector<std::string> rows;

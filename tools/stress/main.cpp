@@ -15,7 +15,7 @@ const char* kUsage = R"(usage: ktune_stress <mode> [options]
   runtime  P processes x T threads racing through the real Runtime (NVRTC) for K missing kernels
            --procs 4 --threads 32 --kernels 4 --arch sm_90a [--load: Runtime::get on GPU 0]
   crash    writers killed with SIGKILL at random points, R rounds; the file checked after each
-           --rounds 100 --writers 2 --max-delay-ms 60 --rounds-per-file 25 --seed 1
+           --rounds 100 --writers 2 --max-delay-ms 100 --rounds-per-file 25 --seed 1
 Every mode takes --json FILE (summary), --dir DIR (work directory; default a new one under $TMPDIR) and
 --keep (keep the files). Exit status 0 only when every failure counter is 0; 77 when NVRTC is missing
 (runtime mode: skipped).

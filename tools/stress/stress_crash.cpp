@@ -175,7 +175,7 @@ struct Totals {
   }
 };
 
-void check_round(const Paths& paths, const Expect& e, Kind kind, const std::vector<std::string>& v1_keys,
+void check_round(const Paths& paths, int round, const Expect& e, Kind kind, const std::vector<std::string>& v1_keys,
                  const std::vector<cache::PublicKey>& trusted, Totals& t) {
   std::unique_ptr<cache::CacheDb> db;
   try {
@@ -248,7 +248,7 @@ void check_round(const Paths& paths, const Expect& e, Kind kind, const std::vect
     std::set<std::string> signed_(e.exports_signed.begin(), e.exports_signed.end());
     for (const auto& entry : fs::directory_iterator(paths.dir)) {
       const std::string p = entry.path().string();
-      if (p.find("/export.") == std::string::npos) continue;
+      if (p.find(fmt::format("/export.r{}.", round)) == std::string::npos) continue;  // this round's
       if (p.find(".tmp.") != std::string::npos || p.size() < 3 || p.substr(p.size() - 3) != ".db") {
         ++t.stray_temp_files;  // an export killed before its link: never at the destination name
         continue;
@@ -283,7 +283,7 @@ void check_round(const Paths& paths, const Expect& e, Kind kind, const std::vect
 }  // namespace
 
 int run_crash(Options& o) {
-  const int rounds = o.num("rounds", 100), writers = o.num("writers", 2), max_ms = o.num("max-delay-ms", 60);
+  const int rounds = o.num("rounds", 100), writers = o.num("writers", 2), max_ms = o.num("max-delay-ms", 100);
   const int per_file = o.num("rounds-per-file", 25);
   const unsigned seed = static_cast<unsigned>(o.num("seed", 1));
   const std::string json = o.str("json", "");
@@ -332,7 +332,10 @@ int run_crash(Options& o) {
     }
     // Kill each writer at its own random moment.
     std::vector<int> delays;
-    for (int w = 0; w < writers; ++w) delays.push_back(1 + static_cast<int>(rng() % static_cast<unsigned>(max_ms)));
+    // Export rounds run longer (an export verifies, copies, compacts and fsyncs) so some finish and some die
+    // at each step.
+    const int span = kind == Kind::exporting ? 4 * max_ms : max_ms;
+    for (int w = 0; w < writers; ++w) delays.push_back(1 + static_cast<int>(rng() % static_cast<unsigned>(span)));
     std::sort(delays.begin(), delays.end());
     int waited = 0;
     for (int w = 0; w < writers; ++w) {
@@ -352,7 +355,7 @@ int run_crash(Options& o) {
       ::close(read_ends[static_cast<size_t>(w)]);
     }
     ++t.rounds;
-    check_round(paths, e, kind, v1_keys, trusted, t);
+    check_round(paths, round, e, kind, v1_keys, trusted, t);
   }
   const double elapsed = now_seconds() - t0;
 

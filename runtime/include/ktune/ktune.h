@@ -3,6 +3,7 @@
 #ifndef KTUNE_H_
 #define KTUNE_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -54,6 +55,38 @@ KTUNE_C_API ktune_status ktune_runtime_stats(const ktune_runtime* runtime, ktune
  * Needs no GPU. *compiled (may be NULL) is set to 1 if a compile happened. */
 KTUNE_C_API ktune_status ktune_compile(ktune_runtime* runtime, const char* family, const char* problem_key,
                                        const char* config_key, const char* arch, int* compiled);
+
+/* xqa_decode (paged decode attention). The problem is its readable key, e.g.
+ * "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none" (see `ktune cache ls`, docs/xqa_decode.md); the fields below
+ * mirror ktune::XqaDecodeArgs (runtime/include/ktune/xqa_decode.hpp): device pointers and run-time scalars.
+ * Start from ktune_xqa_args_default(). */
+typedef struct ktune_xqa_args {
+  const void* q;
+  const void* kv_cache;
+  const int32_t* block_tables;
+  const int32_t* seq_lens;
+  const int32_t* q_cu_seq_lens; /* NULL: uniform form */
+  const uint16_t* mask;         /* explicit draft mask or NULL */
+  const float* sinks;           /* per-q-head sink logits or NULL */
+  void* out;
+  float* lse;                   /* NULL unless the problem writes LSE */
+  void* workspace;
+  size_t workspace_bytes;
+  int batch, num_tokens, q_len_per_req, max_pages_per_req;
+  int64_t num_pages;
+  int max_seq_len;
+  float softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap;
+  int window_left;
+  const char* config; /* NULL: tuned or default */
+  int num_splits;     /* 0: planned */
+} ktune_xqa_args;
+
+KTUNE_C_API void ktune_xqa_args_default(ktune_xqa_args* args);
+KTUNE_C_API ktune_status ktune_xqa_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int batch,
+                                                          int max_seq_len, size_t* bytes);
+/* Enqueues on `stream` (a CUstream; NULL = legacy default stream). No sync, no allocation, graph-capturable. */
+KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* problem_key, const ktune_xqa_args* args,
+                                          void* stream);
 
 /* Makes device `ordinal`'s primary context current on this thread. */
 KTUNE_C_API ktune_status ktune_use_device(int ordinal);

@@ -1,0 +1,62 @@
+// Every xqa_decode specialization class compiles to CUBIN for the CI arches with NVRTC, no GPU needed.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "ktune/family.hpp"
+#include "ktune/runtime.hpp"
+#include "nvrtc_api.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace ktune;
+
+TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "[xqa][compile]") {
+  if (!detail::try_nvrtc()) {
+    WARN("skipped: NVRTC not available");
+    return;
+  }
+  const FamilyInfo& fam = family("xqa_decode");
+  // One problem per feature axis (head dims, GQA ratios, layouts, page sizes, KV/Q/out dtypes, spec-decode
+  // masks, sinks, window, softcap, LSE), each with its default config.
+  const char* problems[] = {
+      R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32})",
+      R"({"head_dim":64,"num_q_heads":64,"num_kv_heads":8,"page_size":16,"layout":"nhd","sinks":true,"sliding_window":true})",
+      R"({"head_dim":256,"num_q_heads":16,"num_kv_heads":1,"page_size":64,"q_dtype":"fp16","kv_dtype":"fp16"})",
+      R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":128,"kv_dtype":"fp8","max_q_len":4,"mask":"causal"})",
+      R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":32,"page_size":32,"max_q_len":16,"mask":"explicit","lse":true})",
+      R"({"head_dim":128,"num_q_heads":64,"num_kv_heads":8,"page_size":32,"kv_dtype":"fp8","q_dtype":"fp8","out_dtype":"fp8","softcap":true})",
+  };
+  const char* arches[] = {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120a"};
+  test::TempDir dir;
+  RuntimeOptions o;
+  o.cache_path = dir.file("x.db");
+  Runtime rt(o);
+  struct Job {
+    std::string problem;
+    Arch arch;
+  };
+  std::vector<Job> jobs;
+  for (const char* p : problems)
+    for (const char* a : arches) jobs.push_back({fam.problem_from_json(p), Arch::parse(a)});
+  std::vector<std::string> errors(jobs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      try {
+        const Job& j = jobs[i];
+        rt.ensure_binary(fam.generate(j.problem, fam.default_config(j.problem, j.arch), j.arch), j.arch);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    INFO(jobs[i].problem << " on " << jobs[i].arch.str());
+    CHECK(errors[i].empty());
+  }
+  CHECK(rt.stats().compiles == static_cast<int64_t>(jobs.size()));
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# ASan+UBSan and TSan builds of the CPU test suite, plus a reduced stress run under each
+# (docs/reliability.md). Separate build trees: build-asan/, build-tsan/ (g++; see cmake/sanitize.cmake).
+#   tools/sanitize.sh [asan|tsan|all]      default all
+# Exit status 0 only when every test passes with no sanitizer report (reports are fatal: halt_on_error).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which="${1:-all}"
+jobs="$(nproc)"
+root="$PWD"
+
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_init_order=1:check_initialization_order=1"
+export LSAN_OPTIONS="suppressions=$root/tools/sanitize.supp.lsan:print_suppressions=0"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+
+run() {
+  local name="$1" flags="$2" dir="build-$1"
+  echo "== $name: KTUNE_SANITIZE=$flags in $dir"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTUNE_SANITIZE="$flags" >/dev/null
+  cmake --build "$dir" -j "$jobs" --target ktune_tests ktune_stress fuzz_json fuzz_problem_key fuzz_cache_db \
+    fuzz_seed_cache_db
+  local t0=$SECONDS
+  # The CPU suite ([gpu] tests skip themselves without a GPU; on a GPU machine they run too).
+  "$dir/bin/ktune_tests" --order rand --rng-seed 1 "~[.]"
+  # Reduced load: the same code paths as the full runs, sized for an instrumented build.
+  "$dir/bin/ktune_stress" cache --procs 6 --ops 300
+  "$dir/bin/ktune_stress" runtime --procs 2 --threads 16 --kernels 3 || [[ $? == 77 ]]
+  "$dir/bin/ktune_stress" crash --rounds 20
+  local seeds="$dir/fuzz/scratch/cache_db_seeds"
+  mkdir -p "$seeds"
+  "$dir/bin/fuzz_seed_cache_db" "$seeds"
+  "$dir/bin/fuzz_json" -max_total_time=20 fuzz/corpus/json
+  "$dir/bin/fuzz_problem_key" -max_total_time=20 fuzz/corpus/problem_key
+  "$dir/bin/fuzz_cache_db" -max_total_time=20 "$seeds"
+  echo "== $name: clean ($((SECONDS - t0)) s of runs)"
+}
+
+case "$which" in
+  asan) run asan "address,undefined" ;;
+  tsan) run tsan "thread" ;;
+  all) run asan "address,undefined"; run tsan "thread" ;;
+  *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The signed-cache workflow through the ktune CLI, as an image build and a deployment would run it:
+# compile -> export -> keygen -> sign -> verify --pubkey; then tamper and check that verify fails.
+#   tools/stress/cli_signing.sh build/bin/ktune
+set -euo pipefail
+ktune="$1"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+problem="d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none"
+
+if ! "$ktune" compile --family xqa_decode --arch sm_90a --problem "$problem" --cache "$tmp/work.db" >/dev/null; then
+  echo "SKIPPED: ktune compile failed (no NVRTC here?)"
+  exit 77
+fi
+"$ktune" cache export --cache "$tmp/work.db" --out "$tmp/image.db" >/dev/null
+"$ktune" cache keygen --out "$tmp/ship.key" >/dev/null
+[[ "$(stat -c %a "$tmp/ship.key")" == 600 ]] || { echo "secret key is not mode 0600"; exit 1; }
+
+if "$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub" >/dev/null; then
+  echo "an unsigned file verified against a public key"; exit 1
+fi
+"$ktune" cache sign --cache "$tmp/image.db" --key "$tmp/ship.key"
+"$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub"
+"$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub" --json | grep -q '"signed":true'
+
+# Another key's signature is not trusted.
+"$ktune" cache keygen --out "$tmp/other.key" >/dev/null
+if "$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/other.key.pub" >/dev/null; then
+  echo "verified against a key that never signed it"; exit 1
+fi
+
+# A row changed behind ktune's back: refused.
+cp "$tmp/image.db" "$tmp/tampered.db"
+if command -v sqlite3 >/dev/null; then
+  sqlite3 "$tmp/tampered.db" "UPDATE binaries SET entry_points = 'evil'"
+  if "$ktune" cache verify --cache "$tmp/tampered.db" --pubkey "$tmp/ship.key.pub" >/dev/null; then
+    echo "a tampered file verified"; exit 1
+  fi
+fi
+# ktune itself never writes into a signed file (a write would void the signature): a merge into it is refused.
+"$ktune" compile --family xqa_decode --arch sm_80 --problem "$problem" --cache "$tmp/more.db" >/dev/null
+if "$ktune" cache merge --cache "$tmp/image.db" --from "$tmp/more.db" >/dev/null 2>&1; then
+  echo "merged into a signed file"; exit 1
+fi
+"$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub" >/dev/null
+echo "cli signing workflow: ok"
