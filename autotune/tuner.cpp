@@ -17,6 +17,7 @@
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
+#include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
 #include "log.hpp"
 #include "runtime_impl.hpp"
@@ -43,9 +44,27 @@ DeviceLimits current_device_limits() {
 // candidate alike instead of penalizing whichever came last — sequential sweeps showed such a bias on the
 // H200 (a consistent 4.6% wrong pick on one FP8 key, 2026-11-29). Candidates whose spread stays above
 // max_spread get further passes, up to max_rounds * samples samples.
+//
+// Post-compile pruning: a candidate other than the default whose entry points use local memory (register spills
+// or stack arrays) is recorded as pruned, not timed — spilling tiles are slower on memory-bound decode, and the
+// default always stays in so a winner exists.
+std::string spill_reason(Runtime& rt, const FamilyInfo& fam, const std::string& problem, const std::string& config,
+                         const Arch& arch) {
+  const LoadedKernel& k = rt.get(fmt::format("autotune/{}/{}/{}", fam.name, problem, config),
+                                 [&] { return fam.generate(problem, config, arch); });
+  for (size_t e = 0; e < k.functions.size(); ++e) {
+    KernelResources r = kernel_resources(k, static_cast<int>(e));
+    if (r.local_bytes > 0)
+      return fmt::format("pruned: entry {} uses {} bytes of local memory per thread ({} registers)", e,
+                         r.local_bytes, r.registers);
+  }
+  return "";
+}
+
 std::vector<CandidateResult> measure_interleaved(Timer& timer, const std::vector<std::string>& configs,
                                                  const std::vector<CompileJobResult>& compiled, Workload& workload,
-                                                 CUstream stream, const MeasureOptions& opts) {
+                                                 CUstream stream, const MeasureOptions& opts,
+                                                 const std::function<std::string(size_t)>& prune) {
   validate_measure_options(opts);
   std::vector<CandidateResult> results(configs.size());
   std::vector<std::function<void()>> launches(configs.size());
@@ -54,6 +73,7 @@ std::vector<CandidateResult> measure_interleaved(Timer& timer, const std::vector
     results[i].config = configs[i];
     try {
       if (!compiled[i].error.empty()) throw Error(Status::compile_error, "autotune", compiled[i].error);
+      if (std::string why = prune(i); !why.empty()) throw Error(Status::unsupported, "autotune", why);
       workload.prepare(configs[i]);
       std::string config = configs[i];
       launches[i] = [&workload, config, stream] { workload.launch(config, stream); };
@@ -172,7 +192,10 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
   GpuTimer timer(stream);
 
   t0 = Clock::now();
-  out.candidates = measure_interleaved(timer, configs, compiled, *workload, stream, options.measure);
+  auto prune = [&](size_t i) {
+    return i == 0 ? std::string() : spill_reason(rt, fam, out.problem_key, configs[i], arch);
+  };
+  out.candidates = measure_interleaved(timer, configs, compiled, *workload, stream, options.measure, prune);
   // A launch failure can leave the stream unusable: make sure everything finished before reporting.
   check_cu(cu.cuStreamSynchronize(stream), "cuStreamSynchronize after tuning");
   out.measure_ms = ms_since(t0);

@@ -81,7 +81,11 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
   std::vector<std::string> arches = opt.arches;
   if (arches.empty()) {
     if (have_gpu) arches.push_back(device_arch_name);
-    else arches = supported_cuda_arches();  // no GPU: ship binaries for every default arch
+    else {
+      // No GPU: ship binaries for every default arch, and tune on the host backend where it is available.
+      arches = supported_cuda_arches();
+      if (Runtime::host_available()) arches.push_back("host");
+    }
   }
   std::vector<WorkItem> plan = make_plan(preset, arches);
 

@@ -17,7 +17,7 @@
 namespace ktune::autotune {
 
 struct WarmupOptions {
-  std::vector<std::string> arches;  // empty: the current device's arch, or every default arch without a GPU
+  std::vector<std::string> arches;  // empty: the current device's arch; without a GPU every default arch (+ host when the LLVM plugin loads)
   bool tune = true;                 // tune on the current device (for its arch)
   bool all_candidates = true;       // compile every candidate config, not only the default
   double budget_s = 0;              // stop starting new tuning keys after this many seconds (0: none)

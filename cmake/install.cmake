@@ -6,6 +6,9 @@ install(TARGETS ktune EXPORT ktuneTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${CMAKE_INSTALL_INCLUDEDIR}/ktune-templates)
 install(TARGETS ktune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET ktune_host)  # the optional LLVM host backend, found next to libktune.so at run time
+  install(TARGETS ktune_host LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/ktune DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # Family problem types live beside their templates; public headers include them as "<family>/spec.hpp".
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/templates/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ktune-templates

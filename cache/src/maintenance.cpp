@@ -62,7 +62,8 @@ int CacheDb::prune(const PruneCriteria& c) {
   detail::require_writable(*impl_, "prune");
   std::vector<std::string> outdated, maybe_damaged;
   for (const BinaryInfo& info : list_binaries(c.family)) {
-    if ((!c.keep_compiler_version.empty() && info.compiler_version != c.keep_compiler_version) ||
+    const bool compiler_applies = c.compiler.empty() || info.compiler == c.compiler;
+    if ((!c.keep_compiler_version.empty() && compiler_applies && info.compiler_version != c.keep_compiler_version) ||
         (!c.keep_ktune_version.empty() && info.ktune_version != c.keep_ktune_version)) {
       outdated.push_back(info.digest);
     } else if (c.remove_damaged && detail::lookup_binary(*impl_, info.digest).status == LookupStatus::damaged) {

@@ -128,6 +128,7 @@ int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_
     cache::CacheDb::PruneCriteria c;
     if (stale_compiler) {
       c.keep_compiler_version = nvrtc_version_or_empty();
+      c.compiler = "nvrtc";  // host objects carry an LLVM target id, judged by the host backend's key instead
       if (c.keep_compiler_version.empty())
         throw Error(Status::no_compiler, "cache", "pruning by compiler version needs NVRTC to know the current version");
     }

@@ -1,4 +1,5 @@
 #include "driver_api.hpp"
+#include "nvrtc_api.hpp"
 
 #include <dlfcn.h>
 
@@ -55,6 +56,12 @@ LoadState load_driver() {
     const char* name = nullptr;
     s.api.cuGetErrorName(r, &name);
     s.error = fmt::format("cuInit failed ({}): no usable GPU or driver", name ? name : "?");
+    if (r == CUDA_ERROR_NOT_INITIALIZED && forked_after_nvrtc())
+      s.error = fmt::format(
+          "cuInit failed ({}): this process was forked from one that had already loaded NVRTC (ktune compiled "
+          "or looked up a kernel there), and CUDA cannot be initialised in such a child; start workers with "
+          "spawn/exec instead of fork, or create ktune's runtime only in the workers",
+          name ? name : "?");
   }
   return s;
 }

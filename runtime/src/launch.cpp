@@ -9,6 +9,20 @@
 namespace ktune {
 using namespace detail;
 
+KernelResources kernel_resources(const LoadedKernel& kernel, int entry) {
+  if (entry < 0 || entry >= static_cast<int>(kernel.functions.size()))
+    throw Error(Status::internal, "launch", fmt::format("{}: no entry point {}", kernel.name, entry));
+  const DriverApi& cu = driver();
+  CUfunction fn = static_cast<CUfunction>(kernel.functions[entry]);
+  KernelResources r;
+  check_cu(cu.cuFuncGetAttribute(&r.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, fn), "cuFuncGetAttribute(regs)");
+  check_cu(cu.cuFuncGetAttribute(&r.local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn), "cuFuncGetAttribute(local)");
+  check_cu(cu.cuFuncGetAttribute(&r.static_smem_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn), "cuFuncGetAttribute(smem)");
+  check_cu(cu.cuFuncGetAttribute(&r.max_threads_per_block, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn),
+           "cuFuncGetAttribute(max threads)");
+  return r;
+}
+
 void launch_raw(const LoadedKernel& kernel, int entry, const LaunchDims& dims, void* stream, void** args) {
   if (entry < 0 || entry >= static_cast<int>(kernel.functions.size()))
     throw Error(Status::internal, "launch", fmt::format("{}: no entry point {}", kernel.name, entry));

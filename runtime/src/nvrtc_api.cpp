@@ -1,5 +1,9 @@
 #include "nvrtc_api.hpp"
 
+#include <pthread.h>
+
+#include <atomic>
+
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -58,6 +62,11 @@ std::string read_full_version(const NvrtcApi& api) {
   return version;
 }
 
+std::atomic<bool>& forked_after_nvrtc_flag() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
 LoadState load_nvrtc() {
   LoadState s;
   void* handle = nullptr;
@@ -87,6 +96,9 @@ LoadState load_nvrtc() {
   KTUNE_NVRTC_FUNCTIONS(KTUNE_LOAD)
 #undef KTUNE_LOAD
   s.api.version = read_full_version(s.api);
+  // NVRTC may initialise the CUDA driver; CUDA cannot then be initialised in a child forked from this process.
+  // Remember such a fork so the driver loader can say why its cuInit fails (driver_api.cpp).
+  pthread_atfork(nullptr, nullptr, [] { forked_after_nvrtc_flag().store(true); });
   return s;
 }
 
@@ -96,6 +108,8 @@ const LoadState& state() {
 }
 
 }  // namespace
+
+bool forked_after_nvrtc() { return forked_after_nvrtc_flag().load(); }
 
 const NvrtcApi* try_nvrtc(std::string* why_not) {
   const LoadState& s = state();

@@ -27,5 +27,7 @@ struct NvrtcApi {
 // loader path, $CUDA_HOME/lib64, /usr/local/cuda/lib64. Throws Error(no_compiler) naming where it looked.
 const NvrtcApi& nvrtc();
 const NvrtcApi* try_nvrtc(std::string* why_not = nullptr);
+// True in a process forked from one that had loaded NVRTC (where CUDA can no longer be initialised).
+bool forked_after_nvrtc();
 
 }  // namespace ktune::detail

@@ -135,12 +135,16 @@ int run_runtime_race(Options& o) {
   const int procs = o.num("procs", 4), threads = o.num("threads", 32), kernels = o.num("kernels", 4);
   const Arch arch = Arch::parse(o.str("arch", "sm_90a"));
   const bool load = o.flag("load");
+  // With --load the parent must not load NVRTC before forking: NVRTC may initialise the CUDA driver, and CUDA
+  // refuses cuInit in a child forked after that (CUDA_ERROR_NOT_INITIALIZED). --parent-nvrtc does it anyway,
+  // to show the failure.
+  const bool parent_nvrtc = !load || o.flag("parent-nvrtc");
   const std::string json = o.str("json", "");
   std::string dir = o.str("dir", "");
   const bool keep = o.flag("keep");
   o.done();
   std::string why;
-  if (!detail::try_nvrtc(&why)) {
+  if (parent_nvrtc && !detail::try_nvrtc(&why)) {
     fmt::print("ktune_stress runtime: SKIPPED: {}\n", why);
     return 77;
   }

@@ -10,6 +10,15 @@
 
 namespace ktune {
 
+// What the compiler gave one entry point (from cuFuncGetAttribute): the tuner prunes candidates that spill.
+struct KTUNE_API KernelResources {
+  int registers = 0;          // per thread
+  int local_bytes = 0;        // per thread: register spills and stack arrays in local memory
+  int static_smem_bytes = 0;
+  int max_threads_per_block = 0;
+};
+KTUNE_API KernelResources kernel_resources(const LoadedKernel& kernel, int entry);
+
 // Launches entry point `entry` of `kernel` on `stream` (a CUstream; nullptr = the legacy default stream).
 KTUNE_API void launch_raw(const LoadedKernel& kernel, int entry, const LaunchDims& dims, void* stream,
                           void** args);

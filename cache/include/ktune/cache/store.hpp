@@ -159,7 +159,8 @@ class CacheDb {
   std::vector<VerifyIssue> verify();
 
   struct PruneCriteria {
-    std::string keep_compiler_version;  // non-empty: delete binaries with any other compiler_version
+    std::string keep_compiler_version;  // non-empty: delete binaries with any other compiler_version ...
+    std::string compiler;               // ... among those built by this compiler ("nvrtc"); empty: every compiler
     std::string keep_ktune_version;     // non-empty: delete binaries and tuning rows of any other ktune_version
     bool remove_damaged = true;         // delete binaries (and tuning rows) that fail verification
     std::string family;                 // non-empty: only consider this family
