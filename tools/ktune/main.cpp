@@ -20,7 +20,7 @@ commands:
   tune      tune one key on this GPU and print the candidate table
   replay    run a preset's request buckets from the cache: compiles, tunings, first vs steady call
   presets   list the embedded model presets
-  cache     ls | stats | show | verify | prune | export | merge
+  cache     ls | stats | show | verify | prune | export | merge | keygen | sign
 
 Every command takes --help. Commands that touch a cache take --cache PATH (default: $KTUNE_CACHE or
 ~/.cache/ktune/ktune.db); --json prints one JSON object. Exit status 0 on success.

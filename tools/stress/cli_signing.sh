@@ -21,7 +21,7 @@ if "$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub" >/
 fi
 "$ktune" cache sign --cache "$tmp/image.db" --key "$tmp/ship.key"
 "$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub"
-"$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub" --json | grep -q '"signed":true'
+"$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub" --json | grep -q '"signed": true'
 
 # Another key's signature is not trusted.
 "$ktune" cache keygen --out "$tmp/other.key" >/dev/null
