@@ -12,7 +12,7 @@ root="$PWD"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_init_order=1:check_initialization_order=1"
 export LSAN_OPTIONS="suppressions=$root/tools/sanitize.supp.lsan:print_suppressions=0"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tools/sanitize.supp.tsan"
 
 run() {
   local name="$1" flags="$2" dir="build-$1"

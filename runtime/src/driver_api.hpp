@@ -20,7 +20,8 @@ struct DriverApi {
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)             \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyDtoD) X(cuMemGetInfo)                             \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)             \
-  X(cuGraphExecDestroy) X(cuGraphDestroy)
+  X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemHostAlloc) X(cuMemHostGetDevicePointer)          \
+  X(cuMemFreeHost)
 
 #define KTUNE_DECLARE(name) decltype(&::name) name = nullptr;
   KTUNE_DRIVER_FUNCTIONS(KTUNE_DECLARE)

@@ -153,6 +153,7 @@ Runtime::~Runtime() {
   }
   const DriverApi* cu = try_driver();
   if (!cu) return;
+  impl_->free_reports();
   for (auto& [ctx, table] : impl_->modules)
     for (auto& [key, slot] : table)
       if (slot->kernel && slot->kernel->module) cu->cuModuleUnload(static_cast<CUmodule>(slot->kernel->module));

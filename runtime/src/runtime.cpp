@@ -45,6 +45,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   o.allow_jit = env_flag("KTUNE_JIT", true);
   if (const char* d = std::getenv("KTUNE_DUMP")) o.dump_dir = d;
   if (const char* k = std::getenv("KTUNE_TRUSTED_KEYS")) o.trusted_keys = k;
+  o.checked = env_flag("KTUNE_CHECKED", false);
   return o;
 }
 

@@ -49,6 +49,14 @@ struct Runtime::Impl {
   std::unordered_map<std::string, std::string> tuned;
   std::unordered_map<void*, std::string> fingerprints;
   const std::string& fingerprint_of(void* ctx);
+  // Checked kernels' fault records by context: pinned host memory and its device address (device_report.cpp).
+  struct Report {
+    void* host = nullptr;
+    unsigned long long device = 0;
+  };
+  std::mutex reports_mutex;
+  std::unordered_map<void*, Report> reports;
+  void free_reports();
 
   // The binary for (kernel, arch): memory, then cache layers, then the compiler. Sets *compiled.
   BinaryPtr obtain_binary(const GeneratedKernel& kernel, const Arch& arch, bool* compiled);

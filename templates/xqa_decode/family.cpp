@@ -32,7 +32,7 @@ std::string problem_from_json_unchecked(const std::string& text) {
   if (!j.is_object()) throw Error(Status::invalid_argument, "xqa_decode", "problem JSON: expected an object");
   static const char* known[] = {"head_dim", "num_q_heads", "num_kv_heads", "page_size", "layout", "q_dtype",
                                 "kv_dtype", "out_dtype", "max_q_len", "mask", "sinks", "sliding_window",
-                                "softcap", "lse"};
+                                "softcap", "lse", "checked"};
   for (const auto& [key, value] : j.members()) {
     bool ok = false;
     for (const char* k : known) ok |= key == k;
@@ -73,6 +73,7 @@ std::string problem_from_json_unchecked(const std::string& text) {
   p.sliding_window = j.get_bool("sliding_window", false);
   p.softcap = j.get_bool("softcap", false);
   p.write_lse = j.get_bool("lse", false);
+  p.checked = j.get_bool("checked", false);
   p.validate();
   return p.key();
 }

@@ -133,9 +133,17 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
 
   const int max_entry = (L + PS - 1) / PS;
   const int* bt = p.block_tables + (long long)b * p.max_pages_per_req;
+  if (S::kChecked && max_entry > p.max_pages_per_req) {
+    // seq_len needs more block-table entries than a row holds: report, and read nothing for this request.
+    kc::report_bad_index(p.report, kc::kCheckSeqLen, b, L, (long long)p.max_pages_per_req * PS + 1);
+    return;
+  }
   auto page_entry = [&](int tile_abs, int slot) -> int {
     int e = (tile_abs * TT) / PS + slot;
-    return e < max_entry ? __ldg(bt + e) : 0;
+    if (e >= max_entry) return 0;
+    const int page = __ldg(bt + e);
+    if (S::kChecked && !kc::check_index(p.report, kc::kCheckPageIndex, b, page, p.num_pages)) return 0;
+    return page;
   };
 
   // ---- prologue: page indices of the first tiles, Q into smem, first KV loads ----

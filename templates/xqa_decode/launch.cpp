@@ -293,8 +293,10 @@ void xqa_decode_validate(const Problem& p, const XqaDecodeArgs& a) {
   else if (a.config) parse_config(a.config);
 }
 
-XqaDecodePlan xqa_decode_plan(Runtime& rt, const Problem& p, int batch, int max_seq_len, const char* config,
+XqaDecodePlan xqa_decode_plan(Runtime& rt, const Problem& problem, int batch, int max_seq_len, const char* config,
                               int num_splits) {
+  Problem p = problem;
+  p.checked = false;  // plans and tuned configs are shared with the checked variant (see xqa_decode)
   validate_plan_inputs(p, batch, max_seq_len);
   check_forced_splits(num_splits);
   const std::string problem_key = p.key();
@@ -312,14 +314,19 @@ size_t xqa_decode_workspace_bytes(Runtime& rt, const Problem& p, int batch, int 
   return xqa_decode_plan(rt, p, batch, max_seq_len, config, num_splits).workspace_bytes;
 }
 
-void xqa_decode(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, void* stream) {
-  xqa_decode_validate(p, a);  // host only: throws before any driver call
+void xqa_decode(Runtime& rt, const Problem& problem, const XqaDecodeArgs& a, void* stream) {
+  xqa_decode_validate(problem, a);  // host only: throws before any driver call
+  // The checked variant (bounds checks on the device) is its own binary but shares the unchecked problem's
+  // tuned configs and plan: the checks do not change which tile config is fastest enough to tune apart.
+  Problem p = problem;
+  p.checked = false;
   const std::string problem_key = p.key();
   const Resolved r = resolve(rt, p, problem_key, a.batch, a.max_seq_len, a.config, a.num_splits, true);
   check_workspace(p, r.config, a, r.splits);
+  p.checked = problem.checked || rt.options().checked;
 
   const Arch arch = r.dev->arch;
-  const std::string fast_key = std::string(kFamily) + "/" + problem_key + "/" + r.config_key;
+  const std::string fast_key = std::string(kFamily) + "/" + p.key() + "/" + r.config_key;
   const LoadedKernel& kernel = rt.get(fast_key, [&] { return xqa::generate(p, r.config, arch); });
 
   ktune_xqa::Params prm{};
@@ -343,6 +350,7 @@ void xqa_decode(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, void* str
   prm.softcap = p.softcap ? a.softcap : 0.f;
   prm.window_left = p.sliding_window ? a.window_left : -1;
   prm.num_splits = r.splits;
+  prm.report = p.checked ? static_cast<ktune_common::DeviceReport*>(rt.device_report()) : nullptr;
 
   launch(kernel, 0, xqa::decode_dims(p, r.config, a.batch, r.splits), stream, prm);
   if (r.splits > 1) launch(kernel, 1, xqa::combine_dims(p, r.config, a.batch), stream, prm);

@@ -17,6 +17,8 @@
 //   workspace    split-KV partials, size from the spec's workspace_bytes(); null when num_splits == 1
 #pragma once
 
+#include "common/checked.h"
+
 #if !defined(__CUDACC_RTC__) && !defined(KTUNE_HOST_JIT)
 #include <cstdint>
 #endif
@@ -44,6 +46,7 @@ struct Params {
   float softcap;               // > 0 => logits = softcap * tanh(logits / softcap), applied after bmm1_scale
   int window_left;             // >= 0 => key k visible to query at position p only if k >= p - window_left
   int num_splits;              // split-KV chunks per (request, kv head); gridDim.x == num_splits
+  ktune_common::DeviceReport* report;  // checked kernels (Spec::kChecked) record bad indices here; else unused
 };
 
 }  // namespace ktune_xqa

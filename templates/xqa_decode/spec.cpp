@@ -112,13 +112,14 @@ std::string Problem::key() const {
   if (sliding_window) o << ".win";
   if (softcap) o << ".cap";
   if (write_lse) o << ".lse";
+  if (checked) o << ".chk";
   return o.str();
 }
 
 Problem Problem::from_key(const std::string& key) {
   const auto bad = [&](const std::string& why) -> Problem {
     fail("key", "cannot parse '" + key + "' as an xqa_decode problem key (" + why +
-                    "); expected e.g. d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.sink.win.cap.lse");
+                    "); expected e.g. d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.sink.win.cap.lse.chk");
   };
   const std::vector<std::string> t = split_dots(key);
   if (t.size() < 8) return bad("too few fields");
@@ -143,13 +144,14 @@ Problem Problem::from_key(const std::string& key) {
   else if (t[7] == "causal") p.mask = MaskKind::Causal;
   else if (t[7] == "mask") p.mask = MaskKind::Explicit;
   else return bad("field 8 '" + t[7] + "' is not none, causal or mask");
-  static const char* const kFlags[] = {"sink", "win", "cap", "lse"};
+  static const char* const kFlags[] = {"sink", "win", "cap", "lse", "chk"};
+  bool* const flag_fields[] = {&p.has_sinks, &p.sliding_window, &p.softcap, &p.write_lse, &p.checked};
   size_t next = 0;
   for (size_t i = 8; i < t.size(); ++i) {
     size_t f = next;
-    while (f < 4 && t[i] != kFlags[f]) ++f;
-    if (f == 4) return bad("unknown or out-of-order flag '" + t[i] + "'");
-    (f == 0 ? p.has_sinks : f == 1 ? p.sliding_window : f == 2 ? p.softcap : p.write_lse) = true;
+    while (f < 5 && t[i] != kFlags[f]) ++f;
+    if (f == 5) return bad("unknown or out-of-order flag '" + t[i] + "'");
+    *flag_fields[f] = true;
     next = f + 1;
   }
   p.validate();
@@ -390,6 +392,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
     << "  static constexpr int kMask = " << int(p.mask) << ";\n"
     << "  static constexpr bool kSinks = " << b(p.has_sinks) << ", kSlidingWindow = " << b(p.sliding_window)
     << ", kSoftcap = " << b(p.softcap) << ", kWriteLse = " << b(p.write_lse) << ";\n"
+    << "  static constexpr bool kChecked = " << b(p.checked) << ";\n"
     << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kStages = " << c.stages
     << ", kWarps = " << c.warps << ", kMTilesPerCta = " << c.m_tiles_per_cta << ";\n"
     << "};\n"

@@ -34,11 +34,12 @@ struct KTUNE_API Problem {
   bool sliding_window = false;
   bool softcap = false;
   bool write_lse = false;
+  bool checked = false;    // device-side bounds checks (block-table pages, seq_len vs table width)
 
   int group_size() const { return num_kv_heads > 0 ? num_q_heads / num_kv_heads : 0; }
   // Throws ktune::Error(invalid_argument, "xqa_decode", "<field>: ...") on the first bad field.
   void validate() const;
-  // e.g. "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.sink.win" (+ ".cap", ".lse")
+  // e.g. "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.sink.win" (+ ".cap", ".lse", ".chk")
   std::string key() const;
   static Problem from_key(const std::string& key);
   bool operator==(const Problem& o) const { return key() == o.key(); }

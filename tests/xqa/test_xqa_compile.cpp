@@ -18,7 +18,7 @@ TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "
   }
   const FamilyInfo& fam = family("xqa_decode");
   // One problem per feature axis (head dims, GQA ratios, layouts, page sizes, KV/Q/out dtypes, spec-decode
-  // masks, sinks, window, softcap, LSE), each with its default config.
+  // masks, sinks, window, softcap, LSE, checked), each with its default config.
   const char* problems[] = {
       R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32})",
       R"({"head_dim":64,"num_q_heads":64,"num_kv_heads":8,"page_size":16,"layout":"nhd","sinks":true,"sliding_window":true})",
@@ -26,6 +26,7 @@ TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "
       R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":128,"kv_dtype":"fp8","max_q_len":4,"mask":"causal"})",
       R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":32,"page_size":32,"max_q_len":16,"mask":"explicit","lse":true})",
       R"({"head_dim":128,"num_q_heads":64,"num_kv_heads":8,"page_size":32,"kv_dtype":"fp8","q_dtype":"fp8","out_dtype":"fp8","softcap":true})",
+      R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32,"checked":true})",  // device bounds checks
   };
   const char* arches[] = {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120a"};
   test::TempDir dir;

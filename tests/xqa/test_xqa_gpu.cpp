@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -716,4 +717,83 @@ TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") 
   CHECK(plan.source == "forced");
   CHECK(plan.workspace_bytes == workspace_bytes(base, Config::from_key("t32.s3.w2"), 8, 4));
   CHECK(xqa_decode_workspace_bytes(rt, base, 8, 4096, "t32.s3.w2", 1) == 0);
+}
+
+// Checked kernels (docs/reliability.md): a block-table entry outside the cache and a seq_len longer than a
+// block-table row are recorded in the runtime's fault record and skipped; the launch completes without a
+// CUDA error, and a clean launch afterwards finds no fault. Both ways of asking for checks are covered: a
+// problem marked checked, and RuntimeOptions::checked (KTUNE_CHECKED=1) upgrading an unchecked problem.
+TEST_CASE("checked xqa_decode reports bad page indices and seq_lens instead of faulting", "[gpu][xqa][checked]") {
+  KTUNE_REQUIRE_GPU();
+  RuntimeOptions opts = RuntimeOptions::from_env();
+  const bool via_option = GENERATE(false, true);
+  opts.checked = via_option;
+  Runtime rt(opts);
+  Problem p = make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false,
+                           false, false, false);
+  p.checked = !via_option;
+  Problem unchecked = p;
+  unchecked.checked = false;
+  test::XqaRandomOptions o;
+  o.batch = 4;
+  o.min_seq_len = 100;
+  o.max_seq_len = 1500;
+  o.seed = run_seed();
+  DevCase dc(test::make_xqa_case(unchecked, o));
+  const int bound = std::max(1, dc.c.max_seq_len);
+  dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
+  auto launch_once = [&](int max_seq_len) {
+    XqaDecodeArgs a = dc.args(max_seq_len);
+    if (dc.ws) {
+      a.workspace = dc.ws->as<void>();
+      a.workspace_bytes = dc.ws->bytes();
+    }
+    dc.poison();
+    xqa_decode(rt, p, a, nullptr);
+    test::sync();  // throws on any CUDA error: a checked kernel must not fault
+  };
+
+  // Clean data: right answer, no fault.
+  launch_once(bound);
+  const test::XqaRefResult ref = test::xqa_reference(unchecked, dc.c.host_params());
+  const Outcome clean = check(unchecked, dc.compare(ref));
+  INFO(clean.line);
+  CHECK(clean.ok);
+  CHECK_FALSE(rt.take_device_fault().has_value());
+
+  // A page number past the end of the cache in request 2's first block-table entry.
+  std::vector<int> bt = dc.c.block_tables;
+  const int bad_page = int(dc.c.num_pages) + 7;
+  bt[size_t(2) * dc.c.max_pages_per_req] = bad_page;
+  dc.bt->upload(bt);
+  launch_once(bound);
+  std::optional<DeviceFault> f = rt.take_device_fault();
+  REQUIRE(f.has_value());
+  INFO(f->message());
+  CHECK(f->what == "page index");
+  CHECK(f->where == 2u);
+  CHECK(f->value == bad_page);
+  CHECK(f->limit == dc.c.num_pages);
+  CHECK_FALSE(rt.take_device_fault().has_value());  // taking it cleared the record
+  dc.bt->upload(dc.c.block_tables);
+
+  // A seq_len that needs more pages than a block-table row holds (request 1).
+  std::vector<int> sl = dc.c.seq_lens;
+  const int too_long = dc.c.max_pages_per_req * p.page_size + 5;
+  sl[1] = too_long;
+  dc.sl->upload(sl);
+  dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, too_long));
+  launch_once(too_long);
+  f = rt.take_device_fault();
+  REQUIRE(f.has_value());
+  INFO(f->message());
+  CHECK(f->what == "seq_len");
+  CHECK(f->where == 1u);
+  CHECK(f->value == too_long);
+  dc.sl->upload(dc.c.seq_lens);
+
+  launch_once(bound);
+  CHECK_FALSE(rt.take_device_fault().has_value());
+  std::printf("checked xqa_decode (%s): bad page and long seq_len reported, 0 CUDA errors\n",
+              via_option ? "RuntimeOptions::checked" : "problem.checked");
 }

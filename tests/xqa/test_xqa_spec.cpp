@@ -100,6 +100,10 @@ TEST_CASE("xqa problem and config keys round trip", "[xqa]") {
   CHECK(k == "d128.h32.kv8.p32.nhd.bf16-e4m3-bf16.q4.mask.sink.win.cap.lse");
   CHECK(Problem::from_key(k) == p);
   CHECK(Problem::from_key(k).key() == k);
+  p.checked = true;
+  CHECK(p.key() == k + ".chk");
+  CHECK(Problem::from_key(k + ".chk").checked);
+  CHECK_THROWS_AS(Problem::from_key("d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.chk.sink"), ktune::Error);
 
   for (const char* bad : {"", "garbage", "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4", "d128.h32.kv8.p32.xyz.bf16-bf16-bf16.q4.causal",
                           "d128.h32.kv8.p32.hnd.bf16-bf16.q4.causal", "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.causal.win.sink",
@@ -231,6 +235,13 @@ TEST_CASE("xqa generated source carries the constants", "[xqa]") {
   CHECK(k.entry_points[1] == "ktune_xqa::combine_kernel<ktune_xqa::Spec>");
   CHECK(k.options == std::vector<std::string>{"-std=c++17"});
   CHECK_THROWS_AS(generate(p, Config{64, 1, 4, 0}, {9, 0, 'a'}), ktune::Error);
+  // The checked variant is a different translation unit (so a different binary key), unchecked by default.
+  CHECK(k.source.find("kChecked = false") != std::string::npos);
+  Problem pc = p;
+  pc.checked = true;
+  const ktune::GeneratedKernel kc_ = generate(pc, c, {9, 0, 'a'});
+  CHECK(kc_.source.find("kChecked = true") != std::string::npos);
+  CHECK(kc_.problem_key == p.key() + ".chk");
 }
 
 TEST_CASE("xqa launch planning", "[xqa]") {

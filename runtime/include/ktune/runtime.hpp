@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,7 @@ namespace ktune {
 // writable one receives new entries), KTUNE_CACHE_READONLY=1, KTUNE_JIT=0 (a cache miss is an error, never a
 // compile), KTUNE_LOG=debug|info|warn|error, KTUNE_DUMP=DIR (write generated source and binaries there),
 // KTUNE_TRUSTED_KEYS=FILE[:FILE...] (public keys from `ktune cache keygen`: every read-only cache layer must
-// carry a valid signature by one of them, or it is refused).
+// carry a valid signature by one of them, or it is refused), KTUNE_CHECKED=1 (bounds-checked kernels).
 struct KTUNE_API RuntimeOptions {
   std::string cache_path;   // empty => $KTUNE_CACHE, else ~/.cache/ktune/ktune.db
   bool read_only = false;   // never write to any cache layer
@@ -26,6 +27,8 @@ struct KTUNE_API RuntimeOptions {
   std::string dump_dir;     // non-empty => dump generated source + binary of every compile here
   std::string trusted_keys; // non-empty => ':'-separated public key files; unsigned/tampered read-only layers
                             // are refused (an unreadable key file is an error at Runtime creation)
+  bool checked = false;     // KTUNE_CHECKED=1: every family launch uses its bounds-checked kernel variant
+                            // (device-side index checks that report instead of faulting; docs/reliability.md)
   static RuntimeOptions from_env();
 };
 
@@ -63,6 +66,15 @@ struct KTUNE_API EnsureResult {
   std::string digest;
   bool compiled = false;  // false => it was already in a cache layer
   double compile_ms = 0;
+};
+
+// A fault a checked kernel recorded (see Runtime::take_device_fault).
+struct KTUNE_API DeviceFault {
+  std::string what;   // "page index" (a block-table entry) or "top-k index"
+  unsigned where = 0; // the request (xqa_decode) or token (sparse_mla_decode) it belongs to
+  int64_t value = 0;  // the bad index
+  int64_t limit = 0;  // valid indices are [0, limit)
+  std::string message() const;  // "page index 9000 of request 3 out of range [0, 4096)"
 };
 
 class KTUNE_API Runtime {
@@ -116,6 +128,15 @@ class KTUNE_API Runtime {
   // tuned_config / remember_tuned_config for the host device (no CUDA context involved).
   std::string host_tuned_config(const std::string& family, const std::string& key);
   void remember_host_tuned_config(const std::string& family, const std::string& key, const std::string& config);
+
+  // ---- Checked kernels (RuntimeOptions::checked, or a problem marked checked) ----
+  // Device address of the current context's fault record (a ktune_common::DeviceReport in pinned, mapped host
+  // memory; templates/common/checked.h), which checked kernels write instead of reading out of bounds.
+  // Allocated on first use; stable for the runtime's life, so it can be baked into a CUDA graph.
+  void* device_report();
+  // The first fault recorded on the current context since the last call, or nullopt; clears the record.
+  // Call once the launches in question have completed (e.g. after synchronizing their stream).
+  std::optional<DeviceFault> take_device_fault();
 
   RuntimeStats stats() const;
   const RuntimeOptions& options() const;
