@@ -4,6 +4,7 @@
 #include <climits>
 #include <sstream>
 
+#include "key_parse.hpp"
 #include "ktune/error.hpp"
 #include "xqa_decode/shape.h"
 
@@ -11,12 +12,13 @@ namespace ktune::xqa {
 namespace {
 
 namespace kc = ::ktune_common;
+using key_parse::is_pow2_in;
+using key_parse::parse_num;
+using key_parse::split_dots;
 
 [[noreturn]] void fail(const std::string& field, const std::string& what) {
   throw Error(Status::invalid_argument, "xqa_decode", field + ": " + what);
 }
-
-bool is_pow2_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
 
 bool parse_dtype(const std::string& s, DType* out) {
   if (s == "bf16") *out = kc::kBF16;
@@ -24,32 +26,6 @@ bool parse_dtype(const std::string& s, DType* out) {
   else if (s == "e4m3") *out = kc::kE4M3;
   else return false;
   return true;
-}
-
-// Parses "<prefix><positive int>" exactly (no sign, no leading zeros, no trailing text).
-bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
-  if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return false;
-  const std::string digits = tok.substr(prefix.size());
-  if (digits.size() > 6 || (digits.size() > 1 && digits[0] == '0')) return false;
-  for (char ch : digits)
-    if (ch < '0' || ch > '9') return false;
-  *out = std::stoi(digits);
-  return true;
-}
-
-std::vector<std::string> split_dots(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char ch : s) {
-    if (ch == '.') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  out.push_back(cur);
-  return out;
 }
 
 ktune_xqa::Shape shape_of(const Problem& p, const Config& c) {

@@ -1,0 +1,30 @@
+#include "key_parse.hpp"
+
+namespace ktune::key_parse {
+
+std::vector<std::string> split_dots(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : s) {
+    if (ch == '.') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
+  if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string digits = tok.substr(prefix.size());
+  if (digits.size() > 6 || (digits.size() > 1 && digits[0] == '0')) return false;
+  for (char ch : digits)
+    if (ch < '0' || ch > '9') return false;
+  *out = std::stoi(digits);
+  return true;
+}
+
+}  // namespace ktune::key_parse
