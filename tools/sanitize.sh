@@ -2,6 +2,10 @@
 # ASan+UBSan and TSan builds of the CPU test suite, plus a reduced stress run under each
 # (docs/reliability.md). Separate build trees: build-asan/, build-tsan/ (g++; see cmake/sanitize.cmake).
 #   tools/sanitize.sh [asan|tsan|all]      default all
+#   tools/sanitize.sh ci                   what CI runs (ctest `sanitizers`): -O1 builds without the LLVM host
+#                                          plugin; ASan+UBSan over the CPU suite minus the multi-arch NVRTC
+#                                          [compile] sweeps, TSan over the concurrent parts ([runtime], [cache],
+#                                          [autotune], [hardening]) and the stress tool
 # Exit status 0 only when every test passes with no sanitizer report (reports are fatal: halt_on_error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,9 +40,29 @@ run() {
   echo "== $name: clean ($((SECONDS - t0)) s of runs)"
 }
 
+# CI: smaller, faster builds (the plugin links LLVM, which is not instrumented anyway) and the suites that
+# exercise ktune's own code, each sanitizer where it finds most.
+run_ci() {
+  local name="$1" flags="$2" filter="$3" dir="build-ci-$1"
+  echo "== ci $name: KTUNE_SANITIZE=$flags in $dir"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g0" -DKTUNE_HOST_BACKEND=OFF \
+    -DKTUNE_SANITIZE="$flags" >/dev/null
+  cmake --build "$dir" -j "$jobs" --target ktune_tests ktune_stress
+  local t0=$SECONDS
+  "$dir/bin/ktune_tests" --order rand --rng-seed time "$filter"
+  "$dir/bin/ktune_stress" cache --procs 4 --ops 200
+  "$dir/bin/ktune_stress" runtime --procs 2 --threads 16 --kernels 2 || [[ $? == 77 ]]
+  "$dir/bin/ktune_stress" crash --rounds 10
+  echo "== ci $name: clean ($((SECONDS - t0)) s of runs)"
+}
+
 case "$which" in
+  ci)
+    run_ci asan "address,undefined" "~[.]~[compile]"
+    run_ci tsan "thread" "[runtime],[cache],[autotune],[hardening]"
+    ;;
   asan) run asan "address,undefined" ;;
   tsan) run tsan "thread" ;;
   all) run asan "address,undefined"; run tsan "thread" ;;
-  *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [asan|tsan|all|ci]" >&2; exit 2 ;;
 esac
