@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -46,6 +49,42 @@ int64_t total_tokens(const WorkItem& item) {
 }
 
 }  // namespace
+
+DeviceCeilings host_ceilings() {
+  // Measured once per process: every hardware thread sums its slice of a 128 MiB buffer (larger than any
+  // last-level cache), best of 4 passes. No FLOP ceiling: the peak of the host's vector units is not measured.
+  static const DeviceCeilings ceilings = [] {
+    const size_t n = (size_t{128} << 20) / sizeof(uint64_t);
+    std::vector<uint64_t> buf(n);
+    for (size_t i = 0; i < n; ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    std::vector<uint64_t> sums(threads);
+    double best_s = 0;
+    for (int pass = 0; pass < 4; ++pass) {
+      auto t0 = Clock::now();
+      std::vector<std::thread> pool;
+      for (unsigned t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+          uint64_t a = 0, b = 0, c = 0, d = 0;
+          size_t i = lo;
+          for (; i + 4 <= hi; i += 4) a += buf[i], b += buf[i + 1], c += buf[i + 2], d += buf[i + 3];
+          for (; i < hi; ++i) a += buf[i];
+          sums[t] += a ^ b ^ c ^ d;
+        });
+      for (auto& th : pool) th.join();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (pass == 0 || s < best_s) best_s = s;
+    }
+    volatile uint64_t sink = 0;
+    for (uint64_t v : sums) sink = sink + v;
+    DeviceCeilings c;
+    c.peak_bytes_per_s = best_s > 0 ? double(n * sizeof(uint64_t)) / best_s : 0;
+    c.source = fmt::format("measured: {} threads reading 128 MiB, best of 4 passes; FLOP/s not measured", threads);
+    return c;
+  }();
+  return ceilings;
+}
 
 MeasureOptions host_measure_options() {
   MeasureOptions m;
@@ -102,6 +141,9 @@ TuneOutcome tune_on_host(Runtime& rt, const std::string& family_name, const std:
     tr.candidates = out.candidates;
     tr.winner = winner;
     tr.noise_fraction = options.noise_fraction;
+    tr.bytes_per_call = workload->bytes_per_call();  // roofline position in `ktune report`
+    tr.flops_per_call = workload->flops_per_call();
+    tr.ceilings = host_ceilings();
     if (rt.impl().cache->writable_layer()) rt.impl().cache->put_tuning(to_tuning_record(tr));
     else
       ktune::detail::log(ktune::detail::LogLevel::warn,

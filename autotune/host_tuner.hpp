@@ -10,6 +10,7 @@
 
 #include "autotune/tuner.hpp"
 #include "autotune/warmup.hpp"
+#include "ktune/device.hpp"
 #include "ktune/export.hpp"
 
 namespace ktune::autotune {
@@ -17,6 +18,10 @@ namespace ktune::autotune {
 // The measurement warmup uses for host keys (CI-sized: one warm-up call, 5 single-call samples, one more
 // round if the spread is above 5%).
 KTUNE_API MeasureOptions host_measure_options();
+
+// The host CPU's roofline ceilings stored with host tuning rows: DRAM read bandwidth measured once per process
+// (all hardware threads summing a 128 MiB buffer, best of 4 passes, 0.2-1 s); peak_flops 0 (not measured).
+KTUNE_API DeviceCeilings host_ceilings();
 
 // What tune() / replay() run for the host (no CUDA context needed).
 KTUNE_API TuneOutcome tune_on_host(Runtime& rt, const std::string& family, const std::string& problem_key,

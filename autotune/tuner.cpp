@@ -39,6 +39,13 @@ DeviceLimits current_device_limits() {
   return device_limits(static_cast<int>(dev));
 }
 
+DeviceCeilings current_device_ceilings() {
+  const DriverApi& cu = driver();
+  CUdevice dev = 0;
+  check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  return device_ceilings(static_cast<int>(dev));
+}
+
 // Measures every candidate in interleaved passes (one sample of each candidate per pass) rather than one
 // candidate after another: slow drift of the GPU's clocks or temperature during a tuning then shifts every
 // candidate alike instead of penalizing whichever came last — sequential sweeps showed such a bias on the
@@ -211,6 +218,9 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
     tr.candidates = out.candidates;
     tr.winner = winner;
     tr.noise_fraction = options.noise_fraction;
+    tr.bytes_per_call = workload->bytes_per_call();  // roofline position in `ktune report`
+    tr.flops_per_call = workload->flops_per_call();
+    tr.ceilings = current_device_ceilings();
     cache::TuningRecord rec = to_tuning_record(tr);
     if (rt.impl().cache->writable_layer()) {
       rt.impl().cache->put_tuning(rec);

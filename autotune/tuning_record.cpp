@@ -154,6 +154,11 @@ cache::TuningRecord to_tuning_record(const TuningResult& t) {
   if (t.problem_key.empty()) bad_arg("tuning result: problem_key: expected a tuning key, got \"\"");
   if (t.device_fingerprint.empty()) bad_arg("tuning result: device_fingerprint: expected a fingerprint, got \"\"");
   if (t.candidates.empty()) bad_arg("tuning result: candidates: expected at least one, got none");
+  for (auto [name, v] : {std::pair<const char*, double>{"bytes_per_call", t.bytes_per_call},
+                         {"flops_per_call", t.flops_per_call},
+                         {"ceilings.peak_bytes_per_s", t.ceilings.peak_bytes_per_s},
+                         {"ceilings.peak_flops", t.ceilings.peak_flops}})
+    if (!std::isfinite(v) || v < 0) bad_arg(fmt::format("tuning result: {}: expected a finite number >= 0, got {}", name, v));
   if (t.winner >= t.candidates.size())
     bad_arg(fmt::format("tuning result: winner: expected an index below {}, got {}", t.candidates.size(), t.winner));
   if (!t.candidates[t.winner].ok)
@@ -188,6 +193,19 @@ cache::TuningRecord to_tuning_record(const TuningResult& t) {
   Json list = Json::array();
   for (const auto& c : t.candidates) list.push(candidate_json(c));
   j.set("candidates", std::move(list));
+  if (t.bytes_per_call > 0 || t.flops_per_call > 0) {
+    Json w = Json::object();
+    w.set("bytes_per_call", t.bytes_per_call);
+    w.set("flops_per_call", t.flops_per_call);
+    j.set("workload", std::move(w));
+  }
+  if (t.ceilings.peak_bytes_per_s > 0 || t.ceilings.peak_flops > 0) {
+    Json c = Json::object();
+    c.set("peak_bytes_per_s", t.ceilings.peak_bytes_per_s);
+    c.set("peak_flops", t.ceilings.peak_flops);
+    c.set("source", t.ceilings.source);
+    j.set("device_ceilings", std::move(c));
+  }
   r.candidates_json = j.dump();
   return r;
 }
@@ -236,6 +254,17 @@ TuningResult from_tuning_record(const cache::TuningRecord& r) {
     t.candidates.push_back(std::move(c));
   }
   if (!found) rd.fail("winner", "one of the candidates' configs", &j.at("winner"));
+  if (const Json* w = j.find("workload")) {  // optional: rows written before it existed lack it
+    if (!w->is_object()) rd.fail("workload", "an object", w);
+    t.bytes_per_call = rd.non_negative(*w, "workload.", "bytes_per_call");
+    t.flops_per_call = rd.non_negative(*w, "workload.", "flops_per_call");
+  }
+  if (const Json* c = j.find("device_ceilings")) {
+    if (!c->is_object()) rd.fail("device_ceilings", "an object", c);
+    t.ceilings.peak_bytes_per_s = rd.non_negative(*c, "device_ceilings.", "peak_bytes_per_s");
+    t.ceilings.peak_flops = rd.non_negative(*c, "device_ceilings.", "peak_flops");
+    t.ceilings.source = rd.string(*c, "device_ceilings.", "source");
+  }
   return t;
 }
 

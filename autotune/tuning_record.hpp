@@ -6,7 +6,11 @@
 //    "ktune_version": "0.1.0", "tuned_at": <unix s>, "noise_fraction": 0.03, "winner": "<config>",
 //    "candidates": [{"config": ..., "ok": true, "median_ms": ..., "spread": ..., "rounds": 1, "stable": true,
 //                    "samples_ms": [...]},
-//                   {"config": ..., "ok": false, "error": "..."}, ...]}
+//                   {"config": ..., "ok": false, "error": "..."}, ...],
+//    "workload": {"bytes_per_call": ..., "flops_per_call": ...},                        (optional)
+//    "device_ceilings": {"peak_bytes_per_s": ..., "peak_flops": ..., "source": "..."}}  (optional)
+// The two optional objects (written when known; rows of older builds lack them and stay readable) place the
+// winner on a roofline: what one call moves and computes, and the device's peaks when it was tuned.
 // family, problem_key, device_fingerprint, ktune_version and winner repeat the row's columns; reading checks
 // they agree, so a row edited in one place only is reported rather than trusted.
 #pragma once
@@ -18,6 +22,7 @@
 #include "autotune/buckets.hpp"
 #include "autotune/select.hpp"
 #include "ktune/cache/store.hpp"
+#include "ktune/device.hpp"
 #include "ktune/export.hpp"
 
 namespace ktune::autotune {
@@ -31,6 +36,10 @@ struct TuningResult {
   size_t winner = 0;                        // index into candidates (select_winner)
   double noise_fraction = 0;                // the one the winner was selected with
   int64_t tuned_at = 0;                     // unix seconds; 0: now
+  // Workload::bytes_per_call / flops_per_call of the tuned key; 0 = not recorded.
+  double bytes_per_call = 0, flops_per_call = 0;
+  // The device's roofline ceilings when it was tuned (0 = unknown).
+  DeviceCeilings ceilings;
 };
 
 // "<problem key>|<buckets>", buckets sorted by their short names so callers cannot fragment keys by order:

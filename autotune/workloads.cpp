@@ -13,10 +13,20 @@ namespace ktune::autotune {
 std::unique_ptr<Workload> make_xqa_decode_workload(Runtime& rt, const std::string& problem_key,
                                                    const std::vector<std::pair<std::string, int64_t>>& buckets);
 
+// autotune/sparse_mla_workload.cpp (issue 6)
+std::unique_ptr<Workload> make_sparse_mla_decode_workload(Runtime& rt, const std::string& problem_key,
+                                                          const std::vector<std::pair<std::string, int64_t>>& buckets);
+
+// autotune/mxfp4_workload.cpp (issue 7)
+std::unique_ptr<Workload> make_mxfp4_gemm_workload(Runtime& rt, const std::string& problem_key,
+                                                   const std::vector<std::pair<std::string, int64_t>>& buckets);
+
 WorkloadFactory workload_factory(const std::string& family) {
   if (family == "xqa_decode") return make_xqa_decode_workload;
+  if (family == "sparse_mla_decode") return make_sparse_mla_decode_workload;
+  if (family == "mxfp4_gemm") return make_mxfp4_gemm_workload;
   throw Error(Status::not_found, "autotune",
-              "no tuning workload for family '" + family + "' (families with one: xqa_decode)");
+              "no tuning workload for family '" + family + "' (families with one: xqa_decode, sparse_mla_decode, mxfp4_gemm)");
 }
 
 }  // namespace ktune::autotune

@@ -5,11 +5,13 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "templates/xqa_decode/family.hpp"
+#include "templates/sparse_mla_decode/family.hpp"  // sparse_mla_decode (issue 6)
+#include "templates/mxfp4_gemm/family.hpp"         // mxfp4_gemm (issue 7)
 
 namespace ktune {
 
 const std::vector<FamilyInfo>& families() {
-  static const std::vector<FamilyInfo> all = {xqa::family_info()};
+  static const std::vector<FamilyInfo> all = {xqa::family_info(), mla::family_info(), mxfp4::family_info()};
   return all;
 }
 

@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make pkg-config libsqlite3-dev libsodium-dev libfmt-dev catch2 llvm-19-dev libclang-cpp19-dev libclang-19-dev)
+packages+=(chromium)  # headless browser for the tuning report's test (tests/report/report_chromium.sh)
+packages+=(python3 python3-venv python3-numpy)  # the Python package's tests (tests/python/run_python_tests.sh): venv + Debian's NumPy
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,12 @@ int attr(const DriverApi& cu, CUdevice dev, CUdevice_attribute a) {
   return v;
 }
 
+// An attribute that may be missing on some driver: 0 instead of an error (only the ceilings use these).
+int attr_or_zero(const DriverApi& cu, CUdevice dev, CUdevice_attribute a) {
+  int v = 0;
+  return cu.cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS ? v : 0;
+}
+
 DeviceInfo describe(const DriverApi& cu, int ordinal, int driver_version) {
   CUdevice dev = 0;
   check_cu(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
@@ -37,6 +43,8 @@ DeviceInfo describe(const DriverApi& cu, int ordinal, int driver_version) {
   d.smem_per_block_optin = attr(cu, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   d.fingerprint = fmt::format("{}|cc{}.{}|sm{}|memclk{}|drv{}", d.name, d.cc_major, d.cc_minor, d.sm_count,
                               d.memory_clock_khz, driver_version);
+  d.ceilings = gpu_ceilings(d.cc_major, d.cc_minor, d.sm_count, attr_or_zero(cu, dev, CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+                            d.memory_clock_khz, attr_or_zero(cu, dev, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));
   return d;
 }
 
@@ -70,6 +78,37 @@ DeviceLimits device_limits(int ordinal) {
   l.max_smem_per_block_optin = d.smem_per_block_optin;
   l.l2_bytes = d.l2_bytes;
   return l;
+}
+
+DeviceCeilings gpu_ceilings(int cc_major, int cc_minor, int sm_count, int sm_clock_khz, int memory_clock_khz,
+                            int memory_bus_width_bits) {
+  DeviceCeilings c;
+  if (memory_clock_khz > 0 && memory_bus_width_bits > 0)
+    c.peak_bytes_per_s = 2.0 * memory_clock_khz * 1e3 * (memory_bus_width_bits / 8.0);
+  // Dense BF16 (FP32 accumulate) tensor-core FLOP per clock per SM: A100 312 TFLOP/s = 108 SMs x 1.41 GHz x 2048;
+  // H100 SXM 989 TFLOP/s = 132 x 1.83 GHz x 4096; B200 2.25 PFLOP/s ~ 148 x 1.86 GHz x 8192. Consumer parts of
+  // sm_86/89/120 run BF16 at different rates per SKU, so they are left unknown.
+  int per_clock = 0;
+  switch (cc_major * 10 + cc_minor) {
+    case 80: per_clock = 2048; break;
+    case 90: per_clock = 4096; break;
+    case 100: case 103: per_clock = 8192; break;
+    default: break;
+  }
+  if (per_clock && sm_count > 0 && sm_clock_khz > 0) c.peak_flops = double(per_clock) * sm_count * sm_clock_khz * 1e3;
+  c.source = fmt::format("computed: bandwidth = 2 x memory clock ({} MHz) x bus width ({} bit); FLOP/s = {}",
+                         memory_clock_khz / 1000, memory_bus_width_bits,
+                         per_clock ? fmt::format("{} dense BF16 FLOP/clk/SM (sm_{}{} table) x {} SMs x {} MHz", per_clock,
+                                                 cc_major, cc_minor, sm_count, sm_clock_khz / 1000)
+                                   : fmt::format("unknown for sm_{}{}", cc_major, cc_minor));
+  return c;
+}
+
+DeviceCeilings device_ceilings(int ordinal) {
+  const DriverApi& cu = driver();
+  int drv = 0;
+  cu.cuDriverGetVersion(&drv);
+  return describe(cu, ordinal, drv).ceilings;
 }
 
 DeviceLimits arch_limits(const Arch& arch) {

@@ -21,6 +21,8 @@ commands:
   replay    run a preset's request buckets from the cache: compiles, tunings, first vs steady call
   presets   list the embedded model presets
   cache     ls | stats | show | verify | prune | export | merge | keygen | sign
+  prepack   reorder an MXFP4 weight into the mxfp4_gemm kernel layout (records its layout version)
+  report    write a self-contained HTML tuning report (charts, rooflines, cache contents) of a cache
 
 Every command takes --help. Commands that touch a cache take --cache PATH (default: $KTUNE_CACHE or
 ~/.cache/ktune/ktune.db); --json prints one JSON object. Exit status 0 on success.
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
     if (command == "replay") return ktune::cli::cmd_replay(args);
     if (command == "presets") return ktune::cli::cmd_presets(args);
     if (command == "tune") return ktune::cli::cmd_tune(args);
+    if (command == "prepack") return ktune::cli::cmd_prepack(args);
+    if (command == "report") return ktune::cli::cmd_report(args);
     fmt::print(stderr, "ktune: unknown command '{}' (see ktune --help)\n", command);
     return 2;
   } catch (const ktune::cli::UsageError& e) {

@@ -91,6 +91,143 @@ KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* pr
 /* Makes device `ordinal`'s primary context current on this thread. */
 KTUNE_C_API ktune_status ktune_use_device(int ordinal);
 
+/* ---- Language bindings (issue 9: the Python package in python/, docs/python.md) -------------------------
+ * Strings returned through `const char**` belong to ktune and stay valid until the next call of the same
+ * function on the same thread. */
+
+/* Canonical problem key of `family` from either a problem key ("d128.h32.kv8...") or a JSON object of problem
+ * fields ('{"head_dim":128,...}', docs/presets.md). Errors name the field. */
+KTUNE_C_API ktune_status ktune_problem_key(const char* family, const char* key_or_json, const char** key);
+/* Comma-separated names: the kernel families of this build / the embedded presets (with -tpN variants). */
+KTUNE_C_API ktune_status ktune_family_names(const char** names);
+KTUNE_C_API ktune_status ktune_preset_names(const char** names);
+
+/* Makes device `ordinal`'s primary context current on this thread unless it already is: after the first call
+ * per device, one cuCtxGetCurrent (for bindings that launch on a framework's thread, e.g. PyTorch's). */
+KTUNE_C_API ktune_status ktune_ensure_device(int ordinal);
+
+/* ktune_xqa_decode_workspace_bytes for a forced config (NULL: tuned/default) and split count (0: planned). */
+KTUNE_C_API ktune_status ktune_xqa_decode_workspace_bytes_ex(ktune_runtime* runtime, const char* problem_key,
+                                                             int batch, int max_seq_len, const char* config,
+                                                             int num_splits, size_t* bytes);
+/* xqa_decode on the host CPU (LLVM host backend, libktune_host.so; docs/host_backend.md): the same problem and
+ * arguments with HOST pointers; synchronous; workspace may be NULL; `config` is a host config ("t64.v16.u4").
+ * threads <= 0: every hardware thread. Without the plugin: KTUNE_ERROR_NO_COMPILER naming where it looked. */
+KTUNE_C_API ktune_status ktune_xqa_decode_host(ktune_runtime* runtime, const char* problem_key,
+                                               const ktune_xqa_args* args, int threads);
+/* What a call would run, as JSON {"config","source","num_splits","workspace_bytes"[,"threads"]}.
+ * host != 0: the host plan (threads as above); else the GPU plan (needs a current context). */
+KTUNE_C_API ktune_status ktune_xqa_decode_plan(ktune_runtime* runtime, const char* problem_key, int batch,
+                                               int max_seq_len, const char* config, int num_splits, int host,
+                                               int threads, const char** plan_json);
+
+/* Warm-up of a model preset (what `ktune warmup` does), in process. */
+typedef struct ktune_warmup_options {
+  const char* preset;   /* required: embedded name ("llama-3.1-8b", "NAME-tpN") or a preset JSON file */
+  const char* arches;   /* comma-separated ("sm_90a,host"); NULL/"": the current GPU's arch, or without a current
+                           context every default arch (+ host when the plugin loads) */
+  const char* kv_dtype; /* NULL: the preset's; "bf16" | "fp16" | "fp8" */
+  int max_batch;        /* 0: the preset's largest batch bucket */
+  int max_seq_len;      /* 0: the preset's largest seq_len bucket */
+  int spec_tokens;      /* -1: the preset's */
+  int all_candidates;   /* nonzero (default): compile every candidate config, not only the default */
+  double budget_s;      /* 0: no budget; else stop starting new tuning keys after this many seconds */
+  int jobs;             /* parallel compiles, 0: cores */
+  int device;           /* -1 (default): whatever context is current; >= 0: that GPU (ktune_ensure_device) */
+  /* NULL or called as work completes: what = "compile" (done/total compile jobs) or the tuning key just
+   * finished (done/total keys); may be called from compile worker threads, never concurrently. */
+  void (*progress)(const char* what, size_t done, size_t total, void* user);
+  void* progress_user;
+} ktune_warmup_options;
+
+typedef struct ktune_warmup_result {
+  int keys, tuned, already_done, skipped, failed;
+  int compile_jobs, compiled, cache_hits, compile_failed;
+  double compile_wall_ms, tune_ms, wall_ms;
+  int budget_exhausted;
+  /* [{"arch","family","key","status","winner","ms"}, ...]; valid until the next ktune_warmup on this thread */
+  const char* items_json;
+} ktune_warmup_result;
+
+KTUNE_C_API void ktune_warmup_options_default(ktune_warmup_options* options);
+/* Returns KTUNE_OK when the warmup ran, even if some keys failed: check result->failed / compile_failed and
+ * items_json. The runtime's allow_jit must be set (a warmup compiles). */
+KTUNE_C_API ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* options,
+                                      ktune_warmup_result* result);
+/* Inverse of ktune_mxfp4_prepack_host (tests, tools): packed (host) -> canonical w_packed [E, n, k/2] (low
+ * nibble = even k) + w_scale [E, n, k/32] (host). Same size checks. */
+KTUNE_C_API ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, const uint8_t* packed_scales, int n,
+                                                 int k, int num_experts, uint8_t* w_packed, uint8_t* w_scale);
+/* ---- end of language bindings section ---------------------------------------------------------------- */
+
+/* ---- mxfp4_gemm (issue 7: W4A16 GEMM with OCP MXFP4 weights, docs/mxfp4_gemm.md) ----------------------
+ * C[m, n] = A[m, k] * W[n, k]^T (+ bias[n]); the problem is its key ("n8192.k8192.bf16-bf16",
+ * "n5760.k2880.e128.top4.bf16-bf16") or JSON fields through ktune_problem_key. Weights must be prepacked
+ * (ktune_mxfp4_prepack_host or `ktune prepack`) and carry layout_version == ktune_mxfp4_layout_version().
+ * Dense: ktune_mxfp4_gemm; grouped MoE (tokens sorted by expert, expert_offsets [E+1] on the device, one
+ * launch for all experts): ktune_mxfp4_grouped_gemm. Both enqueue on `stream`, never read device memory on the
+ * host, allocate or sync: graph-capturable. Start args from ktune_mxfp4_args_default(). */
+typedef struct ktune_mxfp4_args {
+  const void* a;                  /* [m, k] a dtype */
+  int lda;                        /* 0: k */
+  int layout_version;             /* of the packed weight */
+  const void* weight_packed;      /* device, ktune_mxfp4_packed_bytes(..., weight) */
+  const void* weight_scales;      /* device, ktune_mxfp4_packed_bytes(..., scales) */
+  const void* bias;               /* [num_experts, n] out dtype or NULL */
+  void* c;                        /* [m, n] out dtype */
+  int ldc;                        /* 0: n */
+  int m;                          /* rows (grouped: all experts' rows) */
+  const int32_t* expert_offsets;  /* grouped only: [num_experts + 1] on the device */
+  const char* config;             /* NULL: tuned or default */
+} ktune_mxfp4_args;
+
+KTUNE_C_API void ktune_mxfp4_args_default(ktune_mxfp4_args* args);
+KTUNE_C_API int ktune_mxfp4_layout_version(void);
+/* Bytes of the packed weight (which = 0) or packed scales (which = 1) for n x k x num_experts. */
+KTUNE_C_API ktune_status ktune_mxfp4_packed_bytes(int n, int k, int num_experts, int which, size_t* bytes);
+/* Host reorder: canonical w_packed [E, n, k/2] + w_scale [E, n, k/32] (host memory) -> packed (host memory). */
+KTUNE_C_API ktune_status ktune_mxfp4_prepack_host(const uint8_t* w_packed, const uint8_t* w_scale, int n, int k,
+                                                  int num_experts, uint8_t* out_weight, uint8_t* out_scales);
+KTUNE_C_API ktune_status ktune_mxfp4_gemm(ktune_runtime* runtime, const char* problem_key,
+                                          const ktune_mxfp4_args* args, void* stream);
+KTUNE_C_API ktune_status ktune_mxfp4_grouped_gemm(ktune_runtime* runtime, const char* problem_key,
+                                                  const ktune_mxfp4_args* args, void* stream);
+/* ---- end of mxfp4_gemm section ---- */
+
+/* ---- sparse_mla_decode (issue 6: DeepSeek V3.2 sparse MLA decode, docs/sparse_mla_decode.md) -------------
+ * The problem is its key ("h128.r512.d64.k2048.p64.bf16-fp8ds.q1", or JSON fields through ktune_problem_key);
+ * the fields mirror ktune::SparseMlaDecodeArgs (runtime/include/ktune/sparse_mla_decode.hpp). Enqueues on
+ * `stream`; never reads device memory on the host, allocates or syncs: graph-capturable. Start args from
+ * ktune_sparse_mla_args_default(). */
+typedef struct ktune_sparse_mla_args {
+  const void* q;            /* [num_tokens, num_heads, kv_lora_rank + rope_dim] bf16, 16-byte aligned */
+  const void* kv_cache;     /* [num_pages, page_size, row bytes] fp8_ds_mla or bf16, 16-byte aligned */
+  const int32_t* indices;   /* [num_tokens, topk] slots page * page_size + offset, -1 = skip */
+  const float* sinks;       /* [num_heads] sink logits or NULL */
+  void* out;                /* [num_tokens, num_heads, kv_lora_rank] bf16 */
+  float* lse;               /* [num_tokens, num_heads] fp32 or NULL */
+  void* workspace;          /* split partials, >= ktune_sparse_mla_decode_workspace_bytes() */
+  size_t workspace_bytes;
+  int num_tokens;           /* 0..65535 (0: nothing to do) */
+  int64_t num_pages;
+  float softmax_scale;
+  const char* config;       /* NULL: tuned or default */
+  int num_splits;           /* 0: planned */
+} ktune_sparse_mla_args;
+
+KTUNE_C_API void ktune_sparse_mla_args_default(ktune_sparse_mla_args* args);
+/* Workspace bytes for num_tokens with a forced config (NULL: tuned/default) and split count (0: planned). */
+KTUNE_C_API ktune_status ktune_sparse_mla_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key,
+                                                                 int num_tokens, const char* config, int num_splits,
+                                                                 size_t* bytes);
+/* What a call would run, as JSON {"config","source","num_splits","workspace_bytes"} (needs a current context
+ * unless config and num_splits are both forced). */
+KTUNE_C_API ktune_status ktune_sparse_mla_decode_plan(ktune_runtime* runtime, const char* problem_key, int num_tokens,
+                                                      const char* config, int num_splits, const char** plan_json);
+KTUNE_C_API ktune_status ktune_sparse_mla_decode(ktune_runtime* runtime, const char* problem_key,
+                                                 const ktune_sparse_mla_args* args, void* stream);
+/* ---- end of sparse_mla_decode section ---- */
+
 #ifdef __cplusplus
 }
 #endif

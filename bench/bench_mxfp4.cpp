@@ -1,0 +1,282 @@
+// mxfp4_gemm through the runtime on the issue-7 shapes (sm_90a): effective TB/s (packed weight + scales +
+// activations + output) for few tokens, TFLOP/s for many.
+//   bench_mxfp4 prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU needed)
+//   bench_mxfp4 run [--json OUT] [--reps N]            needs a GPU; cache from KTUNE_CACHE
+// Per row: the tuning workload (autotune/mxfp4_workload.cpp: fresh random codes and scales, N(0,1) activations,
+// rotating copies > 2x L2; grouped rows routed uniformly at random over the experts) for bucket m = tokens;
+// the launch's own choice first, then a few alternatives, each warmed up and timed with CUDA events around each
+// call; the median of `reps` calls is reported. Runtime stats are checked: 0 compiles and 0 loads while timing.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "autotune/workload.hpp"
+#include "driver_api.hpp"
+#include "ktune/device.hpp"
+#include "ktune/family.hpp"
+#include "ktune/mxfp4_gemm.hpp"
+#include "ktune/runtime.hpp"
+
+using namespace ktune;
+using namespace ktune::mxfp4;
+
+namespace {
+
+struct Row {
+  std::string label;
+  std::string problem;  // key
+  int tokens;           // tuning bucket m (grouped: rows = tokens * top_k)
+  std::vector<std::string> extra;
+};
+
+const std::vector<Row>& rows() {
+  const std::vector<std::string> small = {"bm8.tn1.wn1.wk4.s8.d8", "bm8.tn2.wn1.wk8.s5.d4", "bm8.tn4.wn1.wk8.s5.d2",
+                                          "bm8.tn2.wn1.wk4.s8.d4", "bm8.tn4.wn1.wk4.s8.d2", "bm8.tn2.wn2.wk4.s8.d4",
+                                          "bm16.tn1.wn1.wk4.s5.d8", "bm16.tn2.wn1.wk8.s3.d4", "bm16.tn4.wn1.wk8.s3.d2",
+                                          "bm16.tn2.wn1.wk4.s5.d4", "bm16.tn4.wn1.wk4.s5.d2", "bm16.tn2.wn2.wk4.s5.d4"};
+  const std::vector<std::string> big = {"bm128.tn2.wn4.wk1.s4.d2", "bm64.tn2.wn4.wk1.s4.d2", "bm128.tn4.wn2.wk1.s3.d1",
+                                        "bm64.tn4.wn2.wk1.s4.d2"};
+  const std::vector<std::string> moe8 = {"bm16.tn2.wn4.wk1.s8.d4", "bm16.tn2.wn4.wk1.s3.d2", "bm16.tn4.wn2.wk1.s4.d2",
+                                         "bm16.tn2.wn4.wk1.s4.d4", "bm16.tn4.wn4.wk1.s3.d2", "bm16.tn2.wn2.wk2.s5.d4",
+                                         "bm16.tn4.wn1.wk4.s5.d2", "bm8.tn4.wn2.wk1.s4.d2"};
+  const std::vector<std::string> moe128 = {"bm64.tn2.wn4.wk1.s4.d2", "bm128.tn2.wn4.wk1.s4.d2", "bm64.tn2.wn4.wk1.s6.d2",
+                                           "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk2.s6.d4"};
+  static const std::vector<Row> r = {
+      {"dense 8192x8192 M=1", "n8192.k8192.bf16-bf16", 1, small},
+      {"dense 8192x8192 M=16", "n8192.k8192.bf16-bf16", 16, small},
+      {"dense 8192x8192 M=4096", "n8192.k8192.bf16-bf16", 4096, big},
+      {"moe gate_up 5760x2880 E128 8 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 256, moe8},
+      {"moe down 2880x2880 E128 8 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 256, moe8},
+      {"moe gate_up 5760x2880 E128 128 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 4096, moe128},
+      {"moe down 2880x2880 E128 128 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 4096, moe128},
+  };
+  return r;
+}
+
+std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == "--" + name) return argv[i + 1];
+  return fallback;
+}
+
+int64_t rows_of(const Problem& p, int tokens) { return int64_t(tokens) * (p.grouped() ? p.top_k : 1); }
+
+std::vector<std::string> candidates(const Problem& p, const Row& r, const Arch& arch, const std::string& first) {
+  std::vector<std::string> out = {first};
+  for (const std::string& c : r.extra)
+    if (std::find(out.begin(), out.end(), c) == out.end() &&
+        can_implement(p, Config::from_key(c), arch, default_limits(arch)).empty())
+      out.push_back(c);
+  return out;
+}
+
+std::string own_config(const Problem& p, const Row& r, const Arch& arch) {
+  const int64_t bucket = mxfp4_gemm_bucket(p, rows_of(p, r.tokens));
+  const int64_t m = p.grouped() ? (bucket * p.top_k + p.num_experts - 1) / p.num_experts : bucket;
+  return default_config(p, arch, m).key();
+}
+
+int prepare(const std::string& cache, const Arch& arch) {
+  RuntimeOptions o;
+  o.cache_path = cache;
+  Runtime rt(o);
+  std::vector<GeneratedKernel> jobs;
+  for (const Row& r : rows()) {
+    const Problem p = Problem::from_key(r.problem);
+    for (const std::string& c : candidates(p, r, arch, own_config(p, r, arch))) {
+      GeneratedKernel g = generate(p, Config::from_key(c), arch);
+      bool dup = false;
+      for (const auto& j : jobs) dup |= j.source == g.source && j.problem_key == g.problem_key;
+      if (!dup) jobs.push_back(std::move(g));
+    }
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<int> failed{0};
+  std::mutex mu;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        try {
+          const EnsureResult e = rt.ensure_binary(jobs[i], arch);
+          std::lock_guard<std::mutex> lock(mu);
+          fmt::print("{} {}\n", e.compiled ? "compiled" : "cached  ", e.name);
+        } catch (const std::exception& e) {
+          ++failed;
+          std::lock_guard<std::mutex> lock(mu);
+          fmt::print("FAILED {}/{}: {}\n", jobs[i].problem_key, jobs[i].config_key, e.what());
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  fmt::print("bench_mxfp4 prepare: {} kernels for {}, {} compiled, {} failed\n", jobs.size(), arch.str(),
+             rt.stats().compiles, failed.load());
+  return failed ? 1 : 0;
+}
+
+double copy_tbs(size_t bytes) {
+  const auto& cu = detail::driver();
+  CUdeviceptr a = 0, b = 0;
+  detail::check_cu(cu.cuMemAlloc(&a, bytes), "cuMemAlloc");
+  detail::check_cu(cu.cuMemAlloc(&b, bytes), "cuMemAlloc");
+  detail::check_cu(cu.cuMemsetD8(a, 0x3C, bytes), "cuMemsetD8");
+  CUevent e0 = nullptr, e1 = nullptr;
+  detail::check_cu(cu.cuEventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
+  detail::check_cu(cu.cuEventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<double> t;
+  for (int i = 0; i < 13; ++i) {
+    detail::check_cu(cu.cuEventRecord(e0, nullptr), "cuEventRecord");
+    detail::check_cu(cu.cuMemcpyDtoD(i & 1 ? a : b, i & 1 ? b : a, bytes), "cuMemcpyDtoD");
+    detail::check_cu(cu.cuEventRecord(e1, nullptr), "cuEventRecord");
+    detail::check_cu(cu.cuEventSynchronize(e1), "cuEventSynchronize");
+    float ms = 0;
+    detail::check_cu(cu.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+    if (i >= 3) t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  cu.cuEventDestroy(e0);
+  cu.cuEventDestroy(e1);
+  cu.cuMemFree(a);
+  cu.cuMemFree(b);
+  return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e12;
+}
+
+struct Measured {
+  std::string config, source;
+  double us = 0, us_min = 0, tbs = 0, tflops = 0;
+  int64_t compiles = 0, loads = 0;
+  std::string error;
+};
+
+int run(const std::string& json_out, int reps) {
+  use_device(0);
+  const auto& cu = detail::driver();
+  const SystemInfo sys = system_info();
+  const DeviceInfo& dev = sys.devices.at(0);
+  Runtime rt(RuntimeOptions::from_env());
+  const Arch arch = rt.current_arch();
+  CUstream stream = nullptr;
+  detail::check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  std::vector<CUevent> ev(2 * reps);
+  for (CUevent& e : ev) detail::check_cu(cu.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  const double copy = copy_tbs(size_t(2) << 30);
+  fmt::print("device {} ({}), {} SMs; copy (cuMemcpyDtoD 2 GiB, read+write) {:.2f} TB/s\n", dev.name, arch.str(),
+             dev.sm_count, copy);
+  std::fflush(stdout);
+  std::vector<std::string> row_json, table;
+  int64_t timing_compiles = 0;
+  for (const Row& r : rows()) {
+    const Problem p = Problem::from_key(r.problem);
+    const int64_t m = rows_of(p, r.tokens);
+    const Mxfp4GemmPlan own = mxfp4_gemm_plan(rt, p, m);
+    std::unique_ptr<autotune::Workload> w;
+    try {
+      w = autotune::workload_factory("mxfp4_gemm")(rt, p.key(), {{"m", r.tokens}});
+    } catch (const std::exception& e) {
+      fmt::print("  {}: workload failed: {}\n", r.label, e.what());
+      continue;
+    }
+    std::vector<Measured> ms;
+    for (const std::string& cfg : candidates(p, r, arch, own.config)) {
+      Measured x;
+      x.config = cfg;
+      x.source = cfg == own.config ? own.source : "candidate";
+      try {
+        w->prepare(cfg);
+        for (int i = 0; i < 3; ++i) w->launch(cfg, stream);
+        detail::check_cu(cu.cuStreamSynchronize(stream), "warmup");
+        const RuntimeStats before = rt.stats();
+        for (int i = 0; i < reps; ++i) {
+          detail::check_cu(cu.cuEventRecord(ev[2 * i], stream), "cuEventRecord");
+          w->launch(cfg, stream);
+          detail::check_cu(cu.cuEventRecord(ev[2 * i + 1], stream), "cuEventRecord");
+        }
+        detail::check_cu(cu.cuStreamSynchronize(stream), "timed calls");
+        const RuntimeStats after = rt.stats();
+        x.compiles = after.compiles - before.compiles;
+        x.loads = after.loads - before.loads;
+        std::vector<double> t(reps);
+        for (int i = 0; i < reps; ++i) {
+          float v = 0;
+          detail::check_cu(cu.cuEventElapsedTime(&v, ev[2 * i], ev[2 * i + 1]), "cuEventElapsedTime");
+          t[i] = v * 1e3;
+        }
+        std::sort(t.begin(), t.end());
+        x.us = t[t.size() / 2];
+        x.us_min = t.front();
+        x.tbs = w->bytes_per_call() / (x.us * 1e-6) / 1e12;
+        x.tflops = w->flops_per_call() / (x.us * 1e-6) / 1e12;
+      } catch (const std::exception& e) {
+        x.error = e.what();
+      }
+      timing_compiles += x.compiles;
+      fmt::print("  {:<40} {:<24} {:<9} {:>9.1f} us (min {:>8.1f}) {:>6.3f} TB/s {:>7.1f} TFLOP/s  compiles/loads "
+                 "while timing {}/{}{}\n",
+                 r.label, x.config, x.source, x.us, x.us_min, x.tbs, x.tflops, x.compiles, x.loads,
+                 x.error.empty() ? "" : "  ERROR " + x.error);
+      std::fflush(stdout);
+      ms.push_back(x);
+    }
+    Measured best = ms.front();
+    for (const Measured& x : ms)
+      if (x.error.empty() && (best.us == 0 || !best.error.empty() || x.us < best.us)) best = x;
+    std::vector<std::string> cj;
+    for (const Measured& x : ms)
+      cj.push_back(fmt::format("{{\"config\": \"{}\", \"source\": \"{}\", \"median_us\": {:.2f}, \"min_us\": {:.2f}, "
+                               "\"tbs\": {:.4f}, \"tflops\": {:.2f}, \"compiles_while_timing\": {}, \"error\": \"{}\"}}",
+                               x.config, x.source, x.us, x.us_min, x.tbs, x.tflops, x.compiles,
+                               x.error.empty() ? "" : "failed"));
+    row_json.push_back(fmt::format(
+        "{{\"label\": \"{}\", \"problem\": \"{}\", \"tokens\": {}, \"rows\": {}, \"bytes\": {:.0f}, \"flops\": {:.0f}, "
+        "\"launch_choice\": \"{}\", \"launch_choice_source\": \"{}\", \"best_config\": \"{}\", \"best_us\": {:.2f}, "
+        "\"best_tbs\": {:.4f}, \"best_tflops\": {:.2f}, \"launch_choice_us\": {:.2f}, \"candidates\": [{}]}}",
+        r.label, p.key(), r.tokens, m, w->bytes_per_call(), w->flops_per_call(), own.config, own.source, best.config,
+        best.us, best.tbs, best.tflops, ms.front().us, fmt::join(cj, ", ")));
+    table.push_back(fmt::format("| {} | {} ({}) | {:.1f} | {:.2f} | {:.1f} | {} | {:.1f} | {:.2f} | {:.1f} |", r.label,
+                                own.config, own.source, ms.front().us, ms.front().tbs, ms.front().tflops, best.config,
+                                best.us, best.tbs, best.tflops));
+  }
+  const RuntimeStats s = rt.stats();
+  fmt::print("\nruntime stats: memory_hits {} cache_hits {} misses {} compiles {} loads {} tuning_misses {}\n",
+             s.memory_hits, s.cache_hits, s.misses, s.compiles, s.loads, s.tuning_misses);
+  fmt::print("\n| shape | launch choice | us | TB/s | TFLOP/s | best | us | TB/s | TFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (const auto& t : table) fmt::print("{}\n", t);
+  fmt::print("copy {:.2f} TB/s; compiles while timing: {}; total compiles this run: {}\n", copy, timing_compiles,
+             s.compiles);
+  if (!json_out.empty())
+    std::ofstream(json_out) << fmt::format(
+        "{{\"bench\": \"mxfp4_gemm\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
+        "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"compiles\": {}, \"cache_hits\": {}, \"rows\": [\n  {}\n]}}\n",
+        dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, s.compiles,
+        s.cache_hits, fmt::join(row_json, ",\n  "));
+  for (CUevent e : ev) cu.cuEventDestroy(e);
+  cu.cuStreamDestroy(stream);
+  return timing_compiles == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_mxfp4 prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  try {
+    if (mode == "prepare") return prepare(arg(argc, argv, "cache", "bench_mxfp4.db"), Arch::parse(arg(argc, argv, "arch", "sm_90a")));
+    if (mode == "run") return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "50"))));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_mxfp4: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "bench_mxfp4: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}

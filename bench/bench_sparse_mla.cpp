@@ -1,0 +1,280 @@
+// sparse_mla_decode through the runtime on the issue-6 shapes: TFLOP/s (FLOPs = 2 * tokens * heads * topk *
+// (576 + 512)) and gathered KV bytes per second (tokens * topk * row bytes).
+//   bench_sparse_mla prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU)
+//   bench_sparse_mla run [--json OUT] [--reps N]            needs a GPU; cache from KTUNE_CACHE
+// Per row: the tuning workload (autotune/sparse_mla_workload.cpp: random inputs, random distinct slots per
+// token, rotating copies > 2x L2) for b = tokens; every candidate config (the launch's own choice first) is
+// loaded, warmed up and timed with CUDA events around each call (decode + combine when split); the median of
+// `reps` calls is reported. The run prints the runtime's compile count: 0 after `prepare` filled the cache.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "autotune/workload.hpp"
+#include "driver_api.hpp"
+#include "ktune/device.hpp"
+#include "ktune/family.hpp"
+#include "ktune/runtime.hpp"
+#include "ktune/sparse_mla_decode.hpp"
+
+using namespace ktune;
+using namespace ktune::mla;
+
+namespace {
+
+struct Row {
+  std::string label;
+  int heads, topk, tokens;
+  KvFormat fmt;
+  double bar_tflops;  // 0 = none (memory-bound rows report bytes/s)
+};
+
+const std::vector<Row>& rows() {
+  static const std::vector<Row> r = {
+      {"h128 k2048 T64 fp8", 128, 2048, 64, KvFormat::Fp8DsMla, 300},
+      {"h128 k2048 T128 fp8", 128, 2048, 128, KvFormat::Fp8DsMla, 300},
+      {"h128 k2048 T64 bf16", 128, 2048, 64, KvFormat::Bf16, 0},
+      {"h128 k2048 T8 fp8", 128, 2048, 8, KvFormat::Fp8DsMla, 0},
+      {"h64 k2048 T64 fp8", 64, 2048, 64, KvFormat::Fp8DsMla, 0},
+      {"h16 k2048 T64 fp8", 16, 2048, 64, KvFormat::Fp8DsMla, 0},
+      {"h16 k2048 T128 fp8", 16, 2048, 128, KvFormat::Fp8DsMla, 0},
+  };
+  return r;
+}
+
+Problem problem_of(const Row& r) {
+  Problem p;
+  p.num_heads = r.heads;
+  p.topk = r.topk;
+  p.page_size = 64;
+  p.kv_format = r.fmt;
+  p.validate();
+  return p;
+}
+
+std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == "--" + name) return argv[i + 1];
+  return fallback;
+}
+
+// The launch's own choice first, then up to 7 more of the search space.
+std::vector<std::string> candidates(const Problem& p, const Arch& arch, const std::string& first) {
+  std::vector<std::string> out = {first};
+  // the sm_90a wgmma variants first (the S = Q K^T path under test), then the rest of the space
+  for (const char* wg : {"t64.s1.g64.w16.wg", "t64.s1.g64.wg", "t32.s2.g64.w16.wg", "t32.s2.g64.wg"})
+    if (can_implement(p, Config::from_key(wg), arch, default_limits(arch)).empty() &&
+        std::find(out.begin(), out.end(), wg) == out.end())
+      out.push_back(wg);
+  for (const Config& c : search_space(p, arch)) {
+    if (out.size() >= 9) break;
+    if (std::find(out.begin(), out.end(), c.key()) == out.end()) out.push_back(c.key());
+  }
+  return out;
+}
+
+int prepare(const std::string& cache, const Arch& arch) {
+  RuntimeOptions o;
+  o.cache_path = cache;
+  Runtime rt(o);
+  std::vector<GeneratedKernel> jobs;
+  for (const Row& r : rows()) {
+    const Problem p = problem_of(r);
+    for (const std::string& c : candidates(p, arch, default_config(p, arch).key()))
+      jobs.push_back(generate(p, Config::from_key(c), arch));
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<int> failed{0};
+  std::mutex print_mutex;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        try {
+          const EnsureResult e = rt.ensure_binary(jobs[i], arch);
+          std::lock_guard<std::mutex> lock(print_mutex);
+          fmt::print("{} {}\n", e.compiled ? "compiled" : "cached  ", e.name);
+        } catch (const std::exception& e) {
+          ++failed;
+          std::lock_guard<std::mutex> lock(print_mutex);
+          fmt::print("FAILED {}/{}: {}\n", jobs[i].problem_key, jobs[i].config_key, e.what());
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  fmt::print("bench_sparse_mla prepare: {} kernels for {}, {} compiled, {} failed\n", jobs.size(), arch.str(),
+             rt.stats().compiles, failed.load());
+  return failed ? 1 : 0;
+}
+
+double copy_tbs(size_t bytes) {
+  const auto& cu = detail::driver();
+  CUdeviceptr a = 0, b = 0;
+  detail::check_cu(cu.cuMemAlloc(&a, bytes), "cuMemAlloc");
+  detail::check_cu(cu.cuMemAlloc(&b, bytes), "cuMemAlloc");
+  detail::check_cu(cu.cuMemsetD8(a, 0x3C, bytes), "cuMemsetD8");
+  CUevent e0 = nullptr, e1 = nullptr;
+  detail::check_cu(cu.cuEventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
+  detail::check_cu(cu.cuEventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<double> t;
+  for (int i = 0; i < 13; ++i) {
+    detail::check_cu(cu.cuEventRecord(e0, nullptr), "cuEventRecord");
+    detail::check_cu(cu.cuMemcpyDtoD(i & 1 ? a : b, i & 1 ? b : a, bytes), "cuMemcpyDtoD");
+    detail::check_cu(cu.cuEventRecord(e1, nullptr), "cuEventRecord");
+    detail::check_cu(cu.cuEventSynchronize(e1), "cuEventSynchronize");
+    float ms = 0;
+    detail::check_cu(cu.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+    if (i >= 3) t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  cu.cuEventDestroy(e0);
+  cu.cuEventDestroy(e1);
+  cu.cuMemFree(a);
+  cu.cuMemFree(b);
+  return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e12;
+}
+
+struct Measured {
+  std::string config, source;
+  int splits = 1;
+  double us = 0, us_min = 0, tflops = 0, kv_tbs = 0;
+  int64_t compiles_during = 0, loads_during = 0;
+  std::string error;
+};
+
+int run(const std::string& json_out, int reps) {
+  use_device(0);
+  const auto& cu = detail::driver();
+  const SystemInfo sys = system_info();
+  const DeviceInfo& dev = sys.devices.at(0);
+  Runtime rt(RuntimeOptions::from_env());
+  const Arch arch = rt.current_arch();
+  CUstream stream = nullptr;
+  detail::check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  std::vector<CUevent> ev(2 * reps);
+  for (CUevent& e : ev) detail::check_cu(cu.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  const double copy = copy_tbs(size_t(2) << 30);
+  fmt::print("device {} ({}), {} SMs; copy (cuMemcpyDtoD 2 GiB, read+write) {:.2f} TB/s\n", dev.name, arch.str(),
+             dev.sm_count, copy);
+  std::fflush(stdout);
+
+  std::vector<std::string> row_json;
+  struct Summary {
+    Row row;
+    Measured chosen, best;
+  };
+  std::vector<Summary> summary;
+  for (const Row& r : rows()) {
+    const Problem p = problem_of(r);
+    const SparseMlaDecodePlan own = sparse_mla_decode_plan(rt, p, r.tokens);
+    auto workload = autotune::workload_factory("sparse_mla_decode")(rt, p.key(), {{"b", r.tokens}});
+    const double flops = workload->flops_per_call();
+    const double kvb = double(r.tokens) * r.topk * p.row_bytes();
+    std::vector<Measured> ms;
+    for (const std::string& cfg : candidates(p, arch, own.config)) {
+      Measured m;
+      m.config = cfg;
+      m.source = cfg == own.config ? own.source : "candidate";
+      try {
+        m.splits = sparse_mla_decode_plan(rt, p, r.tokens, cfg.c_str()).num_splits;
+        workload->prepare(cfg);
+        for (int i = 0; i < 5; ++i) workload->launch(cfg, stream);
+        detail::check_cu(cu.cuStreamSynchronize(stream), "warmup");
+        const RuntimeStats before = rt.stats();
+        for (int i = 0; i < reps; ++i) {
+          detail::check_cu(cu.cuEventRecord(ev[2 * i], stream), "cuEventRecord");
+          workload->launch(cfg, stream);
+          detail::check_cu(cu.cuEventRecord(ev[2 * i + 1], stream), "cuEventRecord");
+        }
+        detail::check_cu(cu.cuStreamSynchronize(stream), "timed calls");
+        const RuntimeStats after = rt.stats();
+        m.compiles_during = after.compiles - before.compiles;
+        m.loads_during = after.loads - before.loads;
+        std::vector<double> t(reps);
+        for (int i = 0; i < reps; ++i) {
+          float x = 0;
+          detail::check_cu(cu.cuEventElapsedTime(&x, ev[2 * i], ev[2 * i + 1]), "cuEventElapsedTime");
+          t[i] = x * 1e3;
+        }
+        std::sort(t.begin(), t.end());
+        m.us = t[t.size() / 2];
+        m.us_min = t.front();
+        m.tflops = flops / (m.us * 1e-6) / 1e12;
+        m.kv_tbs = kvb / (m.us * 1e-6) / 1e12;
+      } catch (const std::exception& e) {
+        m.error = e.what();
+      }
+      fmt::print("  {:<22} {:<11} {:<9} splits {:>2} {:>8.1f} us (min {:>8.1f}) {:>6.1f} TFLOP/s {:>5.2f} TB/s KV"
+                 "  compiles/loads while timing {}/{}{}\n",
+                 r.label, m.config, m.source, m.splits, m.us, m.us_min, m.tflops, m.kv_tbs, m.compiles_during,
+                 m.loads_during, m.error.empty() ? "" : "  ERROR " + m.error);
+      std::fflush(stdout);
+      ms.push_back(m);
+    }
+    Summary s{r, ms.front(), ms.front()};
+    for (const Measured& m : ms)
+      if (m.error.empty() && (s.best.tflops == 0 || m.tflops > s.best.tflops)) s.best = m;
+    summary.push_back(s);
+    std::vector<std::string> cj;
+    for (const Measured& m : ms)
+      cj.push_back(fmt::format(
+          "{{\"config\": \"{}\", \"source\": \"{}\", \"splits\": {}, \"median_us\": {:.2f}, \"min_us\": {:.2f}, "
+          "\"tflops\": {:.2f}, \"kv_tbs\": {:.4f}, \"compiles_while_timing\": {}, \"error\": \"{}\"}}",
+          m.config, m.source, m.splits, m.us, m.us_min, m.tflops, m.kv_tbs, m.compiles_during,
+          m.error.empty() ? "" : "failed"));
+    row_json.push_back(fmt::format(
+        "{{\"label\": \"{}\", \"problem\": \"{}\", \"heads\": {}, \"topk\": {}, \"tokens\": {}, \"flops\": {:.0f}, "
+        "\"kv_bytes\": {:.0f}, \"bar_tflops\": {}, \"launch_choice\": \"{}\", \"launch_choice_source\": \"{}\", "
+        "\"launch_choice_tflops\": {:.2f}, \"launch_choice_kv_tbs\": {:.4f}, \"best_config\": \"{}\", "
+        "\"best_tflops\": {:.2f}, \"best_kv_tbs\": {:.4f}, \"candidates\": [{}]}}",
+        r.label, p.key(), r.heads, r.topk, r.tokens, flops, kvb, r.bar_tflops, own.config, own.source,
+        s.chosen.tflops, s.chosen.kv_tbs, s.best.config, s.best.tflops, s.best.kv_tbs, fmt::join(cj, ", ")));
+  }
+  const RuntimeStats st = rt.stats();
+  fmt::print("\nruntime stats: compiles {} loads {} cache_hits {} memory_hits {} misses {}\n", st.compiles, st.loads,
+             st.cache_hits, st.memory_hits, st.misses);
+  fmt::print("\n| shape | launch choice | us | TFLOP/s | KV TB/s | best | us | TFLOP/s | KV TB/s | bar |\n"
+             "|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Summary& s : summary)
+    fmt::print("| {} | {} ({}, s{}) | {:.1f} | {:.1f} | {:.2f} | {} (s{}) | {:.1f} | {:.1f} | {:.2f} | {} |\n",
+               s.row.label, s.chosen.config, s.chosen.source, s.chosen.splits, s.chosen.us, s.chosen.tflops,
+               s.chosen.kv_tbs, s.best.config, s.best.splits, s.best.us, s.best.tflops, s.best.kv_tbs,
+               s.row.bar_tflops > 0 ? fmt::format("{:.0f} TFLOP/s", s.row.bar_tflops) : "-");
+  fmt::print("copy {:.2f} TB/s; compiles in this process: {}\n", copy, st.compiles);
+  if (!json_out.empty())
+    std::ofstream(json_out) << fmt::format(
+        "{{\"bench\": \"sparse_mla_decode\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
+        "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"compiles\": {}, \"loads\": {}, \"rows\": [\n  {}\n]}}\n",
+        dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, st.compiles, st.loads,
+        fmt::join(row_json, ",\n  "));
+  for (CUevent e : ev) cu.cuEventDestroy(e);
+  cu.cuStreamDestroy(stream);
+  return st.compiles == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_sparse_mla prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  try {
+    if (mode == "prepare")
+      return prepare(arg(argc, argv, "cache", "bench_sparse_mla.db"), Arch::parse(arg(argc, argv, "arch", "sm_90a")));
+    if (mode == "run") return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "50"))));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_sparse_mla: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "bench_sparse_mla: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}

@@ -1,0 +1,139 @@
+"""A minimal PEP 517 / PEP 660 build backend using only the standard library (no setuptools, no network).
+
+Builds a pure-Python wheel (py3-none-any) of the `ktune` package beside this folder. The metadata below must
+match pyproject.toml's [project] table (checked by python/tests/test_packaging.py)."""
+
+import base64
+import hashlib
+import io
+import os
+import re
+import tarfile
+import time
+import zipfile
+
+NAME = "ktune"
+SUMMARY = "JIT kernel runtime with an autotune cache: Python bindings (ctypes over libktune) with PyTorch custom ops"
+REQUIRES_PYTHON = ">=3.8"
+EXTRAS = {"numpy": ["numpy"], "torch": ["torch>=2.4"]}
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
+PKG = os.path.join(ROOT, NAME)
+
+
+def _version():
+    with open(os.path.join(PKG, "__init__.py"), encoding="utf-8") as f:
+        m = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M)
+    if not m:
+        raise RuntimeError("ktune_build: __version__ not found in ktune/__init__.py")
+    return m.group(1)
+
+
+def _metadata():
+    lines = ["Metadata-Version: 2.1", f"Name: {NAME}", f"Version: {_version()}", f"Summary: {SUMMARY}",
+             f"Requires-Python: {REQUIRES_PYTHON}"]
+    for extra, reqs in EXTRAS.items():
+        lines.append(f"Provides-Extra: {extra}")
+        for r in reqs:
+            lines.append(f'Requires-Dist: {r}; extra == "{extra}"')
+    return "\n".join(lines) + "\n"
+
+
+def _wheel_file():
+    return "Wheel-Version: 1.0\nGenerator: ktune_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+
+def _dist_info():
+    return f"{NAME}-{_version()}.dist-info"
+
+
+def _package_files():
+    for dirpath, dirnames, filenames in os.walk(PKG):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for fn in sorted(filenames):
+            if fn.endswith((".pyc", ".pyo")):
+                continue
+            full = os.path.join(dirpath, fn)
+            yield full, os.path.relpath(full, ROOT).replace(os.sep, "/")
+
+
+def _record_line(arc, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{arc},sha256={digest},{len(data)}"
+
+
+def _write_wheel(wheel_directory, entries):
+    """entries: [(arcname, bytes)]; adds the dist-info files and RECORD."""
+    di = _dist_info()
+    entries = list(entries) + [(f"{di}/METADATA", _metadata().encode()), (f"{di}/WHEEL", _wheel_file().encode())]
+    record = [_record_line(a, d) for a, d in entries] + [f"{di}/RECORD,,"]
+    entries.append((f"{di}/RECORD", ("\n".join(record) + "\n").encode()))
+    name = f"{NAME}-{_version()}-py3-none-any.whl"
+    os.makedirs(wheel_directory, exist_ok=True)
+    stamp = (2020, 1, 1, 0, 0, 0)  # reproducible archives
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w", zipfile.ZIP_DEFLATED) as z:
+        for arc, data in entries:
+            info = zipfile.ZipInfo(arc, stamp)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    return name
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# ---- PEP 517 hooks ----
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    di = os.path.join(metadata_directory, _dist_info())
+    os.makedirs(di, exist_ok=True)
+    with open(os.path.join(di, "METADATA"), "w", encoding="utf-8") as f:
+        f.write(_metadata())
+    with open(os.path.join(di, "WHEEL"), "w", encoding="utf-8") as f:
+        f.write(_wheel_file())
+    return _dist_info()
+
+
+prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    return _write_wheel(wheel_directory, [(arc, _read(full)) for full, arc in _package_files()])
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    # PEP 660: a .pth file that puts python/ on sys.path, so edits in the checkout take effect at once
+    return _write_wheel(wheel_directory, [(f"__editable__.{NAME}.pth", (ROOT + "\n").encode())])
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    base = f"{NAME}-{_version()}"
+    name = base + ".tar.gz"
+    os.makedirs(sdist_directory, exist_ok=True)
+    files = [os.path.join(ROOT, "pyproject.toml"), os.path.join(ROOT, "_build_backend", "ktune_build.py")]
+    files += [full for full, _ in _package_files()]
+    with tarfile.open(os.path.join(sdist_directory, name), "w:gz", format=tarfile.PAX_FORMAT) as t:
+        for full in files:
+            data = _read(full)
+            info = tarfile.TarInfo(f"{base}/{os.path.relpath(full, ROOT).replace(os.sep, '/')}")
+            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            t.addfile(info, io.BytesIO(data))
+        pkg_info = _metadata().replace("Metadata-Version: 2.1", "Metadata-Version: 2.1", 1).encode()
+        info = tarfile.TarInfo(f"{base}/PKG-INFO")
+        info.size, info.mtime, info.mode = len(pkg_info), int(time.time()), 0o644
+        t.addfile(info, io.BytesIO(pkg_info))
+    return name

@@ -1,0 +1,98 @@
+"""ktune: JIT kernel runtime with an autotune cache (Python bindings over libktune's C API, ctypes only).
+
+  import ktune
+  ktune.warmup(preset="llama-3.1-8b")                      # compile + tune into the cache (GPU, or arch="host")
+  key = ktune.xqa_problem(head_dim=128, num_q_heads=32, num_kv_heads=8, page_size=32)
+  out = ktune.xqa_decode(key, q, kv_cache, block_tables, seq_lens, max_seq_len=4096)
+
+torch is optional and imported only when a torch tensor is passed (or ktune.torch_ops is imported); NumPy arrays
+run on the host CPU backend. See docs/python.md."""
+
+from .errors import (CacheError, CompileError, CudaError, InvalidArgumentError, JitDisabledError, KtuneError,
+                     NoCompilerError, NoDriverError, NotFoundError, UnsupportedError)
+from .runtime import (Runtime, WarmupReport, ensure_device, families, presets, problem_key, runtime, set_runtime,
+                      version, warmup, xqa_problem)
+from ._lib import library_path
+
+__version__ = "0.1.0"
+
+__all__ = ["Runtime", "WarmupReport", "warmup", "xqa_problem", "problem_key", "xqa_decode", "xqa_decode_plan",
+           "runtime", "set_runtime", "families", "presets", "version", "library_path", "ensure_device",
+           "KtuneError", "InvalidArgumentError", "NotFoundError", "CompileError", "CudaError", "CacheError",
+           "JitDisabledError", "NoDriverError", "NoCompilerError", "UnsupportedError", "torch_ops_available",
+           "sparse_mla_decode", "mxfp4_gemm", "mla_problem", "mxfp4_problem"]
+
+
+def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, **kwargs):
+    """Paged decode attention (docs/xqa_decode.md). NumPy arrays run on the host CPU (ktune.host.xqa_decode,
+    synchronous); torch tensors go through the torch.ops.ktune.xqa_decode custom op (GPU: the current stream,
+    graph-capturable; CPU tensors: the host backend). Returns out, or (out, lse) for problems that write LSE."""
+    if type(q).__name__ == "ndarray":
+        from .host import xqa_decode as host_xqa
+        return host_xqa(problem, q, kv_cache, block_tables, seq_lens, **kwargs)
+    fn = _torch_xqa or _load_torch_xqa()  # no import statement on the traced path once loaded (torch.compile)
+    return fn(problem, q, kv_cache, block_tables, seq_lens, **kwargs)
+
+
+_torch_xqa = None
+
+
+def _load_torch_xqa():
+    global _torch_xqa
+    from .torch_ops import xqa_decode as fn
+    _torch_xqa = fn
+    return fn
+
+
+def sparse_mla_decode(problem, q, kv_cache, indices, **kwargs):
+    """DeepSeek sparse MLA decode on torch CUDA tensors (ktune.torch_families.sparse_mla_decode)."""
+    fn = _torch_fns.get("sparse_mla_decode") or _load_torch_fn("sparse_mla_decode")
+    return fn(problem, q, kv_cache, indices, **kwargs)
+
+
+def mxfp4_gemm(problem, a, weight, **kwargs):
+    """W4A16 MXFP4 GEMM on torch CUDA tensors (ktune.torch_families.mxfp4_gemm); weight from
+    ktune.torch_ops.mxfp4_weight (host prepack with ktune.mxfp4.prepack)."""
+    fn = _torch_fns.get("mxfp4_gemm") or _load_torch_fn("mxfp4_gemm")
+    return fn(problem, a, weight, **kwargs)
+
+
+_torch_fns = {}
+
+
+def _load_torch_fn(name):
+    from . import torch_ops
+    fn = _torch_fns[name] = getattr(torch_ops, name)
+    return fn
+
+
+def mla_problem(num_heads: int, kv_lora_rank: int, rope_dim: int, topk: int, **fields) -> str:
+    """Canonical sparse_mla_decode key from its fields (page_size, q_dtype, kv_dtype "fp8_ds_mla"/"bf16",
+    max_q_len, checked)."""
+    return problem_key("sparse_mla_decode", dict(num_heads=num_heads, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim,
+                                                 topk=topk, **fields))
+
+
+def mxfp4_problem(n: int, k: int, **fields) -> str:
+    """Canonical mxfp4_gemm key from its fields (num_experts, top_k, a_dtype, out_dtype; docs/presets.md)."""
+    return problem_key("mxfp4_gemm", dict(n=n, k=k, **fields))
+
+
+def xqa_decode_plan(problem, batch, max_seq_len, **kwargs):
+    """What a host xqa_decode call would run (ktune.host.xqa_decode_plan)."""
+    from .host import xqa_decode_plan as plan
+    return plan(problem, batch, max_seq_len, **kwargs)
+
+
+def torch_ops_available() -> bool:
+    """True when torch (>= 2.4) imports and the ktune custom ops are registered."""
+    try:
+        from . import torch_ops  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+# Families: xqa_decode (xqa.py + host.py + torch_ops.py), sparse_mla_decode (mla.py + torch_ops.py, GPU only),
+# mxfp4_gemm (mxfp4.py: host prepack/unpack with NumPy; torch_ops.py: the GEMM ops). A new family follows the
+# same pattern: key parsing + checks in its module, a C call per path, a torch.library custom op + fake.

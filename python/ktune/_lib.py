@@ -1,0 +1,290 @@
+"""ctypes binding of the ktune C API (runtime/include/ktune/ktune.h) and discovery of libktune.so.
+
+Search order for the library (the first that loads wins; docs/python.md):
+  1. $KTUNE_LIBRARY: a path to libktune.so[.0], or a directory holding it
+  2. ktune/lib/ inside this package (a wheel may bundle the library there)
+  3. $KTUNE_PREFIX/lib and $KTUNE_PREFIX/lib64 (a `cmake --install` prefix)
+  4. a source checkout's build trees, when the package runs from python/ of the checkout:
+     <checkout>/build/lib, then <checkout>/build-*/lib (newest first)
+  5. sys.prefix/lib, /usr/local/lib, /usr/lib/x86_64-linux-gnu, /usr/lib
+  6. the dynamic loader's own path (LD_LIBRARY_PATH, ld.so.cache): "libktune.so.0"
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+import threading
+
+from .errors import KtuneError, error_for_status
+
+_NAMES = ("libktune.so.0", "libktune.so")
+
+
+class _XqaArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("kv_cache", ctypes.c_void_p),
+        ("block_tables", ctypes.c_void_p),
+        ("seq_lens", ctypes.c_void_p),
+        ("q_cu_seq_lens", ctypes.c_void_p),
+        ("mask", ctypes.c_void_p),
+        ("sinks", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+        ("batch", ctypes.c_int),
+        ("num_tokens", ctypes.c_int),
+        ("q_len_per_req", ctypes.c_int),
+        ("max_pages_per_req", ctypes.c_int),
+        ("num_pages", ctypes.c_int64),
+        ("max_seq_len", ctypes.c_int),
+        ("softmax_scale", ctypes.c_float),
+        ("q_scale", ctypes.c_float),
+        ("k_scale", ctypes.c_float),
+        ("v_scale", ctypes.c_float),
+        ("o_scale", ctypes.c_float),
+        ("softcap", ctypes.c_float),
+        ("window_left", ctypes.c_int),
+        ("config", ctypes.c_char_p),
+        ("num_splits", ctypes.c_int),
+    ]
+
+
+class _RuntimeOptions(ctypes.Structure):
+    _fields_ = [("cache_path", ctypes.c_char_p), ("read_only", ctypes.c_int), ("allow_jit", ctypes.c_int)]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in ("memory_hits", "cache_hits", "misses", "compiles",
+                                              "compile_failures", "loads", "damaged_skipped", "tuning_misses")] + [
+        ("compile_ms", ctypes.c_double), ("load_ms", ctypes.c_double)]
+
+
+class _WarmupOptions(ctypes.Structure):
+    _fields_ = [
+        ("preset", ctypes.c_char_p),
+        ("arches", ctypes.c_char_p),
+        ("kv_dtype", ctypes.c_char_p),
+        ("max_batch", ctypes.c_int),
+        ("max_seq_len", ctypes.c_int),
+        ("spec_tokens", ctypes.c_int),
+        ("all_candidates", ctypes.c_int),
+        ("budget_s", ctypes.c_double),
+        ("jobs", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("progress", ctypes.c_void_p),  # a PROGRESS_FN (kept as a plain pointer so None is NULL)
+        ("progress_user", ctypes.c_void_p),
+    ]
+
+
+PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p)
+
+
+class _WarmupResult(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in ("keys", "tuned", "already_done", "skipped", "failed", "compile_jobs",
+                                            "compiled", "cache_hits", "compile_failed")] + [
+        ("compile_wall_ms", ctypes.c_double), ("tune_ms", ctypes.c_double), ("wall_ms", ctypes.c_double),
+        ("budget_exhausted", ctypes.c_int), ("items_json", ctypes.c_char_p)]
+
+
+def _candidates():
+    env = os.environ.get("KTUNE_LIBRARY")
+    if env:
+        if os.path.isdir(env):
+            for n in _NAMES:
+                yield os.path.join(env, n)
+        else:
+            yield env
+        return  # an explicit choice is never second-guessed
+    here = os.path.dirname(os.path.abspath(__file__))
+    for n in _NAMES:
+        yield os.path.join(here, "lib", n)
+    prefix = os.environ.get("KTUNE_PREFIX")
+    if prefix:
+        for d in ("lib", "lib64"):
+            for n in _NAMES:
+                yield os.path.join(prefix, d, n)
+    checkout = os.path.dirname(os.path.dirname(here))  # python/ktune -> the checkout
+    if os.path.isfile(os.path.join(checkout, "runtime", "include", "ktune", "ktune.h")):
+        trees = [os.path.join(checkout, "build")]
+        others = sorted(glob.glob(os.path.join(checkout, "build-*")), key=os.path.getmtime, reverse=True)
+        for d in trees + others:
+            for n in _NAMES:
+                yield os.path.join(d, "lib", n)
+    for d in (os.path.join(sys.prefix, "lib"), "/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib"):
+        for n in _NAMES:
+            yield os.path.join(d, n)
+    yield "libktune.so.0"  # the loader's path
+
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+
+class _MlaArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", ctypes.c_void_p),
+        ("kv_cache", ctypes.c_void_p),
+        ("indices", ctypes.c_void_p),
+        ("sinks", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+        ("num_tokens", ctypes.c_int),
+        ("num_pages", ctypes.c_int64),
+        ("softmax_scale", ctypes.c_float),
+        ("config", ctypes.c_char_p),
+        ("num_splits", ctypes.c_int),
+    ]
+
+
+class _Mxfp4Args(ctypes.Structure):
+    _fields_ = [
+        ("a", ctypes.c_void_p),
+        ("lda", ctypes.c_int),
+        ("layout_version", ctypes.c_int),
+        ("weight_packed", ctypes.c_void_p),
+        ("weight_scales", ctypes.c_void_p),
+        ("bias", ctypes.c_void_p),
+        ("c", ctypes.c_void_p),
+        ("ldc", ctypes.c_int),
+        ("m", ctypes.c_int),
+        ("expert_offsets", ctypes.c_void_p),
+        ("config", ctypes.c_char_p),
+    ]
+
+
+def _optional_signatures():
+    """Entry points of families that a library may lack (older builds): missing ones make only their ops fail."""
+    c = ctypes
+    P = c.c_void_p
+    S = c.c_int
+    U8 = c.POINTER(c.c_uint8)
+    return {
+        "ktune_sparse_mla_args_default": ([c.POINTER(_MlaArgs)], None),
+        "ktune_sparse_mla_decode_workspace_bytes": ([P, c.c_char_p, S, c.c_char_p, S, c.POINTER(c.c_size_t)], S),
+        "ktune_sparse_mla_decode_plan": ([P, c.c_char_p, S, c.c_char_p, S, c.POINTER(c.c_char_p)], S),
+        "ktune_sparse_mla_decode": ([P, c.c_char_p, c.POINTER(_MlaArgs), P], S),
+        "ktune_mxfp4_args_default": ([c.POINTER(_Mxfp4Args)], None),
+        "ktune_mxfp4_layout_version": ([], S),
+        "ktune_mxfp4_packed_bytes": ([S, S, S, S, c.POINTER(c.c_size_t)], S),
+        "ktune_mxfp4_prepack_host": ([U8, U8, S, S, S, U8, U8], S),
+        "ktune_mxfp4_unpack_host": ([U8, U8, S, S, S, U8, U8], S),
+        "ktune_mxfp4_gemm": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), P], S),
+        "ktune_mxfp4_grouped_gemm": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), P], S),
+    }
+
+
+def require(*names):
+    """Raises UnsupportedError when this libktune lacks one of the named entry points."""
+    L = lib()
+    missing = [n for n in names if not hasattr(L, n)]
+    if missing:
+        raise error_for_status(9, f"ktune: {library_path()} lacks {', '.join(missing)} (built before this family "
+                                  f"was added: rebuild libktune)", "unsupported")
+    return L
+
+
+def _declare(lib):
+    c = ctypes
+    P = c.c_void_p
+    S = c.c_int
+    sig = {
+        "ktune_last_error": ([], c.c_char_p),
+        "ktune_version": ([], c.c_char_p),
+        "ktune_status_name": ([S], c.c_char_p),
+        "ktune_runtime_options_default": ([c.POINTER(_RuntimeOptions)], None),
+        "ktune_runtime_create": ([c.POINTER(_RuntimeOptions), c.POINTER(P)], S),
+        "ktune_runtime_destroy": ([P], None),
+        "ktune_runtime_stats": ([P, c.POINTER(_Stats)], S),
+        "ktune_compile": ([P, c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p, c.POINTER(c.c_int)], S),
+        "ktune_xqa_args_default": ([c.POINTER(_XqaArgs)], None),
+        "ktune_xqa_decode_workspace_bytes": ([P, c.c_char_p, S, S, c.POINTER(c.c_size_t)], S),
+        "ktune_xqa_decode": ([P, c.c_char_p, c.POINTER(_XqaArgs), P], S),
+        "ktune_use_device": ([S], S),
+        # the language-bindings section of ktune.h
+        "ktune_problem_key": ([c.c_char_p, c.c_char_p, c.POINTER(c.c_char_p)], S),
+        "ktune_family_names": ([c.POINTER(c.c_char_p)], S),
+        "ktune_preset_names": ([c.POINTER(c.c_char_p)], S),
+        "ktune_ensure_device": ([S], S),
+        "ktune_xqa_decode_workspace_bytes_ex": ([P, c.c_char_p, S, S, c.c_char_p, S, c.POINTER(c.c_size_t)], S),
+        "ktune_xqa_decode_host": ([P, c.c_char_p, c.POINTER(_XqaArgs), S], S),
+        "ktune_xqa_decode_plan": ([P, c.c_char_p, S, S, c.c_char_p, S, S, S, c.POINTER(c.c_char_p)], S),
+        "ktune_warmup_options_default": ([c.POINTER(_WarmupOptions)], None),
+        "ktune_warmup": ([P, c.POINTER(_WarmupOptions), c.POINTER(_WarmupResult)], S),
+    }
+    for name, (args, res) in _optional_signatures().items():
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            continue
+        f.argtypes = args
+        f.restype = res
+    missing = []
+    for name, (args, res) in sig.items():
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        f.argtypes = args
+        f.restype = res
+    return missing
+
+
+def lib():
+    """The loaded libktune (ctypes.CDLL), loading it on first use. Raises KtuneError naming every path tried."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in _candidates():
+            if os.path.sep in path and not os.path.exists(path):
+                tried.append(path + " (absent)")
+                continue
+            try:
+                handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            except OSError as e:
+                tried.append(f"{path} ({e})")
+                continue
+            missing = _declare(handle)
+            if missing:
+                tried.append(f"{path} (too old: lacks {', '.join(missing)})")
+                continue
+            _lib, _lib_path = handle, path
+            return _lib
+        raise KtuneError(
+            "ktune: libktune.so not found; set KTUNE_LIBRARY to its path (or its directory). Tried: "
+            + "; ".join(tried), status=2)
+
+
+def library_path():
+    """Where libktune was loaded from."""
+    lib()
+    return _lib_path
+
+
+def last_error():
+    return (lib().ktune_last_error() or b"").decode("utf-8", "replace")
+
+
+def check(status, what=""):
+    """Raises the KtuneError subclass for a failed C status, carrying ktune_last_error()."""
+    if status == 0:
+        return
+    msg = last_error() or f"{what}: failed"
+    name = (lib().ktune_status_name(status) or b"?").decode()
+    raise error_for_status(status, msg, name)
+
+
+def cstr(s):
+    return None if s is None else s.encode("utf-8")

@@ -1,0 +1,89 @@
+"""Exceptions carrying the library's status and message (ktune_last_error)."""
+
+from __future__ import annotations
+
+# ktune_status values (runtime/include/ktune/ktune.h)
+OK = 0
+INVALID_ARGUMENT = 1
+NOT_FOUND = 2
+COMPILE = 3
+CUDA = 4
+CACHE = 5
+JIT_DISABLED = 6
+NO_DRIVER = 7
+NO_COMPILER = 8
+UNSUPPORTED = 9
+INTERNAL = 10
+
+_NAMES = {OK: "ok", INVALID_ARGUMENT: "invalid_argument", NOT_FOUND: "not_found", COMPILE: "compile_error",
+          CUDA: "cuda_error", CACHE: "cache_error", JIT_DISABLED: "jit_disabled", NO_DRIVER: "no_driver",
+          NO_COMPILER: "no_compiler", UNSUPPORTED: "unsupported", INTERNAL: "internal"}
+
+
+class KtuneError(RuntimeError):
+    """A failed ktune call. `status` is the ktune_status code, `status_name` its name, `message` the library's
+    text (which names the field and what was expected for bad arguments)."""
+
+    def __init__(self, message, status=INTERNAL, status_name=None):
+        super().__init__(message)
+        self.message = message
+        self.status = int(status)
+        self.status_name = status_name or _NAMES.get(self.status, str(status))
+
+    def __str__(self):
+        return f"{self.message} [{self.status_name}]"
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.status, self.status_name))
+
+
+class InvalidArgumentError(KtuneError, ValueError):
+    def __init__(self, message, status=INVALID_ARGUMENT, status_name=None):
+        super().__init__(message, status, status_name)
+
+
+class NotFoundError(KtuneError, LookupError):
+    pass
+
+
+class CompileError(KtuneError):
+    pass
+
+
+class CudaError(KtuneError):
+    pass
+
+
+class CacheError(KtuneError):
+    pass
+
+
+class JitDisabledError(KtuneError):
+    pass
+
+
+class NoDriverError(KtuneError):
+    pass
+
+
+class NoCompilerError(KtuneError):
+    pass
+
+
+class UnsupportedError(KtuneError):
+    pass
+
+
+_CLASSES = {INVALID_ARGUMENT: InvalidArgumentError, NOT_FOUND: NotFoundError, COMPILE: CompileError, CUDA: CudaError,
+            CACHE: CacheError, JIT_DISABLED: JitDisabledError, NO_DRIVER: NoDriverError,
+            NO_COMPILER: NoCompilerError, UNSUPPORTED: UnsupportedError}
+
+
+def error_for_status(status, message, status_name=None):
+    cls = _CLASSES.get(int(status), KtuneError)
+    return cls(message, int(status), status_name)
+
+
+def invalid(message):
+    """An argument error raised by the Python layer (same class and status as the library's)."""
+    return InvalidArgumentError(message)

@@ -1,0 +1,176 @@
+"""xqa_decode (paged decode attention): problem-key parsing and the argument checks shared by the NumPy (host)
+and the PyTorch (GPU) paths. Layouts and semantics: docs/xqa_decode.md; this module never reads tensor data."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import re
+from dataclasses import dataclass
+
+from . import _lib
+from .errors import invalid
+
+# element dtypes of a problem -> storage dtype tags accepted for them (bit patterns are fine: uint16 for bf16,
+# uint8 for e4m3, so plain NumPy can carry them)
+ACCEPT = {"bf16": ("bf16", "u16", "i16"), "fp16": ("fp16",), "e4m3": ("e4m3", "u8")}
+_KEY_RE = re.compile(r"^d(\d+)\.h(\d+)\.kv(\d+)\.p(\d+)\.(hnd|nhd)\.(\w+)-(\w+)-(\w+)\.q(\d+)\.(none|causal|mask)((?:\.\w+)*)$")
+
+
+@dataclass(frozen=True)
+class XqaInfo:
+    key: str
+    head_dim: int
+    num_q_heads: int
+    num_kv_heads: int
+    page_size: int
+    layout: str
+    q_dtype: str
+    kv_dtype: str
+    out_dtype: str
+    max_q_len: int
+    mask: str
+    sinks: bool
+    sliding_window: bool
+    softcap: bool
+    lse: bool
+
+
+_info_cache = {}
+
+
+def parse_key(key: str) -> XqaInfo:
+    """Fields of a canonical xqa_decode key (pure Python: usable inside torch fake kernels)."""
+    hit = _info_cache.get(key)
+    if hit is not None:
+        return hit
+    m = _KEY_RE.match(key) if isinstance(key, str) else None
+    if not m:
+        raise invalid(f"xqa_decode: problem: expected a canonical key such as "
+                      f"'d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none' (see ktune.xqa_problem), got {key!r}")
+    flags = set(x for x in m.group(11).split(".") if x)
+    info = XqaInfo(key, int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5),
+                   m.group(6), m.group(7), m.group(8), int(m.group(9)), m.group(10), "sink" in flags,
+                   "win" in flags, "cap" in flags, "lse" in flags)
+    _info_cache[key] = info
+    return info
+
+
+def canonical(problem) -> XqaInfo:
+    """Accepts a key (canonicalized once through the library) or a dict of problem fields."""
+    from .runtime import problem_key
+    if isinstance(problem, XqaInfo):
+        return problem
+    if isinstance(problem, str) and problem in _info_cache:
+        return _info_cache[problem]
+    key = problem_key("xqa_decode", problem)
+    info = parse_key(key)
+    if isinstance(problem, str):
+        _info_cache[problem] = info
+    return info
+
+
+@dataclass
+class Desc:
+    """What the checks need of an array: shape, storage dtype tag, C-contiguity, data address, device."""
+    shape: tuple
+    dtype: str
+    contiguous: bool
+    ptr: int
+    device: str = "cpu"
+
+
+def _shape_text(s):
+    return "[" + ", ".join(str(x) for x in s) + "]"
+
+
+def _need(name, d, shape, tags, what=""):
+    if d is None:
+        raise invalid(f"xqa_decode: {name}: expected a {_shape_text(shape)} array, got None")
+    if tuple(d.shape) != tuple(shape):
+        raise invalid(f"xqa_decode: {name}: expected shape {_shape_text(shape)}{what}, got {_shape_text(d.shape)}")
+    if d.dtype not in tags:
+        raise invalid(f"xqa_decode: {name}: expected dtype {' or '.join(tags)}, got {d.dtype}")
+    if not d.contiguous:
+        raise invalid(f"xqa_decode: {name}: expected a C-contiguous array")
+
+
+def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
+               max_seq_len, softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, config,
+               num_splits, num_tokens_ragged=None):
+    """Checks every array against the problem and returns (ctypes args, batch, num_tokens). Raises
+    InvalidArgumentError naming the argument, the expected value and the one given."""
+    if q is None or len(q.shape) != 3:
+        raise invalid(f"xqa_decode: q: expected a 3-d [num_tokens, {info.num_q_heads}, {info.head_dim}] array, got "
+                      f"{'None' if q is None else _shape_text(q.shape)}")
+    num_tokens = int(q.shape[0])
+    _need("q", q, (num_tokens, info.num_q_heads, info.head_dim), ACCEPT[info.q_dtype])
+    if block_tables is None or len(block_tables.shape) != 2:
+        raise invalid("xqa_decode: block_tables: expected a 2-d [batch, max_pages_per_req] int32 array, got "
+                      f"{'None' if block_tables is None else _shape_text(block_tables.shape)}")
+    batch, max_pages = int(block_tables.shape[0]), int(block_tables.shape[1])
+    _need("block_tables", block_tables, (batch, max_pages), ("i32",))
+    if kv_cache is None or len(kv_cache.shape) != 5:
+        raise invalid("xqa_decode: kv_cache: expected a 5-d paged cache, got "
+                      f"{'None' if kv_cache is None else _shape_text(kv_cache.shape)}")
+    num_pages = int(kv_cache.shape[0])
+    if info.layout == "hnd":
+        kv_shape = (num_pages, 2, info.num_kv_heads, info.page_size, info.head_dim)
+        lay = " ([num_pages, 2, num_kv_heads, page_size, head_dim], HND)"
+    else:
+        kv_shape = (num_pages, 2, info.page_size, info.num_kv_heads, info.head_dim)
+        lay = " ([num_pages, 2, page_size, num_kv_heads, head_dim], NHD)"
+    _need("kv_cache", kv_cache, kv_shape, ACCEPT[info.kv_dtype], lay)
+    _need("seq_lens", seq_lens, (batch,), ("i32",), " ([batch], batch from block_tables)")
+    if q_cu_seq_lens is not None:
+        _need("q_cu_seq_lens", q_cu_seq_lens, (batch + 1,), ("i32",), " ([batch + 1])")
+        q_len_per_req = 1
+    else:
+        if batch <= 0 or num_tokens % batch != 0:
+            raise invalid(f"xqa_decode: q: uniform form needs num_tokens ({num_tokens}) to be exactly batch ({batch})"
+                          f" x q_len_per_req; pass q_cu_seq_lens for ragged batches")
+        q_len_per_req = num_tokens // batch
+    if info.mask == "mask":
+        if mask is None:
+            raise invalid("xqa_decode: mask: the problem's mask is explicit, so a draft mask is required")
+        words = (num_tokens, 2) if mask.dtype in ("u16", "i16") else (num_tokens,)
+        if mask.dtype in ("u16", "i16") and len(mask.shape) == 3:
+            words = (batch, q_len_per_req, 2)
+        _need("mask", mask, words, ("u16", "i16", "u32", "i32"),
+              " (one 32-bit word per query row: uint32 [num_tokens] or uint16 pairs [num_tokens, 2])")
+    elif mask is not None:
+        raise invalid(f"xqa_decode: mask: expected None (the problem's mask is {info.mask}), got an array")
+    if info.sinks:
+        _need("sinks", sinks, (info.num_q_heads,), ("f32",), " ([num_q_heads] float32)")
+    elif sinks is not None:
+        raise invalid("xqa_decode: sinks: expected None (the problem has no sinks), got an array")
+    _need("out", out, (num_tokens, info.num_q_heads, info.head_dim), ACCEPT[info.out_dtype])
+    if info.lse:
+        _need("lse", lse, (num_tokens, info.num_q_heads), ("f32",))
+    elif lse is not None:
+        raise invalid("xqa_decode: lse: expected None (the problem does not write LSE), got an array")
+    if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len <= 0:
+        raise invalid(f"xqa_decode: max_seq_len: expected a positive int (a host-known upper bound of seq_lens), "
+                      f"got {max_seq_len!r}")
+    if softmax_scale is None:
+        softmax_scale = 1.0 / math.sqrt(info.head_dim)
+    devices = {d.device for d in (q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse)
+               if d is not None}
+    if len(devices) > 1:
+        raise invalid(f"xqa_decode: every array must live on one device, got {', '.join(sorted(devices))}")
+    a = _lib._XqaArgs()
+    _lib.lib().ktune_xqa_args_default(ctypes.byref(a))
+    a.q, a.kv_cache, a.block_tables, a.seq_lens = q.ptr, kv_cache.ptr, block_tables.ptr, seq_lens.ptr
+    a.q_cu_seq_lens = q_cu_seq_lens.ptr if q_cu_seq_lens is not None else None
+    a.mask = mask.ptr if mask is not None else None
+    a.sinks = sinks.ptr if sinks is not None else None
+    a.out = out.ptr
+    a.lse = lse.ptr if lse is not None else None
+    a.batch, a.num_tokens, a.q_len_per_req = batch, num_tokens, q_len_per_req
+    a.max_pages_per_req, a.num_pages, a.max_seq_len = max_pages, num_pages, max_seq_len
+    a.softmax_scale, a.q_scale, a.k_scale, a.v_scale = float(softmax_scale), float(q_scale), float(k_scale), float(v_scale)
+    a.o_scale, a.softcap, a.window_left = float(o_scale), float(softcap), int(window_left)
+    a._config = _lib.cstr(config) if config else None  # keeps the bytes alive with the struct
+    a.config = a._config
+    a.num_splits = int(num_splits)
+    return a, batch, num_tokens

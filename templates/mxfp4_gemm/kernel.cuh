@@ -1,0 +1,323 @@
+// mxfp4_gemm device template (sm_80+; the sm_90a path of issue 7): W4A16 GEMM with OCP MXFP4 weights.
+//
+// "Swap AB" on m16n8k16 mma.sync: the weight is the 16-row A operand (rows = output columns n), the
+// activations are the 8-column B operand (columns = tokens), so a 1..16 token GEMM wastes no weight bandwidth.
+// Each lane loads its prepacked weight fragments with one 16-byte load per (16 rows x 64 k) chunk straight
+// into registers, `kDepth` chunks ahead of use; e2m1 codes become 16-bit floats with shifts, a mask and one
+// fma (common/mxfp4.h). BF16 with >= 32 tokens: the e8m0 scale is applied to the decoded weight (exact: a power
+// of two in the bf16 range) before the mma. Few tokens, or FP16 (scales mostly outside the fp16 range): each
+// 32-block is accumulated on its own and scaled in fp32. Activation tiles stream through a cp.async ring of
+// `kStages` stages (XOR swizzled for ldmatrix). Warps split the CTA's N tile (kWN) and its K step (kWK, reduced in shared memory in a fixed
+// order: deterministic). Grouped (MoE) form: blockIdx.y enumerates (expert, m tile) pairs found on the device
+// from expert_offsets, so no host read is needed and the launch is CUDA-graph safe.
+#pragma once
+#include "common/async_copy.cuh"
+#include "common/dtype.h"
+#include "common/mma.cuh"
+#include "common/mxfp4.h"
+#include "common/numerics.cuh"
+#include "mxfp4_gemm/params.h"
+#include "mxfp4_gemm/shape.h"
+
+namespace ktune_mxfp4 {
+
+namespace kc = ::ktune_common;
+
+template <class Spec>
+struct K {
+  static constexpr Shape kS = make_shape(Spec::kBM, Spec::kTN, Spec::kWN, Spec::kWK, Spec::kStages, Spec::kDepth,
+                                         Spec::kAType);
+  static constexpr bool kBF16 = Spec::kAType == kc::kBF16;
+  // BF16 with >= 32 tokens: the e8m0 scale goes into the decoded bf16 weight (cost per weight, shared by all
+  // tokens). Few tokens or FP16: each 32-block is accumulated on its own and scaled in fp32 (cheaper when the
+  // weight feeds only one or two 8-token mma tiles; fp16 cannot hold the scales).
+  static constexpr bool kPreScale = kBF16 && Spec::kBM > 16;
+  static constexpr int kMT = Spec::kBM / 8;          // 8-token mma tiles
+  static constexpr int kRowChunks = 8 * Spec::kWK;   // 16-byte chunks per smem A row
+  static constexpr int kRowBytes = 16 * kRowChunks;
+  static constexpr int kStageBytes = Spec::kBM * kRowBytes;
+  static constexpr int kThreads = kS.threads;
+};
+
+template <int kOut>
+KT_DEV void store_out(void* c, long long i, float v) {
+  if constexpr (kOut == kc::kBF16) static_cast<unsigned short*>(c)[i] = kc::float_to_bf16(v);
+  else static_cast<unsigned short*>(c)[i] = kc::float_to_fp16(v);
+}
+template <int kOut>
+KT_DEV float load_bias(const void* b, long long i) {
+  const unsigned short h = static_cast<const unsigned short*>(b)[i];
+  if constexpr (kOut == kc::kBF16) return kc::bf16_to_float(h);
+  else return kc::fp16_to_float(h);
+}
+
+template <class Spec>
+__global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gemm_kernel(const Params p) {
+  using KS = K<Spec>;
+  constexpr int kBM = Spec::kBM, kTN = Spec::kTN, kWK = Spec::kWK, kStages = Spec::kStages, kDepth = Spec::kDepth;
+  constexpr int kMT = KS::kMT;
+  constexpr bool kBF16 = KS::kBF16;
+  constexpr bool kPreScale = KS::kPreScale;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int tile_info[3];
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wk = warp % kWK, wn = warp / kWK;
+
+  // ---- which rows (and expert) this CTA computes
+  int m0, m1, expert = 0;
+  if constexpr (Spec::kGrouped) {
+    if (warp == 0) {
+      const int t = blockIdx.y;
+      int found_e = -1, found_m0 = 0, found_m1 = 0, before = 0, prev_hi = 0;
+      for (int base = 0; base < p.num_experts && found_e < 0; base += 32) {
+        const int e = base + lane;
+        int lo = 0, hi = 0;
+        if (e < p.num_experts) {
+          lo = min(max(p.expert_offsets[e], 0), p.m);
+          hi = min(max(p.expert_offsets[e + 1], 0), p.m);
+        }
+        // non-decreasing: a row range starts where the previous one ended at the earliest
+        int run_lo = lo;
+        for (int o = 1; o < 32; o *= 2) {
+          const int v = __shfl_up_sync(0xffffffffu, run_lo, o);
+          if (lane >= o) run_lo = max(run_lo, v);
+        }
+        run_lo = max(run_lo, prev_hi);
+        hi = max(hi, run_lo);
+        lo = run_lo;
+        const int tiles = e < p.num_experts ? (hi - lo + kBM - 1) / kBM : 0;
+        int incl = tiles;
+        for (int o = 1; o < 32; o *= 2) {
+          const int v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (lane >= o) incl += v;
+        }
+        const int excl = before + incl - tiles;
+        const bool mine = tiles > 0 && t >= excl && t < excl + tiles;
+        const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+        if (ballot) {
+          const int src = __ffs(ballot) - 1;
+          const int my_m0 = lo + (t - excl) * kBM;
+          found_e = __shfl_sync(0xffffffffu, e, src);
+          found_m0 = __shfl_sync(0xffffffffu, my_m0, src);
+          found_m1 = __shfl_sync(0xffffffffu, hi, src);
+        }
+        before = __shfl_sync(0xffffffffu, before + incl, 31);
+        prev_hi = __shfl_sync(0xffffffffu, hi, 31);
+      }
+      if (lane == 0) {
+        tile_info[0] = found_e;
+        tile_info[1] = found_m0;
+        tile_info[2] = min(found_m1, found_m0 + kBM);
+      }
+    }
+    __syncthreads();
+    expert = tile_info[0];
+    if (expert < 0) return;  // a spare tile of the upper-bound grid
+    m0 = tile_info[1];
+    m1 = tile_info[2];
+  } else {
+    m0 = blockIdx.y * kBM;
+    m1 = min(m0 + kBM, p.m);
+  }
+  if (m0 >= m1) return;
+
+  const unsigned* __restrict__ wbase = p.w + (long long)expert * p.w_expert_words;
+  const unsigned* __restrict__ sbase = p.s + (long long)expert * p.s_expert_words;
+  const int groups = (p.kc + 3) / 4;
+  const int ntile0 = (blockIdx.x * Spec::kWN + wn) * kTN;  // first 16-row weight tile of this warp
+  const int nit = (p.kc + kWK - 1) / kWK;
+  const unsigned short* __restrict__ a = static_cast<const unsigned short*>(p.a);
+  const unsigned smem_base = kc::smem_u32(smem);
+
+  // ---- activation tile loader: rows m0.., k from it * 64 * kWK, zero-filled outside [m0, m1) x [0, k)
+  auto load_a = [&](int slot, int it) {
+    constexpr int kTotal = kBM * KS::kRowChunks;
+#pragma unroll
+    for (int idx0 = 0; idx0 < kTotal; idx0 += KS::kThreads) {
+      const int idx = idx0 + tid;
+      if (kTotal % KS::kThreads == 0 || idx < kTotal) {
+        const int r = idx / KS::kRowChunks, ch = idx % KS::kRowChunks;
+        const int kk = it * 64 * kWK + ch * 8;
+        const bool ok = m0 + r < m1 && kk < p.k;
+        const unsigned short* src = ok ? a + (long long)(m0 + r) * p.lda + kk : a;
+        const unsigned dst = smem_base + slot * KS::kStageBytes + r * KS::kRowBytes + ((ch ^ (r & 7)) * 16);
+        kc::cp_async_16(dst, src, ok ? 16 : 0);
+      }
+    }
+  };
+
+  // ---- weight + scale loader (registers), `it` = CTA iteration
+  uint4 wq[kDepth][kTN];
+  unsigned ws[kDepth][kTN];
+  auto load_w = [&](int it, uint4 (&q)[kTN], unsigned (&s)[kTN]) {
+    const int c = it * kWK + wk;
+#pragma unroll
+    for (int i = 0; i < kTN; ++i) {
+      const int nt = ntile0 + i;
+      if (c < p.kc && nt < p.n16) {
+        q[i] = __ldg(reinterpret_cast<const uint4*>(wbase + ((long long)c * p.n16 + nt) * 128) + lane);
+        s[i] = __ldg(sbase + ((long long)nt * groups + (c >> 2)) * 32 + lane);
+      } else {
+        q[i] = make_uint4(0u, 0u, 0u, 0u);
+        s[i] = 0x7F7F7F7Fu;
+      }
+    }
+  };
+
+  float acc[kTN][kMT][4];
+#pragma unroll
+  for (int i = 0; i < kTN; ++i)
+#pragma unroll
+    for (int j = 0; j < kMT; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+
+  auto compute = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN]) {
+    const int c = it * kWK + wk;
+    if (c >= p.kc) return;  // warp-uniform: this warp's K slot is past the end
+    unsigned sc[kTN];
+#pragma unroll
+    for (int i = 0; i < kTN; ++i) sc[i] = __shfl_sync(0xffffffffu, sw[i], (lane & ~3) | (c & 3));
+    float tmp[kPreScale ? 1 : kTN][kPreScale ? 1 : kMT][4];
+    const unsigned slot_base = smem_base + slot * KS::kStageBytes;
+#pragma unroll
+    for (int sp = 0; sp < 4; sp += 2) {  // two k16 steps per ldmatrix.x4
+      unsigned b[kMT][4];
+#pragma unroll
+      for (int j = 0; j < kMT; ++j) {
+        const int r = 8 * j + (lane & 7);
+        const int ch = wk * 8 + 2 * sp + (lane >> 3);
+        kc::ldmatrix_x4(b[j], slot_base + r * KS::kRowBytes + ((ch ^ (r & 7)) * 16));
+      }
+      if constexpr (!kPreScale) {
+#pragma unroll
+        for (int i = 0; i < kTN; ++i)
+#pragma unroll
+          for (int j = 0; j < kMT; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) tmp[i][j][r] = 0.f;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int s = sp + h;
+#pragma unroll
+        for (int i = 0; i < kTN; ++i) {
+          const unsigned word = s == 0 ? q[i].x : s == 1 ? q[i].y : s == 2 ? q[i].z : q[i].w;
+          unsigned af[4];
+          if constexpr (kBF16) {
+            af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
+            af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);
+            af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), 0x7E807E80u, 0x80008000u);
+            af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), 0x7E807E80u, 0x80008000u);
+          } else {
+            af[0] = kc::f16x2_fma(kc::e2m1x2_raw<0, false>(word), 0x74007400u, 0x80008000u);
+            af[1] = kc::f16x2_fma(kc::e2m1x2_raw<1, false>(word), 0x74007400u, 0x80008000u);
+            af[2] = kc::f16x2_fma(kc::e2m1x2_raw<2, false>(word), 0x74007400u, 0x80008000u);
+            af[3] = kc::f16x2_fma(kc::e2m1x2_raw<3, false>(word), 0x74007400u, 0x80008000u);
+          }
+          if constexpr (kPreScale) {
+            const unsigned kb = (sc[i] >> (16 * (s >> 1))) & 0xFFFFu;  // (row r0, row r1) scale bytes of block s/2
+            const unsigned s0 = kc::e8m0_to_bf16x2(kb & 0xFFu), s1 = kc::e8m0_to_bf16x2(kb >> 8);
+            af[0] = kc::bf16x2_fma(af[0], s0, 0x80008000u);
+            af[1] = kc::bf16x2_fma(af[1], s1, 0x80008000u);
+            af[2] = kc::bf16x2_fma(af[2], s0, 0x80008000u);
+            af[3] = kc::bf16x2_fma(af[3], s1, 0x80008000u);
+#pragma unroll
+            for (int j = 0; j < kMT; ++j) kc::mma_16816<true>(acc[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kMT; ++j) kc::mma_16816<kBF16>(tmp[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
+          }
+        }
+      }
+      if constexpr (!kPreScale) {  // one 32-block done: scale in fp32
+#pragma unroll
+        for (int i = 0; i < kTN; ++i) {
+          const unsigned kb = (sc[i] >> (16 * (sp >> 1))) & 0xFFFFu;
+          const float f0 = kc::e8m0_to_f32(kb & 0xFFu), f1 = kc::e8m0_to_f32(kb >> 8);
+#pragma unroll
+          for (int j = 0; j < kMT; ++j) {
+            acc[i][j][0] = fmaf(tmp[i][j][0], f0, acc[i][j][0]);
+            acc[i][j][1] = fmaf(tmp[i][j][1], f0, acc[i][j][1]);
+            acc[i][j][2] = fmaf(tmp[i][j][2], f1, acc[i][j][2]);
+            acc[i][j][3] = fmaf(tmp[i][j][3], f1, acc[i][j][3]);
+          }
+        }
+      }
+    }
+  };
+
+  // ---- main loop
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < nit) load_a(st, st);
+    kc::cp_async_commit();
+  }
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
+
+  for (int base = 0; base < nit; base += kDepth) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const int it = base + d;
+      if (it < nit) {
+        kc::cp_async_wait<kStages - 2>();
+        __syncthreads();
+        const int nx = it + kStages - 1;
+        if (nx < nit) load_a(nx % kStages, nx);
+        kc::cp_async_commit();
+        compute(it % kStages, it, wq[d], ws[d]);
+        load_w(it + kDepth, wq[d], ws[d]);
+      }
+    }
+  }
+  kc::cp_async_wait<0>();
+
+  // ---- intra-CTA split-K reduction (fixed order) and epilogue
+  if constexpr (kWK > 1) {
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(smem);
+    constexpr int kPer = kTN * kMT * 4;
+    if (wk > 0) {
+      float* dst = red + ((wk - 1) * Spec::kWN + wn) * kPer * 32;
+#pragma unroll
+      for (int i = 0; i < kTN; ++i)
+#pragma unroll
+        for (int j = 0; j < kMT; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) dst[((i * kMT + j) * 4 + r) * 32 + lane] = acc[i][j][r];
+    }
+    __syncthreads();
+    if (wk > 0) return;
+#pragma unroll
+    for (int w = 1; w < kWK; ++w) {
+      const float* src = red + ((w - 1) * Spec::kWN + wn) * kPer * 32;
+#pragma unroll
+      for (int i = 0; i < kTN; ++i)
+#pragma unroll
+        for (int j = 0; j < kMT; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) acc[i][j][r] += src[((i * kMT + j) * 4 + r) * 32 + lane];
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < kTN; ++i) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int n = (ntile0 + i) * 16 + lane / 4 + 8 * hr;
+      if (n >= p.n) continue;
+      const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
+#pragma unroll
+      for (int j = 0; j < kMT; ++j)
+#pragma unroll
+        for (int hc = 0; hc < 2; ++hc) {
+          const int m = m0 + 8 * j + 2 * (lane % 4) + hc;
+          if (m < m1) store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, acc[i][j][2 * hr + hc] + bias);
+        }
+    }
+  }
+}
+
+}  // namespace ktune_mxfp4

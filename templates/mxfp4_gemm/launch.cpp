@@ -1,0 +1,245 @@
+// mxfp4_gemm through the runtime: host validation -> config (forced / tuned / default) -> Runtime::get ->
+// one typed launch. Nothing here reads device memory, allocates or synchronizes.
+#include "ktune/mxfp4_gemm.hpp"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "driver_api.hpp"
+#include "ktune/device.hpp"
+#include "ktune/error.hpp"
+#include "ktune/launch.hpp"
+#include "ktune/tuning.hpp"
+#include "log.hpp"
+#include "mxfp4_gemm/params.h"
+
+namespace ktune {
+namespace {
+
+namespace kc = ::ktune_common;
+using detail::LogLevel;
+using mxfp4::Config;
+using mxfp4::Problem;
+
+constexpr const char* kFamily = "mxfp4_gemm";
+
+[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
+  throw Error(Status::invalid_argument, kFamily, fmt::format("{}: expected {}, got {}", field, expected, got));
+}
+
+std::string ptr_text(const void* p) { return p ? fmt::format("{}", p) : std::string("null"); }
+
+void need_ptr(const void* p, const char* field, size_t align) {
+  if (!p) bad(field, "a device pointer", "null");
+  if (reinterpret_cast<uintptr_t>(p) % align != 0)
+    bad(field, fmt::format("a {}-byte aligned device pointer", align), ptr_text(p));
+}
+
+struct DeviceFacts {
+  Arch arch;
+  DeviceLimits limits;
+  int ordinal = -1;
+};
+
+const DeviceFacts& current_device() {
+  const detail::DriverApi& cu = detail::driver();
+  CUcontext ctx = nullptr;
+  detail::check_cu(cu.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!ctx)
+    throw Error(Status::cuda_error, kFamily,
+                "no current CUDA context on this thread: make one current first (torch.cuda.set_device, "
+                "cuCtxSetCurrent, or ktune::use_device)");
+  CUdevice dev = 0;
+  detail::check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  const int ordinal = static_cast<int>(dev);
+  static std::mutex mutex;
+  static std::array<std::unique_ptr<DeviceFacts>, 64> facts;
+  if (ordinal < 0 || ordinal >= static_cast<int>(facts.size()))
+    throw Error(Status::unsupported, kFamily, fmt::format("device ordinal {} beyond the 64 ktune tracks", ordinal));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!facts[ordinal]) {
+    auto f = std::make_unique<DeviceFacts>();
+    int major = 0, minor = 0;
+    detail::check_cu(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                     "cuDeviceGetAttribute(cc major)");
+    detail::check_cu(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                     "cuDeviceGetAttribute(cc minor)");
+    f->arch = arch_for_compute_capability(major, minor);
+    f->limits = device_limits(ordinal);
+    f->ordinal = ordinal;
+    facts[ordinal] = std::move(f);
+  }
+  return *facts[ordinal];
+}
+
+struct Memo {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::string> why;  // "ordinal|problem|config" -> can_implement result
+  std::unordered_set<std::string> warned;
+};
+Memo& memo() {
+  static Memo m;
+  return m;
+}
+
+std::string can_run(const Problem& p, const std::string& pk, const Config& c, const std::string& ck,
+                    const DeviceFacts& dev) {
+  const std::string key = fmt::format("{}|{}|{}", dev.ordinal, pk, ck);
+  Memo& m = memo();
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto it = m.why.find(key);
+    if (it != m.why.end()) return it->second;
+  }
+  std::string why = mxfp4::can_implement(p, c, dev.arch, dev.limits);
+  std::lock_guard<std::mutex> lock(m.mutex);
+  return m.why.emplace(key, why).first->second;
+}
+
+Config parse_config(const char* key) {
+  try {
+    return Config::from_key(key);
+  } catch (const Error&) {
+    bad("config", "a config key bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>, e.g. bm16.tn1.wn1.wk4.s3.d8",
+        std::string("'") + key + "'");
+  }
+}
+
+struct Resolved {
+  Config config;
+  std::string config_key, source, tuning_key;
+  const DeviceFacts* dev = nullptr;
+};
+
+Resolved resolve(Runtime& rt, const Problem& p, const std::string& pk, int64_t m, const char* forced, bool need_device) {
+  Resolved r;
+  const int64_t bucket = mxfp4_gemm_bucket(p, m);
+  r.tuning_key = tuning_key(pk, {{"m", bucket}});
+  if (forced) {
+    r.config = parse_config(forced);
+    r.config_key = r.config.key();
+    r.source = "forced";
+    if (!need_device) return r;
+  }
+  r.dev = &current_device();
+  if (!forced) {
+    const std::string tuned = rt.tuned_config(kFamily, r.tuning_key);
+    bool use_tuned = false;
+    if (!tuned.empty()) {
+      std::string why;
+      try {
+        r.config = Config::from_key(tuned);
+        why = can_run(p, pk, r.config, tuned, *r.dev);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+      use_tuned = why.empty();
+      if (!use_tuned) {
+        Memo& mm = memo();
+        std::lock_guard<std::mutex> lock(mm.mutex);
+        if (mm.warned.insert(r.tuning_key + "|" + tuned).second)
+          detail::log(LogLevel::warn, "mxfp4_gemm: tuned config '{}' for {} is unusable ({}); using the default",
+                      tuned, r.tuning_key, why);
+      }
+    }
+    if (use_tuned) {
+      r.source = "tuned";
+    } else {
+      const int64_t rows = p.grouped() ? (bucket * p.top_k + p.num_experts - 1) / p.num_experts : bucket;
+      r.config = mxfp4::default_config(p, r.dev->arch, rows);
+      r.source = "default";
+    }
+    r.config_key = r.config.key();
+  }
+  const std::string why = can_run(p, pk, r.config, r.config_key, *r.dev);
+  if (!why.empty())
+    bad("config", fmt::format("a config that can run {} on {}", pk, r.dev->arch.str()),
+        fmt::format("'{}' ({})", r.config_key, why));
+  return r;
+}
+
+}  // namespace
+
+int64_t mxfp4_gemm_bucket(const Problem& p, int64_t m) {
+  const int64_t tokens = p.grouped() ? (m + p.top_k - 1) / p.top_k : m;
+  return bucket_pow2_ceil(std::max<int64_t>(1, tokens));
+}
+
+void mxfp4_gemm_validate(const Problem& p, const Mxfp4GemmArgs& a) {
+  p.validate();
+  const Mxfp4Weight& w = a.weight;
+  if (w.layout_version != mxfp4::packed_layout_version())
+    bad("weight.layout_version",
+        fmt::format("{} (a weight prepacked by this ktune: mxfp4::prepack_host / `ktune prepack`)",
+                    mxfp4::packed_layout_version()),
+        std::to_string(w.layout_version));
+  if (w.n != p.n) bad("weight.n", fmt::format("problem n = {}", p.n), std::to_string(w.n));
+  if (w.k != p.k) bad("weight.k", fmt::format("problem k = {}", p.k), std::to_string(w.k));
+  if (w.num_experts != p.num_experts)
+    bad("weight.num_experts", fmt::format("problem num_experts = {}", p.num_experts), std::to_string(w.num_experts));
+  need_ptr(w.packed, "weight.packed", 16);
+  need_ptr(w.scales, "weight.scales", 16);
+  if (a.m < 0 || (!p.grouped() && a.m < 1))
+    bad("m", p.grouped() ? ">= 0 rows" : ">= 1 rows", std::to_string(a.m));
+  need_ptr(a.a, "a", 16);
+  need_ptr(a.c, "c", 4);
+  const int lda = a.lda ? a.lda : p.k, ldc = a.ldc ? a.ldc : p.n;
+  if (lda < p.k || lda % 8 != 0)
+    bad("lda", fmt::format("0 or a multiple of 8 elements >= k ({}) (16-byte aligned rows)", p.k), std::to_string(a.lda));
+  if (ldc < p.n) bad("ldc", fmt::format("0 or >= n ({})", p.n), std::to_string(a.ldc));
+  if (int64_t(a.m) * lda > INT64_MAX / 4 || int64_t(a.m) * ldc > (int64_t(1) << 46))
+    bad("m", "a size whose element offsets fit", std::to_string(a.m));
+  if (a.bias) need_ptr(a.bias, "bias", 2);
+  if (p.grouped()) {
+    need_ptr(a.expert_offsets, "expert_offsets", 4);
+  } else if (a.expert_offsets) {
+    bad("expert_offsets", "null (dense problem: num_experts = 1)", ptr_text(a.expert_offsets));
+  }
+  if (a.config) parse_config(a.config);
+}
+
+Mxfp4GemmPlan mxfp4_gemm_plan(Runtime& rt, const Problem& p, int64_t m, const char* config) {
+  p.validate();
+  if (m < 0) bad("m", ">= 0 rows", std::to_string(m));
+  const std::string pk = p.key();
+  const Resolved r = resolve(rt, p, pk, m, config, false);
+  return Mxfp4GemmPlan{r.config_key, r.source, r.tuning_key};
+}
+
+void mxfp4_gemm(Runtime& rt, const Problem& p, const Mxfp4GemmArgs& a, void* stream) {
+  mxfp4_gemm_validate(p, a);
+  const std::string pk = p.key();
+  const Resolved r = resolve(rt, p, pk, a.m, a.config, true);
+  if (a.m == 0) return;
+  const LaunchDims dims = mxfp4::gemm_dims(p, r.config, a.m);  // throws before any launch when m is too large
+  const Arch arch = r.dev->arch;
+  const std::string fast_key = std::string(kFamily) + "/" + pk + "/" + r.config_key;
+  const LoadedKernel& kernel = rt.get(fast_key, [&] { return mxfp4::generate(p, r.config, arch); });
+
+  ktune_mxfp4::Params prm{};
+  prm.a = a.a;
+  prm.w = static_cast<const unsigned*>(a.weight.packed);
+  prm.s = static_cast<const unsigned*>(a.weight.scales);
+  prm.bias = a.bias;
+  prm.c = a.c;
+  prm.expert_offsets = p.grouped() ? a.expert_offsets : nullptr;
+  prm.m = a.m;
+  prm.n = p.n;
+  prm.k = p.k;
+  prm.lda = a.lda ? a.lda : p.k;
+  prm.ldc = a.ldc ? a.ldc : p.n;
+  prm.kc = (p.k + 63) / 64;
+  prm.n16 = (p.n + 15) / 16;
+  prm.num_experts = p.num_experts;
+  prm.w_expert_words = int64_t(mxfp4::packed_weight_bytes(p.n, p.k, 1) / 4);
+  prm.s_expert_words = int64_t(mxfp4::packed_scale_bytes(p.n, p.k, 1) / 4);
+  launch(kernel, 0, dims, stream, prm);
+}
+
+}  // namespace ktune

@@ -1,0 +1,50 @@
+// Derived geometry of one mxfp4_gemm config, shared by the device template and the host spec.
+#pragma once
+#include "common/dtype.h"
+
+namespace ktune_mxfp4 {
+
+struct Shape {
+  int bm, tn, wn, wk, stages, depth;  // config
+  int a_type;                          // activation dtype (fp16 accumulates each 32-block separately)
+  int threads, warps, bn, bk;          // tile N = 16 * tn * wn rows of W, tile K = 64 * wk per iteration
+  int acc_regs, w_regs;                // per-thread estimates
+  int smem_stage, smem_pipe, smem_red, smem_total;
+  int min_blocks;
+};
+
+KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int depth, int a_type) {
+  Shape s{};
+  s.bm = bm; s.tn = tn; s.wn = wn; s.wk = wk; s.stages = stages; s.depth = depth; s.a_type = a_type;
+  s.warps = wn * wk;
+  s.threads = 32 * s.warps;
+  s.bn = 16 * tn * wn;
+  s.bk = 64 * wk;
+  s.acc_regs = tn * (bm / 8) * 4 * (a_type == ktune_common::kBF16 && bm > 16 ? 1 : 2);  // see kernel.cuh kPreScale
+  s.w_regs = depth * tn * 5;
+  s.smem_stage = bm * s.bk * 2;
+  s.smem_pipe = stages * s.smem_stage;
+  s.smem_red = wk > 1 ? (wk - 1) * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;
+  s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
+  const int regs = s.acc_regs + s.w_regs + (bm / 8) * 4 + 40;
+  s.min_blocks = regs * s.threads > 0 ? 65536 / (((regs + 7) / 8 * 8) * s.threads) : 1;
+  if (s.min_blocks < 1) s.min_blocks = 1;
+  if (s.min_blocks > 8) s.min_blocks = 8;
+  return s;
+}
+
+// Reason a shape cannot be built, or nullptr (device limits are checked by the host spec).
+KT_HD constexpr const char* shape_error(const Shape& s) {
+  if (s.bm != 8 && s.bm != 16 && s.bm != 32 && s.bm != 64 && s.bm != 128) return "bm: expected 8, 16, 32, 64 or 128";
+  if (s.tn != 1 && s.tn != 2 && s.tn != 4) return "tn: expected 1, 2 or 4";
+  if (s.wn != 1 && s.wn != 2 && s.wn != 4 && s.wn != 8) return "wn: expected 1, 2, 4 or 8";
+  if (s.wk != 1 && s.wk != 2 && s.wk != 4 && s.wk != 8) return "wk: expected 1, 2, 4 or 8";
+  if (s.warps > 16) return "wn * wk: expected at most 16 warps";
+  if (s.stages < 2 || s.stages > 8) return "stages: expected 2..8";
+  if (s.depth != 1 && s.depth != 2 && s.depth != 4 && s.depth != 8) return "d: expected 1, 2, 4 or 8";
+  if (s.acc_regs > 128) return "too many accumulator registers (tn * bm / 8 * 4, doubled for fp16 activations) > 128";
+  if (s.w_regs > 80) return "too many weight prefetch registers (d * tn * 5) > 80";
+  return nullptr;
+}
+
+}  // namespace ktune_mxfp4

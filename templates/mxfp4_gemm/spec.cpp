@@ -1,0 +1,271 @@
+#include "mxfp4_gemm/spec.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "ktune/error.hpp"
+#include "mxfp4_gemm/shape.h"
+#include "xqa_decode/spec.hpp"
+
+namespace ktune::mxfp4 {
+namespace {
+
+namespace kc = ::ktune_common;
+
+[[noreturn]] void fail(const std::string& field, const std::string& what) {
+  throw Error(Status::invalid_argument, "mxfp4_gemm", field + ": " + what);
+}
+
+bool parse_dtype(const std::string& s, DType* out) {
+  if (s == "bf16") *out = kc::kBF16;
+  else if (s == "fp16") *out = kc::kFP16;
+  else return false;
+  return true;
+}
+
+// "<prefix><positive int>" exactly (no sign, no leading zeros, no trailing text).
+bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
+  if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string digits = tok.substr(prefix.size());
+  if (digits.size() > 7 || (digits.size() > 1 && digits[0] == '0')) return false;
+  for (char ch : digits)
+    if (ch < '0' || ch > '9') return false;
+  *out = std::stoi(digits);
+  return true;
+}
+
+std::vector<std::string> split_dots(const std::string& s) {
+  std::vector<std::string> out(1);
+  for (char ch : s) {
+    if (ch == '.') out.emplace_back();
+    else out.back() += ch;
+  }
+  return out;
+}
+
+ktune_mxfp4::Shape shape_of(const Problem& p, const Config& c) {
+  return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype));
+}
+
+std::string arch_name(const Arch& a) { return a.host ? std::string("host") : a.str(); }
+
+// Activation stages for the few-token configs: as deep as 8, within ~40 KB of shared memory per CTA.
+int small_stages(int bm, int wk) { return std::max(3, std::min(8, 40960 / (bm * wk * 128))); }
+
+constexpr int kMaxN = 1 << 20, kMaxK = 1 << 20, kMaxExperts = 4096;
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case kc::kBF16: return "bf16";
+    case kc::kFP16: return "fp16";
+    case kc::kE4M3: return "e4m3";
+    case kc::kF32: return "f32";
+  }
+  return "?";
+}
+
+void Problem::validate() const {
+  const auto num = [](long long v) { return std::to_string(v); };
+  if (n < 1 || n > kMaxN) fail("n", "expected 1.." + num(kMaxN) + ", got " + num(n));
+  if (k < 32 || k > kMaxK || k % 32 != 0)
+    fail("k", "expected a positive multiple of 32 (one e8m0 scale per 32 values) up to " + num(kMaxK) + ", got " + num(k));
+  if (num_experts < 1 || num_experts > kMaxExperts)
+    fail("num_experts", "expected 1..." + num(kMaxExperts) + ", got " + num(num_experts));
+  if (top_k < 1 || top_k > num_experts)
+    fail("top_k", "expected 1..num_experts (" + num(num_experts) + "), got " + num(top_k));
+  if (a_dtype != kc::kBF16 && a_dtype != kc::kFP16)
+    fail("a_dtype", std::string("expected bf16 or fp16, got ") + dtype_name(a_dtype));
+  if (out_dtype != kc::kBF16 && out_dtype != kc::kFP16)
+    fail("out_dtype", std::string("expected bf16 or fp16, got ") + dtype_name(out_dtype));
+}
+
+std::string Problem::key() const {
+  std::ostringstream o;
+  o << 'n' << n << ".k" << k;
+  if (num_experts > 1 || top_k > 1) o << ".e" << num_experts << ".top" << top_k;
+  o << '.' << dtype_name(a_dtype) << '-' << dtype_name(out_dtype);
+  return o.str();
+}
+
+Problem Problem::from_key(const std::string& key) {
+  const auto bad = [&](const std::string& why) -> Problem {
+    fail("key", "cannot parse '" + key + "' as an mxfp4_gemm problem key (" + why +
+                    "); expected n<N>.k<K>[.e<experts>.top<top_k>].<a>-<out>, e.g. n5760.k2880.e128.top4.bf16-bf16");
+  };
+  const std::vector<std::string> t = split_dots(key);
+  if (t.size() != 3 && t.size() != 5) return bad("expected 3 or 5 fields");
+  Problem p;
+  if (!parse_num(t[0], "n", &p.n)) return bad("field 1 '" + t[0] + "' is not n<N>");
+  if (!parse_num(t[1], "k", &p.k)) return bad("field 2 '" + t[1] + "' is not k<K>");
+  if (t.size() == 5) {
+    if (!parse_num(t[2], "e", &p.num_experts)) return bad("field 3 '" + t[2] + "' is not e<experts>");
+    if (!parse_num(t[3], "top", &p.top_k)) return bad("field 4 '" + t[3] + "' is not top<top_k>");
+  }
+  const std::string& d = t.back();
+  const size_t dash = d.find('-');
+  if (dash == std::string::npos || !parse_dtype(d.substr(0, dash), &p.a_dtype) ||
+      !parse_dtype(d.substr(dash + 1), &p.out_dtype))
+    return bad("last field '" + d + "' is not <a dtype>-<out dtype> (bf16 or fp16)");
+  p.validate();
+  if (p.key() != key) return bad("not in canonical form");
+  return p;
+}
+
+std::string Config::key() const {
+  std::ostringstream o;
+  o << "bm" << bm << ".tn" << tn << ".wn" << wn << ".wk" << wk << ".s" << stages << ".d" << depth;
+  return o.str();
+}
+
+Config Config::from_key(const std::string& key) {
+  const std::vector<std::string> t = split_dots(key);
+  Config c;
+  const bool ok = t.size() == 6 && parse_num(t[0], "bm", &c.bm) && parse_num(t[1], "tn", &c.tn) &&
+                  parse_num(t[2], "wn", &c.wn) && parse_num(t[3], "wk", &c.wk) && parse_num(t[4], "s", &c.stages) &&
+                  parse_num(t[5], "d", &c.depth) && c.key() == key;
+  if (!ok)
+    fail("config key", "cannot parse '" + key +
+                           "'; expected bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>, e.g. "
+                           "bm16.tn1.wn1.wk4.s3.d8");
+  return c;
+}
+
+DeviceLimits default_limits(const Arch& arch) { return xqa::default_limits(arch); }
+
+std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    return std::string("problem: ") + e.what();
+  }
+  if (arch.host) return "mxfp4_gemm has no host (CPU) kernel";
+  if (arch.sm() < 80) return "mxfp4_gemm needs sm_80 or newer (cp.async, bf16 mma), got " + arch_name(arch);
+  const ktune_mxfp4::Shape s = shape_of(p, c);
+  if (const char* why = ktune_mxfp4::shape_error(s)) return why;
+  if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
+  if (s.smem_total > lim.max_smem_per_block_optin)
+    return "shared memory " + std::to_string(s.smem_total) + " B exceeds the per-block limit " +
+           std::to_string(lim.max_smem_per_block_optin) + " B";
+  return "";
+}
+
+// Defaults (sm_80+), from the H200 runs of 2026-11-29 (bench/results/2026-11-29-mxfp4.md). Few tokens, dense:
+// two 16-row weight tiles per warp (two independent decode + mma chains) and K split over 8 warps per CTA
+// (bm8.tn2.wn1.wk8 / bm16.tn2.wn1.wk8 were the fastest of 12 candidates at M = 1 / 16, N = K = 8192). Few
+// tokens per expert, grouped (many CTAs already): bm16.tn2.wn4.wk1.s4.d4. Many tokens: wider CTA tiles
+// (bm64 / bm128 with tn2.wn4) so each decoded weight feeds more mma.
+Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
+  p.validate();
+  if (arch.host) fail("arch", "mxfp4_gemm has no host kernel");
+  const DeviceLimits lim = default_limits(arch);
+  const int kc = (p.k + 63) / 64;
+  const int64_t rows = m_hint > 0 ? m_hint : 16;
+  Config c;
+  if (rows <= 16 && !p.grouped()) {
+    c.bm = rows <= 8 ? 8 : 16;
+    c.tn = 2;
+    c.wn = 1;
+    c.wk = kc >= 16 ? 8 : kc >= 8 ? 4 : 2;
+    c.stages = small_stages(c.bm, c.wk);
+    c.depth = 4;
+  } else if (rows <= 16) {
+    c = Config{rows <= 4 ? 8 : 16, 2, 4, 1, 4, 4};
+  } else if (rows <= 64) {
+    c = Config{rows <= 32 ? 32 : 64, 1, 4, 2, 6, 4};
+  } else if (rows < 1024) {
+    c = Config{64, 2, 4, 1, 4, 2};
+  } else {
+    c = Config{128, 2, 4, 1, 4, 2};
+  }
+  if (!can_implement(p, c, arch, lim).empty()) c = Config{16, 1, 4, 1, 3, 2};
+  const std::string why = can_implement(p, c, arch, lim);
+  if (!why.empty()) fail("config", "no default config fits " + p.key() + " on " + arch_name(arch) + ": " + why);
+  return c;
+}
+
+std::vector<Config> search_space(const Problem& p, const Arch& arch) {
+  const DeviceLimits lim = default_limits(arch);
+  std::vector<Config> out;
+  auto add = [&](const Config& c) {
+    if (std::find(out.begin(), out.end(), c) == out.end() && can_implement(p, c, arch, lim).empty()) out.push_back(c);
+  };
+  for (int bm : {8, 16})
+    for (int wk : {2, 4, 8})
+      for (int d : {4, 8}) add(Config{bm, 1, 1, wk, small_stages(bm, wk), d});
+  for (int bm : {8, 16}) {
+    add(Config{bm, 2, 4, 1, 8, 4});
+    add(Config{bm, 1, 4, 2, 8, 8});
+  }
+  for (int bm : {32, 64}) {
+    add(Config{bm, 1, 4, 2, 6, 4});
+    add(Config{bm, 2, 4, 1, 6, 2});
+  }
+  for (int bm : {64, 128}) {
+    add(Config{bm, 2, 4, 1, 4, 2});
+    add(Config{bm, 4, 2, 1, 3, 1});
+    add(Config{bm, 2, 2, 1, 4, 2});
+  }
+  add(Config{64, 4, 2, 1, 4, 2});
+  add(Config{16, 2, 4, 1, 3, 2});
+  add(Config{16, 1, 1, 4, 8, 8});
+  // Several weight tiles per warp: independent decode + mma chains in one warp (ILP) and more weight bytes per
+  // CTA iteration, K split over up to 8 warps to keep enough CTAs.
+  for (int bm : {8, 16})
+    for (int wk : {4, 8}) {
+      add(Config{bm, 2, 1, wk, small_stages(bm, wk), 4});
+      add(Config{bm, 4, 1, wk, small_stages(bm, wk), 2});
+      add(Config{bm, 2, 2, wk / 2, small_stages(bm, wk / 2), 4});
+    }
+  add(Config{16, 4, 2, 1, 4, 2});
+  add(Config{16, 2, 4, 1, 4, 4});
+  add(Config{16, 4, 4, 1, 3, 2});
+  return out;
+}
+
+GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
+  p.validate();
+  const std::string why = can_implement(p, c, arch, default_limits(arch));
+  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  std::ostringstream s;
+  // Only what changes the binary goes into the source: shapes (n, k, experts) are runtime values, so every
+  // problem with the same dtypes and form shares one binary per config.
+  s << "// ktune mxfp4_gemm " << dtype_name(p.a_dtype) << '-' << dtype_name(p.out_dtype)
+    << (p.grouped() ? " grouped" : " dense") << " / " << c.key() << "\n"
+    << "#include \"mxfp4_gemm/kernel.cuh\"\n"
+    << "namespace ktune_mxfp4 {\n"
+    << "struct Spec {\n"
+    << "  static constexpr int kAType = " << int(p.a_dtype) << ", kOutType = " << int(p.out_dtype) << ";\n"
+    << "  static constexpr bool kGrouped = " << (p.grouped() ? "true" : "false") << ";\n"
+    << "  static constexpr int kBM = " << c.bm << ", kTN = " << c.tn << ", kWN = " << c.wn << ", kWK = " << c.wk
+    << ", kStages = " << c.stages << ", kDepth = " << c.depth << ";\n"
+    << "};\n"
+    << "}  // namespace ktune_mxfp4\n";
+  GeneratedKernel k;
+  k.family = "mxfp4_gemm";
+  k.problem_key = p.key();
+  k.config_key = c.key();
+  k.source = s.str();
+  k.entry_points = {"ktune_mxfp4::gemm_kernel<ktune_mxfp4::Spec>"};
+  k.options = {"-std=c++17"};
+  return k;
+}
+
+LaunchDims gemm_dims(const Problem& p, const Config& c, int64_t m) {
+  const ktune_mxfp4::Shape s = shape_of(p, c);
+  const int64_t n16 = (p.n + 15) / 16;
+  const int64_t tiles_n = (n16 + c.tn * c.wn - 1) / (c.tn * c.wn);
+  const int64_t tiles_m = (m + c.bm - 1) / c.bm + (p.grouped() ? p.num_experts : 0);
+  if (tiles_m > 65535)
+    fail("m", "expected at most " + std::to_string((65535 - (p.grouped() ? p.num_experts : 0)) * int64_t(c.bm)) +
+                  " rows for config " + c.key() + " (grid.y limit 65535), got " + std::to_string(m));
+  LaunchDims d;
+  d.grid[0] = unsigned(tiles_n);
+  d.grid[1] = unsigned(std::max<int64_t>(1, tiles_m));
+  d.block[0] = unsigned(s.threads);
+  d.dynamic_smem_bytes = unsigned(s.smem_total);
+  return d;
+}
+
+}  // namespace ktune::mxfp4

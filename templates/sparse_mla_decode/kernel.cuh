@@ -1,0 +1,499 @@
+// sparse_mla_decode: DeepSeek-V3.2-style sparse MLA decode (absorbed form: one latent KV head shared by every
+// query head), each query token attending to its own top-k cache slots.
+//
+// One CTA per (head group of kHeadsPerCta heads, top-k split, token); kWarps (8 or 16) warps. The CTA's heads are the M
+// dimension of mma.sync m16n8k16 (bf16, fp32 accumulate), so each gathered KV row is read once for all of them.
+// Per tile of kTile selected slots:
+//   gather   cp.async 16-byte chunks, each row from its own slot (a kStages-deep ring, or kStages = 1: one raw
+//            tile re-gathered once dequantized; -1 / past-topk rows are zero-filled and masked). The tile's top-k
+//            entries were cp.async'ed to smem one gather earlier, so issuing a gather never waits on a global
+//            load (that wait cost 27% at 128 heads). fp8_ds_mla rows land raw and are dequantized (e4m3 x
+//            per-128 fp32 scale -> bf16) into one bf16 K/V tile; bf16 rows land in the ring directly. Q and K/V
+//            tiles use the k-block-major 128-byte-swizzle layout (tile_off).
+//   S = Q K^T over the full 576-wide dim: kWgmma (sm_90a): one wgmma chain per warpgroup (64 heads x its
+//            tokens); else mma.sync with warps splitting the (heads x tokens) score tile. Scores go to smem as
+//            fp32.
+//   softmax  threads / kHeadsPerCta threads per head row: online max/sum in the log2 domain, P (bf16) to smem,
+//            the per-row rescale factor to smem.
+//   O += P V each warp owns kv_lora_rank / kWarps output columns for every head of the CTA (accumulators in
+//            registers: 64 heads x 64 columns = 128 fp32 per thread with 8 warps, 64 with 16); V is the latent
+//            part of the same bf16 tile.
+// Splits > 1 write unnormalized fp32 partials + (max, sum) per row to the workspace; combine_kernel merges.
+// A row with no valid slot (and no sink) gets O = 0 and LSE = -inf.
+#pragma once
+
+#include "common/dtype.h"
+#include "common/numerics.cuh"
+#include "common/mma.cuh"
+#include "common/async_copy.cuh"
+#include "common/softmax.cuh"
+#include "common/checked.h"
+#include "sparse_mla_decode/params.h"
+#include "sparse_mla_decode/shape.h"
+
+namespace ktune_mla {
+
+namespace kc = ::ktune_common;
+
+template <class S>
+struct Traits {
+  static constexpr Shape sh = make_shape(S::kLat, S::kRope, S::kFp8, S::kHeadsPerCta, S::kTile, S::kStages, S::kWarps);
+  static_assert(shape_error(sh) == nullptr, "invalid sparse_mla_decode shape (see shape_error)");
+  static_assert(S::kNumHeads % S::kHeadsPerCta == 0, "heads per CTA must divide num_heads");
+  static_assert(!S::kWgmma || (S::kHeadsPerCta == 64 && S::kTile / (sh.threads / 128) >= 8),
+                "wgmma needs 64 heads per CTA and at least 8 tokens per warpgroup");
+};
+
+// Byte offset of 16-byte chunk `ch` of row `row` in a Q or K/V tile of `rows` rows: k-block major (blocks of 64
+// bf16 = 128 bytes per row, rows 128 bytes apart, a block after all rows), chunks XOR-swizzled by row % 8. This
+// is the canonical 128-byte-swizzle K-major layout of Hopper wgmma operands (8-row atoms of 1024 bytes), and
+// conflict-free for ldmatrix.
+KT_DEV int tile_off(int rows, int row, int ch) { return (ch >> 3) * rows * 128 + row * 128 + (((ch & 7) ^ (row & 7)) << 4); }
+// P rows: kTile / 8 chunks (4 or 8).
+template <int kChunks>
+KT_DEV int swzp(int row, int ch) {
+  if constexpr (kChunks >= 8) return ch ^ (row & 7);
+  else return ch ^ ((row >> 1) & 3);
+}
+
+// f16x2 (exact e4m3 values / kE4m3Fold) -> bf16x2 of value * s.
+KT_DEV unsigned f16x2_to_bf16x2_scaled(unsigned h, float s) {
+  float lo, hi;
+  asm("{ .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.f32.f16 %0, a;\n cvt.f32.f16 %1, b; }"
+      : "=f"(lo), "=f"(hi)
+      : "r"(h));
+  return kc::pack_bf16x2(lo * s, hi * s);
+}
+
+
+// ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone) ----
+// Shared-memory matrix descriptor of a K-major operand in the 128-byte-swizzle layout of tile_off(): 8-row
+// atoms 1024 bytes apart (SBO), leading offset unused (1), swizzle mode 1 = 128B.
+KT_DEV unsigned long long wg_desc(unsigned addr) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
+         (1ull << 62);
+}
+KT_DEV void wg_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+KT_DEV void wg_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+KT_DEV void wg_wait0() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
+// Generic-proxy smem writes (st.shared, cp.async) made visible to the async proxy that wgmma reads through.
+KT_DEV void fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// D(64 x N, fp32) (+)= A(64 x 16, bf16, smem) * B(N x 16, bf16, smem)^T; N = 8, 16 or 32.
+template <int N>
+KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (N == 32) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "r"(accumulate));
+  } else if constexpr (N == 16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(da), "l"(db), "r"(accumulate));
+  } else {
+    static_assert(N == 8, "wgmma N must be 8, 16 or 32");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3}, %4, %5, p, 1, 1, 0, 0;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(da), "l"(db), "r"(accumulate));
+  }
+#endif
+}
+
+// 4-byte cp.async (zero-fills when src_bytes == 0).
+KT_DEV void cp_async_4(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+template <class S>
+__global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_blocks)
+    decode_kernel(const __grid_constant__ Params p) {
+  constexpr Shape sh = Traits<S>::sh;
+  constexpr int LAT = S::kLat, D = sh.dim, QCH = sh.q_chunks, HG = S::kHeadsPerCta, TN = S::kTile;
+  constexpr int ST = S::kStages, H = S::kNumHeads, TOPK = S::kTopk;
+  constexpr bool FP8 = S::kFp8;
+  constexpr int RB = sh.raw_bytes, RCH = sh.raw_chunks, RAW_TILE = mla_align16(sh.raw_tile_bytes);
+  constexpr int WM = sh.warps_m, MTW = sh.mt_per_warp, NTW = sh.nt_per_warp, MT = sh.m_tiles;
+  constexpr int TPR = sh.tpr, EPT = TN / TPR, PCH = TN / 8, SS = sh.s_stride;
+  constexpr int CPW = sh.cols_per_warp, ONT = CPW / 8;
+  constexpr int NTILES = (TOPK + TN - 1) / TN, NT = sh.threads;
+  constexpr int SB = sh.slot_buffers;  // slot lists of the tiles in flight
+  static_assert(ONT % 2 == 0, "output n tiles per warp must be even");
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3, lr = lane & 7, lm = lane >> 3;
+  const int h0 = blockIdx.x * HG, split = blockIdx.y, token = blockIdx.z;
+
+  const int per_split = (NTILES + p.num_splits - 1) / p.num_splits;
+  const int t_begin = split * per_split;
+  const int ntiles = max(0, min(NTILES, t_begin + per_split) - t_begin);
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned sb = kc::smem_u32(smem);
+  float* s_S = reinterpret_cast<float*>(smem + sh.off_s);
+  int* s_slot = reinterpret_cast<int*>(smem + sh.off_slot);
+  float* s_alpha = reinterpret_cast<float*>(smem + sh.off_stat);
+  float* s_m = s_alpha + HG;
+  float* s_l = s_m + HG;
+
+  // ---- prologue: Q (its own cp.async group), then the first stages of the gather ring ----
+  const char* qg = static_cast<const char*>(p.q) + ((long long)token * H + h0) * D * 2;
+  for (int i = tid; i < HG * QCH; i += NT) {
+    const int r = i / QCH, c = i % QCH;
+    kc::cp_async_16(sb + sh.off_q + tile_off(HG, r, c), qg + (long long)r * D * 2 + c * 16, 16);
+  }
+  // The top-k entries of a tile reach smem one gather ahead (cp.async), so issuing a gather never waits on a
+  // global load: entries of tile j land with the gather of tile j - PRO (the first PRO tiles with Q).
+  constexpr int PRO = ST >= 2 ? ST - 1 : 1, NIDX = sh.idx_buffers;
+  const int* idx = p.indices + (long long)token * TOPK;
+  int* s_idx = reinterpret_cast<int*>(smem + sh.off_idx);
+  auto fetch_idx = [&](int j) {  // entries of local tile j (if it exists) into s_idx[j % NIDX]
+    if (tid < TN && j < ntiles) {
+      const int pos = (t_begin + j) * TN + tid;
+      cp_async_4(sb + sh.off_idx + ((j % NIDX) * TN + tid) * 4, pos < TOPK ? idx + pos : idx, pos < TOPK ? 4 : 0);
+    }
+  };
+  for (int j = 0; j < PRO; ++j) fetch_idx(j);
+  kc::cp_async_commit();
+  kc::cp_async_wait<0>();
+  __syncthreads();
+
+  const char* kvb = static_cast<const char*>(p.kv_cache);
+  auto load_tile = [&](int j) {
+    const int buf = j % ST;
+    const int pos0 = (t_begin + j) * TN;
+    const unsigned dst0 = FP8 ? sb + sh.off_raw + buf * RAW_TILE : sb + sh.off_kv + buf * sh.kv_tile_bytes;
+    const int* tidx = s_idx + (j % NIDX) * TN;
+    for (int i = tid; i < TN * RCH; i += NT) {
+      const int r = i / RCH, c = i - (i / RCH) * RCH;
+      const int pos = pos0 + r;
+      const int slot = pos < TOPK ? tidx[r] : -1;
+      bool valid = slot >= 0;
+      if constexpr (S::kChecked) {
+        if (slot != -1 && c == 0)
+          valid = kc::check_index(p.report, kc::kCheckTopkIndex, (unsigned)token, slot, p.num_slots);
+        else if (slot != -1)
+          valid = slot >= 0 && slot < p.num_slots;
+      }
+      const unsigned dst = FP8 ? dst0 + i * 16 : dst0 + tile_off(TN, r, c);
+      const char* src = valid ? kvb + (long long)slot * RB + c * 16 : kvb;
+      kc::cp_async_16(dst, src, valid ? 16 : 0);
+      if (c == 0) s_slot[(j % SB) * TN + r] = valid ? slot : -1;
+    }
+    fetch_idx(j + PRO);  // same commit group as this gather
+  };
+  // ST >= 2: a ring of ST raw tiles, ST - 1 in flight. ST == 1 (fp8 only): one raw tile, reloaded as soon as
+  // it has been dequantized, so the gather of tile j+1 overlaps the MMAs of tile j.
+#pragma unroll
+  for (int j = 0; j < PRO; ++j) {
+    if (j < ntiles) load_tile(j);
+    kc::cp_async_commit();
+  }
+
+  float o[MT][ONT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < ONT; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+  float m_run = kc::neg_inf(), l_run = 0.f;  // the softmax row of this thread (tid / TPR)
+  const float scale_log2 = p.softmax_scale * kc::kLog2e;
+  const int wm = warp % WM, wn = warp / WM;
+  const int c0w = warp * CPW;
+
+  for (int it = 0; it < ntiles; ++it) {
+    if constexpr (ST >= 2) {
+      kc::cp_async_wait<ST - 2>();
+      __syncthreads();
+      if (it + ST - 1 < ntiles) load_tile(it + ST - 1);
+      kc::cp_async_commit();
+    } else {
+      kc::cp_async_wait<0>();
+      __syncthreads();
+    }
+    const int buf = it % ST, sbuf = it % SB;
+    if constexpr (S::kWgmma && !FP8) {  // the bf16 tile (and Q) landed through cp.async: publish to wgmma
+      fence_proxy_async();
+      __syncthreads();
+    }
+
+    unsigned sK;
+    if constexpr (FP8) {
+      // dequantize the raw rows: 16 e4m3 latent values (one 16-byte chunk) -> 2 bf16 chunks; rope copied
+      constexpr int LCH = LAT / 16, RPC = S::kRope / 8, ITEMS = LCH + RPC;
+      const unsigned char* raw = smem + sh.off_raw + buf * RAW_TILE;
+      for (int i = tid; i < TN * ITEMS; i += NT) {
+        const int r = i / ITEMS, c = i - (i / ITEMS) * ITEMS;
+        const unsigned char* row = raw + r * RB;
+        unsigned char* kvt = smem + sh.off_kv;
+        if (c < LCH) {
+          const uint4 v = *reinterpret_cast<const uint4*>(row + c * 16);
+          const float sc = reinterpret_cast<const float*>(row + LAT)[c >> 3] * kc::kE4m3Fold;
+          unsigned lo, hi;
+          uint4 a, b;
+          kc::e4m3x4_to_f16x2x2<false>(v.x, lo, hi);
+          a.x = f16x2_to_bf16x2_scaled(lo, sc);
+          a.y = f16x2_to_bf16x2_scaled(hi, sc);
+          kc::e4m3x4_to_f16x2x2<false>(v.y, lo, hi);
+          a.z = f16x2_to_bf16x2_scaled(lo, sc);
+          a.w = f16x2_to_bf16x2_scaled(hi, sc);
+          kc::e4m3x4_to_f16x2x2<false>(v.z, lo, hi);
+          b.x = f16x2_to_bf16x2_scaled(lo, sc);
+          b.y = f16x2_to_bf16x2_scaled(hi, sc);
+          kc::e4m3x4_to_f16x2x2<false>(v.w, lo, hi);
+          b.z = f16x2_to_bf16x2_scaled(lo, sc);
+          b.w = f16x2_to_bf16x2_scaled(hi, sc);
+          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = a;
+          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = b;
+        } else {
+          const int k = c - LCH;
+          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + k)) =
+              *reinterpret_cast<const uint4*>(row + LAT + 4 * (LAT / 128) + k * 16);
+        }
+      }
+      if constexpr (S::kWgmma) fence_proxy_async();
+      __syncthreads();
+      if constexpr (ST == 1) {
+        if (it + 1 < ntiles) load_tile(it + 1);
+        kc::cp_async_commit();
+      }
+      sK = sb + sh.off_kv;
+    } else {
+      sK = sb + sh.off_kv + buf * sh.kv_tile_bytes;
+    }
+
+    // ---- S = Q K^T (fp32 scores to smem) ----
+    if constexpr (S::kWgmma) {
+      // one warpgroup per N = TN / (warps / 4) tokens, all 64 heads, K = 576 in 36 steps of 16
+      constexpr int NWG = sh.threads / 128, WN = TN / NWG;
+      const int wg = warp >> 2, wq = warp & 3;
+      float d[WN / 2];
+#pragma unroll
+      for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
+      wg_fence();
+      // descriptors advance by (byte offset >> 4) in their start-address field (no carry: smem < 256 KB)
+      const unsigned long long dq = wg_desc(sb + sh.off_q), dk = wg_desc(sK + wg * WN * 128);
+#pragma unroll 1
+      for (int kb = 0; kb < D / 64; ++kb)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          wg_mma<WN>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
+                     (kb | kk) != 0);
+      wg_commit();
+      wg_wait0();
+#pragma unroll
+      for (int j = 0; j < WN / 8; ++j) {
+        const int r0 = wq * 16 + g, col = wg * WN + j * 8 + 2 * t4;
+        *reinterpret_cast<float2*>(s_S + r0 * SS + col) = make_float2(d[4 * j], d[4 * j + 1]);
+        *reinterpret_cast<float2*>(s_S + (r0 + 8) * SS + col) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+      }
+    } else if (warp < sh.s_warps) {
+      float sacc[MTW][NTW][4];
+#pragma unroll
+      for (int j = 0; j < MTW; ++j)
+#pragma unroll
+        for (int n = 0; n < NTW; ++n) sacc[j][n][0] = sacc[j][n][1] = sacc[j][n][2] = sacc[j][n][3] = 0.f;
+#pragma unroll 4
+      for (int kp = 0; kp < D / 32; ++kp) {
+        unsigned a[MTW][2][4];
+#pragma unroll
+        for (int j = 0; j < MTW; ++j)
+#pragma unroll
+          for (int hk = 0; hk < 2; ++hk) {
+            const int row = (wm * MTW + j) * 16 + (lm & 1) * 8 + lr, ch = 2 * (2 * kp + hk) + (lm >> 1);
+            kc::ldmatrix_x4(a[j][hk], sb + sh.off_q + tile_off(HG, row, ch));
+          }
+#pragma unroll
+        for (int n = 0; n < NTW; ++n) {
+          unsigned bf[4];
+          const int row = (wn * NTW + n) * 8 + lr, ch = 4 * kp + lm;
+          kc::ldmatrix_x4(bf, sK + tile_off(TN, row, ch));
+#pragma unroll
+          for (int j = 0; j < MTW; ++j) {
+            kc::mma_16816<true>(sacc[j][n], a[j][0], bf[0], bf[1]);
+            kc::mma_16816<true>(sacc[j][n], a[j][1], bf[2], bf[3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < MTW; ++j)
+#pragma unroll
+        for (int n = 0; n < NTW; ++n) {
+          const int r0 = (wm * MTW + j) * 16 + g, col = (wn * NTW + n) * 8 + 2 * t4;
+          *reinterpret_cast<float2*>(s_S + r0 * SS + col) = make_float2(sacc[j][n][0], sacc[j][n][1]);
+          *reinterpret_cast<float2*>(s_S + (r0 + 8) * SS + col) = make_float2(sacc[j][n][2], sacc[j][n][3]);
+        }
+    }
+    __syncthreads();
+
+    // ---- online softmax: TPR threads per head row ----
+    {
+      const int r = tid / TPR, c0 = (tid % TPR) * EPT;
+      float x[EPT];
+      float mx = kc::neg_inf();
+#pragma unroll
+      for (int e = 0; e < EPT; ++e) {
+        float v = s_S[r * SS + c0 + e] * scale_log2;
+        if (s_slot[sbuf * TN + c0 + e] < 0) v = kc::neg_inf();
+        x[e] = v;
+        mx = fmaxf(mx, v);
+      }
+#pragma unroll
+      for (int off = 1; off < TPR; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_new = fmaxf(m_run, mx);
+      const float m_use = m_new == kc::neg_inf() ? 0.f : m_new;
+      const float alpha = kc::fast_exp2(m_run - m_use);
+      m_run = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int e = 0; e < EPT; ++e) {
+        x[e] = kc::fast_exp2(x[e] - m_use);
+        sum += x[e];
+      }
+#pragma unroll
+      for (int off = 1; off < TPR; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      l_run = l_run * alpha + sum;
+      if (tid % TPR == 0) s_alpha[r] = alpha;
+      unsigned char* prow = smem + sh.off_p + r * TN * 2;
+#pragma unroll
+      for (int e = 0; e < EPT; e += 2) {
+        const int col = c0 + e;
+        *reinterpret_cast<unsigned*>(prow + swzp<PCH>(r, col >> 3) * 16 + (col & 7) * 2) = kc::pack_bf16x2(x[e], x[e + 1]);
+      }
+    }
+    __syncthreads();
+
+    // ---- O = O * alpha + P V (this warp's output columns, every head of the CTA) ----
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const float a0 = s_alpha[mt * 16 + g], a1 = s_alpha[mt * 16 + g + 8];
+#pragma unroll
+      for (int n = 0; n < ONT; ++n) {
+        o[mt][n][0] *= a0;
+        o[mt][n][1] *= a0;
+        o[mt][n][2] *= a1;
+        o[mt][n][3] *= a1;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < TN / 16; ++kk) {
+      unsigned pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int row = mt * 16 + (lm & 1) * 8 + lr, ch = 2 * kk + (lm >> 1);
+        kc::ldmatrix_x4(pa[mt], sb + sh.off_p + (row * PCH + swzp<PCH>(row, ch)) * 16);
+      }
+#pragma unroll
+      for (int nq = 0; nq < ONT / 2; ++nq) {
+        unsigned v[4];
+        const int row = kk * 16 + (lm & 1) * 8 + lr, ch = c0w / 8 + 2 * nq + (lm >> 1);
+        kc::ldmatrix_x4_trans(v, sK + tile_off(TN, row, ch));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          kc::mma_16816<true>(o[mt][2 * nq], pa[mt], v[0], v[1]);
+          kc::mma_16816<true>(o[mt][2 * nq + 1], pa[mt], v[2], v[3]);
+        }
+      }
+    }
+  }
+  kc::cp_async_wait<0>();
+  if (tid % TPR == 0) {
+    s_m[tid / TPR] = m_run;
+    s_l[tid / TPR] = l_run;
+  }
+  __syncthreads();
+
+  // ---- epilogue ----
+  const long long row0 = (long long)token * H + h0;
+  if (p.num_splits == 1) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = mt * 16 + g + 8 * h;
+        const kc::RowFinal f = kc::finalize_row(s_m[r], s_l[r], p.sinks != nullptr,
+                                                p.sinks != nullptr ? p.sinks[h0 + r] : 0.f, 1.f);
+        unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + c0w + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < ONT; ++n)
+          *reinterpret_cast<unsigned*>(orow + n * 8) =
+              kc::pack_bf16x2(o[mt][n][2 * h] * f.scale, o[mt][n][2 * h + 1] * f.scale);
+      }
+    if (p.lse != nullptr && tid < HG) {
+      const kc::RowFinal f =
+          kc::finalize_row(s_m[tid], s_l[tid], p.sinks != nullptr, p.sinks != nullptr ? p.sinks[h0 + tid] : 0.f, 1.f);
+      p.lse[row0 + tid] = f.lse;
+    }
+  } else {
+    const int ns = p.num_splits;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = mt * 16 + g + 8 * h;
+        float* prow = p.workspace + ((row0 + r) * ns + split) * LAT + c0w + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < ONT; ++n)
+          *reinterpret_cast<float2*>(prow + n * 8) = make_float2(o[mt][n][2 * h], o[mt][n][2 * h + 1]);
+      }
+    if (tid < HG) {
+      float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + ((row0 + tid) * ns + split) * 2;
+      ml[0] = s_m[tid];
+      ml[1] = s_l[tid];
+    }
+  }
+}
+
+// Merges the split partials of one (token, head) row per CTA: grid (num_heads, num_tokens), 128 threads.
+template <class S>
+__global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Params p) {
+  constexpr int LAT = S::kLat, H = S::kNumHeads, VPT = LAT / 128;
+  const int head = blockIdx.x, token = blockIdx.y, tid = threadIdx.x;
+  const int ns = p.num_splits;
+  const long long row = (long long)token * H + head;
+  const float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + row * ns * 2;
+  const float* po = p.workspace + row * ns * LAT + tid * VPT;
+  float M = kc::neg_inf();
+  for (int s = 0; s < ns; ++s) M = fmaxf(M, ml[2 * s]);
+  float L = 0.f, acc[VPT];
+#pragma unroll
+  for (int v = 0; v < VPT; ++v) acc[v] = 0.f;
+  for (int s = 0; s < ns; ++s) {
+    const float w = kc::merge_weight(ml[2 * s], M);
+    L += w * ml[2 * s + 1];
+#pragma unroll
+    for (int v = 0; v < VPT; ++v) acc[v] += w * po[(long long)s * LAT + v];
+  }
+  const kc::RowFinal f =
+      kc::finalize_row(M, L, p.sinks != nullptr, p.sinks != nullptr ? p.sinks[head] : 0.f, 1.f);
+  unsigned short* orow = static_cast<unsigned short*>(p.out) + row * LAT + tid * VPT;
+#pragma unroll
+  for (int v = 0; v < VPT; ++v) orow[v] = kc::float_to_bf16(acc[v] * f.scale);
+  if (tid == 0 && p.lse != nullptr) p.lse[row] = f.lse;
+}
+
+}  // namespace ktune_mla

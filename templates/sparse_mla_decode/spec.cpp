@@ -1,0 +1,310 @@
+#include "sparse_mla_decode/spec.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "ktune/error.hpp"
+#include "sparse_mla_decode/shape.h"
+
+namespace ktune::mla {
+namespace {
+
+[[noreturn]] void fail(const std::string& field, const std::string& what) {
+  throw Error(Status::invalid_argument, "sparse_mla_decode", field + ": " + what);
+}
+
+// Parses "<prefix><positive int>" exactly (no sign, no leading zeros, no trailing text).
+bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
+  if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string digits = tok.substr(prefix.size());
+  if (digits.size() > 7 || (digits.size() > 1 && digits[0] == '0')) return false;
+  for (char ch : digits)
+    if (ch < '0' || ch > '9') return false;
+  *out = std::stoi(digits);
+  return true;
+}
+
+std::vector<std::string> split_dots(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : s) {
+    if (ch == '.') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+ktune_mla::Shape shape_of(const Problem& p, const Config& c) {
+  return ktune_mla::make_shape(p.kv_lora_rank, p.rope_dim, p.kv_format == KvFormat::Fp8DsMla, c.heads_per_cta, c.tile,
+                               c.stages, c.warps);
+}
+
+std::string arch_name(const Arch& a) {
+  std::string s = "sm_" + std::to_string(a.sm());
+  if (a.suffix) s += a.suffix;
+  return s;
+}
+
+}  // namespace
+
+const char* kv_format_name(KvFormat f) { return f == KvFormat::Bf16 ? "bf16" : "fp8ds"; }
+
+int Problem::row_bytes() const {
+  return kv_format == KvFormat::Fp8DsMla ? kv_lora_rank + 4 * (kv_lora_rank / 128) + 2 * rope_dim : 2 * dim();
+}
+
+void Problem::validate() const {
+  const auto num = [](int v) { return std::to_string(v); };
+  if (num_heads != 16 && num_heads != 32 && num_heads != 64 && num_heads != 128)
+    fail("num_heads", "expected 16, 32, 64 or 128, got " + num(num_heads));
+  if (kv_lora_rank != 128 && kv_lora_rank != 256 && kv_lora_rank != 384 && kv_lora_rank != 512)
+    fail("kv_lora_rank", "expected 128, 256, 384 or 512, got " + num(kv_lora_rank));
+  if (rope_dim != 64 && rope_dim != 128) fail("rope_dim", "expected 64 or 128, got " + num(rope_dim));
+  if (topk < 1 || topk > 131072) fail("topk", "expected 1..131072, got " + num(topk));
+  if (page_size < 16 || page_size > 1024 || (page_size & (page_size - 1)) != 0)
+    fail("page_size", "expected a power of two in 16..1024, got " + num(page_size));
+  if (kv_format != KvFormat::Bf16 && kv_format != KvFormat::Fp8DsMla)
+    fail("kv_dtype", "expected bf16 or fp8_ds_mla");
+  if (row_bytes() % 16 != 0)
+    fail("kv_lora_rank", "the fp8_ds_mla row (" + num(row_bytes()) + " bytes) must be a multiple of 16 bytes");
+  if (max_q_len < 1 || max_q_len > 16) fail("max_q_len", "expected 1..16, got " + num(max_q_len));
+}
+
+std::string Problem::key() const {
+  std::ostringstream o;
+  o << 'h' << num_heads << ".r" << kv_lora_rank << ".d" << rope_dim << ".k" << topk << ".p" << page_size
+    << ".bf16-" << kv_format_name(kv_format) << ".q" << max_q_len;
+  if (checked) o << ".chk";
+  return o.str();
+}
+
+Problem Problem::from_key(const std::string& key) {
+  const auto bad = [&](const std::string& why) -> Problem {
+    fail("key", "cannot parse '" + key + "' as a sparse_mla_decode problem key (" + why +
+                    "); expected e.g. h128.r512.d64.k2048.p64.bf16-fp8ds.q1[.chk]");
+  };
+  const std::vector<std::string> t = split_dots(key);
+  if (t.size() < 7 || t.size() > 8) return bad("expected 7 or 8 fields");
+  Problem p;
+  if (!parse_num(t[0], "h", &p.num_heads)) return bad("field 1 '" + t[0] + "' is not h<num_heads>");
+  if (!parse_num(t[1], "r", &p.kv_lora_rank)) return bad("field 2 '" + t[1] + "' is not r<kv_lora_rank>");
+  if (!parse_num(t[2], "d", &p.rope_dim)) return bad("field 3 '" + t[2] + "' is not d<rope_dim>");
+  if (!parse_num(t[3], "k", &p.topk)) return bad("field 4 '" + t[3] + "' is not k<topk>");
+  if (!parse_num(t[4], "p", &p.page_size)) return bad("field 5 '" + t[4] + "' is not p<page_size>");
+  if (t[5] == "bf16-fp8ds") p.kv_format = KvFormat::Fp8DsMla;
+  else if (t[5] == "bf16-bf16") p.kv_format = KvFormat::Bf16;
+  else return bad("field 6 '" + t[5] + "' is not bf16-fp8ds or bf16-bf16");
+  if (!parse_num(t[6], "q", &p.max_q_len)) return bad("field 7 '" + t[6] + "' is not q<max_q_len>");
+  if (t.size() == 8) {
+    if (t[7] != "chk") return bad("unknown flag '" + t[7] + "'");
+    p.checked = true;
+  }
+  p.validate();
+  if (p.key() != key) return bad("not in canonical form");
+  return p;
+}
+
+std::string Config::key() const {
+  std::string k = "t" + std::to_string(tile) + ".s" + std::to_string(stages) + ".g" + std::to_string(heads_per_cta);
+  if (warps != 8) k += ".w" + std::to_string(warps);
+  if (wgmma) k += ".wg";
+  return k;
+}
+
+Config Config::from_key(const std::string& key) {
+  std::vector<std::string> t = split_dots(key);
+  Config c;
+  if (t.size() >= 4 && t.back() == "wg") {
+    c.wgmma = true;
+    t.pop_back();
+  }
+  bool ok = (t.size() == 3 || t.size() == 4) && parse_num(t[0], "t", &c.tile) && parse_num(t[1], "s", &c.stages) &&
+            parse_num(t[2], "g", &c.heads_per_cta);
+  if (ok && t.size() == 4) ok = parse_num(t[3], "w", &c.warps);
+  if (!ok || c.key() != key)
+    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.g<heads_per_cta>, e.g. t64.s2.g64");
+  return c;
+}
+
+DeviceLimits default_limits(const Arch& arch) {
+  DeviceLimits l;
+  switch (arch.sm()) {
+    case 80: l.sm_count = 108; l.max_smem_per_block_optin = 163 * 1024; l.l2_bytes = 40 << 20; break;
+    case 86: l.sm_count = 84; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 6 << 20; break;
+    case 89: l.sm_count = 128; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 72 << 20; break;
+    case 90: l.sm_count = 132; l.max_smem_per_block_optin = 227 * 1024; l.l2_bytes = 50 << 20; break;
+    case 100: case 103: l.sm_count = 148; l.max_smem_per_block_optin = 227 * 1024; l.l2_bytes = 126 << 20; break;
+    case 120: l.sm_count = 170; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 96 << 20; break;
+    case 121: l.sm_count = 48; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 24 << 20; break;
+    default: l.max_smem_per_block_optin = 99 * 1024; break;
+  }
+  return l;
+}
+
+std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    return std::string("problem: ") + e.what();
+  }
+  if (arch.host) return "sparse_mla_decode has no host (CPU) kernel";
+  if (arch.sm() < 89) return "sparse_mla_decode needs sm_89 or newer (e4m3 conversion), got sm_" + std::to_string(arch.sm());
+  if (c.heads_per_cta > p.num_heads || p.num_heads % std::max(1, c.heads_per_cta) != 0)
+    return "heads_per_cta: expected a divisor of num_heads (" + std::to_string(p.num_heads) + ")";
+  const ktune_mla::Shape s = shape_of(p, c);
+  if (const char* why = ktune_mla::shape_error(s)) return why;
+  if (c.wgmma) {
+    if (arch.sm() != 90 || arch.suffix != 'a') return "wgmma: only on sm_90a";
+    if (c.heads_per_cta != 64) return "wgmma: needs 64 heads per CTA (M = 64)";
+    const int n = c.tile / (s.threads / 128);
+    if (n != 8 && n != 16 && n != 32) return "wgmma: tokens per warpgroup must be 8, 16 or 32";
+  }
+  if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
+  if (s.smem_total > lim.max_smem_per_block_optin)
+    return "shared memory " + std::to_string(s.smem_total) + " B exceeds the per-block limit " +
+           std::to_string(lim.max_smem_per_block_optin) + " B";
+  return "";
+}
+
+int ctas_per_sm(const Problem& p, const Config& c, const DeviceLimits& lim) {
+  const ktune_mla::Shape s = shape_of(p, c);
+  const int by_smem = (lim.max_smem_per_block_optin + 1024) / (s.smem_total + 1024);
+  return std::max(1, std::min({by_smem, s.min_blocks, 8}));
+}
+
+Config default_config(const Problem& p, const Arch& arch) {
+  p.validate();
+  const DeviceLimits lim = default_limits(arch);
+  const bool fp8 = p.kv_format == KvFormat::Fp8DsMla;
+  const int g = std::min(p.num_heads, 64);
+  // Largest head group (each gathered row serves the most heads), then the deepest ring that fits.
+  std::vector<Config> prefs;
+  // Warps (H200, mma.sync path): 8 at 64-head groups (t64.s1.g64 162 vs 157 TFLOP/s with 16; bf16 163 vs 141),
+  // 16 at 16-head groups (t64.s1.g16.w16 1.11-1.25 TB/s vs 1.03-1.14 with 8); 32-head groups unmeasured: 16.
+  const auto warps_for = [](int gg) { return gg >= 64 ? std::vector<int>{8, 16} : std::vector<int>{16, 8}; };
+  if (fp8) {
+    for (int gg : {g, 32, 16})
+      for (int t : {64, 32})
+        for (int st : {gg >= 64 ? 1 : 2, 1, 2, 3, 4})
+          for (int w : warps_for(gg)) prefs.push_back(Config{t, st, gg, w});
+  } else {
+    for (int gg : {g, 32, 16})
+      for (int t : {32, 64})
+        for (int st : {2, 3, 4})
+          for (int w : warps_for(gg)) prefs.push_back(Config{t, st, gg, w});
+  }
+  // sm_90a: S = Q K^T through wgmma when a 64-head group fits (H200, 2026-11-29: t64.s1.g64.wg 198 TFLOP/s vs
+  // 157 for the mma.sync t64.s1.g64.w16 at 128 heads / topk 2048 / 64 tokens; bf16 cache t32.s2.g64.wg 173 vs
+  // 141; bench/results/2026-11-29-sparse-mla.md).
+  if (arch.sm() == 90 && arch.suffix == 'a' && g == 64) {
+    const Config wg = fp8 ? Config{64, 1, 64, 8, true} : Config{32, 2, 64, 8, true};
+    if (can_implement(p, wg, arch, lim).empty()) return wg;
+  }
+  for (const Config& c : prefs)
+    if (can_implement(p, c, arch, lim).empty()) return c;
+  throw Error(Status::internal, "sparse_mla_decode",
+              "no default config fits problem " + p.key() + " on " + arch_name(arch));
+}
+
+std::vector<Config> search_space(const Problem& p, const Arch& arch) {
+  const DeviceLimits lim = default_limits(arch);
+  std::vector<Config> out = {default_config(p, arch)};
+  for (int g : {64, 32, 16})
+    for (int t : {64, 32})
+      for (int st : {1, 2, 3, 4})
+        for (int w : {16, 8})
+          for (bool wg : {false, true}) {
+            const Config c{t, st, g, w, wg};
+            if (std::find(out.begin(), out.end(), c) == out.end() && can_implement(p, c, arch, lim).empty())
+              out.push_back(c);
+          }
+  return out;
+}
+
+GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
+  p.validate();
+  const std::string why = can_implement(p, c, arch, default_limits(arch));
+  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  std::ostringstream s;
+  const auto b = [](bool v) { return v ? "true" : "false"; };
+  s << "// ktune sparse_mla_decode " << p.key() << " / " << c.key() << "\n"
+    << "#include \"sparse_mla_decode/kernel.cuh\"\n"
+    << "namespace ktune_mla {\n"
+    << "struct Spec {\n"
+    << "  static constexpr int kNumHeads = " << p.num_heads << ", kLat = " << p.kv_lora_rank
+    << ", kRope = " << p.rope_dim << ", kTopk = " << p.topk << ", kPageSize = " << p.page_size << ";\n"
+    << "  static constexpr bool kFp8 = " << b(p.kv_format == KvFormat::Fp8DsMla) << ";\n"
+    << "  static constexpr int kMaxQLen = " << p.max_q_len << ";\n"
+    << "  static constexpr bool kChecked = " << b(p.checked) << ";\n"
+    << "  static constexpr int kHeadsPerCta = " << c.heads_per_cta << ", kTile = " << c.tile
+    << ", kStages = " << c.stages << ", kWarps = " << c.warps << ";\n"
+    << "  static constexpr bool kWgmma = " << b(c.wgmma) << ";\n"
+    << "};\n"
+    << "}  // namespace ktune_mla\n";
+  GeneratedKernel k;
+  k.family = "sparse_mla_decode";
+  k.problem_key = p.key();
+  k.config_key = c.key();
+  k.source = s.str();
+  k.entry_points = {"ktune_mla::decode_kernel<ktune_mla::Spec>", "ktune_mla::combine_kernel<ktune_mla::Spec>"};
+  k.options = {"-std=c++17"};
+  return k;
+}
+
+int max_splits(const Problem& p, const Config& c) {
+  const int tiles = (p.topk + c.tile - 1) / c.tile;
+  return std::max(1, std::min(tiles, 64));
+}
+
+int choose_num_splits(const Problem& p, const Config& c, int num_tokens, const DeviceLimits& lim) {
+  if (num_tokens <= 0) return 1;
+  const long long slots = (long long)lim.sm_count * ctas_per_sm(p, c, lim);
+  const long long base = (long long)num_tokens * (p.num_heads / c.heads_per_cta);
+  const int tiles = (p.topk + c.tile - 1) / c.tile;
+  // Wave model in tile-times: each CTA costs its tiles plus ~2 tiles of prologue (Q load, ring fill); waves
+  // beyond the resident slots run one after another; a split adds the combine pass (~2 tile-times).
+  const int kmax = std::max(1, std::min(tiles / 2, 64));
+  int best = 1;
+  double best_cost = 1e300;
+  for (int k = 1; k <= kmax; ++k) {
+    const long long ctas = base * k;
+    const double waves = double((ctas + slots - 1) / slots);
+    const double cost = waves * (double((tiles + k - 1) / k) + 2.0) + (k > 1 ? 2.0 : 0.0);
+    if (cost < best_cost * (1 - 1e-3)) {
+      best_cost = cost;
+      best = k;
+    }
+  }
+  return best;
+}
+
+size_t workspace_bytes(const Problem& p, int num_tokens, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return size_t(num_tokens) * p.num_heads * num_splits * (p.kv_lora_rank + 2) * sizeof(float);
+}
+
+LaunchDims decode_dims(const Problem& p, const Config& c, int num_tokens, int num_splits) {
+  const ktune_mla::Shape s = shape_of(p, c);
+  LaunchDims d;
+  d.grid[0] = unsigned(p.num_heads / c.heads_per_cta);
+  d.grid[1] = unsigned(std::max(1, num_splits));
+  d.grid[2] = unsigned(std::max(1, num_tokens));
+  d.block[0] = unsigned(s.threads);
+  d.dynamic_smem_bytes = unsigned(s.smem_total);
+  return d;
+}
+
+LaunchDims combine_dims(const Problem& p, int num_tokens) {
+  LaunchDims d;
+  d.grid[0] = unsigned(p.num_heads);
+  d.grid[1] = unsigned(std::max(1, num_tokens));
+  d.block[0] = 128;
+  return d;
+}
+
+}  // namespace ktune::mla

@@ -1,0 +1,355 @@
+// mxfp4_gemm through the real runtime (ktune::mxfp4_gemm) against an exact host reference: MXFP4 decoded
+// exactly (common/mxfp4.h), fp32 products of the bf16/fp16-rounded activations, accumulated in fp64.
+//
+// [gpu][mxfp4]: M {1, 7, 16, 64, 1000, 4096} x (N, K) {(8192, 8192), (5760, 2880), (2880, 2880)} x bias on/off
+//   with the launch's own config; every config of the search space on a small ragged shape (N, K tails);
+//   fp16 activations/outputs; non-default lda/ldc; grouped (MoE) with uneven and empty experts; NaN scales.
+//   Data are fresh every run (the seed is printed; KTUNE_TEST_SEED replays it): random e2m1 codes, e8m0 scales
+//   in 2^-7..2^5, N(0,1) activations. Outputs are poisoned (0xFF: NaN) and every element is checked to be
+//   written. Rows checked against the reference: all when M <= 16, else 16 random rows (first and last
+//   included); every column of a checked row. Tolerance per element: |out - ref| <= 2^-7 |ref| + 2^-16
+//   sum_k |a w| (output rounding + accumulation order), and ||out - ref|| / ||ref|| < 5e-3 per case.
+// [.][mxfp4_precompile]: compiles every kernel these tests use into $KTUNE_CACHE for sm_90a (no GPU needed).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mxfp4.h"
+#include "common/numerics.cuh"
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "ktune/mxfp4_gemm.hpp"
+#include "support/gpu.hpp"
+
+using namespace ktune;
+using namespace ktune::mxfp4;
+namespace kc = ::ktune_common;
+
+namespace {
+
+uint64_t run_seed() {
+  static const uint64_t seed = [] {
+    if (const char* s = std::getenv("KTUNE_TEST_SEED")) return uint64_t(std::strtoull(s, nullptr, 10));
+    return uint64_t(std::random_device{}()) << 32 | std::random_device{}();
+  }();
+  return seed;
+}
+
+Runtime& runtime() {
+  static Runtime rt(RuntimeOptions::from_env());
+  return rt;
+}
+
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& f) {
+  const int threads = int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { f(n * t / threads, n * (t + 1) / threads); });
+  for (auto& th : pool) th.join();
+}
+
+// A weight in canonical form (fresh random), its exact decode, and its packed device copy.
+struct Weight {
+  int n = 0, k = 0, e = 1;
+  std::vector<uint8_t> w, s;   // canonical
+  std::vector<float> dec;      // [e, n, k] exact decoded values (NaN where the scale is 0xFF)
+  std::unique_ptr<test::DeviceBuffer> dw, ds;
+  Mxfp4Weight desc() const {
+    return Mxfp4Weight{packed_layout_version(), n, k, e, dw->as<void>(), ds->as<void>()};
+  }
+};
+
+Weight make_weight(int n, int k, int e, std::mt19937_64& rng, int nan_row = -1, int nan_block = -1) {
+  Weight W;
+  W.n = n;
+  W.k = k;
+  W.e = e;
+  W.w.resize(size_t(e) * n * k / 2);
+  W.s.resize(size_t(e) * n * k / 32);
+  for (auto& b : W.w) b = uint8_t(rng());
+  std::uniform_int_distribution<int> sc(120, 132);
+  for (auto& b : W.s) b = uint8_t(sc(rng));
+  if (nan_row >= 0) W.s[size_t(nan_row) * (k / 32) + nan_block] = 0xFF;
+  W.dec.resize(size_t(e) * n * k);
+  parallel_for(int64_t(e) * n, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      for (int c = 0; c < k; ++c) {
+        const unsigned code = (W.w[size_t(r) * (k / 2) + c / 2] >> (4 * (c % 2))) & 15u;
+        W.dec[size_t(r) * k + c] = kc::e2m1_to_float(code) * kc::e8m0_to_float(W.s[size_t(r) * (k / 32) + c / 32]);
+      }
+  });
+  std::vector<uint8_t> pw(packed_weight_bytes(n, k, e)), ps(packed_scale_bytes(n, k, e));
+  prepack_host(W.w.data(), W.s.data(), n, k, e, pw.data(), ps.data());
+  W.dw = std::make_unique<test::DeviceBuffer>(pw.size());
+  W.ds = std::make_unique<test::DeviceBuffer>(ps.size());
+  W.dw->upload(pw);
+  W.ds->upload(ps);
+  return W;
+}
+
+uint16_t to16(float v, DType t) { return t == kc::kBF16 ? kc::float_to_bf16(v) : kc::float_to_fp16(v); }
+float from16(uint16_t v, DType t) { return t == kc::kBF16 ? kc::bf16_to_float(v) : kc::fp16_to_float(v); }
+
+struct CaseResult {
+  double rel = 0;
+  int64_t bad = 0, unwritten = 0, checked = 0;
+  std::string first_bad;
+};
+
+// Runs one call and checks it. offsets: grouped row offsets (host copy), empty for dense.
+CaseResult run_case(const Problem& p, const Weight& W, int m, bool bias, std::mt19937_64& rng, const char* config,
+                    const std::vector<int>& offsets = {}, int lda_pad = 0, int ldc_pad = 0, int nan_col = -1) {
+  const int n = p.n, k = p.k, lda = k + lda_pad, ldc = n + ldc_pad;
+  std::vector<uint16_t> a(size_t(std::max(m, 1)) * lda);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& v : a) v = to16(nd(rng), p.a_dtype);
+  std::vector<uint16_t> b(size_t(p.num_experts) * n);
+  for (auto& v : b) v = to16(4.f * nd(rng), p.out_dtype);
+  test::DeviceBuffer da(a.size() * 2), dc(size_t(std::max(m, 1)) * ldc * 2), db(b.size() * 2),
+      doff(std::max<size_t>(offsets.size(), 1) * 4);
+  da.upload(a);
+  db.upload(b);
+  dc.poison();
+  if (!offsets.empty()) doff.upload(offsets);
+  Mxfp4GemmArgs args;
+  args.a = da.as<void>();
+  args.lda = lda_pad ? lda : 0;
+  args.weight = W.desc();
+  args.bias = bias ? db.as<void>() : nullptr;
+  args.c = dc.as<void>();
+  args.ldc = ldc_pad ? ldc : 0;
+  args.m = m;
+  args.expert_offsets = offsets.empty() ? nullptr : doff.as<int32_t>();
+  args.config = config;
+  mxfp4_gemm(runtime(), p, args, nullptr);
+  test::sync();
+  const std::vector<uint16_t> c = dc.download<uint16_t>(size_t(m) * ldc);
+
+  std::vector<int> rows;
+  if (m <= 16) {
+    for (int r = 0; r < m; ++r) rows.push_back(r);
+  } else {
+    rows = {0, m - 1};
+    while (rows.size() < 16) rows.push_back(int(rng() % m));
+  }
+  std::vector<int> expert_of(size_t(m), 0);
+  if (!offsets.empty())
+    for (int e = 0; e < p.num_experts; ++e)
+      for (int r = offsets[e]; r < offsets[e + 1]; ++r) expert_of[r] = e;
+  CaseResult res;
+  // Every element written (no poison left, NaN only in a NaN-scale column).
+  for (int r = 0; r < m; ++r)
+    for (int col = 0; col < n; ++col)
+      if (std::isnan(from16(c[size_t(r) * ldc + col], p.out_dtype)) && col != nan_col) ++res.unwritten;
+  std::vector<double> err2(rows.size()), ref2(rows.size());
+  std::vector<int64_t> bad(rows.size());
+  std::vector<std::string> first(rows.size());
+  parallel_for(int64_t(rows.size()) * n, [&](int64_t lo, int64_t hi) {
+    std::vector<float> af(k);
+    int64_t last_row = -1;
+    for (int64_t i = lo; i < hi; ++i) {
+      const int ri = int(i / n), col = int(i % n), r = rows[ri];
+      if (r != last_row) {
+        for (int kk = 0; kk < k; ++kk) af[kk] = from16(a[size_t(r) * lda + kk], p.a_dtype);
+        last_row = r;
+      }
+      const int e = expert_of[r];
+      const float* w = W.dec.data() + (size_t(e) * n + col) * k;
+      double acc = 0, sabs = 0;
+      for (int kk = 0; kk < k; ++kk) {
+        const double t = double(af[kk] * w[kk]);  // exact in fp32 (a 16-bit value times a scaled e2m1)
+        acc += t;
+        sabs += std::fabs(t);
+      }
+      if (bias) acc += from16(b[size_t(e) * n + col], p.out_dtype);
+      const double got = from16(c[size_t(r) * ldc + col], p.out_dtype);
+      if (col == nan_col) {
+        if (!std::isnan(got)) {
+          ++bad[ri];
+          if (first[ri].empty()) first[ri] = "row " + std::to_string(r) + " col " + std::to_string(col) + " expected NaN";
+        }
+        continue;
+      }
+      const double tol = std::ldexp(std::fabs(acc), -7) + std::ldexp(sabs, -16) + 1e-30;
+      const double d = got - acc;
+      err2[ri] += d * d;
+      ref2[ri] += acc * acc;
+      if (!(std::fabs(d) <= tol)) {
+        ++bad[ri];
+        if (first[ri].empty())
+          first[ri] = "row " + std::to_string(r) + " col " + std::to_string(col) + ": got " + std::to_string(got) +
+                      ", expected " + std::to_string(acc) + " (tol " + std::to_string(tol) + ")";
+      }
+    }
+  });
+  double e2 = 0, r2 = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    e2 += err2[i];
+    r2 += ref2[i];
+    res.bad += bad[i];
+    if (res.first_bad.empty()) res.first_bad = first[i];
+  }
+  res.rel = r2 > 0 ? std::sqrt(e2 / r2) : 0;
+  res.checked = int64_t(rows.size()) * n;
+  return res;
+}
+
+void check_result(const CaseResult& r, const std::string& what) {
+  INFO(what << ": rel " << r.rel << ", bad " << r.bad << " of " << r.checked << ", unwritten " << r.unwritten
+            << (r.first_bad.empty() ? "" : ", first: " + r.first_bad));
+  CHECK(r.unwritten == 0);
+  CHECK(r.bad == 0);
+  CHECK(r.rel < 5e-3);
+}
+
+Problem problem(int n, int k, int e = 1, int top_k = 1, DType t = kc::kBF16) {
+  Problem p;
+  p.n = n;
+  p.k = k;
+  p.num_experts = e;
+  p.top_k = top_k;
+  p.a_dtype = t;
+  p.out_dtype = t;
+  p.validate();
+  return p;
+}
+
+// Grouped row counts: uneven, with empty experts (first and last included sometimes).
+std::vector<int> random_offsets(int experts, int total_hint, std::mt19937_64& rng) {
+  std::vector<int> off(size_t(experts) + 1, 0);
+  for (int e = 0; e < experts; ++e) {
+    int cnt = 0;
+    const int kind = int(rng() % 5);
+    if (kind == 0) cnt = 0;
+    else if (kind == 1) cnt = 1 + int(rng() % 3);
+    else cnt = int(rng() % (2 * total_hint / experts + 1));
+    off[e + 1] = off[e] + cnt;
+  }
+  return off;
+}
+
+// The small shape where every search-space config is checked.
+const Problem kSmall = problem(100, 96);
+
+}  // namespace
+
+TEST_CASE("mxfp4_gemm matches the exact reference (issue 7 matrix)", "[gpu][mxfp4]") {
+  KTUNE_REQUIRE_GPU();
+  std::mt19937_64 rng(run_seed());
+  std::printf("mxfp4 gpu matrix: seed %llu (KTUNE_TEST_SEED replays it)\n", (unsigned long long)run_seed());
+  struct NK {
+    int n, k;
+  };
+  for (const NK s : {NK{8192, 8192}, NK{5760, 2880}, NK{2880, 2880}}) {
+    const Problem p = problem(s.n, s.k);
+    const Weight W = make_weight(s.n, s.k, 1, rng);
+    for (int m : {1, 7, 16, 64, 1000, 4096})
+      for (bool bias : {false, true}) {
+        const Mxfp4GemmPlan plan = mxfp4_gemm_plan(runtime(), p, m);
+        const CaseResult r = run_case(p, W, m, bias, rng, nullptr);
+        std::printf("  %-28s m %5d bias %d  config %-24s rel %.2e bad %lld\n", p.key().c_str(), m, int(bias),
+                    plan.config.c_str(), r.rel, (long long)r.bad);
+        check_result(r, p.key() + " m " + std::to_string(m) + (bias ? " bias" : "") + " " + plan.config);
+      }
+  }
+}
+
+TEST_CASE("mxfp4_gemm: every search-space config, N and K tails, strides, fp16, NaN scales", "[gpu][mxfp4]") {
+  KTUNE_REQUIRE_GPU();
+  std::mt19937_64 rng(run_seed() + 1);
+  const Arch arch = runtime().current_arch();
+  {
+    const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng);
+    for (const Config& c : search_space(kSmall, arch))
+      for (int m : {1, 37, 300}) {
+        const std::string key = c.key();
+        check_result(run_case(kSmall, W, m, m != 37, rng, key.c_str()), "small m " + std::to_string(m) + " " + key);
+      }
+    check_result(run_case(kSmall, W, 45, true, rng, nullptr, {}, 24, 5), "lda/ldc padded");
+  }
+  {
+    const Problem p16 = problem(2880, 2880, 1, 1, kc::kFP16);
+    const Weight W = make_weight(p16.n, p16.k, 1, rng);
+    for (int m : {7, 64, 1000}) check_result(run_case(p16, W, m, true, rng, nullptr), "fp16 m " + std::to_string(m));
+    check_result(run_case(p16, W, 64, false, rng, "bm32.tn2.wn4.wk1.s3.d2"), "fp16 bm32");
+  }
+  {
+    // NaN scale (0xFF) at (row 37, block 1): column 37 of C is NaN for every row; everything else exact.
+    const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng, 37, 1);
+    for (int m : {1, 16, 200}) check_result(run_case(kSmall, W, m, true, rng, nullptr, {}, 0, 0, 37), "NaN scale m " + std::to_string(m));
+  }
+}
+
+TEST_CASE("mxfp4_gemm grouped (MoE): uneven and empty experts, one launch", "[gpu][mxfp4]") {
+  KTUNE_REQUIRE_GPU();
+  std::mt19937_64 rng(run_seed() + 2);
+  const Arch arch = runtime().current_arch();
+  {
+    const Problem p = problem(5760, 2880, 8, 2);
+    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+    for (int hint : {8, 64, 600}) {
+      std::vector<int> off = random_offsets(p.num_experts, hint, rng);
+      off[1] = off[0];  // expert 0 empty
+      for (size_t e = 1; e < off.size(); ++e) off[e] = std::max(off[e], off[e - 1]);
+      const int m = off.back();
+      check_result(run_case(p, W, m, hint != 64, rng, nullptr, off), "grouped 5760x2880 rows " + std::to_string(m));
+    }
+  }
+  {
+    const Problem p = problem(kSmall.n, kSmall.k, 5, 2);
+    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+    std::vector<int> off = {0, 0, 17, 17, 18, 90};  // empty, 17, empty, 1, 72
+    for (const Config& c : search_space(p, arch)) {
+      const std::string key = c.key();
+      check_result(run_case(p, W, off.back(), true, rng, key.c_str(), off), "grouped small " + key);
+    }
+    // All rows in the last expert.
+    off = {0, 0, 0, 0, 0, 33};
+    check_result(run_case(p, W, 33, false, rng, nullptr, off), "grouped last expert only");
+  }
+}
+
+TEST_CASE("precompile the mxfp4_gemm test kernels", "[.][mxfp4_precompile]") {
+  const char* a = std::getenv("KTUNE_MXFP4_ARCH");
+  const Arch arch = Arch::parse(a ? a : "sm_90a");
+  Runtime& rt = runtime();
+  std::vector<GeneratedKernel> jobs;
+  auto add = [&](const Problem& p, const Config& c) {
+    const GeneratedKernel g = generate(p, c, arch);
+    for (const auto& j : jobs)
+      if (j.source == g.source) return;  // same binary
+    jobs.push_back(g);
+  };
+  for (const Problem& p : {kSmall, problem(100, 96, 5, 2), problem(2880, 2880, 1, 1, kc::kFP16)}) {
+    for (const Config& c : search_space(p, arch)) add(p, c);
+  }
+  for (const Problem& p : {problem(8192, 8192), problem(5760, 2880), problem(2880, 2880), problem(5760, 2880, 8, 2),
+                           problem(2880, 2880, 1, 1, kc::kFP16), problem(100, 96), problem(100, 96, 5, 2)})
+    for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}) add(p, default_config(p, arch, m));
+  std::atomic<size_t> next{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        try {
+          rt.ensure_binary(jobs[i], arch);
+        } catch (const std::exception& e) {
+          ++failed;
+          std::printf("FAILED %s: %s\n", jobs[i].config_key.c_str(), e.what());
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  std::printf("mxfp4 precompile: %zu kernels for %s, %d failed\n", jobs.size(), arch.str().c_str(), failed.load());
+  CHECK(failed == 0);
+}

@@ -1,0 +1,205 @@
+// mxfp4_gemm on the CPU (no GPU needed): exact e2m1/e8m0 decoding, problem/config keys, validation errors that
+// name the field, prepack <-> unpack round trip on fresh random weights, the packed file and its layout version.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/mxfp4.h"
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "ktune/ktune.h"
+#include "ktune/mxfp4_gemm.hpp"
+#include "mxfp4_gemm/spec.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace ktune;
+using namespace ktune::mxfp4;
+namespace kc = ::ktune_common;
+
+namespace {
+
+uint64_t fresh_seed() { return std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}(); }
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("e2m1 and e8m0 decode exactly", "[mxfp4]") {
+  const float mags[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  for (unsigned c = 0; c < 16; ++c) {
+    const float v = kc::e2m1_to_float(c);
+    CHECK(v == (c & 8 ? -mags[c & 7] : mags[c & 7]));
+    CHECK(std::signbit(v) == bool(c & 8));
+    if (c != 8) CHECK(kc::float_to_e2m1(v) == c);
+  }
+  CHECK(std::isnan(kc::e8m0_to_float(0xFF)));
+  CHECK(kc::e8m0_to_float(0) == std::ldexp(1.f, -127));
+  for (int e = 1; e < 255; ++e) CHECK(kc::e8m0_to_float(uint8_t(e)) == std::ldexp(1.f, e - 127));
+}
+
+TEST_CASE("mxfp4_gemm problem and config keys round-trip", "[mxfp4]") {
+  const FamilyInfo& f = family("mxfp4_gemm");
+  const std::string dense = f.problem_from_json(R"({"n":8192,"k":8192})");
+  CHECK(dense == "n8192.k8192.bf16-bf16");
+  const std::string moe = f.problem_from_json(R"({"n":5760,"k":2880,"num_experts":128,"top_k":4,"a_dtype":"fp16"})");
+  CHECK(moe == "n5760.k2880.e128.top4.fp16-fp16");
+  CHECK(Problem::from_key(moe).grouped());
+  CHECK(Problem::from_key(moe).key() == moe);
+  for (const char* badkey : {"n8192.k8192", "n8192.k8192.bf16-e4m3", "n8192.k100.bf16-bf16", "n08.k64.bf16-bf16",
+                             "n64.k64.e1.top1.bf16-bf16", "n64.k64.e4.top8.bf16-bf16"})
+    CHECK_THROWS_AS(Problem::from_key(badkey), Error);
+  const Arch sm90 = Arch::parse("sm_90a");
+  for (const Config& c : search_space(Problem::from_key(dense), sm90)) {
+    CHECK(Config::from_key(c.key()) == c);
+    CHECK(can_implement(Problem::from_key(dense), c, sm90, default_limits(sm90)).empty());
+  }
+  CHECK_THROWS_AS(Config::from_key("bm16.tn1.wn1.wk4.s3"), Error);
+  CHECK(can_implement(Problem::from_key(dense), Config{128, 4, 4, 1, 3, 2}, sm90, default_limits(sm90)) != "");
+  // Defaults by token count: bandwidth shape for few tokens, wider tiles for many; all runnable.
+  for (int64_t m : {1, 7, 16, 64, 1000, 4096})
+    for (const std::string& pk : {dense, moe}) {
+      const Config c = default_config(Problem::from_key(pk), sm90, m);
+      INFO(pk << " m " << m << " -> " << c.key());
+      CHECK(can_implement(Problem::from_key(pk), c, sm90, default_limits(sm90)).empty());
+    }
+  CHECK(f.search_space(moe, sm90, default_limits(sm90)).front() == f.default_config(moe, sm90));
+  // The generated source depends on dtypes + form only: same binary for every dense bf16 shape.
+  const GeneratedKernel g1 = generate(Problem::from_key(dense), Config{}, sm90);
+  const GeneratedKernel g2 = generate(Problem::from_key("n2880.k2880.bf16-bf16"), Config{}, sm90);
+  CHECK(g1.source == g2.source);
+  CHECK(g1.source != generate(Problem::from_key("n2880.k2880.e128.top4.bf16-bf16"), Config{}, sm90).source);
+}
+
+TEST_CASE("mxfp4_gemm validation names the field", "[mxfp4]") {
+  const FamilyInfo& f = family("mxfp4_gemm");
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"n":64,"k":48})"); }), Catch::Contains("k: expected a positive multiple of 32"));
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"n":0,"k":64})"); }), Catch::Contains("n: expected"));
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"n":64,"k":64,"top_k":3})"); }), Catch::Contains("top_k"));
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"n":64,"k":64,"a_dtype":"fp8"})"); }), Catch::Contains("a_dtype"));
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"n":64,"k":64,"kk":1})"); }), Catch::Contains("unknown field 'kk'"));
+
+  Problem p = Problem::from_key("n96.k96.e4.top2.bf16-bf16");
+  alignas(16) static unsigned char fake[64];  // never dereferenced: validation runs before any driver call
+  Mxfp4GemmArgs a;
+  a.a = fake;
+  a.c = fake;
+  a.m = 10;
+  a.expert_offsets = reinterpret_cast<const int32_t*>(fake);
+  a.weight = Mxfp4Weight{packed_layout_version(), 96, 96, 4, fake, fake};
+  CHECK(error_of([&] { mxfp4_gemm_validate(p, a); }).empty());
+  auto with = [&](auto change) {
+    Mxfp4GemmArgs b = a;
+    change(b);
+    return error_of([&] { mxfp4_gemm_validate(p, b); });
+  };
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.weight.layout_version = packed_layout_version() + 1; }),
+             Catch::Contains("weight.layout_version: expected"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.weight.layout_version = 0; }), Catch::Contains("weight.layout_version"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.weight.k = 64; }), Catch::Contains("weight.k: expected problem k = 96"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.weight.num_experts = 8; }), Catch::Contains("weight.num_experts"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.a = fake + 2; }), Catch::Contains("a: expected a 16-byte aligned"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.c = nullptr; }), Catch::Contains("c: expected a device pointer"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.lda = 100; }), Catch::Contains("lda: expected"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.ldc = 10; }), Catch::Contains("ldc: expected"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.m = -1; }), Catch::Contains("m: expected"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.expert_offsets = nullptr; }), Catch::Contains("expert_offsets: expected a device pointer"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.weight.packed = fake + 4; }), Catch::Contains("weight.packed: expected a 16-byte"));
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.config = "fast"; }), Catch::Contains("config: expected a config key"));
+  Problem dense = Problem::from_key("n96.k96.bf16-bf16");
+  a.weight.num_experts = 1;
+  CHECK_THAT(error_of([&] { mxfp4_gemm_validate(dense, a); }), Catch::Contains("expert_offsets: expected null"));
+  a.expert_offsets = nullptr;
+  a.m = 0;
+  CHECK_THAT(error_of([&] { mxfp4_gemm_validate(dense, a); }), Catch::Contains("m: expected >= 1"));
+  // Buckets: dense by rows, grouped by tokens = rows / top_k.
+  CHECK(mxfp4_gemm_bucket(dense, 7) == 8);
+  CHECK(mxfp4_gemm_bucket(p, 7) == 4);
+}
+
+TEST_CASE("mxfp4 prepack round-trips fresh random weights; the packed file checks its layout version", "[mxfp4]") {
+  std::mt19937_64 rng(fresh_seed());
+  test::TempDir dir;
+  struct Shape {
+    int n, k, e;
+  };
+  for (const Shape s : {Shape{48, 128, 1}, Shape{37, 96, 3}, Shape{16, 32, 1}, Shape{130, 352, 2}}) {
+    INFO("n " << s.n << " k " << s.k << " experts " << s.e);
+    std::vector<uint8_t> w(size_t(s.e) * s.n * s.k / 2), sc(size_t(s.e) * s.n * s.k / 32);
+    for (auto& b : w) b = uint8_t(rng());
+    for (auto& b : sc) b = uint8_t(rng());
+    std::vector<uint8_t> pw(packed_weight_bytes(s.n, s.k, s.e)), ps(packed_scale_bytes(s.n, s.k, s.e));
+    prepack_host(w.data(), sc.data(), s.n, s.k, s.e, pw.data(), ps.data());
+    CHECK(pw != std::vector<uint8_t>(pw.size(), 0));
+    std::vector<uint8_t> w2(w.size(), 0xAB), sc2(sc.size(), 0xAB);
+    unpack_host(pw.data(), ps.data(), s.n, s.k, s.e, w2.data(), sc2.data());
+    CHECK(w2 == w);
+    CHECK(sc2 == sc);
+    // Fragment order spot check: code of (row r, col c) lands at the documented lane / word / nibble.
+    const int r = int(rng() % s.n), c = int(rng() % s.k);
+    const unsigned code = (w[size_t(r) * (s.k / 2) + c / 2] >> (4 * (c % 2))) & 15u;
+    const int cc = c % 64, rr = r % 16;
+    const int lane = (rr % 8) * 4 + (cc % 8) / 2, word = cc / 16, nib = rr / 8 + 2 * ((cc % 16) / 8) + 4 * (cc % 2);
+    uint32_t packed_word;
+    std::memcpy(&packed_word, pw.data() + 4 * ((size_t(c / 64) * ((s.n + 15) / 16) + r / 16) * 128 + lane * 4 + word), 4);
+    CHECK(((packed_word >> (4 * nib)) & 15u) == code);
+
+    PackedFile f{packed_layout_version(), s.n, s.k, s.e, pw, ps};
+    const std::string path = dir.file("w.ktmx");
+    write_packed_file(path, f);
+    const PackedFile g = read_packed_file(path);
+    CHECK(g.weight == pw);
+    CHECK(g.scales == ps);
+    // Another layout version in the file is refused with a message saying what to do.
+    {
+      std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+      io.seekp(8);
+      const int32_t other = packed_layout_version() + 1;
+      io.write(reinterpret_cast<const char*>(&other), 4);
+    }
+    CHECK_THAT(error_of([&] { read_packed_file(path); }), Catch::Contains("layout_version: expected") && Catch::Contains("repack"));
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << "not a weight";
+    CHECK_THAT(error_of([&] { read_packed_file(path); }), Catch::Contains("bad magic"));
+  }
+  CHECK_THAT(error_of([] { packed_weight_bytes(16, 48, 1); }), Catch::Contains("k: expected a positive multiple of 32"));
+}
+
+TEST_CASE("mxfp4_gemm C API: sizes, prepack, argument errors", "[mxfp4][c_api]") {
+  size_t wb = 0, sb = 0;
+  REQUIRE(ktune_mxfp4_packed_bytes(37, 96, 2, 0, &wb) == KTUNE_OK);
+  REQUIRE(ktune_mxfp4_packed_bytes(37, 96, 2, 1, &sb) == KTUNE_OK);
+  CHECK(wb == packed_weight_bytes(37, 96, 2));
+  CHECK(sb == packed_scale_bytes(37, 96, 2));
+  CHECK(ktune_mxfp4_packed_bytes(37, 95, 1, 0, &wb) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("k: expected a positive multiple of 32"));
+  std::mt19937_64 rng(fresh_seed());
+  std::vector<uint8_t> w(2 * 37 * 48), s(2 * 37 * 3);
+  for (auto& b : w) b = uint8_t(rng());
+  for (auto& b : s) b = uint8_t(rng());
+  std::vector<uint8_t> pw(packed_weight_bytes(37, 96, 2)), ps(packed_scale_bytes(37, 96, 2));
+  std::vector<uint8_t> pw2(pw.size()), ps2(ps.size());
+  REQUIRE(ktune_mxfp4_prepack_host(w.data(), s.data(), 37, 96, 2, pw.data(), ps.data()) == KTUNE_OK);
+  prepack_host(w.data(), s.data(), 37, 96, 2, pw2.data(), ps2.data());
+  CHECK(pw == pw2);
+  CHECK(ps == ps2);
+  CHECK(ktune_mxfp4_prepack_host(nullptr, s.data(), 37, 96, 2, pw.data(), ps.data()) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("w_packed"));
+  ktune_mxfp4_args a;
+  ktune_mxfp4_args_default(&a);
+  CHECK(a.layout_version == ktune_mxfp4_layout_version());
+  CHECK(ktune_mxfp4_gemm(nullptr, "n64.k64.bf16-bf16", &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("runtime must not be NULL"));
+}

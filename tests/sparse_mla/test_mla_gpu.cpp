@@ -1,0 +1,360 @@
+// sparse_mla_decode through the real runtime (ktune::sparse_mla_decode) against the fp64 host reference.
+//
+// [gpu][sparse_mla]: the issue's matrix heads {16, 64, 128} x topk {512, 2048} x page size {64, 256} x cache
+// {fp8_ds_mla, bf16} x sinks {off, on}, each with fresh random inputs (seed printed; KTUNE_TEST_SEED replays):
+// random page placement (a shuffled subset of a larger cache whose other pages are NaN), random -1s, one token
+// with only -1s, poisoned outputs (NaN) and workspace, planned and forced split counts, LSE checked; plus
+// alternative tile configs (up to 4 per problem), an odd topk with MTP (max_q_len 2) and the checked variant reporting a bad slot.
+// [.][mla_precompile]: compiles every kernel these tests use into $KTUNE_CACHE for $KTUNE_MLA_ARCH (default
+// sm_90a); needs no GPU.
+//
+// Tolerance: ||out - ref|| / ||ref|| < 1e-2 over a case, every (token, head) row < 3e-2, rows of a token with no
+// valid slot exactly 0 (LSE -inf, or the sink logit with sinks), |lse - ref| < 2e-2. The kernel rounds the
+// dequantized K/V and P to bf16 (relative 2^-9) and accumulates in fp32.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "ktune/sparse_mla_decode.hpp"
+#include "sparse_mla/mla_reference.hpp"
+#include "support/gpu.hpp"
+
+using namespace ktune;
+using namespace ktune::mla;
+
+namespace {
+
+struct Combo {
+  std::string name;
+  Problem p;
+  std::string config;  // empty = the launch resolves it (tuned or default)
+  bool sinks = false;
+  int num_tokens = 0;  // 0 = drawn per run
+};
+
+Problem make_problem(int heads, int topk, int page, KvFormat f, int max_q_len = 1, bool checked = false) {
+  Problem p;
+  p.num_heads = heads;
+  p.topk = topk;
+  p.page_size = page;
+  p.kv_format = f;
+  p.max_q_len = max_q_len;
+  p.checked = checked;
+  p.validate();
+  return p;
+}
+
+const Arch kSm90a{9, 0, 'a'};
+
+std::vector<Combo> all_combos() {
+  std::vector<Combo> v;
+  for (int h : {16, 64, 128})
+    for (int topk : {512, 2048})
+      for (int page : {64, 256})
+        for (KvFormat f : {KvFormat::Fp8DsMla, KvFormat::Bf16})
+          for (bool sinks : {false, true}) {
+            Combo c;
+            c.p = make_problem(h, topk, page, f);
+            c.sinks = sinks;
+            c.name = std::string(f == KvFormat::Bf16 ? "bf16" : "fp8") + "_h" + std::to_string(h) + "_k" +
+                     std::to_string(topk) + "_p" + std::to_string(page) + (sinks ? "_sink" : "");
+            v.push_back(c);
+          }
+  // 4 other configs of the search space, once each, on the topk-512 page-64 problems
+  for (int h : {16, 64, 128})
+    for (KvFormat f : {KvFormat::Fp8DsMla, KvFormat::Bf16}) {
+      const Problem p = make_problem(h, 512, 64, f);
+      const auto space = search_space(p, kSm90a);
+      std::vector<size_t> picks;  // 4 configs spread over the rest of the space
+      for (size_t k = 0; k < 4 && space.size() > 1; ++k) {
+        const size_t i = 1 + k * (space.size() - 1) / 4;
+        if (std::find(picks.begin(), picks.end(), i) == picks.end()) picks.push_back(i);
+      }
+      for (size_t i : picks) {
+        Combo c;
+        c.p = p;
+        c.config = space[i].key();
+        c.sinks = i % 2 == 1;
+        c.name = std::string("cfg_") + (f == KvFormat::Bf16 ? "bf16" : "fp8") + "_h" + std::to_string(h) + "_" + c.config;
+        v.push_back(c);
+      }
+    }
+  // the sm_90a wgmma S = Q K^T path (64 heads per CTA), both caches, 8 and 16 warps
+  for (int h : {64, 128})
+    for (KvFormat f : {KvFormat::Fp8DsMla, KvFormat::Bf16})
+      for (const char* cfg : {"t64.s1.g64.wg", "t64.s1.g64.w16.wg", "t32.s2.g64.wg", "t32.s2.g64.w16.wg"}) {
+        const Problem p = make_problem(h, 2048, h == 64 ? 256 : 64, f);
+        if (!can_implement(p, Config::from_key(cfg), kSm90a, default_limits(kSm90a)).empty()) continue;
+        Combo c;
+        c.p = p;
+        c.config = cfg;
+        c.sinks = h == 64;
+        c.name = std::string("wgmma_") + (f == KvFormat::Bf16 ? "bf16" : "fp8") + "_h" + std::to_string(h) + "_" + cfg;
+        v.push_back(c);
+      }
+  {  // odd topk (a partial last tile), MTP positions, many tokens
+    Combo c;
+    c.p = make_problem(32, 200, 64, KvFormat::Fp8DsMla, 2);
+    c.name = "odd_topk_mtp";
+    c.num_tokens = 40;
+    c.sinks = true;
+    v.push_back(c);
+  }
+  {  // the bench shape (128 heads, topk 2048, fp8) at 64 tokens: one CTA wave, no split
+    Combo c;
+    c.p = make_problem(128, 2048, 64, KvFormat::Fp8DsMla);
+    c.name = "bench_h128_t64";
+    c.num_tokens = 64;
+    v.push_back(c);
+  }
+  return v;
+}
+
+Runtime& test_runtime() {
+  static Runtime rt(RuntimeOptions::from_env());
+  return rt;
+}
+
+void precompile(Runtime& rt, const std::vector<Problem>& problems, const std::vector<std::string>& configs,
+                const Arch& arch, int* compiled, int* failed) {
+  std::vector<std::pair<Problem, Config>> jobs;
+  for (size_t i = 0; i < problems.size(); ++i)
+    jobs.push_back({problems[i], configs[i].empty() ? default_config(problems[i], arch) : Config::from_key(configs[i])});
+  std::atomic<size_t> next{0};
+  std::atomic<int> n_compiled{0}, n_failed{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16u)); ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        try {
+          if (rt.ensure_binary(generate(jobs[i].first, jobs[i].second, arch), arch).compiled) ++n_compiled;
+        } catch (const std::exception& e) {
+          ++n_failed;
+          std::printf("precompile %s / %s failed: %s\n", jobs[i].first.key().c_str(), jobs[i].second.key().c_str(),
+                      e.what());
+        }
+      }
+    });
+  for (auto& th : pool) th.join();
+  *compiled = n_compiled;
+  *failed = n_failed;
+}
+
+const Problem kCheckedProblem = make_problem(64, 512, 64, KvFormat::Fp8DsMla, 1, true);
+
+void precompile_all(Runtime& rt, const Arch& arch, int* compiled, int* failed) {
+  std::vector<Problem> ps;
+  std::vector<std::string> cs;
+  for (const Combo& c : all_combos()) {
+    ps.push_back(c.p);
+    cs.push_back(c.config);
+  }
+  ps.push_back(kCheckedProblem);
+  cs.push_back("");
+  precompile(rt, ps, cs, arch, compiled, failed);
+}
+
+uint64_t run_seed() {
+  if (const char* s = std::getenv("KTUNE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+}
+
+struct DevCase {
+  test::MlaCase c;
+  std::unique_ptr<test::DeviceBuffer> q, kv, idx, sinks, out, lse, ws;
+  size_t out_elems = 0, rows = 0;
+
+  explicit DevCase(test::MlaCase&& cc) : c(std::move(cc)) {
+    auto up = [](const auto& v) {
+      auto b = std::make_unique<test::DeviceBuffer>(std::max<size_t>(16, v.size() * sizeof(v[0])));
+      if (!v.empty()) b->upload(v.data(), v.size() * sizeof(v[0]));
+      return b;
+    };
+    q = up(c.q);
+    kv = up(c.kv);
+    idx = up(c.indices);
+    sinks = up(c.sinks);
+    rows = size_t(c.opt.num_tokens) * c.p.num_heads;
+    out_elems = rows * c.p.kv_lora_rank;
+    out = std::make_unique<test::DeviceBuffer>(out_elems * 2);
+    lse = std::make_unique<test::DeviceBuffer>(rows * 4);
+  }
+  SparseMlaDecodeArgs args() const {
+    SparseMlaDecodeArgs a;
+    a.q = q->as<void>();
+    a.kv_cache = kv->as<void>();
+    a.indices = idx->as<int32_t>();
+    a.sinks = c.sinks.empty() ? nullptr : sinks->as<float>();
+    a.out = out->as<void>();
+    a.lse = lse->as<float>();
+    a.num_tokens = c.opt.num_tokens;
+    a.num_pages = c.num_pages;
+    a.softmax_scale = c.softmax_scale;
+    if (ws) {
+      a.workspace = ws->as<void>();
+      a.workspace_bytes = ws->bytes();
+    }
+    return a;
+  }
+  void ensure_workspace(size_t bytes) {
+    if (bytes == 0 || (ws && ws->bytes() >= bytes)) return;
+    ws = std::make_unique<test::DeviceBuffer>(bytes);
+  }
+  void poison() {
+    out->poison(0xFF);
+    lse->poison(0xFF);
+    if (ws) ws->poison(0xFF);
+  }
+  test::MlaCompare compare(const test::MlaRef& ref) const {
+    const auto o = out->download<uint16_t>(out_elems);
+    const auto l = lse->download<float>(rows);
+    return test::mla_compare(c, ref, o.data(), l.data());
+  }
+};
+
+bool passes(const test::MlaCompare& r, std::string* line) {
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "rel %.2e row %.2e lse %.1e nonfinite %lld lse_bad %lld", r.rel_l2, r.max_row_rel,
+                r.lse_max_abs, r.nonfinite, r.lse_bad);
+  *line = buf;
+  return r.rel_l2 < 1e-2 && r.max_row_rel < 3e-2 && r.lse_max_abs < 2e-2 && r.nonfinite == 0 && r.lse_bad == 0;
+}
+
+}  // namespace
+
+TEST_CASE("sparse_mla_decode kernels of the GPU tests compile into the cache", "[.][mla_precompile]") {
+  const char* a = std::getenv("KTUNE_MLA_ARCH");
+  const Arch arch = Arch::parse(a ? a : "sm_90a");
+  int compiled = 0, failed = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  precompile_all(test_runtime(), arch, &compiled, &failed);
+  std::printf("mla precompile for %s: %d compiled, %d failed, %.1f s\n", arch.str().c_str(), compiled, failed,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  CHECK(failed == 0);
+}
+
+TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", "[gpu][sparse_mla]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const uint64_t seed = run_seed();
+  std::printf("sparse_mla gpu matrix: seed %llu (KTUNE_TEST_SEED=%llu replays it)\n", (unsigned long long)seed,
+              (unsigned long long)seed);
+  INFO("seed " << seed);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    int compiled = 0, failed = 0;
+    precompile_all(rt, rt.current_arch(), &compiled, &failed);
+    std::printf("sparse_mla gpu matrix: kernels ready (%d compiled here, %d failed)\n", compiled, failed);
+    CHECK(failed == 0);
+  }
+  test::MlaRng rng(seed);
+  int runs = 0, passed = 0;
+  double worst = 0;
+  std::vector<std::string> failures;
+  for (const Combo& cb : all_combos()) {
+    test::MlaCaseOptions o;
+    o.seed = rng.next();
+    o.num_tokens = cb.num_tokens > 0 ? cb.num_tokens : rng.range(3, 6);
+    o.all_skip_token = rng.range(0, o.num_tokens - 1);
+    o.skip_fraction = rng.uniform() < 0.5 ? 0.1 : 0.5;
+    o.sinks = cb.sinks;
+    DevCase dc(test::make_mla_case(cb.p, o));
+    const test::MlaRef ref = test::mla_reference(dc.c);
+    const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
+    const int forced = rng.range(2, 9);
+    for (int mode = 0; mode < 2; ++mode) {
+      const int splits = mode == 0 ? 0 : forced;
+      std::string line;
+      bool ok = false;
+      SparseMlaDecodePlan plan;
+      try {
+        plan = sparse_mla_decode_plan(rt, cb.p, o.num_tokens, cfg, splits);
+        dc.ensure_workspace(plan.workspace_bytes);
+        dc.poison();
+        SparseMlaDecodeArgs a = dc.args();
+        a.config = cfg;
+        a.num_splits = splits;
+        sparse_mla_decode(rt, cb.p, a, nullptr);
+        test::sync();
+        const test::MlaCompare r = dc.compare(ref);
+        ok = passes(r, &line);
+        if (ok) worst = std::max(worst, r.rel_l2);
+      } catch (const std::exception& e) {
+        line = std::string("threw: ") + e.what();
+      }
+      ++runs;
+      char head[300];
+      std::snprintf(head, sizeof(head), "%-28s %-40s %-11s T%d splits %d (%s)", cb.name.c_str(), cb.p.key().c_str(),
+                    plan.config.c_str(), o.num_tokens, plan.num_splits, splits ? "forced" : "planned");
+      std::printf("%s %s %s\n", head, line.c_str(), ok ? "PASS" : "FAIL");
+      std::fflush(stdout);
+      if (ok) ++passed;
+      else failures.push_back(std::string(head) + " " + line);
+    }
+  }
+  std::printf("SPARSE MLA GPU MATRIX: %d/%d runs passed, worst rel error %.2e, %.1f s, seed %llu\n", passed, runs,
+              worst, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              (unsigned long long)seed);
+  for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("checked sparse_mla_decode reports an out-of-range slot and skips it", "[gpu][sparse_mla]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  test::MlaCaseOptions o;
+  o.seed = run_seed();
+  o.num_tokens = 3;
+  o.all_skip_token = -1;
+  DevCase dc(test::make_mla_case(kCheckedProblem, o));
+  const int64_t slots = dc.c.num_pages * kCheckedProblem.page_size;
+  dc.c.indices[1 * kCheckedProblem.topk + 17] = static_cast<int32_t>(slots + 5);  // past the cache
+  dc.c.indices[2 * kCheckedProblem.topk + 3] = -7;                                // negative, not -1
+  dc.idx->upload(dc.c.indices);
+  const test::MlaRef ref = test::mla_reference(dc.c);  // skips both
+  (void)rt.take_device_fault();
+  dc.ensure_workspace(sparse_mla_decode_workspace_bytes(rt, kCheckedProblem, o.num_tokens));
+  dc.poison();
+  sparse_mla_decode(rt, kCheckedProblem, dc.args(), nullptr);
+  test::sync();
+  const auto fault = rt.take_device_fault();
+  REQUIRE(fault.has_value());
+  INFO(fault->message());
+  CHECK(fault->what == "top-k index");
+  CHECK(((fault->where == 1 && fault->value == slots + 5) || (fault->where == 2 && fault->value == -7)));
+  CHECK(fault->limit == slots);
+  std::string line;
+  const bool ok = passes(dc.compare(ref), &line);
+  INFO(line);
+  CHECK(ok);
+  CHECK_FALSE(rt.take_device_fault().has_value());
+}
+
+TEST_CASE("a second sparse_mla_decode launch of the same key compiles and loads nothing", "[gpu][sparse_mla]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const Problem p = make_problem(64, 512, 64, KvFormat::Fp8DsMla);
+  test::MlaCaseOptions o;
+  o.seed = run_seed();
+  DevCase dc(test::make_mla_case(p, o));
+  dc.ensure_workspace(sparse_mla_decode_workspace_bytes(rt, p, o.num_tokens));
+  sparse_mla_decode(rt, p, dc.args(), nullptr);
+  test::sync();
+  const RuntimeStats s1 = rt.stats();
+  sparse_mla_decode(rt, p, dc.args(), nullptr);
+  test::sync();
+  const RuntimeStats s2 = rt.stats();
+  CHECK(s2.compiles == s1.compiles);
+  CHECK(s2.loads == s1.loads);
+  CHECK(s2.memory_hits == s1.memory_hits + 1);
+}

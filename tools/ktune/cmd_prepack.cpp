@@ -1,0 +1,67 @@
+// ktune prepack: canonical OCP MXFP4 weight files -> one prepacked file in the mxfp4_gemm kernel's layout
+// (issue 7). Needs no GPU. `--check FILE` reads a packed file back and verifies its layout version.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "ktune/error.hpp"
+#include "mxfp4_gemm/spec.hpp"
+
+namespace ktune::cli {
+namespace {
+
+std::vector<uint8_t> read_all(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UsageError(fmt::format("--{}: cannot open '{}'", what, path));
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+int cmd_prepack(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "--help") {
+    fmt::print(
+        "usage: ktune prepack --weight W.bin --scales S.bin --n N --k K [--experts E] --out FILE\n"
+        "       ktune prepack --check FILE\n"
+        "  Reorders an OCP MXFP4 weight (raw files: W.bin = uint8 [E, N, K/2], two e2m1 codes per byte, low\n"
+        "  nibble = even k; S.bin = uint8 e8m0 [E, N, K/32]) into the mxfp4_gemm kernel's layout and writes one\n"
+        "  file recording the layout version (docs/mxfp4_gemm.md). --check reads a packed file back: exit 1 when\n"
+        "  its layout version is not this ktune's. Needs no GPU.\n");
+    return 0;
+  }
+  Args args(argv, {"weight", "scales", "n", "k", "experts", "out", "check"}, {"json"});
+  if (args.has("check")) {
+    const mxfp4::PackedFile f = mxfp4::read_packed_file(args.get("check"));
+    fmt::print("{}: mxfp4 packed weight, layout version {}, n {}, k {}, experts {}, {} + {} bytes: ok\n",
+               args.get("check"), f.layout_version, f.n, f.k, f.num_experts, f.weight.size(), f.scales.size());
+    return 0;
+  }
+  for (const char* need : {"weight", "scales", "n", "k", "out"})
+    if (!args.has(need)) throw UsageError(fmt::format("--{} is required (see ktune prepack --help)", need));
+  mxfp4::PackedFile f;
+  f.layout_version = mxfp4::packed_layout_version();
+  f.n = args.get_int("n", 0);
+  f.k = args.get_int("k", 0);
+  f.num_experts = args.get_int("experts", 1);
+  const size_t wb = mxfp4::packed_weight_bytes(f.n, f.k, f.num_experts);  // validates n, k, experts
+  const std::vector<uint8_t> w = read_all(args.get("weight"), "weight"), s = read_all(args.get("scales"), "scales");
+  const size_t want_w = size_t(f.num_experts) * f.n * (f.k / 2), want_s = size_t(f.num_experts) * f.n * (f.k / 32);
+  if (w.size() != want_w)
+    throw UsageError(fmt::format("--weight: expected {} bytes (experts * n * k / 2), got {}", want_w, w.size()));
+  if (s.size() != want_s)
+    throw UsageError(fmt::format("--scales: expected {} bytes (experts * n * k / 32), got {}", want_s, s.size()));
+  f.weight.resize(wb);
+  f.scales.resize(mxfp4::packed_scale_bytes(f.n, f.k, f.num_experts));
+  mxfp4::prepack_host(w.data(), s.data(), f.n, f.k, f.num_experts, f.weight.data(), f.scales.data());
+  mxfp4::write_packed_file(args.get("out"), f);
+  fmt::print("wrote {}: layout version {}, n {}, k {}, experts {}, {} + {} bytes\n", args.get("out"), f.layout_version,
+             f.n, f.k, f.num_experts, f.weight.size(), f.scales.size());
+  return 0;
+}
+
+}  // namespace ktune::cli
