@@ -17,10 +17,10 @@ std::vector<std::string> split_dots(const std::string& s) {
   return out;
 }
 
-bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
+bool parse_num(const std::string& tok, const std::string& prefix, int* out, int max_digits) {
   if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return false;
   const std::string digits = tok.substr(prefix.size());
-  if (digits.size() > 6 || (digits.size() > 1 && digits[0] == '0')) return false;
+  if (digits.size() > size_t(max_digits) || max_digits > 9 || (digits.size() > 1 && digits[0] == '0')) return false;
   for (char ch : digits)
     if (ch < '0' || ch > '9') return false;
   *out = std::stoi(digits);

@@ -10,8 +10,9 @@ namespace ktune::key_parse {
 
 // "a.b..c" -> {"a", "b", "", "c"}.
 std::vector<std::string> split_dots(const std::string& s);
-// "<prefix><non-negative int>" exactly: no sign, no leading zeros, at most 6 digits, no trailing text.
-bool parse_num(const std::string& token, const std::string& prefix, int* out);
+// "<prefix><non-negative int>" exactly: no sign, no leading zeros, at most `max_digits` digits (<= 9), no
+// trailing text.
+bool parse_num(const std::string& token, const std::string& prefix, int* out, int max_digits = 6);
 inline bool is_pow2_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
 
 }  // namespace ktune::key_parse

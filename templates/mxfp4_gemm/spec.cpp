@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "key_parse.hpp"
 #include "ktune/error.hpp"
 #include "mxfp4_gemm/shape.h"
 #include "xqa_decode/spec.hpp"
@@ -23,25 +24,11 @@ bool parse_dtype(const std::string& s, DType* out) {
   return true;
 }
 
-// "<prefix><positive int>" exactly (no sign, no leading zeros, no trailing text).
+// Keys: templates/key_parse.hpp (sizes up to 7 digits: topk, n and k reach 1M).
 bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
-  if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return false;
-  const std::string digits = tok.substr(prefix.size());
-  if (digits.size() > 7 || (digits.size() > 1 && digits[0] == '0')) return false;
-  for (char ch : digits)
-    if (ch < '0' || ch > '9') return false;
-  *out = std::stoi(digits);
-  return true;
+  return key_parse::parse_num(tok, prefix, out, 7);
 }
-
-std::vector<std::string> split_dots(const std::string& s) {
-  std::vector<std::string> out(1);
-  for (char ch : s) {
-    if (ch == '.') out.emplace_back();
-    else out.back() += ch;
-  }
-  return out;
-}
+using key_parse::split_dots;
 
 ktune_mxfp4::Shape shape_of(const Problem& p, const Config& c) {
   return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype));

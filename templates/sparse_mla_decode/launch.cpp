@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "driver_api.hpp"
+#include "launch_support.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "ktune/launch.hpp"
@@ -32,59 +33,14 @@ constexpr int kMaxForcedSplits = 64;
 constexpr int kMaxTokens = 65535;
 
 [[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
-  throw Error(Status::invalid_argument, kFamily, fmt::format("{}: expected {}, got {}", field, expected, got));
+  launch_support::bad_arg(kFamily, field, expected, got);
 }
+using launch_support::ptr_text;
 
-std::string ptr_text(const void* p) { return p ? fmt::format("{}", p) : std::string("null"); }
+void need_ptr(const void* p, const char* field, size_t align) { launch_support::need_device_ptr(kFamily, p, field, align); }
 
-void need_ptr(const void* p, const char* field, size_t align) {
-  if (!p) bad(field, "a device pointer", "null");
-  if (reinterpret_cast<uintptr_t>(p) % align != 0)
-    bad(field, fmt::format("a {}-byte aligned device pointer", align), ptr_text(p));
-}
-
-struct DeviceFacts {
-  Arch arch;
-  DeviceLimits limits;
-  int ordinal = -1;
-};
-
-const DeviceFacts& current_device() {
-  const detail::DriverApi& cu = detail::driver();
-  CUcontext ctx = nullptr;
-  detail::check_cu(cu.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (!ctx)
-    throw Error(Status::cuda_error, kFamily,
-                "no current CUDA context on this thread: make one current first (torch.cuda.set_device, "
-                "cuCtxSetCurrent, or ktune::use_device)");
-  CUdevice dev = 0;
-  detail::check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-  const int ordinal = static_cast<int>(dev);
-  thread_local const DeviceFacts* last = nullptr;
-  if (last && last->ordinal == ordinal) return *last;
-  static std::mutex mutex;
-  static std::array<std::unique_ptr<DeviceFacts>, 64> facts;
-  if (ordinal < 0 || ordinal >= static_cast<int>(facts.size()))
-    throw Error(Status::unsupported, kFamily, fmt::format("device ordinal {} beyond the 64 ktune tracks", ordinal));
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!facts[ordinal]) {
-    auto f = std::make_unique<DeviceFacts>();
-    int major = 0, minor = 0;
-    detail::check_cu(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-                     "cuDeviceGetAttribute(cc major)");
-    detail::check_cu(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-                     "cuDeviceGetAttribute(cc minor)");
-    f->arch = arch_for_compute_capability(major, minor);
-    f->limits = device_limits(ordinal);
-    int threads = 0;
-    if (cu.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev) == CUDA_SUCCESS && threads > 0)
-      f->limits.max_threads_per_block = threads;
-    f->ordinal = ordinal;
-    facts[ordinal] = std::move(f);
-  }
-  last = facts[ordinal].get();
-  return *last;
-}
+using launch_support::DeviceFacts;
+const DeviceFacts& current_device() { return launch_support::current_device(kFamily); }
 
 // Config checks and split plans are pure functions of (device, problem, config, num_tokens): memoized.
 struct PlanMemo {

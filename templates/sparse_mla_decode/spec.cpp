@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "key_parse.hpp"
 #include "ktune/error.hpp"
 #include "sparse_mla_decode/shape.h"
 
@@ -13,31 +14,11 @@ namespace {
   throw Error(Status::invalid_argument, "sparse_mla_decode", field + ": " + what);
 }
 
-// Parses "<prefix><positive int>" exactly (no sign, no leading zeros, no trailing text).
+// Keys: templates/key_parse.hpp (sizes up to 7 digits: topk, n and k reach 1M).
 bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
-  if (tok.size() <= prefix.size() || tok.compare(0, prefix.size(), prefix) != 0) return false;
-  const std::string digits = tok.substr(prefix.size());
-  if (digits.size() > 7 || (digits.size() > 1 && digits[0] == '0')) return false;
-  for (char ch : digits)
-    if (ch < '0' || ch > '9') return false;
-  *out = std::stoi(digits);
-  return true;
+  return key_parse::parse_num(tok, prefix, out, 7);
 }
-
-std::vector<std::string> split_dots(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char ch : s) {
-    if (ch == '.') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
+using key_parse::split_dots;
 
 ktune_mla::Shape shape_of(const Problem& p, const Config& c) {
   return ktune_mla::make_shape(p.kv_lora_rank, p.rope_dim, p.kv_format == KvFormat::Fp8DsMla, c.heads_per_cta, c.tile,
