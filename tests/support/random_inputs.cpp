@@ -157,4 +157,27 @@ XqaRandomCase make_xqa_case(const ktune::xqa::Problem& pr, const XqaRandomOption
   return c;
 }
 
+ktune::xqa::Problem make_xqa_problem(int head_dim, int num_q_heads, int num_kv_heads, int page_size,
+                                     ktune::xqa::Layout layout, ktune::xqa::DType q, ktune::xqa::DType kv,
+                                     ktune::xqa::DType out, int max_q_len, ktune::xqa::MaskKind mask, bool sinks,
+                                     bool window, bool softcap, bool lse) {
+  ktune::xqa::Problem p;
+  p.head_dim = head_dim;
+  p.num_q_heads = num_q_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.page_size = page_size;
+  p.layout = layout;
+  p.q_dtype = q;
+  p.kv_dtype = kv;
+  p.out_dtype = out;
+  p.max_q_len = max_q_len;
+  p.mask = mask;
+  p.has_sinks = sinks;
+  p.sliding_window = window;
+  p.softcap = softcap;
+  p.write_lse = lse;
+  p.validate();
+  return p;
+}
+
 }  // namespace ktune::test

@@ -45,6 +45,12 @@ struct XqaRandomCase {
 
 XqaRandomCase make_xqa_case(const ktune::xqa::Problem& problem, const XqaRandomOptions& opt);
 
+// A validated problem from its fields, in the order the test matrices list them.
+ktune::xqa::Problem make_xqa_problem(int head_dim, int num_q_heads, int num_kv_heads, int page_size,
+                                     ktune::xqa::Layout layout, ktune::xqa::DType q, ktune::xqa::DType kv,
+                                     ktune::xqa::DType out, int max_q_len, ktune::xqa::MaskKind mask, bool sinks,
+                                     bool window, bool softcap, bool lse);
+
 // Fast deterministic generator (splitmix64) for the helpers and the harnesses.
 struct SplitMix {
   uint64_t s;

@@ -15,26 +15,7 @@ using ktune::xqa::Problem;
 
 namespace {
 
-Problem problem(int d, int hq, int hkv, int page, Layout lay, kc::DType q, kc::DType kv, kc::DType out, int ql,
-                MaskKind m, bool sink, bool win, bool cap, bool lse) {
-  Problem p;
-  p.head_dim = d;
-  p.num_q_heads = hq;
-  p.num_kv_heads = hkv;
-  p.page_size = page;
-  p.layout = lay;
-  p.q_dtype = q;
-  p.kv_dtype = kv;
-  p.out_dtype = out;
-  p.max_q_len = ql;
-  p.mask = m;
-  p.has_sinks = sink;
-  p.sliding_window = win;
-  p.softcap = cap;
-  p.write_lse = lse;
-  p.validate();
-  return p;
-}
+constexpr auto problem = make_xqa_problem;
 
 constexpr char kMagic[8] = {'k', 't', 'o', 'r', 'c', 'l', '0', '1'};
 

@@ -60,26 +60,7 @@ struct Combo {
   double zero_fraction = -1, short_fraction = -1;
 };
 
-Problem make_problem(int d, int hq, int hkv, int page, Layout lay, DType q, DType kv, DType out, int ql, MaskKind m,
-                     bool sink, bool win, bool cap, bool lse) {
-  Problem p;
-  p.head_dim = d;
-  p.num_q_heads = hq;
-  p.num_kv_heads = hkv;
-  p.page_size = page;
-  p.layout = lay;
-  p.q_dtype = q;
-  p.kv_dtype = kv;
-  p.out_dtype = out;
-  p.max_q_len = ql;
-  p.mask = m;
-  p.has_sinks = sink;
-  p.sliding_window = win;
-  p.softcap = cap;
-  p.write_lse = lse;
-  p.validate();
-  return p;
-}
+constexpr auto make_problem = test::make_xqa_problem;
 
 const Arch kSm90a{9, 0, 'a'};
 
