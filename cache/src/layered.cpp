@@ -92,6 +92,7 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
     const std::string& path = entry.path;
     Layer layer;
     layer.info.path = path;
+    layer.info.marked_read_only = entry.read_only;
     std::error_code ec;
     layer.info.present = fs::exists(path, ec);
     const bool marked_read_only = entry.read_only;

@@ -70,7 +70,9 @@ std::vector<CacheLayerSummary> cache_layers(const std::string& search_path) {
         s.tuning = c.tuning;
         s.blob_bytes = c.blob_bytes;
         s.schema_version = db->schema_version();
-        s.writable = ::access(info.path.c_str(), W_OK) == 0;
+        // What a runtime on this search path could write (this summary itself opened everything read-only):
+        // not marked ?ro, not signed (a write would void the signature), and writable by this user.
+        s.writable = !info.marked_read_only && db->signatures().empty() && ::access(info.path.c_str(), W_OK) == 0;
       }
       out.push_back(s);
     }

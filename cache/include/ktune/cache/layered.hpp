@@ -57,6 +57,7 @@ class LayeredCache {
     std::string note;      // why read-only, why skipped, or that it was created; empty for a plain writable layer
     bool open = false;     // searched by lookups
     bool refused = false;  // present but not used: unusable, or (with trusted keys) not validly signed
+    bool marked_read_only = false;  // "?ro" in the search path: never written, whatever the file's mode
     std::string signature; // with trusted keys: "signed by trusted key ID over N binaries ..." when verified
   };
   std::vector<LayerInfo> layers() const;
