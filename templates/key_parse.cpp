@@ -1,6 +1,18 @@
 #include "key_parse.hpp"
 
+#include "common/dtype.h"
+
 namespace ktune::key_parse {
+
+const char* dtype_token(int dtype) {
+  switch (dtype) {
+    case ::ktune_common::kBF16: return "bf16";
+    case ::ktune_common::kFP16: return "fp16";
+    case ::ktune_common::kE4M3: return "e4m3";
+    case ::ktune_common::kF32: return "f32";
+  }
+  return "?";
+}
 
 std::vector<std::string> split_dots(const std::string& s) {
   std::vector<std::string> out;

@@ -13,6 +13,8 @@ std::vector<std::string> split_dots(const std::string& s);
 // "<prefix><non-negative int>" exactly: no sign, no leading zeros, at most `max_digits` digits (<= 9), no
 // trailing text.
 bool parse_num(const std::string& token, const std::string& prefix, int* out, int max_digits = 6);
+// Key spelling of a ktune_common::DType: "bf16", "fp16", "e4m3", "f32" ("?" for anything else).
+const char* dtype_token(int dtype);
 inline bool is_pow2_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
 
 }  // namespace ktune::key_parse

@@ -112,15 +112,18 @@ DeviceCeilings device_ceilings(int ordinal) {
 }
 
 DeviceLimits arch_limits(const Arch& arch) {
-  DeviceLimits l;  // defaults are the H100/H200 (sm_90) figures
+  // Published figures of each arch's largest part (sm_121: GB10). An arch not listed gets the conservative
+  // 99 KiB of shared memory per block, so a config chosen without a device never over-asks.
+  DeviceLimits l;
   switch (arch.sm()) {
     case 80: l.sm_count = 108; l.max_smem_per_block_optin = 163 * 1024; l.l2_bytes = 40 << 20; break;
     case 86: l.sm_count = 84; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 6 << 20; break;
     case 89: l.sm_count = 128; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 72 << 20; break;
-    case 90: break;
+    case 90: l.sm_count = 132; l.max_smem_per_block_optin = 227 * 1024; l.l2_bytes = 50 << 20; break;
     case 100: case 103: l.sm_count = 148; l.max_smem_per_block_optin = 227 * 1024; l.l2_bytes = 126 << 20; break;
-    case 120: case 121: l.sm_count = 170; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 96 << 20; break;
-    default: break;
+    case 120: l.sm_count = 170; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 96 << 20; break;
+    case 121: l.sm_count = 48; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 24 << 20; break;
+    default: l.max_smem_per_block_optin = 99 * 1024; break;
   }
   return l;
 }

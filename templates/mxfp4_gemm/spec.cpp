@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "key_parse.hpp"
+#include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "mxfp4_gemm/shape.h"
 #include "xqa_decode/spec.hpp"
@@ -43,15 +44,7 @@ constexpr int kMaxN = 1 << 20, kMaxK = 1 << 20, kMaxExperts = 4096;
 
 }  // namespace
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case kc::kBF16: return "bf16";
-    case kc::kFP16: return "fp16";
-    case kc::kE4M3: return "e4m3";
-    case kc::kF32: return "f32";
-  }
-  return "?";
-}
+const char* dtype_name(DType t) { return key_parse::dtype_token(t); }
 
 void Problem::validate() const {
   const auto num = [](long long v) { return std::to_string(v); };
@@ -119,7 +112,7 @@ Config Config::from_key(const std::string& key) {
   return c;
 }
 
-DeviceLimits default_limits(const Arch& arch) { return xqa::default_limits(arch); }
+DeviceLimits default_limits(const Arch& arch) { return arch_limits(arch); }  // ktune/device.hpp
 
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
   try {

@@ -231,7 +231,9 @@ void sparse_mla_decode(Runtime& rt, const Problem& problem, const SparseMlaDecod
   p.checked = problem.checked || rt.options().checked;
 
   const Arch arch = r.dev->arch;
-  const std::string fast_key = std::string(kFamily) + "/" + p.key() + "/" + r.config_key;
+  // ".chk" is always the key's last token, so the checked key needs no second Problem::key() on this hot path.
+  const std::string fast_key =
+      std::string(kFamily) + "/" + problem_key + (p.checked ? ".chk/" : "/") + r.config_key;
   const LoadedKernel& kernel = rt.get(fast_key, [&] { return mla::generate(p, r.config, arch); });
 
   ktune_mla::Params prm{};

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "key_parse.hpp"
+#include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "sparse_mla_decode/shape.h"
 
@@ -112,20 +113,7 @@ Config Config::from_key(const std::string& key) {
   return c;
 }
 
-DeviceLimits default_limits(const Arch& arch) {
-  DeviceLimits l;
-  switch (arch.sm()) {
-    case 80: l.sm_count = 108; l.max_smem_per_block_optin = 163 * 1024; l.l2_bytes = 40 << 20; break;
-    case 86: l.sm_count = 84; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 6 << 20; break;
-    case 89: l.sm_count = 128; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 72 << 20; break;
-    case 90: l.sm_count = 132; l.max_smem_per_block_optin = 227 * 1024; l.l2_bytes = 50 << 20; break;
-    case 100: case 103: l.sm_count = 148; l.max_smem_per_block_optin = 227 * 1024; l.l2_bytes = 126 << 20; break;
-    case 120: l.sm_count = 170; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 96 << 20; break;
-    case 121: l.sm_count = 48; l.max_smem_per_block_optin = 99 * 1024; l.l2_bytes = 24 << 20; break;
-    default: l.max_smem_per_block_optin = 99 * 1024; break;
-  }
-  return l;
-}
+DeviceLimits default_limits(const Arch& arch) { return arch_limits(arch); }  // ktune/device.hpp
 
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
   try {

@@ -280,7 +280,9 @@ void xqa_decode(Runtime& rt, const Problem& problem, const XqaDecodeArgs& a, voi
   p.checked = problem.checked || rt.options().checked;
 
   const Arch arch = r.dev->arch;
-  const std::string fast_key = std::string(kFamily) + "/" + p.key() + "/" + r.config_key;
+  // ".chk" is always the key's last flag, so the checked key needs no second Problem::key() on this hot path.
+  const std::string fast_key =
+      std::string(kFamily) + "/" + problem_key + (p.checked ? ".chk/" : "/") + r.config_key;
   const LoadedKernel& kernel = rt.get(fast_key, [&] { return xqa::generate(p, r.config, arch); });
 
   ktune_xqa::Params prm{};
