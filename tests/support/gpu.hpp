@@ -4,8 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "driver_api.hpp"
@@ -72,5 +75,23 @@ class DeviceBuffer {
 };
 
 inline void sync() { CU_CHECK(detail::driver().cuCtxSynchronize()); }
+
+// KTUNE_TEST_SHARD=i/n: a matrix test runs only its cases with index % n == i, so a slow tool
+// (compute-sanitizer racecheck) can cover a whole matrix in n processes side by side. Unset (or malformed,
+// which is reported once): every case runs.
+inline bool in_test_shard(size_t case_index) {
+  static const std::pair<size_t, size_t> shard = [] {
+    const char* s = std::getenv("KTUNE_TEST_SHARD");
+    unsigned long i = 0, n = 0;
+    if (!s) return std::pair<size_t, size_t>{0, 1};
+    if (std::sscanf(s, "%lu/%lu", &i, &n) != 2 || n == 0 || i >= n) {
+      std::fprintf(stderr, "KTUNE_TEST_SHARD='%s' ignored: expected i/n with 0 <= i < n\n", s);
+      return std::pair<size_t, size_t>{0, 1};
+    }
+    std::fprintf(stderr, "KTUNE_TEST_SHARD: running cases %lu mod %lu\n", i, n);
+    return std::pair<size_t, size_t>{i, n};
+  }();
+  return case_index % shard.second == shard.first;
+}
 
 }  // namespace ktune::test
