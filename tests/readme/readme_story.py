@@ -4,7 +4,7 @@ and exec'd unchanged; this harness only supplies what the README leaves to the u
 `q`, `kv_cache`, `block_tables`, `seq_lens` in the documented layout (docs/xqa_decode.md: bf16, HND paged cache
 [num_pages, 2, num_kv_heads, page_size, head_dim]) -- and then checks `out` against plain torch fp32 attention.
 
-Run by tests/readme/readme_story.sh after the README's shell steps, with the venv's python. Needs a CUDA GPU."""
+Run by tests/readme/readme_story.sh after the README's shell steps, with the same python3. Needs a CUDA GPU."""
 import math
 import pathlib
 import re

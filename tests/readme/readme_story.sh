@@ -3,19 +3,17 @@
 #   1. set-up: `tools/setup.sh` (skipped when build/lib/libktune.so.0 is already there: the H200 machine has no
 #      network for apt, so bench/run_h200_readme.sh brings a build made by that same command on the CPU machine)
 #   2. the shell block under "## Python (PyTorch engines)", extracted from README.md and run as written
-#      (venv, `pip install --no-index ./python`, `export KTUNE_LIBRARY=...`)
-#   3. the python block under the same heading, exec'd unchanged by tests/readme/readme_story.py with the venv's
-#      python: ktune.warmup(preset="llama-3.1-8b") into the default cache, then the XQA op on torch tensors,
+#      (`python3 -m pip install --no-index ./python`, `export KTUNE_LIBRARY=...`)
+#   3. the python block under the same heading, exec'd unchanged by tests/readme/readme_story.py with that same
+#      python3: ktune.warmup(preset="llama-3.1-8b") into the default cache, then the XQA op on torch tensors,
 #      checked against fp64 torch attention
-# KTUNE_README_FRESH_HOME=1 points HOME at an empty folder first, so the default cache (~/.cache/ktune/ktune.db)
-# starts empty like a new user's. Exit 0 = PASS, 77 = no GPU (skip), else FAIL.
+# The default cache (~/.cache/ktune/ktune.db) is left as found and reported (on a fresh machine: absent, so the
+# warmup compiles and tunes from nothing). HOME is not redirected: Python finds user-site packages (torch)
+# through it. Exit 0 = PASS, 77 = no GPU (skip), else FAIL.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-if [[ ${KTUNE_README_FRESH_HOME:-0} == 1 ]]; then
-  HOME=$(mktemp -d)
-  export HOME
-fi
-echo "readme story: HOME=$HOME, default cache $( [[ -e $HOME/.cache/ktune/ktune.db ]] && echo exists || echo absent )"
+db=$HOME/.cache/ktune/ktune.db
+echo "readme story: default cache $db: $( [[ -e $db ]] && echo "exists, $(du -k "$db" | cut -f1) KiB" || echo absent)"
 if [[ ! -f build/lib/libktune.so.0 ]]; then
   tools/setup.sh
 fi
@@ -28,7 +26,7 @@ PY
 )
 echo "README shell block, run as written:"
 echo "$block"
-rm -rf .venv
 eval "$block"
-.venv/bin/python -c 'import ktune, torch; print("ktune", ktune.version(), "from", ktune.__file__, "| torch", torch.__version__)'
-.venv/bin/python tests/readme/readme_story.py
+cd /tmp  # import the installed package, not the checkout's python/ folder
+python3 -c 'import ktune, torch; print("ktune", ktune.version(), "from", ktune.__file__, "| torch", torch.__version__)'
+python3 "$OLDPWD/tests/readme/readme_story.py"
