@@ -88,6 +88,8 @@ std::vector<MlaCombo> combos() {
       [](MlaCombo& c) { c.num_tokens = 1; c.threads = 8; c.all_skip_token = -1; });
   add("h64_k320_p64_fp8_sink_forced_split_ws", make_problem(64, 320, 64, F8, 1), "t64.g8.v16.u2",
       [](MlaCombo& c) { c.sinks = true; c.forced_splits = 5; c.own_workspace = true; });
+  add("h64_k96_p64_fp8_more_splits_than_tiles", make_problem(64, 96, 64, F8, 1), "t64.g16.v16.u2",
+      [](MlaCombo& c) { c.forced_splits = 5; c.num_tokens = 2; });  // 2 tiles: 3 empty splits
   add("h16_k64_p256_bf16_all_skip_split", make_problem(16, 64, 256, BF, 2), "",
       [](MlaCombo& c) { c.num_tokens = 2; c.skip_fraction = 1.0; c.forced_splits = 2; c.sinks = true; });
   return v;
