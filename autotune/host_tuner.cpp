@@ -39,15 +39,6 @@ std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item)
   return out;
 }
 
-int64_t total_tokens(const WorkItem& item) {
-  int64_t batch = 1, seq = 1;
-  for (const auto& b : item.buckets) {
-    if (b.dim == "batch") batch = b.value;
-    if (b.dim == "seq_len") seq = b.value;
-  }
-  return batch * seq;
-}
-
 }  // namespace
 
 DeviceCeilings host_ceilings() {
@@ -165,7 +156,7 @@ ReplayReport replay_on_host(Runtime& rt, const Preset& preset_in, int64_t max_to
   for (const WorkItem& item : make_plan(preset, {"host"})) {
     bool known = false;
     for (const auto& f : families()) known |= f.name == item.family;
-    if (!known || total_tokens(item) > max_total_tokens) continue;
+    if (!known || item_kv_tokens(item) > max_total_tokens) continue;
     const FamilyInfo& fam = family(item.family);
     const std::string pk = fam.problem_from_json(item.problem_json);
     Prepared p;

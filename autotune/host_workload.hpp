@@ -7,7 +7,7 @@
 
 namespace ktune::autotune {
 
-// Throws Error(not_found) for a family without a host workload (families with one: xqa_decode).
+// Throws Error(not_found) for a family without a host workload (families with one: xqa_decode, sparse_mla_decode).
 KTUNE_API WorkloadFactory host_workload_factory(const std::string& family);
 
 }  // namespace ktune::autotune

@@ -9,6 +9,7 @@
 #include "autotune/preset_schema.hpp"
 #include "autotune/tuning_record.hpp"
 #include "ktune/arch.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 
 namespace ktune::autotune {
@@ -87,6 +88,24 @@ std::vector<WorkItem> make_plan(const Preset& preset, const std::vector<std::str
     }
   }
   return items;
+}
+
+int64_t item_kv_tokens(const WorkItem& item) {
+  int64_t batch = 1, seq = 1;
+  for (const auto& b : item.buckets) {
+    if (b.dim == "batch") batch = b.value;
+    if (b.dim == "seq_len") seq = b.value;
+  }
+  if (item.family == "sparse_mla_decode") {  // every query token reads its topk rows
+    try {
+      const cache::Json j = cache::Json::parse(item.problem_json);
+      const cache::Json* topk = j.find("topk");
+      const cache::Json* q = j.find("max_q_len");
+      seq = (topk && topk->is_int() ? topk->as_int() : 1) * (q && q->is_int() ? q->as_int() : 1);
+    } catch (const cache::JsonError&) {
+    }
+  }
+  return batch * seq;
 }
 
 }  // namespace ktune::autotune

@@ -54,13 +54,13 @@ const char* const kGptOss120b = R"json({
 
 // DeepSeek V3.2 sparse attention (MLA, absorbed): 128 heads attend to the top 2048 tokens chosen by the
 // indexer; one latent KV head of kv_lora_rank 512 + rope 64 (Q/K dim 576, V dim 512) in the fp8_ds_mla cache.
-// The SM120 kernels need 256-token pages, the others use 64.
+// The SM120 kernels need 256-token pages, the others use 64; the host CPU (arch "host") tunes the 64-page op.
 const char* const kDeepseekV32 = R"json({
   "name": "deepseek-v3.2",
   "description": "DeepSeek V3.2: 61 layers, hidden 7168, sparse MLA decode with 128 heads, kv_lora_rank 512 + rope 64, top-2048 tokens, fp8_ds_mla cache, 160k context",
   "buckets": {"batch": {"min": 1, "max": 256}, "seq_len": {"min": 2048, "max": 163840}},
   "ops": [
-    {"label": "attn.sparse", "family": "sparse_mla_decode", "arches": ["sm_90a", "sm_100a", "sm_103a"],
+    {"label": "attn.sparse", "family": "sparse_mla_decode", "arches": ["sm_90a", "sm_100a", "sm_103a", "host"],
      "problem": {"num_heads": 128, "kv_lora_rank": 512, "rope_dim": 64, "topk": 2048, "page_size": 64,
                  "q_dtype": "bf16", "kv_dtype": "fp8_ds_mla"}},
     {"label": "attn.sparse.sm120", "family": "sparse_mla_decode", "arches": ["sm_120a", "sm_121a"],

@@ -160,8 +160,10 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       continue;
     }
     const int64_t token_cap = host_item ? std::min(opt.max_total_tokens, opt.host_max_total_tokens) : opt.max_total_tokens;
-    if (total_tokens(item) > token_cap) {
-      w.status = fmt::format("skipped: batch x seq_len above {} tokens{}", token_cap, host_item ? " (host cap)" : "");
+    if ((host_item ? item_kv_tokens(item) : total_tokens(item)) > token_cap) {
+      w.status = fmt::format("skipped: {} above {} tokens{}",
+                             item.family == "sparse_mla_decode" ? "batch x topk" : "batch x seq_len", token_cap,
+                             host_item ? " (host cap)" : "");
       report.skipped++;
       report.items.push_back(w);
       continue;

@@ -20,7 +20,7 @@ __all__ = ["Runtime", "WarmupReport", "warmup", "xqa_problem", "problem_key", "x
            "runtime", "set_runtime", "families", "presets", "version", "library_path", "ensure_device",
            "KtuneError", "InvalidArgumentError", "NotFoundError", "CompileError", "CudaError", "CacheError",
            "JitDisabledError", "NoDriverError", "NoCompilerError", "UnsupportedError", "torch_ops_available",
-           "sparse_mla_decode", "mxfp4_gemm", "mla_problem", "mxfp4_problem"]
+           "sparse_mla_decode", "sparse_mla_decode_plan", "mxfp4_gemm", "mla_problem", "mxfp4_problem"]
 
 
 def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, **kwargs):
@@ -45,7 +45,12 @@ def _load_torch_xqa():
 
 
 def sparse_mla_decode(problem, q, kv_cache, indices, **kwargs):
-    """DeepSeek sparse MLA decode on torch CUDA tensors (ktune.torch_families.sparse_mla_decode)."""
+    """DeepSeek sparse MLA decode (docs/sparse_mla_decode.md). NumPy arrays run on the host CPU
+    (ktune.host_mla.sparse_mla_decode, synchronous); torch CUDA tensors go through the custom op
+    (ktune.torch_families.sparse_mla_decode)."""
+    if type(q).__name__ == "ndarray":
+        from .host_mla import sparse_mla_decode as host_mla
+        return host_mla(problem, q, kv_cache, indices, **kwargs)
     fn = _torch_fns.get("sparse_mla_decode") or _load_torch_fn("sparse_mla_decode")
     return fn(problem, q, kv_cache, indices, **kwargs)
 
@@ -84,6 +89,12 @@ def xqa_decode_plan(problem, batch, max_seq_len, **kwargs):
     return plan(problem, batch, max_seq_len, **kwargs)
 
 
+def sparse_mla_decode_plan(problem, num_tokens, **kwargs):
+    """What a host sparse_mla_decode call would run (ktune.host_mla.sparse_mla_decode_plan)."""
+    from .host_mla import sparse_mla_decode_plan as plan
+    return plan(problem, num_tokens, **kwargs)
+
+
 def torch_ops_available() -> bool:
     """True when torch (>= 2.4) imports and the ktune custom ops are registered."""
     try:
@@ -93,6 +104,7 @@ def torch_ops_available() -> bool:
         return False
 
 
-# Families: xqa_decode (xqa.py + host.py + torch_ops.py), sparse_mla_decode (mla.py + torch_ops.py, GPU only),
+# Families: xqa_decode (xqa.py + host.py + torch_ops.py), sparse_mla_decode (mla.py + host_mla.py +
+# torch_families.py),
 # mxfp4_gemm (mxfp4.py: host prepack/unpack with NumPy; torch_ops.py: the GEMM ops). A new family follows the
 # same pattern: key parsing + checks in its module, a C call per path, a torch.library custom op + fake.

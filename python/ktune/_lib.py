@@ -171,6 +171,8 @@ def _optional_signatures():
         "ktune_sparse_mla_decode_workspace_bytes": ([P, c.c_char_p, S, c.c_char_p, S, c.POINTER(c.c_size_t)], S),
         "ktune_sparse_mla_decode_plan": ([P, c.c_char_p, S, c.c_char_p, S, c.POINTER(c.c_char_p)], S),
         "ktune_sparse_mla_decode": ([P, c.c_char_p, c.POINTER(_MlaArgs), P], S),
+        "ktune_sparse_mla_decode_host": ([P, c.c_char_p, c.POINTER(_MlaArgs), S], S),
+        "ktune_sparse_mla_decode_host_plan": ([P, c.c_char_p, S, c.c_char_p, S, S, c.POINTER(c.c_char_p)], S),
         "ktune_mxfp4_args_default": ([c.POINTER(_Mxfp4Args)], None),
         "ktune_mxfp4_layout_version": ([], S),
         "ktune_mxfp4_packed_bytes": ([S, S, S, S, c.POINTER(c.c_size_t)], S),

@@ -1,5 +1,5 @@
 """sparse_mla_decode (DeepSeek V3.2 sparse MLA decode, docs/sparse_mla_decode.md): problem keys and the argument
-checks of the torch op (ktune.torch_ops). GPU only: there is no host kernel for this family."""
+checks of the torch op (ktune.torch_ops). The NumPy host path is ktune.host_mla."""
 
 from __future__ import annotations
 

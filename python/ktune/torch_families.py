@@ -1,4 +1,4 @@
-"""PyTorch custom ops of the sparse_mla_decode and mxfp4_gemm families (GPU only), kept apart from xqa_decode's
+"""PyTorch custom ops of the sparse_mla_decode and mxfp4_gemm families (CUDA tensors only), kept apart from xqa_decode's
 so a problem here can never take the xqa ops down: ktune.torch_ops imports this module and, if it fails,
 re-raises the error only when one of these ops is called."""
 
@@ -25,7 +25,8 @@ def _need_t(fam, name, t, shape, tags, what=""):
     if not t.is_contiguous():
         raise invalid(f"{fam}: {name}: expected a contiguous tensor")
     if t.device.type != "cuda":
-        raise invalid(f"{fam}: {name}: expected a CUDA tensor (this family has no host kernel), got {t.device}")
+        cpu = "; CPU data: NumPy arrays run on the host backend" if fam == "sparse_mla_decode" else ""
+        raise invalid(f"{fam}: {name}: expected a CUDA tensor (no CPU-tensor path for this op{cpu}), got {t.device}")
 
 
 def _same_device(fam, tensors):

@@ -460,6 +460,7 @@ ktune_status ktune_mxfp4_grouped_gemm(ktune_runtime* runtime, const char* proble
 
 // ---- sparse_mla_decode section (issue 6) ----
 #include "ktune/sparse_mla_decode.hpp"
+#include "ktune/sparse_mla_decode_host.hpp"
 
 namespace {
 
@@ -471,6 +472,15 @@ const ktune::mla::Problem& mla_problem(const char* key) {
     last_key = key;
   }
   return last;
+}
+
+ktune::SparseMlaDecodeArgs mla_cpp_args(const ktune_sparse_mla_args* a) {
+  ktune::SparseMlaDecodeArgs d;
+  d.q = a->q; d.kv_cache = a->kv_cache; d.indices = a->indices; d.sinks = a->sinks; d.out = a->out;
+  d.lse = a->lse; d.workspace = a->workspace; d.workspace_bytes = a->workspace_bytes;
+  d.num_tokens = a->num_tokens; d.num_pages = a->num_pages; d.softmax_scale = a->softmax_scale;
+  d.config = a->config; d.num_splits = a->num_splits;
+  return d;
 }
 
 }  // namespace
@@ -516,13 +526,33 @@ ktune_status ktune_sparse_mla_decode(ktune_runtime* runtime, const char* problem
   if (!runtime) return invalid("ktune_sparse_mla_decode: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_sparse_mla_decode: problem_key must not be NULL");
   if (!a) return invalid("ktune_sparse_mla_decode: args must not be NULL");
+  return guarded([&] { ktune::sparse_mla_decode(runtime->rt, mla_problem(problem_key), mla_cpp_args(a), stream); });
+}
+
+ktune_status ktune_sparse_mla_decode_host(ktune_runtime* runtime, const char* problem_key,
+                                          const ktune_sparse_mla_args* a, int threads) {
+  if (!runtime) return invalid("ktune_sparse_mla_decode_host: runtime must not be NULL");
+  if (!problem_key) return invalid("ktune_sparse_mla_decode_host: problem_key must not be NULL");
+  if (!a) return invalid("ktune_sparse_mla_decode_host: args must not be NULL");
+  return guarded(
+      [&] { ktune::sparse_mla_decode_host(runtime->rt, mla_problem(problem_key), mla_cpp_args(a), threads); });
+}
+
+ktune_status ktune_sparse_mla_decode_host_plan(ktune_runtime* runtime, const char* problem_key, int num_tokens,
+                                               const char* config, int num_splits, int threads,
+                                               const char** plan_json) {
+  if (!runtime) return invalid("ktune_sparse_mla_decode_host_plan: runtime must not be NULL");
+  if (!problem_key) return invalid("ktune_sparse_mla_decode_host_plan: problem_key must not be NULL");
+  if (!plan_json) return invalid("ktune_sparse_mla_decode_host_plan: plan_json must not be NULL");
   return guarded([&] {
-    ktune::SparseMlaDecodeArgs d;
-    d.q = a->q; d.kv_cache = a->kv_cache; d.indices = a->indices; d.sinks = a->sinks; d.out = a->out;
-    d.lse = a->lse; d.workspace = a->workspace; d.workspace_bytes = a->workspace_bytes;
-    d.num_tokens = a->num_tokens; d.num_pages = a->num_pages; d.softmax_scale = a->softmax_scale;
-    d.config = a->config; d.num_splits = a->num_splits;
-    ktune::sparse_mla_decode(runtime->rt, mla_problem(problem_key), d, stream);
+    const ktune::SparseMlaHostPlan p = ktune::sparse_mla_decode_host_plan(runtime->rt, mla_problem(problem_key),
+                                                                          num_tokens, threads, config, num_splits);
+    thread_local std::string text;
+    text = "{\"config\": \"" + p.config + "\", \"source\": \"" + p.source +
+           "\", \"num_splits\": " + std::to_string(p.num_splits) +
+           ", \"workspace_bytes\": " + std::to_string(p.workspace_bytes) + ", \"threads\": " +
+           std::to_string(p.threads) + "}";
+    *plan_json = text.c_str();
   });
 }
 

@@ -27,6 +27,7 @@ ktune_mla::Shape shape_of(const Problem& p, const Config& c) {
 }
 
 std::string arch_name(const Arch& a) {
+  if (a.host) return "host";
   std::string s = "sm_" + std::to_string(a.sm());
   if (a.suffix) s += a.suffix;
   return s;
@@ -91,7 +92,22 @@ Problem Problem::from_key(const std::string& key) {
   return p;
 }
 
+Config Config::host_config(int tile, int heads_per_item, int vec_width, int unroll) {
+  Config c;
+  c.tile = tile;
+  c.stages = 0;
+  c.heads_per_cta = heads_per_item;
+  c.warps = 0;
+  c.wgmma = false;
+  c.vec_width = vec_width;
+  c.unroll = unroll;
+  return c;
+}
+
 std::string Config::key() const {
+  if (host())
+    return "t" + std::to_string(tile) + ".g" + std::to_string(heads_per_cta) + ".v" + std::to_string(vec_width) +
+           ".u" + std::to_string(unroll);
   std::string k = "t" + std::to_string(tile) + ".s" + std::to_string(stages) + ".g" + std::to_string(heads_per_cta);
   if (warps != 8) k += ".w" + std::to_string(warps);
   if (wgmma) k += ".wg";
@@ -101,6 +117,16 @@ std::string Config::key() const {
 Config Config::from_key(const std::string& key) {
   std::vector<std::string> t = split_dots(key);
   Config c;
+  if (t.size() == 4 && t[1].size() > 1 && t[1][0] == 'g') {  // host: t<T>.g<G>.v<V>.u<U>
+    int tt = 0, g = 0, v = 0, u = 0;
+    if (parse_num(t[0], "t", &tt) && parse_num(t[1], "g", &g) && parse_num(t[2], "v", &v) &&
+        parse_num(t[3], "u", &u) && v > 0 && u > 0) {
+      c = host_config(tt, g, v, u);
+      if (c.key() == key) return c;
+    }
+    fail("config key", "cannot parse '" + key + "'; expected a host key t<tile>.g<heads_per_item>.v<vec_width>.u<unroll>, "
+                       "e.g. t32.g16.v16.u2");
+  }
   if (t.size() >= 4 && t.back() == "wg") {
     c.wgmma = true;
     t.pop_back();
@@ -121,7 +147,18 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   } catch (const Error& e) {
     return std::string("problem: ") + e.what();
   }
-  if (arch.host) return "sparse_mla_decode has no host (CPU) kernel";
+  if (arch.host) {  // the CPU kernel (host_kernel.h): no device limits apply
+    if (!c.host()) return "a CUDA config cannot run on the host; expected t<tile>.g<heads_per_item>.v<vec_width>.u<unroll>";
+    if (c.tile != 16 && c.tile != 32 && c.tile != 64) return "tile: expected 16, 32 or 64";
+    if (c.heads_per_cta != 4 && c.heads_per_cta != 8 && c.heads_per_cta != 16 && c.heads_per_cta != 32)
+      return "heads_per_item: expected 4, 8, 16 or 32";
+    if (p.num_heads % c.heads_per_cta != 0)
+      return "heads_per_item: expected a divisor of num_heads (" + std::to_string(p.num_heads) + ")";
+    if (c.vec_width != 8 && c.vec_width != 16) return "vec_width: expected 8 or 16";
+    if (c.unroll != 1 && c.unroll != 2 && c.unroll != 4) return "unroll: expected 1, 2 or 4";
+    return "";
+  }
+  if (c.host()) return "a host config (t<T>.g<G>.v<V>.u<U>) cannot run on a CUDA arch";
   if (arch.sm() < 89) return "sparse_mla_decode needs sm_89 or newer (e4m3 conversion), got sm_" + std::to_string(arch.sm());
   if (c.heads_per_cta > p.num_heads || p.num_heads % std::max(1, c.heads_per_cta) != 0)
     return "heads_per_cta: expected a divisor of num_heads (" + std::to_string(p.num_heads) + ")";
@@ -146,8 +183,14 @@ int ctas_per_sm(const Problem& p, const Config& c, const DeviceLimits& lim) {
   return std::max(1, std::min({by_smem, s.min_blocks, 8}));
 }
 
+// Host default: 16 heads per item (every problem has >= 16; each decoded row serves 16 heads, and 16 heads of
+// fp32 Q + O stay within L2), 32 valid slots per tile (an fp32 tile of 32 x 576 is 72 KB), 16 score lanes, 2 rows
+// a pass. The tuner picks per key among the rest (docs/host_backend.md).
+static Config default_host_config(const Problem&) { return Config::host_config(32, 16, 16, 2); }
+
 Config default_config(const Problem& p, const Arch& arch) {
   p.validate();
+  if (arch.host) return default_host_config(p);
   const DeviceLimits lim = default_limits(arch);
   const bool fp8 = p.kv_format == KvFormat::Fp8DsMla;
   const int g = std::min(p.num_heads, 64);
@@ -181,6 +224,18 @@ Config default_config(const Problem& p, const Arch& arch) {
 }
 
 std::vector<Config> search_space(const Problem& p, const Arch& arch) {
+  if (arch.host) {  // tile, heads per item, (lanes, rows a pass); the default first. Kept to 8 so host tuning
+                    // and the [host] tests (which compile every one) stay CI-sized.
+    std::vector<Config> out = {default_host_config(p)};
+    for (int t : {32, 64})
+      for (int g : {16, 8})
+        for (const auto& vu : {std::pair<int, int>{16, 2}, std::pair<int, int>{8, 4}}) {
+          const Config c = Config::host_config(t, g, vu.first, vu.second);
+          if (std::find(out.begin(), out.end(), c) == out.end() && can_implement(p, c, arch, DeviceLimits{}).empty())
+            out.push_back(c);
+        }
+    return out;
+  }
   const DeviceLimits lim = default_limits(arch);
   std::vector<Config> out = {default_config(p, arch)};
   for (int g : {64, 32, 16})
@@ -195,10 +250,50 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   return out;
 }
 
+namespace {
+
+// The host translation unit: the shape as compile-time constants, the host tunables, and the array bounds
+// (exact here). The checked flag does not change it: the host launcher checks every index before the call.
+GeneratedKernel generate_host(const Problem& p, const Config& c) {
+  std::ostringstream s;
+  s << "// ktune sparse_mla_decode " << p.key() << " / " << c.key() << " (host)\n"
+    << "#include \"sparse_mla_decode/host_kernel.h\"\n"
+    << "namespace ktune_mla {\n"
+    << "struct Spec {\n"
+    << "  static constexpr int kNumHeads = " << p.num_heads << ", kLat = " << p.kv_lora_rank
+    << ", kRope = " << p.rope_dim << ", kTopk = " << p.topk << ";\n"
+    << "  static constexpr bool kFp8 = " << (p.kv_format == KvFormat::Fp8DsMla ? "true" : "false") << ";\n"
+    << "  static constexpr int kTile = " << c.tile << ", kHeadsPerItem = " << c.heads_per_cta
+    << ", kVecWidth = " << c.vec_width << ", kUnroll = " << c.unroll << ";\n"
+    << "  static constexpr int kCapDim = kLat + kRope, kCapTile = kTile, kCapHeads = kHeadsPerItem;\n"
+    << "};\n"
+    << "}  // namespace ktune_mla\n";
+  GeneratedKernel k;
+  k.family = "sparse_mla_decode";
+  k.problem_key = p.key();
+  k.config_key = c.key();
+  k.source = s.str();
+  k.entry_points = {"ktune_mla::host_decode<ktune_mla::Spec>", "ktune_mla::host_combine<ktune_mla::Spec>"};
+  return k;
+}
+
+}  // namespace
+
+int choose_num_splits_host(const Problem& p, const Config& c, int num_tokens, int threads) {
+  if (num_tokens <= 0 || !c.host() || c.heads_per_cta <= 0) return 1;
+  const int items = num_tokens * (p.num_heads / c.heads_per_cta);
+  const int want = 2 * std::max(1, threads);
+  if (items >= want) return 1;
+  const int tiles = (p.topk + c.tile - 1) / c.tile;
+  const int by_threads = (want + items - 1) / items;
+  return std::max(1, std::min({by_threads, tiles / 2, 64}));
+}
+
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   p.validate();
   const std::string why = can_implement(p, c, arch, default_limits(arch));
   if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  if (arch.host) return generate_host(p, c);
   std::ostringstream s;
   const auto b = [](bool v) { return v ? "true" : "false"; };
   s << "// ktune sparse_mla_decode " << p.key() << " / " << c.key() << "\n"

@@ -36,18 +36,24 @@ struct KTUNE_API Problem {
   bool operator==(const Problem& o) const { return key() == o.key(); }
 };
 
-// Tile config "t<tokens per tile>.s<stages>.g<heads per CTA>[.w<warps>][.wg]", e.g. t64.s1.g64.w16.
+// Tile config. CUDA: "t<tokens per tile>.s<stages>.g<heads per CTA>[.w<warps>][.wg]", e.g. t64.s1.g64.w16.
+// Host (CPU, host_kernel.h): "t<valid slots per tile>.g<heads per work item>.v<vec_width>.u<unroll>", e.g.
+// t64.g16.v16.u2, with stages = warps = 0.
 struct KTUNE_API Config {
-  int tile = 64;           // selected slots per pipeline stage: 32 or 64
+  int tile = 64;           // selected slots per pipeline stage: 32 or 64 (host: 16, 32 or 64 valid slots per tile)
   int stages = 2;          // cp.async ring depth: 2..4; fp8_ds_mla also 1 (one raw tile, reloaded once dequantized)
-  int heads_per_cta = 64;  // 16, 32 or 64 (divides num_heads)
+  int heads_per_cta = 64;  // 16, 32 or 64 (divides num_heads); host: heads per work item 4, 8, 16 or 32
   int warps = 8;           // 8 or 16 warps per CTA; the key carries ".w16" when not 8
   bool wgmma = false;      // sm_90a only: S = Q K^T with wgmma from shared memory (key suffix ".wg")
+  int vec_width = 0;       // host only: fp32 lanes per score accumulator (8 or 16); 0 = a CUDA config
+  int unroll = 0;          // host only: cache rows per pass of the score loop (1, 2 or 4)
+  bool host() const { return vec_width != 0; }
+  static Config host_config(int tile, int heads_per_item, int vec_width, int unroll);
   std::string key() const;
-  static Config from_key(const std::string& key);
+  static Config from_key(const std::string& key);  // either form
   bool operator==(const Config& o) const {
     return tile == o.tile && stages == o.stages && heads_per_cta == o.heads_per_cta && warps == o.warps &&
-           wgmma == o.wgmma;
+           wgmma == o.wgmma && vec_width == o.vec_width && unroll == o.unroll;
   }
 };
 
@@ -58,7 +64,17 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch);
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim);
 
 // Entry points: [0] = decode_kernel, [1] = combine_kernel. Options: "-std=c++17".
+// Arch "host": the CPU kernel (host_kernel.h) with entry points [0] = host_decode, [1] = host_combine, each
+// void(const ktune_mla::Params&, int begin_item, int end_item).
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch);
+
+// Host launch planning: decode items are (token, head group, split); splits are added only while there are
+// fewer items than ~2 per thread, and each split keeps at least two tiles of the top-k list.
+int choose_num_splits_host(const Problem& p, const Config& c, int num_tokens, int threads);
+inline int host_decode_items(const Problem& p, const Config& c, int num_tokens, int num_splits) {
+  return num_tokens * (p.num_heads / c.heads_per_cta) * (num_splits > 0 ? num_splits : 1);
+}
+inline int host_combine_items(const Problem& p, int num_tokens) { return num_tokens * p.num_heads; }
 
 // Launch planning: depends only on the static problem, the config and num_tokens.
 int ctas_per_sm(const Problem& p, const Config& c, const DeviceLimits& lim);

@@ -70,6 +70,12 @@ TEST_CASE("autotune plan: ops limited to some arches, GEMM token buckets", "[aut
   REQUIRE(sm120.size() == 9);
   CHECK(sm120[0].labels == std::vector<std::string>{"attn.sparse.sm120"});
   CHECK(make_plan(ds, {"sm_89"}).empty());
+  // the host CPU tunes the 64-page op; its work is batch x topk KV tokens (what the host cap bounds)
+  std::vector<WorkItem> host = make_plan(ds, {"host"});
+  REQUIRE(host.size() == 9);
+  CHECK(host[0].labels == std::vector<std::string>{"attn.sparse"});
+  CHECK(item_kv_tokens(host[0]) == 2048);
+  CHECK(item_kv_tokens(host[3]) == 8 * 2048);
 
   Preset oss = with_overrides(load_preset("gpt-oss-120b"), std::nullopt, 64, 4096, 3);
   std::vector<WorkItem> plan = make_plan(oss, {"sm_90a"});

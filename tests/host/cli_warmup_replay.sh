@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI check of the host backend (ctest: host_cli_warmup_replay): `ktune warmup --preset llama-3.1-8b --arch host`
 # from an empty cache compiles and tunes every host key; `ktune replay --preset llama-3.1-8b --arch host` in a
-# second process performs 0 compiles and 0 tunings. Skips (exit 0, saying why) without the LLVM host backend.
+# second process performs 0 compiles and 0 tunings; the same for deepseek-v3.2's sparse MLA keys (batch <= 2).
+# Skips (exit 0, saying why) without the LLVM host backend.
 # usage: cli_warmup_replay.sh BUILD_DIR
 set -euo pipefail
 build="${1:?usage: cli_warmup_replay.sh BUILD_DIR}"
@@ -38,3 +39,17 @@ ops=$(grep -o '"key"' <<<"$replay" | wc -l)
 [[ "$ops" == "$tuned" ]] || { echo "FAIL: replay ran $ops ops, warmup tuned $tuned"; exit 1; }
 printf 'host warmup: %s keys tuned, %s compiled in %.1f s; replay: %s ops, 0 compiles, 0 tunings in %.1f s\n' \
   "$tuned" "$compiled" "$(awk "BEGIN{print $t1 - $t0}")" "$ops" "$(awk "BEGIN{print $t2 - $t1}")"
+
+# sparse_mla_decode: deepseek-v3.2 lists host for its 64-page op; batch 1..2 keeps it CI-sized (2 keys).
+export KTUNE_CACHE="$tmp/host-mla.db"
+warm="$("$ktune" warmup --preset deepseek-v3.2 --arch host --max-batch 2 --json)"
+echo "warmup (deepseek-v3.2): $warm"
+tuned=$(field tuned "$warm"); failed=$(field failed "$warm"); compile_failed=$(field compile_failed "$warm")
+[[ "$failed" == 0 && "$compile_failed" == 0 && "$tuned" == 2 ]] || { echo "FAIL: deepseek warmup tuned $tuned (want 2)"; exit 1; }
+replay="$("$ktune" replay --preset deepseek-v3.2 --arch host --max-batch 2 --json)"
+echo "replay (deepseek-v3.2): $replay"
+[[ "$(field compiles "$replay")" == 0 && "$(field tunings "$replay")" == 0 && "$(field tuning_misses "$replay")" == 0 ]] ||
+  { echo "FAIL: deepseek replay compiled, tuned or missed"; exit 1; }
+[[ "$(grep -o '"key": "h128.r512.d64.k2048.p64.bf16-fp8ds.q1|b' <<<"$replay" | wc -l)" == 2 ]] ||
+  { echo "FAIL: deepseek replay did not run the 2 sparse MLA keys"; exit 1; }
+echo "host deepseek-v3.2: 2 sparse MLA keys tuned; replay 0 compiles, 0 tunings"

@@ -134,6 +134,41 @@ TEST_CASE("sparse_mla_decode configs, search space and split plans", "[sparse_ml
   CHECK_THAT(can_implement(p, Config{64, 2, 64}, Arch::parse("sm_80"), lim), Catch::Contains("sm_89"));
 }
 
+TEST_CASE("sparse_mla_decode host configs: keys, can_implement, search space, generate, split plan", "[sparse_mla]") {
+  Arch host;
+  host.host = true;
+  Problem p;
+  p.num_heads = 16;
+  const Config d = default_config(p, host);
+  CHECK(d.host());
+  CHECK(d.key() == "t32.g16.v16.u2");
+  CHECK(Config::from_key("t64.g8.v8.u4") == Config::host_config(64, 8, 8, 4));
+  CHECK(Config::from_key("t64.g8.v8.u4").key() == "t64.g8.v8.u4");
+  CHECK_THAT(error_of([] { Config::from_key("t64.g8.v0.u4"); }), Catch::Contains("config key"));
+  CHECK_THAT(error_of([] { Config::from_key("t64.g8.v8"); }), Catch::Contains("config key"));
+  // a host key never runs on a GPU arch and a CUDA key never on the host
+  CHECK_THAT(can_implement(p, d, kSm90a, default_limits(kSm90a)), Catch::Contains("host config"));
+  CHECK_THAT(can_implement(p, Config::from_key("t64.s1.g16"), host, DeviceLimits{}), Catch::Contains("CUDA config"));
+  CHECK_THAT(can_implement(p, Config::host_config(48, 16, 16, 2), host, {}), Catch::Contains("tile"));
+  CHECK_THAT(can_implement(p, Config::host_config(32, 32, 16, 2), host, {}), Catch::Contains("divisor of num_heads"));
+  CHECK_THAT(can_implement(p, Config::host_config(32, 16, 4, 2), host, {}), Catch::Contains("vec_width"));
+  CHECK_THAT(can_implement(p, Config::host_config(32, 16, 16, 3), host, {}), Catch::Contains("unroll"));
+  const auto space = search_space(p, host);
+  REQUIRE(space.size() == 8);
+  CHECK(space.front() == d);
+  for (const Config& c : space) CHECK(can_implement(p, c, host, {}).empty());
+  const GeneratedKernel k = generate(p, Config::from_key("t64.g8.v8.u4"), host);
+  CHECK_THAT(k.source, Catch::Contains("sparse_mla_decode/host_kernel.h") && Catch::Contains("kTopk = 2048") &&
+                           Catch::Contains("kHeadsPerItem = 8") && Catch::Contains("kFp8 = true"));
+  CHECK(k.entry_points == std::vector<std::string>{"ktune_mla::host_decode<ktune_mla::Spec>",
+                                                   "ktune_mla::host_combine<ktune_mla::Spec>"});
+  // splits only while there are fewer than two items per thread; each split keeps >= 2 tiles
+  CHECK(choose_num_splits_host(p, d, 4, 2) == 1);          // 4 items on 2 threads
+  CHECK(choose_num_splits_host(p, d, 1, 8) == 16);         // 1 item, 16 wanted
+  CHECK(choose_num_splits_host(p, d, 1, 64) == 32);        // capped at tiles / 2 (64 tiles of 32)
+  CHECK(host_decode_items(p, Config::from_key("t64.g8.v8.u4"), 3, 2) == 3 * 2 * 2);
+}
+
 TEST_CASE("sparse_mla_decode argument errors name the field, before any driver call", "[sparse_mla]") {
   Problem p;
   alignas(16) static unsigned char dummy[64];

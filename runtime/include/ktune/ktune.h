@@ -226,6 +226,17 @@ KTUNE_C_API ktune_status ktune_sparse_mla_decode_plan(ktune_runtime* runtime, co
                                                       const char* config, int num_splits, const char** plan_json);
 KTUNE_C_API ktune_status ktune_sparse_mla_decode(ktune_runtime* runtime, const char* problem_key,
                                                  const ktune_sparse_mla_args* args, void* stream);
+/* sparse_mla_decode on the host CPU (LLVM host backend, libktune_host.so; docs/host_backend.md): the same
+ * problem and arguments with HOST pointers; synchronous; workspace may be NULL; `config` is a host config
+ * ("t32.g16.v16.u2"); an index that is neither -1 nor a cache slot is KTUNE_ERROR_INVALID_ARGUMENT naming the
+ * token and entry (nothing is written). threads <= 0: every hardware thread. Without the plugin:
+ * KTUNE_ERROR_NO_COMPILER naming where it looked. */
+KTUNE_C_API ktune_status ktune_sparse_mla_decode_host(ktune_runtime* runtime, const char* problem_key,
+                                                      const ktune_sparse_mla_args* args, int threads);
+/* The host plan of a call, as JSON {"config","source","num_splits","workspace_bytes","threads"}. */
+KTUNE_C_API ktune_status ktune_sparse_mla_decode_host_plan(ktune_runtime* runtime, const char* problem_key,
+                                                           int num_tokens, const char* config, int num_splits,
+                                                           int threads, const char** plan_json);
 /* ---- end of sparse_mla_decode section ---- */
 
 #ifdef __cplusplus

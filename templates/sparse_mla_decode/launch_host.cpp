@@ -1,0 +1,196 @@
+// sparse_mla_decode on the host CPU: argument check (shared with the GPU call) -> index check (host memory can
+// be read here, so an out-of-range slot is an error instead of a stray read) -> config (forced / tuned on this
+// host / default) -> split plan from the thread count -> Runtime::get_host -> decode items (and combine rows)
+// over the host pool. The host kernel's entry points are void(const ktune_mla::Params&, int begin, int end).
+#include "ktune/sparse_mla_decode_host.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "host_pool.hpp"
+#include "ktune/error.hpp"
+#include "ktune/tuning.hpp"
+#include "log.hpp"
+#include "sparse_mla_decode/params.h"
+
+namespace ktune {
+namespace {
+
+using mla::Config;
+using mla::Problem;
+
+constexpr const char* kFamily = "sparse_mla_decode";
+constexpr int kMaxForcedSplits = 64;  // as the GPU call
+using HostEntry = void (*)(const ktune_mla::Params&, int, int);
+
+[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
+  throw Error(Status::invalid_argument, kFamily, fmt::format("{}: expected {}, got {}", field, expected, got));
+}
+
+Arch host_arch() {
+  Arch a;
+  a.host = true;
+  return a;
+}
+
+Config parse_host_config(const char* key) {
+  try {
+    return Config::from_key(key);
+  } catch (const Error& e) {
+    bad("config", std::string("a host config key like t32.g16.v16.u2 (") + e.what() + ")", std::string("'") + key + "'");
+  }
+}
+
+// Tuned configs and kernels are shared with the checked variant: the host always checks the indices.
+Problem unchecked(const Problem& p) {
+  Problem u = p;
+  u.checked = false;
+  u.validate();
+  return u;
+}
+
+struct Resolved {
+  Config config;
+  std::string config_key, source;
+  int threads = 1, splits = 1;
+};
+
+Resolved resolve(Runtime& rt, const Problem& p, int num_tokens, int threads, const char* forced_config,
+                 int forced_splits) {
+  if (num_tokens < 0 || num_tokens > 65535) bad("num_tokens", "0..65535", std::to_string(num_tokens));
+  if (forced_splits < 0 || forced_splits > kMaxForcedSplits)
+    bad("num_splits", fmt::format("0 (planned) or 1..{}", kMaxForcedSplits), std::to_string(forced_splits));
+  const Arch host = host_arch();
+  Resolved r;
+  r.threads = threads > 0 ? threads : detail::HostPool::hardware_threads();
+  if (forced_config) {
+    r.config = parse_host_config(forced_config);
+    r.source = "forced";
+  } else {
+    const std::string tkey = tuning_key(p.key(), {{"b", sparse_mla_decode_batch_bucket(p, num_tokens)}});
+    const std::string tuned = rt.host_tuned_config(kFamily, tkey);
+    bool use_tuned = false;
+    if (!tuned.empty()) {
+      try {
+        r.config = Config::from_key(tuned);
+        use_tuned = mla::can_implement(p, r.config, host, DeviceLimits{}).empty();
+      } catch (const Error&) {
+      }
+      if (!use_tuned)
+        detail::log(detail::LogLevel::warn,
+                    "sparse_mla_decode: tuned host config '{}' for {} is unusable; using the default", tuned, tkey);
+    }
+    if (use_tuned) {
+      r.source = "tuned";
+    } else {
+      r.config = mla::default_config(p, host);
+      r.source = "default";
+    }
+  }
+  r.config_key = r.config.key();
+  const std::string why = mla::can_implement(p, r.config, host, DeviceLimits{});
+  if (!why.empty())
+    bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", r.config_key, why));
+  r.splits = forced_splits > 0 ? forced_splits : mla::choose_num_splits_host(p, r.config, num_tokens, r.threads);
+  return r;
+}
+
+// Every entry must be -1 or a slot of the cache. The first bad one is named (token, entry, value).
+void check_indices(const Problem& p, const SparseMlaDecodeArgs& a) {
+  const int64_t slots = a.num_pages * p.page_size;
+  const size_t n = size_t(a.num_tokens) * size_t(p.topk);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t v = a.indices[i];
+    if (v != -1 && (v < 0 || v >= slots))
+      bad(fmt::format("indices (token {}, entry {})", i / size_t(p.topk), i % size_t(p.topk)),
+          fmt::format("-1 or a slot in [0, {}) (num_pages {} x page_size {})", slots, a.num_pages, p.page_size),
+          std::to_string(v));
+  }
+}
+
+// Split partials when the caller passes no workspace: one buffer per calling thread, grown as needed.
+float* scratch_workspace(size_t bytes) {
+  thread_local std::vector<float> buf;
+  const size_t n = (bytes + sizeof(float) - 1) / sizeof(float);
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+}  // namespace
+
+SparseMlaHostPlan sparse_mla_decode_host_plan(Runtime& rt, const Problem& problem, int num_tokens, int threads,
+                                              const char* config, int num_splits) {
+  const Problem p = unchecked(problem);
+  const Resolved r = resolve(rt, p, std::max(1, num_tokens), threads, config, num_splits);
+  SparseMlaHostPlan plan;
+  plan.config = r.config_key;
+  plan.source = r.source;
+  plan.threads = r.threads;
+  plan.num_splits = r.splits;
+  plan.workspace_bytes = mla::workspace_bytes(p, num_tokens, r.splits);
+  return plan;
+}
+
+const LoadedKernel& sparse_mla_decode_host_kernel(Runtime& rt, const Problem& problem, const std::string& config) {
+  const Problem p = unchecked(problem);
+  const Config c = parse_host_config(config.c_str());
+  const std::string key = c.key();
+  const std::string why = mla::can_implement(p, c, host_arch(), DeviceLimits{});
+  if (!why.empty()) bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", key, why));
+  return rt.get_host(std::string(kFamily) + "/host/" + p.key() + "/" + key,
+                     [&] { return mla::generate(p, c, host_arch()); });
+}
+
+void sparse_mla_decode_host(Runtime& rt, const Problem& problem, const SparseMlaDecodeArgs& a, int threads) {
+  {
+    SparseMlaDecodeArgs v = a;  // the GPU check, except that a null workspace is allowed (ktune's scratch is used)
+    if (!v.workspace) v.num_splits = 0;
+    sparse_mla_decode_validate(problem, v);
+  }
+  if (a.num_tokens == 0) return;
+  const Problem p = unchecked(problem);
+  check_indices(p, a);
+  const Resolved r = resolve(rt, p, a.num_tokens, threads, a.config, a.num_splits);
+  const LoadedKernel& kernel = sparse_mla_decode_host_kernel(rt, p, r.config_key);
+  if (kernel.functions.size() < 2)
+    throw Error(Status::internal, kFamily, fmt::format("{}: expected 2 host entry points, got {}", kernel.name,
+                                                       kernel.functions.size()));
+
+  ktune_mla::Params prm{};
+  prm.q = a.q;
+  prm.kv_cache = a.kv_cache;
+  prm.indices = a.indices;
+  prm.sinks = a.sinks;
+  prm.out = a.out;
+  prm.lse = a.lse;
+  prm.workspace = nullptr;
+  if (r.splits > 1) {
+    const size_t need = mla::workspace_bytes(p, a.num_tokens, r.splits);
+    if (a.workspace) {
+      if (a.workspace_bytes < need)
+        bad("workspace_bytes", fmt::format(">= {} ({} splits), or a null workspace", need, r.splits),
+            std::to_string(a.workspace_bytes));
+      prm.workspace = static_cast<float*>(a.workspace);
+    } else {
+      prm.workspace = scratch_workspace(need);
+    }
+  }
+  prm.num_tokens = a.num_tokens;
+  prm.num_splits = r.splits;
+  prm.num_slots = a.num_pages * p.page_size;
+  prm.softmax_scale = a.softmax_scale;
+  prm.report = nullptr;  // the indices were checked above
+
+  const HostEntry decode = reinterpret_cast<HostEntry>(kernel.functions[0]);
+  const HostEntry combine = reinterpret_cast<HostEntry>(kernel.functions[1]);
+  detail::HostPool& pool = detail::HostPool::instance();
+  pool.run(r.threads, mla::host_decode_items(p, r.config, a.num_tokens, r.splits), 1,
+           [&](int begin, int end) { decode(prm, begin, end); });
+  if (r.splits > 1)
+    pool.run(r.threads, mla::host_combine_items(p, a.num_tokens), 8, [&](int begin, int end) { combine(prm, begin, end); });
+}
+
+}  // namespace ktune
