@@ -17,7 +17,9 @@
 
 #include "common/numerics.cuh"
 #include "host/host_support.hpp"
+#include "ktune/sparse_mla_decode_host.hpp"
 #include "ktune/xqa_decode_host.hpp"
+#include "support/family_oracle.hpp"
 #include "support/temp_dir.hpp"
 #include "support/xqa_oracle.hpp"
 #include "support/xqa_reference.hpp"
@@ -85,6 +87,85 @@ TEST_CASE("host backend and H200 agree on the recorded xqa_decode oracle cases",
     if (p.write_lse) CHECK(gpu_vs_host.lse_max_abs < 2e-2);
     std::printf("  %-28s gpu-vs-host %.2e  gpu-vs-fp64 %.2e  host-vs-fp64 %.2e\n", oc.name.c_str(),
                 gpu_vs_host.rel_l2, gpu_vs_ref.rel_l2, host_vs_ref.rel_l2);
+  }
+}
+
+namespace {
+
+// The record of `name` in a fixture, or nullptr.
+const test::OracleRecord* find_record(const test::OracleFile& f, const std::string& name) {
+  for (const auto& r : f.records)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+// A runtime over KTUNE_CACHE if set (a warm cache saves the compiles), else over a fresh file in `dir`.
+RuntimeOptions oracle_options(test::TempDir& dir) {
+  RuntimeOptions o = RuntimeOptions::from_env();
+  if (!std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("oracle.db");
+  return o;
+}
+
+}  // namespace
+
+// sparse_mla_decode: the H200 outputs (tests/data/mla_h200_oracle.bin, tensor cores with bf16 K/V/P) against
+// the host kernel (fp32 throughout) on the same regenerated inputs, and both against fp64.
+// Tolerances: each against fp64 within its own test's bound (GPU 1e-2, host 5e-3); GPU vs host rel L2 < 1e-2,
+// every row < 3e-2, LSE within 2e-2, a token with no valid index exactly 0 / -inf on both.
+TEST_CASE("host backend and H200 agree on the recorded sparse_mla_decode oracle cases", "[host][mla][oracle]") {
+  const std::string path = std::string(KTUNE_TEST_DATA_DIR) + "/mla_h200_oracle.bin";
+  const test::OracleFile file = test::read_oracle_file(path);  // committed: a missing file is a failure
+  REQUIRE(file.records.size() == test::mla_oracle_cases().size());
+  std::printf("oracle fixture: %s\n", file.header.c_str());
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  Runtime rt(oracle_options(dir));
+  for (const test::MlaOracleCase& oc : test::mla_oracle_cases()) {
+    INFO(oc.name);
+    const test::OracleRecord* rec = find_record(file, oc.name);
+    REQUIRE(rec != nullptr);
+    REQUIRE(rec->problem_key == oc.problem.key());
+    const test::MlaCase c = test::make_mla_oracle_case(oc, rec->seed);
+    REQUIRE(test::mla_input_digest(c) == rec->input_digest);  // else: re-record the fixture
+    const size_t rows = size_t(c.opt.num_tokens) * oc.problem.num_heads, lat = size_t(oc.problem.kv_lora_rank);
+    REQUIRE(rec->out.size() == rows * lat * 2);
+    REQUIRE(rec->lse.size() == rows);
+
+    std::vector<uint16_t> host_out(rows * lat, 0xFFFF);
+    std::vector<float> host_lse(rows);
+    std::memset(host_lse.data(), 0xFF, rows * sizeof(float));
+    SparseMlaDecodeArgs a;
+    a.q = c.q.data();
+    a.kv_cache = c.kv.data();
+    a.indices = c.indices.data();
+    a.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
+    a.out = host_out.data();
+    a.lse = host_lse.data();
+    a.num_tokens = c.opt.num_tokens;
+    a.num_pages = c.num_pages;
+    a.softmax_scale = c.softmax_scale;
+    sparse_mla_decode_host(rt, oc.problem, a);
+
+    const test::MlaRef ref = test::mla_reference(c);
+    std::vector<uint16_t> gpu_out(rows * lat);
+    std::memcpy(gpu_out.data(), rec->out.data(), rec->out.size());
+    const test::MlaCompare gpu_vs_ref = test::mla_compare(c, ref, gpu_out.data(), rec->lse.data());
+    const test::MlaCompare host_vs_ref = test::mla_compare(c, ref, host_out.data(), host_lse.data());
+    CHECK(gpu_vs_ref.rel_l2 < 1e-2);
+    CHECK(host_vs_ref.rel_l2 < 5e-3);
+
+    test::MlaRef host_ref;
+    host_ref.out.resize(rows * lat);
+    for (size_t k = 0; k < host_ref.out.size(); ++k) host_ref.out[k] = kc::bf16_to_float(host_out[k]);
+    host_ref.lse = host_lse;
+    const test::MlaCompare g = test::mla_compare(c, host_ref, gpu_out.data(), rec->lse.data());
+    CHECK(g.nonfinite == 0);
+    CHECK(g.lse_bad == 0);
+    CHECK(g.rel_l2 < 1e-2);
+    CHECK(g.max_row_rel < 3e-2);
+    CHECK(g.lse_max_abs < 2e-2);
+    std::printf("  %-28s gpu-vs-host %.2e  gpu-vs-fp64 %.2e  host-vs-fp64 %.2e  lse |d| %.1e\n", oc.name.c_str(),
+                g.rel_l2, gpu_vs_ref.rel_l2, host_vs_ref.rel_l2, g.lse_max_abs);
   }
 }
 

@@ -29,7 +29,9 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/mxfp4_gemm.hpp"
+#include "support/family_oracle.hpp"
 #include "support/gpu.hpp"
+#include "support/xqa_oracle.hpp"
 
 using namespace ktune;
 using namespace ktune::mxfp4;
@@ -354,4 +356,71 @@ TEST_CASE("precompile the mxfp4_gemm test kernels", "[.][mxfp4_precompile]") {
   for (auto& t : pool) t.join();
   std::printf("mxfp4 precompile: %zu kernels for %s, %d failed\n", jobs.size(), arch.str().c_str(), failed.load());
   CHECK(failed == 0);
+}
+
+// The GPU half of the host-backend oracle (tests/support/family_oracle.hpp): records this kernel's outputs of
+// the fixed oracle cases for `[host][oracle]`. KTUNE_ORACLE_OUT=path.
+TEST_CASE("mxfp4_gemm outputs for the host-backend oracle", "[.][mxfp4_oracle_dump]") {
+  KTUNE_REQUIRE_GPU();
+  const char* path = std::getenv("KTUNE_ORACLE_OUT");
+  REQUIRE(path != nullptr);
+  test::OracleFile file;
+  const char* header = std::getenv("KTUNE_ORACLE_HEADER");
+  file.header = header ? header : "mxfp4_gemm GPU outputs";
+  const uint64_t base = run_seed();
+  uint64_t i = 0;
+  for (const test::Mxfp4OracleCase& oc : test::mxfp4_oracle_cases()) {
+    const uint64_t seed = base + 1000 * (++i);
+    const Problem& p = oc.problem;
+    const test::Mxfp4OracleInputs in = test::make_mxfp4_oracle_inputs(oc, seed);
+    std::vector<uint8_t> pw(packed_weight_bytes(p.n, p.k, p.num_experts)), ps(packed_scale_bytes(p.n, p.k, p.num_experts));
+    prepack_host(in.w.data(), in.s.data(), p.n, p.k, p.num_experts, pw.data(), ps.data());
+    test::DeviceBuffer dw(pw.size()), dsc(ps.size()), da(in.a.size() * 2), db(in.bias.size() * 2),
+        dc(size_t(std::max(oc.m, 1)) * p.n * 2), doff(std::max<size_t>(oc.offsets.size(), 1) * 4);
+    dw.upload(pw);
+    dsc.upload(ps);
+    da.upload(in.a);
+    db.upload(in.bias);
+    if (!oc.offsets.empty()) doff.upload(oc.offsets);
+    dc.poison();
+    Mxfp4GemmArgs args;
+    args.a = da.as<void>();
+    args.weight = Mxfp4Weight{packed_layout_version(), p.n, p.k, p.num_experts, dw.as<void>(), dsc.as<void>()};
+    args.bias = oc.bias ? db.as<void>() : nullptr;
+    args.c = dc.as<void>();
+    args.m = oc.m;
+    args.expert_offsets = oc.offsets.empty() ? nullptr : doff.as<int32_t>();
+    mxfp4_gemm(runtime(), p, args, nullptr);
+    test::sync();
+    const Mxfp4GemmPlan plan = mxfp4_gemm_plan(runtime(), p, oc.m);
+    test::OracleRecord rec;
+    rec.name = oc.name;
+    rec.problem_key = p.key();
+    rec.config = plan.config;
+    rec.seed = seed;
+    rec.input_digest = test::mxfp4_input_digest(in);
+    rec.out = dc.download<unsigned char>(size_t(oc.m) * p.n * 2);
+    // The exact reference, as a sanity check of the recording (the full check is the [gpu][mxfp4] suite).
+    const std::vector<double> ref = test::mxfp4_oracle_reference(oc, in);
+    double e2 = 0, r2 = 0;
+    int64_t nan_mismatch = 0;
+    for (size_t j = 0; j < ref.size(); ++j) {
+      const double got = from16(reinterpret_cast<const uint16_t*>(rec.out.data())[j], p.out_dtype);
+      if (std::isnan(ref[j]) || std::isnan(got)) {
+        nan_mismatch += std::isnan(ref[j]) != std::isnan(got);
+        continue;
+      }
+      e2 += (got - ref[j]) * (got - ref[j]);
+      r2 += ref[j] * ref[j];
+    }
+    const double rel = r2 > 0 ? std::sqrt(e2 / r2) : std::sqrt(e2);
+    INFO(oc.name << ": rel " << rel << ", NaN mismatches " << nan_mismatch);
+    CHECK(rel < 5e-3);
+    CHECK(nan_mismatch == 0);
+    std::printf("  %-28s %-32s %-24s m %4d rel %.2e\n", oc.name.c_str(), rec.problem_key.c_str(), plan.config.c_str(),
+                oc.m, rel);
+    file.records.push_back(std::move(rec));
+  }
+  test::write_oracle_file(path, file);
+  std::printf("oracle: %zu GPU outputs written to %s\n", file.records.size(), path);
 }

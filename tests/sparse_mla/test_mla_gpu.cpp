@@ -27,7 +27,9 @@
 #include "ktune/error.hpp"
 #include "ktune/sparse_mla_decode.hpp"
 #include "sparse_mla/mla_reference.hpp"
+#include "support/family_oracle.hpp"
 #include "support/gpu.hpp"
+#include "support/xqa_oracle.hpp"
 
 using namespace ktune;
 using namespace ktune::mla;
@@ -161,6 +163,10 @@ void precompile_all(Runtime& rt, const Arch& arch, int* compiled, int* failed) {
   }
   ps.push_back(kCheckedProblem);
   cs.push_back("");
+  for (const test::MlaOracleCase& oc : test::mla_oracle_cases()) {
+    ps.push_back(oc.problem);
+    cs.push_back("");
+  }
   precompile(rt, ps, cs, arch, compiled, failed);
 }
 
@@ -357,4 +363,44 @@ TEST_CASE("a second sparse_mla_decode launch of the same key compiles and loads 
   CHECK(s2.compiles == s1.compiles);
   CHECK(s2.loads == s1.loads);
   CHECK(s2.memory_hits == s1.memory_hits + 1);
+}
+
+// The GPU half of the host-backend oracle (tests/support/family_oracle.hpp): records this kernel's outputs of
+// the fixed oracle cases for `[host][oracle]`. KTUNE_ORACLE_OUT=path (bench/run_h200_hardening.sh style).
+TEST_CASE("sparse_mla_decode outputs for the host-backend oracle", "[.][mla_oracle_dump]") {
+  KTUNE_REQUIRE_GPU();
+  const char* path = std::getenv("KTUNE_ORACLE_OUT");
+  REQUIRE(path != nullptr);
+  Runtime& rt = test_runtime();
+  test::OracleFile file;
+  const char* header = std::getenv("KTUNE_ORACLE_HEADER");
+  file.header = header ? header : "sparse_mla_decode GPU outputs";
+  const uint64_t base = run_seed();
+  uint64_t i = 0;
+  for (const test::MlaOracleCase& oc : test::mla_oracle_cases()) {
+    const uint64_t seed = base + 1000 * (++i);
+    DevCase dc(test::make_mla_oracle_case(oc, seed));
+    const SparseMlaDecodePlan plan = sparse_mla_decode_plan(rt, oc.problem, oc.options.num_tokens);
+    dc.ensure_workspace(plan.workspace_bytes);
+    dc.poison();
+    sparse_mla_decode(rt, oc.problem, dc.args(), nullptr);
+    test::sync();
+    std::string line;
+    const bool ok = passes(dc.compare(test::mla_reference(dc.c)), &line);
+    INFO(oc.name << ": " << line);
+    CHECK(ok);
+    test::OracleRecord rec;
+    rec.name = oc.name;
+    rec.problem_key = oc.problem.key();
+    rec.config = plan.config;
+    rec.seed = seed;
+    rec.input_digest = test::mla_input_digest(dc.c);
+    rec.out = dc.out->download<unsigned char>(dc.out_elems * 2);
+    rec.lse = dc.lse->download<float>(dc.rows);
+    std::printf("  %-28s %-40s %s splits %d: %s\n", oc.name.c_str(), rec.problem_key.c_str(), plan.config.c_str(),
+                plan.num_splits, line.c_str());
+    file.records.push_back(std::move(rec));
+  }
+  test::write_oracle_file(path, file);
+  std::printf("oracle: %zu GPU outputs written to %s\n", file.records.size(), path);
 }
