@@ -2,7 +2,8 @@
 # ASan+UBSan and TSan builds of the CPU test suite, plus a reduced stress run under each
 # (docs/reliability.md). Separate build trees: build-asan/, build-tsan/ (g++; see cmake/sanitize.cmake).
 #   tools/sanitize.sh [asan|tsan|all]      default all
-#   tools/sanitize.sh ci                   what CI runs (ctest `sanitizers`): -O1 builds without the LLVM host
+#   tools/sanitize.sh ci                   what CI runs (ctest `sanitizers`; build trees under $KTUNE_SANITIZE_ROOT,
+#                                          default .): -O1 builds without the LLVM host
 #                                          plugin; ASan+UBSan over the CPU suite minus the multi-arch NVRTC
 #                                          [compile] sweeps, TSan over the concurrent parts ([runtime], [cache],
 #                                          [autotune], [hardening]) and the stress tool
@@ -43,7 +44,7 @@ run() {
 # CI: smaller, faster builds (the plugin links LLVM, which is not instrumented anyway) and the suites that
 # exercise ktune's own code, each sanitizer where it finds most.
 run_ci() {
-  local name="$1" flags="$2" filter="$3" dir="build-ci-$1"
+  local name="$1" flags="$2" filter="$3" dir="${KTUNE_SANITIZE_ROOT:-.}/build-ci-$1"
   echo "== ci $name: KTUNE_SANITIZE=$flags in $dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g0" -DKTUNE_HOST_BACKEND=OFF \
     -DKTUNE_SANITIZE="$flags" >/dev/null
