@@ -191,12 +191,9 @@ class XqaHostWorkload final : public Workload {
 
 }  // namespace
 
-WorkloadFactory host_workload_factory(const std::string& family) {
-  if (family == "xqa_decode")
-    return [](Runtime& rt, const std::string& problem_key, const std::vector<std::pair<std::string, int64_t>>& buckets)
-               -> std::unique_ptr<Workload> { return std::make_unique<XqaHostWorkload>(rt, problem_key, buckets); };
-  throw Error(Status::not_found, "autotune",
-              "no host tuning workload for family '" + family + "' (families with one: xqa_decode)");
+std::unique_ptr<Workload> make_xqa_host_workload(Runtime& rt, const std::string& problem_key,
+                                                 const std::vector<std::pair<std::string, int64_t>>& buckets) {
+  return std::make_unique<XqaHostWorkload>(rt, problem_key, buckets);
 }
 
 }  // namespace ktune::autotune
