@@ -40,7 +40,7 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
   return fallback;
 }
 
-// The run-time-shape spec: bf16 in / bf16 out, dense, the default host config's tunables (bm4.tn2.kt4), n and k
+// The run-time-shape spec: bf16 in / bf16 out, dense, the default host config's tunables (bm4.tn4.kt1), n and k
 // run-time members. The source text is identical for the AOT build (here) and the generic JIT build.
 const char* const kDynSpecSource = R"(
 namespace ktune_bench {
@@ -48,7 +48,7 @@ struct DynMx {
   int kN, kK;
   static constexpr int kAType = 0, kOutType = 0;
   static constexpr bool kGrouped = false;
-  static constexpr int kBM = 4, kTN = 2, kKT = 4;
+  static constexpr int kBM = 4, kTN = 4, kKT = 1;
 };
 }  // namespace ktune_bench
 )";
@@ -61,7 +61,7 @@ struct DynMx {
   int kN, kK;
   static constexpr int kAType = 0, kOutType = 0;
   static constexpr bool kGrouped = false;
-  static constexpr int kBM = 4, kTN = 2, kKT = 4;
+  static constexpr int kBM = 4, kTN = 4, kKT = 1;
 };
 }  // namespace ktune_bench
 
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   p.validate();
   Arch host;
   host.host = true;
-  const mxfp4::Config cfg = mxfp4::Config::host_config(4, 2, 4);  // = DynMx's tunables
+  const mxfp4::Config cfg = mxfp4::Config::host_config(4, 4, 1);  // = DynMx's tunables (the host default)
 
   test::TempDir dir;
   RuntimeOptions o;

@@ -168,9 +168,10 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
 // (bm8.tn2.wn1.wk8 / bm16.tn2.wn1.wk8 were the fastest of 12 candidates at M = 1 / 16, N = K = 8192). Few
 // tokens per expert, grouped (many CTAs already): bm16.tn2.wn4.wk1.s4.d4. Many tokens: wider CTA tiles
 // (bm64 / bm128 with tn2.wn4) so each decoded weight feeds more mma.
-// Host default: measured on this repository's CI CPU (AMD EPYC, AVX-512; bench/bench_host.cpp,
-// bench/results/2026-11-29-host-mxfp4.md). The tuner picks per key among search_space.
-static Config default_host_config(const Problem&) { return Config::host_config(4, 2, 4); }
+// Host default, measured with `ktune tune --arch host` on the 2-core Zen 5 (AVX-512) dev VM at n2880.k2880 for
+// m = 1, 16 and 64 (bench/results/2026-11-29-host-mxfp4.md): 4 rows x 64 columns (16 vector accumulators) and
+// one 64-wide K chunk decoded per step (a 16 KiB tile that stays in L1) won all three. The tuner picks per key.
+static Config default_host_config(const Problem&) { return Config::host_config(4, 4, 1); }
 
 Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   p.validate();
@@ -204,7 +205,7 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
 std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   if (arch.host) {  // the host tunables (the default first): few-row and many-row register blocks, K step
     std::vector<Config> out = {default_host_config(p)};
-    const int list[][3] = {{1, 4, 4}, {2, 4, 4}, {8, 2, 4}, {8, 1, 4}, {4, 1, 16}, {4, 4, 1}, {2, 2, 16}};
+    const int list[][3] = {{4, 2, 4}, {1, 4, 4}, {2, 4, 1}, {8, 2, 1}, {8, 2, 4}, {8, 1, 4}, {4, 1, 16}, {4, 4, 4}};
     for (const auto& v : list) {
       const Config c = Config::host_config(v[0], v[1], v[2]);
       if (std::find(out.begin(), out.end(), c) == out.end() && can_implement(p, c, arch, DeviceLimits{}).empty())
