@@ -46,25 +46,31 @@ struct Kernel {
   // Chunk c (64 K columns) of 16-row weight tile nt into wd[kk][col0 + r] (kk = 0..63 relative to dst).
   // Inverse of prepack.cpp's place(): lane l, word s, nibble j hold row l/4 + 8 (j & 1), column
   // 16 s + 8 ((j >> 1) & 1) + 2 (l % 4) + (j >> 2); the scales of chunk c sit in lane (r % 8) * 4 + c % 4 of
-  // scale group c / 4, byte (r / 8) + 2 * block.
+  // scale group c / 4, byte (r / 8) + 2 * block. Loop order: for one word index s and column pair q = l % 4, the
+  // 8 words of lanes r * 4 + q hold all 16 rows of 4 columns, so each output row wd[kk][col0 .. col0 + 16) is
+  // one 16-lane pass (shift, mask, table, scale, contiguous store) that the compiler vectorizes.
   static inline void decode_chunk(const unsigned* w, const unsigned* s, int n16, int groups, int c, int nt, int col0,
                                   const float* e2m1, float (*wd)[NT]) {
     const unsigned* chunk = w + ((long long)c * n16 + nt) * 128;
     const unsigned* sg = s + ((long long)nt * groups + c / 4) * 32;
-    float sc[16][2];
+    alignas(64) float sc[2][16];  // [block][row]
     for (int r = 0; r < 16; ++r) {
       const unsigned word = sg[(r % 8) * 4 + c % 4];
       for (int h = 0; h < 2; ++h)
-        sc[r][h] = kc::e8m0_to_float(static_cast<unsigned char>(word >> (8 * ((r / 8) + 2 * h))));
+        sc[h][r] = kc::e8m0_to_float(static_cast<unsigned char>(word >> (8 * ((r / 8) + 2 * h))));
     }
-    for (int lane = 0; lane < 32; ++lane) {
-      const int rl = lane / 4, kl = 2 * (lane % 4);
-      for (int word = 0; word < 4; ++word) {
-        const unsigned v = chunk[lane * 4 + word];
-        for (int j = 0; j < 8; ++j) {
-          const int r = rl + 8 * (j & 1);
-          const int kk = 16 * word + 8 * ((j >> 1) & 1) + kl + (j >> 2);
-          wd[kk][col0 + r] = e2m1[(v >> (4 * j)) & 15u] * sc[r][word >> 1];
+    for (int word = 0; word < 4; ++word) {
+      const float* scw = sc[word >> 1];
+      for (int q = 0; q < 4; ++q) {
+        unsigned wv[8];
+        for (int r8 = 0; r8 < 8; ++r8) wv[r8] = chunk[(r8 * 4 + q) * 4 + word];
+        for (int ab = 0; ab < 4; ++ab) {  // a = ab & 1 (+8 columns), b = ab >> 1 (odd column)
+          const int a = ab & 1, b = ab >> 1;
+          float* dst = wd[16 * word + 8 * a + 2 * q + b] + col0;
+          for (int r = 0; r < 16; ++r) {
+            const unsigned code = (wv[r % 8] >> (4 * ((r / 8) + 2 * a + 4 * b))) & 15u;
+            dst[r] = e2m1[code] * scw[r];
+          }
         }
       }
     }
