@@ -13,6 +13,7 @@
 #include "autotune/plan.hpp"
 #include "autotune/sweep.hpp"
 #include "autotune/tuning_record.hpp"
+#include "autotune/warmup.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/tuning.hpp"
@@ -37,6 +38,13 @@ std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item)
   for (const auto& b : item.buckets)
     out.emplace_back(b.dim == "batch" ? "b" : b.dim == "seq_len" ? "l" : b.dim == "tokens" ? "m" : b.dim, b.value);
   return out;
+}
+
+// The "tokens" bucket (GEMM rows per step) of an item, 0 when it has none.
+int64_t gemm_tokens(const WorkItem& item) {
+  for (const auto& b : item.buckets)
+    if (b.dim == "tokens") return b.value;
+  return 0;
 }
 
 }  // namespace
@@ -156,7 +164,9 @@ ReplayReport replay_on_host(Runtime& rt, const Preset& preset_in, int64_t max_to
   for (const WorkItem& item : make_plan(preset, {"host"})) {
     bool known = false;
     for (const auto& f : families()) known |= f.name == item.family;
-    if (!known || item_kv_tokens(item) > max_total_tokens) continue;
+    // The keys warmup tunes on the host (its caps, WarmupOptions): replaying others would only miss.
+    if (!known || item_kv_tokens(item) > max_total_tokens || gemm_tokens(item) > WarmupOptions{}.host_max_gemm_tokens)
+      continue;
     const FamilyInfo& fam = family(item.family);
     const std::string pk = fam.problem_from_json(item.problem_json);
     Prepared p;

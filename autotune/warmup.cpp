@@ -54,6 +54,13 @@ int64_t total_tokens(const WorkItem& item) {
   return batch * seq;
 }
 
+// The "tokens" bucket (GEMM rows per step) of an item, 0 when it has none.
+int64_t gemm_tokens(const WorkItem& item) {
+  for (const auto& b : item.buckets)
+    if (b.dim == "tokens") return b.value;
+  return 0;
+}
+
 // A GPU counts when the calling thread has a current context (the CLI makes device 0's current).
 bool gpu_present() {
   if (!try_driver()) return false;
@@ -164,6 +171,12 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       w.status = fmt::format("skipped: {} above {} tokens{}",
                              item.family == "sparse_mla_decode" ? "batch x topk" : "batch x seq_len", token_cap,
                              host_item ? " (host cap)" : "");
+      report.skipped++;
+      report.items.push_back(w);
+      continue;
+    }
+    if (host_item && gemm_tokens(item) > opt.host_max_gemm_tokens) {
+      w.status = fmt::format("skipped: GEMM tokens above {} (host cap)", opt.host_max_gemm_tokens);
       report.skipped++;
       report.items.push_back(w);
       continue;

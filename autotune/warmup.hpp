@@ -25,6 +25,10 @@ struct WarmupOptions {
   // Arch "host" (tuned on this CPU through the LLVM backend, with host_measure_options()): keys with
   // batch*seq_len above this are skipped, so a host warmup stays CI-sized (docs/host_backend.md).
   int64_t host_max_total_tokens = 8192;
+  // Arch "host", GEMM families (bucket "tokens", e.g. mxfp4_gemm): buckets above this many tokens are skipped.
+  // A MoE key at t tokens runs t * top_k rows over up to t * top_k experts' weights per call (gpt-oss-120b:
+  // 8 MB of MXFP4 per expert), which a 2-core CI runner tunes in seconds only for small t.
+  int64_t host_max_gemm_tokens = 4;
   int jobs = 0;                     // parallel compiles (0: cores)
   TuneOptions tune_options;
   std::function<void(const std::string& what, size_t done, size_t total)> progress;

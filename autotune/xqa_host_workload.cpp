@@ -191,17 +191,9 @@ class XqaHostWorkload final : public Workload {
 
 }  // namespace
 
-// autotune/sparse_mla_host_workload.cpp
-std::unique_ptr<Workload> make_sparse_mla_decode_host_workload(Runtime& rt, const std::string& problem_key,
-                                                               const std::vector<std::pair<std::string, int64_t>>& buckets);
-
-WorkloadFactory host_workload_factory(const std::string& family) {
-  if (family == "xqa_decode")
-    return [](Runtime& rt, const std::string& problem_key, const std::vector<std::pair<std::string, int64_t>>& buckets)
-               -> std::unique_ptr<Workload> { return std::make_unique<XqaHostWorkload>(rt, problem_key, buckets); };
-  if (family == "sparse_mla_decode") return make_sparse_mla_decode_host_workload;
-  throw Error(Status::not_found, "autotune",
-              "no host tuning workload for family '" + family + "' (families with one: xqa_decode, sparse_mla_decode)");
+std::unique_ptr<Workload> make_xqa_host_workload(Runtime& rt, const std::string& problem_key,
+                                                 const std::vector<std::pair<std::string, int64_t>>& buckets) {
+  return std::make_unique<XqaHostWorkload>(rt, problem_key, buckets);
 }
 
 }  // namespace ktune::autotune

@@ -56,8 +56,12 @@ def sparse_mla_decode(problem, q, kv_cache, indices, **kwargs):
 
 
 def mxfp4_gemm(problem, a, weight, **kwargs):
-    """W4A16 MXFP4 GEMM on torch CUDA tensors (ktune.torch_families.mxfp4_gemm); weight from
-    ktune.torch_ops.mxfp4_weight (host prepack with ktune.mxfp4.prepack)."""
+    """W4A16 MXFP4 GEMM. NumPy arrays run on the host CPU (ktune.mxfp4_host.mxfp4_gemm, synchronous; weight from
+    ktune.mxfp4_host.host_weight); torch CUDA tensors go through ktune.torch_families.mxfp4_gemm (weight from
+    ktune.torch_ops.mxfp4_weight; host prepack with ktune.mxfp4.prepack)."""
+    if type(a).__name__ == "ndarray":
+        from .mxfp4_host import mxfp4_gemm as host_mxfp4
+        return host_mxfp4(problem, a, weight, **kwargs)
     fn = _torch_fns.get("mxfp4_gemm") or _load_torch_fn("mxfp4_gemm")
     return fn(problem, a, weight, **kwargs)
 

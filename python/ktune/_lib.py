@@ -180,6 +180,8 @@ def _optional_signatures():
         "ktune_mxfp4_unpack_host": ([U8, U8, S, S, S, U8, U8], S),
         "ktune_mxfp4_gemm": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), P], S),
         "ktune_mxfp4_grouped_gemm": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), P], S),
+        "ktune_mxfp4_gemm_host": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), S], S),
+        "ktune_mxfp4_grouped_gemm_host": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), S], S),
     }
 
 

@@ -390,11 +390,13 @@ ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, const uint8_t
 
 // ---- mxfp4_gemm (issue 7) -------------------------------------------------------------------------------
 #include "ktune/mxfp4_gemm.hpp"
+#include "ktune/mxfp4_gemm_host.hpp"
 
 namespace {
 
+// threads < 0: the GPU call on `stream`; else the host call on that many threads (0: all).
 ktune_status mxfp4_call(ktune_runtime* runtime, const char* problem_key, const ktune_mxfp4_args* a, void* stream,
-                        bool grouped, const char* fn) {
+                        bool grouped, const char* fn, int threads = -1) {
   static thread_local std::string msg;
   if (!runtime) return invalid((msg = std::string(fn) + ": runtime must not be NULL").c_str());
   if (!problem_key) return invalid((msg = std::string(fn) + ": problem_key must not be NULL").c_str());
@@ -415,7 +417,8 @@ ktune_status mxfp4_call(ktune_runtime* runtime, const char* problem_key, const k
     d.m = a->m;
     d.expert_offsets = a->expert_offsets;
     d.config = a->config;
-    ktune::mxfp4_gemm(runtime->rt, p, d, stream);
+    if (threads >= 0) ktune::mxfp4_gemm_host(runtime->rt, p, d, threads);
+    else ktune::mxfp4_gemm(runtime->rt, p, d, stream);
   });
 }
 
@@ -453,6 +456,16 @@ ktune_status ktune_mxfp4_gemm(ktune_runtime* runtime, const char* problem_key, c
 ktune_status ktune_mxfp4_grouped_gemm(ktune_runtime* runtime, const char* problem_key, const ktune_mxfp4_args* args,
                                       void* stream) {
   return mxfp4_call(runtime, problem_key, args, stream, true, "ktune_mxfp4_grouped_gemm");
+}
+
+ktune_status ktune_mxfp4_gemm_host(ktune_runtime* runtime, const char* problem_key, const ktune_mxfp4_args* args,
+                                   int threads) {
+  return mxfp4_call(runtime, problem_key, args, nullptr, false, "ktune_mxfp4_gemm_host", std::max(threads, 0));
+}
+
+ktune_status ktune_mxfp4_grouped_gemm_host(ktune_runtime* runtime, const char* problem_key,
+                                           const ktune_mxfp4_args* args, int threads) {
+  return mxfp4_call(runtime, problem_key, args, nullptr, true, "ktune_mxfp4_grouped_gemm_host", std::max(threads, 0));
 }
 
 }  // extern "C"

@@ -93,8 +93,21 @@ Problem Problem::from_key(const std::string& key) {
   return p;
 }
 
+Config Config::host_config(int bm, int tn, int kt) {
+  Config c;
+  c.bm = bm;
+  c.tn = tn;
+  c.wn = c.wk = c.stages = c.depth = 0;
+  c.kt = kt;
+  return c;
+}
+
 std::string Config::key() const {
   std::ostringstream o;
+  if (host()) {
+    o << "bm" << bm << ".tn" << tn << ".kt" << kt;
+    return o.str();
+  }
   o << "bm" << bm << ".tn" << tn << ".wn" << wn << ".wk" << wk << ".s" << stages << ".d" << depth;
   return o.str();
 }
@@ -102,13 +115,21 @@ std::string Config::key() const {
 Config Config::from_key(const std::string& key) {
   const std::vector<std::string> t = split_dots(key);
   Config c;
+  if (t.size() == 3) {  // host: bm<B>.tn<T>.kt<K>
+    int bm = 0, tn = 0, kt = 0;
+    if (parse_num(t[0], "bm", &bm) && parse_num(t[1], "tn", &tn) && parse_num(t[2], "kt", &kt) && bm > 0 && tn > 0 &&
+        kt > 0) {
+      c = host_config(bm, tn, kt);
+      if (c.key() == key) return c;
+    }
+  }
   const bool ok = t.size() == 6 && parse_num(t[0], "bm", &c.bm) && parse_num(t[1], "tn", &c.tn) &&
                   parse_num(t[2], "wn", &c.wn) && parse_num(t[3], "wk", &c.wk) && parse_num(t[4], "s", &c.stages) &&
                   parse_num(t[5], "d", &c.depth) && c.key() == key;
   if (!ok)
     fail("config key", "cannot parse '" + key +
                            "'; expected bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>, e.g. "
-                           "bm16.tn1.wn1.wk4.s3.d8");
+                           "bm16.tn1.wn1.wk4.s3.d8 (host: bm<rows>.tn<tiles>.kt<k_chunks>, e.g. bm4.tn2.kt4)");
   return c;
 }
 
@@ -120,7 +141,18 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   } catch (const Error& e) {
     return std::string("problem: ") + e.what();
   }
-  if (arch.host) return "mxfp4_gemm has no host (CPU) kernel";
+  if (arch.host) {  // the CPU kernel (host_kernel.h): no device limits apply
+    if (!c.host()) return "a CUDA config cannot run on the host; expected bm<rows>.tn<tiles>.kt<k_chunks>, e.g. bm4.tn2.kt4";
+    if (c.bm != 1 && c.bm != 2 && c.bm != 4 && c.bm != 8) return "bm: expected 1, 2, 4 or 8 (host)";
+    if (c.tn != 1 && c.tn != 2 && c.tn != 4) return "tn: expected 1, 2 or 4 (host)";
+    if (c.kt != 1 && c.kt != 4 && c.kt != 16) return "kt: expected 1, 4 or 16 (host)";
+    // Register block bm x 16 tn fp32 accumulators (<= 256: 16 AVX-512 / 32 AVX2 registers); the decoded tile
+    // 64 kt x 16 tn fp32 (<= 64 KiB, L1/L2).
+    if (c.bm * c.tn > 16) return "bm * tn: expected at most 16 (accumulator registers)";
+    if (c.kt * c.tn > 16) return "kt * tn: expected at most 16 (decoded tile <= 64 KiB)";
+    return "";
+  }
+  if (c.host()) return "a host config (bm<B>.tn<T>.kt<K>) cannot run on a CUDA arch";
   if (arch.sm() < 80) return "mxfp4_gemm needs sm_80 or newer (cp.async, bf16 mma), got " + arch_name(arch);
   const ktune_mxfp4::Shape s = shape_of(p, c);
   if (const char* why = ktune_mxfp4::shape_error(s)) return why;
@@ -136,9 +168,14 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
 // (bm8.tn2.wn1.wk8 / bm16.tn2.wn1.wk8 were the fastest of 12 candidates at M = 1 / 16, N = K = 8192). Few
 // tokens per expert, grouped (many CTAs already): bm16.tn2.wn4.wk1.s4.d4. Many tokens: wider CTA tiles
 // (bm64 / bm128 with tn2.wn4) so each decoded weight feeds more mma.
+// Host default, measured with `ktune tune --arch host` on the 2-core Zen 5 (AVX-512) dev VM at n2880.k2880 for
+// m = 1, 16 and 64 (bench/results/2026-11-29-host-mxfp4.md): 4 rows x 64 columns (16 vector accumulators) and
+// one 64-wide K chunk decoded per step (a 16 KiB tile that stays in L1) won all three. The tuner picks per key.
+static Config default_host_config(const Problem&) { return Config::host_config(4, 4, 1); }
+
 Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   p.validate();
-  if (arch.host) fail("arch", "mxfp4_gemm has no host kernel");
+  if (arch.host) return default_host_config(p);
   const DeviceLimits lim = default_limits(arch);
   const int kc = (p.k + 63) / 64;
   const int64_t rows = m_hint > 0 ? m_hint : 16;
@@ -166,6 +203,16 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
 }
 
 std::vector<Config> search_space(const Problem& p, const Arch& arch) {
+  if (arch.host) {  // the host tunables (the default first): few-row and many-row register blocks, K step
+    std::vector<Config> out = {default_host_config(p)};
+    const int list[][3] = {{4, 2, 4}, {1, 4, 4}, {2, 4, 1}, {8, 2, 1}, {8, 2, 4}, {8, 1, 4}, {4, 1, 16}, {4, 4, 4}};
+    for (const auto& v : list) {
+      const Config c = Config::host_config(v[0], v[1], v[2]);
+      if (std::find(out.begin(), out.end(), c) == out.end() && can_implement(p, c, arch, DeviceLimits{}).empty())
+        out.push_back(c);
+    }
+    return out;
+  }
   const DeviceLimits lim = default_limits(arch);
   std::vector<Config> out;
   auto add = [&](const Config& c) {
@@ -204,10 +251,38 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   return out;
 }
 
+namespace {
+
+// The host translation unit: unlike the CUDA one, every shape value is a compile-time constant (loop trip counts,
+// the K tail, the N tail), which is what the JIT buys on the CPU; so each problem key is its own binary.
+GeneratedKernel generate_host(const Problem& p, const Config& c) {
+  std::ostringstream s;
+  s << "// ktune mxfp4_gemm " << p.key() << " / " << c.key() << " (host)\n"
+    << "#include \"mxfp4_gemm/host_kernel.h\"\n"
+    << "namespace ktune_mxfp4 {\n"
+    << "struct Spec {\n"
+    << "  static constexpr int kAType = " << int(p.a_dtype) << ", kOutType = " << int(p.out_dtype) << ";\n"
+    << "  static constexpr bool kGrouped = " << (p.grouped() ? "true" : "false") << ";\n"
+    << "  static constexpr int kN = " << p.n << ", kK = " << p.k << ";\n"
+    << "  static constexpr int kBM = " << c.bm << ", kTN = " << c.tn << ", kKT = " << c.kt << ";\n"
+    << "};\n"
+    << "}  // namespace ktune_mxfp4\n";
+  GeneratedKernel k;
+  k.family = "mxfp4_gemm";
+  k.problem_key = p.key();
+  k.config_key = c.key();
+  k.source = s.str();
+  k.entry_points = {"ktune_mxfp4::host_gemm<ktune_mxfp4::Spec>"};
+  return k;
+}
+
+}  // namespace
+
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   p.validate();
   const std::string why = can_implement(p, c, arch, default_limits(arch));
   if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  if (arch.host) return generate_host(p, c);
   std::ostringstream s;
   // Only what changes the binary goes into the source: shapes (n, k, experts) are runtime values, so every
   // problem with the same dtypes and form shares one binary per config.

@@ -38,14 +38,22 @@ struct KTUNE_API Problem {
 // A tile config "bm16.tn1.wn4.wk2.s3.d4": bm tokens per CTA (8..128), tn 16-row weight tiles per warp, wn warps
 // along N (tile N = 16 * tn * wn), wk warps along K (intra-CTA split-K, tile K = 64 * wk, reduced in shared
 // memory in a fixed order), s activation pipeline stages, d weight chunks prefetched into registers.
+//
+// Host (CPU, Arch "host") configs "bm4.tn2.kt4" (templates/mxfp4_gemm/host_kernel.h) reuse bm and tn and add kt:
+// bm activation rows per register block (1, 2, 4, 8), tn 16-row weight tiles per work item (N tile = 16 * tn
+// output columns, the vectorized dimension), kt 64-wide K chunks decoded to fp32 per step (1, 4, 16). A host
+// config has wn = wk = stages = depth = 0.
 struct KTUNE_API Config {
   int bm = 16, tn = 1, wn = 4, wk = 2, stages = 3, depth = 4;
+  int kt = 0;  // host only: K chunks per decode step
   std::string key() const;
   static Config from_key(const std::string& key);
+  static Config host_config(int bm, int tn, int kt);
+  bool host() const { return wn == 0; }
   int warps() const { return wn * wk; }
-  int tile_n() const { return 16 * tn * wn; }
+  int tile_n() const { return host() ? 16 * tn : 16 * tn * wn; }
   bool operator==(const Config& o) const {
-    return bm == o.bm && tn == o.tn && wn == o.wn && wk == o.wk && stages == o.stages && depth == o.depth;
+    return bm == o.bm && tn == o.tn && wn == o.wn && wk == o.wk && stages == o.stages && depth == o.depth && kt == o.kt;
   }
 };
 
@@ -56,8 +64,14 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint = 0);
 std::vector<Config> search_space(const Problem& p, const Arch& arch);
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim);
 
-// Entry point [0] = ktune_mxfp4::gemm_kernel<Spec>. Options: "-std=c++17".
+// Entry point [0] = ktune_mxfp4::gemm_kernel<Spec>. Options: "-std=c++17". Arch "host": entry point [0] =
+// ktune_mxfp4::host_gemm<Spec> (void(const HostWork&, int begin, int end)), n, k and the tunables as constants.
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch);
+
+// Host work items (host_kernel.h): rows are cut into slabs of at most host_slab_rows() rows of one expert; an item
+// is (slab, N tile of 16 * tn columns).
+constexpr int host_slab_rows() { return 64; }
+inline int host_n_tiles(const Problem& p, const Config& c) { return ((p.n + 15) / 16 + c.tn - 1) / c.tn; }
 
 // Grid: x = N tiles, y = M tiles (dense: ceil(m / bm); grouped: ceil(m / bm) + num_experts, an upper bound of
 // the (expert, m tile) pairs; spare CTAs exit at once). Throws when y exceeds 65535.

@@ -17,6 +17,7 @@
 
 #include "common/numerics.cuh"
 #include "host/host_support.hpp"
+#include "ktune/mxfp4_gemm_host.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
 #include "ktune/xqa_decode_host.hpp"
 #include "support/family_oracle.hpp"
@@ -166,6 +167,76 @@ TEST_CASE("host backend and H200 agree on the recorded sparse_mla_decode oracle 
     CHECK(g.lse_max_abs < 2e-2);
     std::printf("  %-28s gpu-vs-host %.2e  gpu-vs-fp64 %.2e  host-vs-fp64 %.2e  lse |d| %.1e\n", oc.name.c_str(),
                 g.rel_l2, gpu_vs_ref.rel_l2, host_vs_ref.rel_l2, g.lse_max_abs);
+  }
+}
+
+// mxfp4_gemm: the H200 outputs (tests/data/mxfp4_h200_oracle.bin, bf16/fp16 tensor cores with fp32
+// accumulation) against the host kernel (fp32) on the same regenerated inputs, and both against the exact
+// fp64 reference. Both kernels decode MXFP4 exactly and accumulate in fp32, so they differ only in summation
+// order and the final 16-bit rounding. Bounds: each vs fp64 and GPU vs host rel L2 < 5e-3; every element GPU vs
+// host within 2^-7 |ref| + 2^-15 sum|a w| (two 16-bit output roundings plus two fp32 summations, the GPU
+// suite's per-element bound doubled); a NaN scale makes the same
+// column NaN on both, and nothing else is NaN.
+TEST_CASE("host backend and H200 agree on the recorded mxfp4_gemm oracle cases", "[host][mxfp4][oracle]") {
+  const std::string path = std::string(KTUNE_TEST_DATA_DIR) + "/mxfp4_h200_oracle.bin";
+  const test::OracleFile file = test::read_oracle_file(path);  // committed: a missing file is a failure
+  REQUIRE(file.records.size() == test::mxfp4_oracle_cases().size());
+  std::printf("oracle fixture: %s\n", file.header.c_str());
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  Runtime rt(oracle_options(dir));
+  for (const test::Mxfp4OracleCase& oc : test::mxfp4_oracle_cases()) {
+    INFO(oc.name);
+    const test::OracleRecord* rec = find_record(file, oc.name);
+    REQUIRE(rec != nullptr);
+    const mxfp4::Problem& p = oc.problem;
+    REQUIRE(rec->problem_key == p.key());
+    const test::Mxfp4OracleInputs in = test::make_mxfp4_oracle_inputs(oc, rec->seed);
+    REQUIRE(test::mxfp4_input_digest(in) == rec->input_digest);  // else: re-record the fixture
+    const size_t elems = size_t(oc.m) * p.n;
+    REQUIRE(rec->out.size() == elems * 2);
+
+    std::vector<uint8_t> pw(mxfp4::packed_weight_bytes(p.n, p.k, p.num_experts)),
+        ps(mxfp4::packed_scale_bytes(p.n, p.k, p.num_experts));
+    mxfp4::prepack_host(in.w.data(), in.s.data(), p.n, p.k, p.num_experts, pw.data(), ps.data());
+    std::vector<uint16_t> host_c(std::max<size_t>(elems, 1), 0xFFFF);
+    Mxfp4GemmArgs a;
+    a.a = in.a.data();
+    a.weight = Mxfp4Weight{mxfp4::packed_layout_version(), p.n, p.k, p.num_experts, pw.data(), ps.data()};
+    a.bias = oc.bias ? in.bias.data() : nullptr;
+    a.c = host_c.data();
+    a.m = oc.m;
+    a.expert_offsets = oc.offsets.empty() ? nullptr : oc.offsets.data();
+    mxfp4_gemm_host(rt, p, a);
+
+    std::vector<double> sabs;
+    const std::vector<double> ref = test::mxfp4_oracle_reference(oc, in, &sabs);
+    auto f16 = [&](const uint16_t* v, size_t j) {
+      return double(p.out_dtype == kc::kBF16 ? kc::bf16_to_float(v[j]) : kc::fp16_to_float(v[j]));
+    };
+    const uint16_t* gpu = reinterpret_cast<const uint16_t*>(rec->out.data());
+    double gh2 = 0, gr2 = 0, hr2 = 0, r2 = 0;
+    int64_t nan_mismatch = 0, out_of_bound = 0;
+    for (size_t j = 0; j < elems; ++j) {
+      const double g = f16(gpu, j), h = f16(host_c.data(), j), r = ref[j];
+      if (std::isnan(r) || std::isnan(g) || std::isnan(h)) {
+        nan_mismatch += !(std::isnan(r) && std::isnan(g) && std::isnan(h));
+        continue;
+      }
+      gh2 += (g - h) * (g - h);
+      gr2 += (g - r) * (g - r);
+      hr2 += (h - r) * (h - r);
+      r2 += r * r;
+      out_of_bound += std::fabs(g - h) > std::ldexp(std::fabs(r), -7) + std::ldexp(sabs[j], -15);
+    }
+    const double gh = std::sqrt(gh2 / r2), gr = std::sqrt(gr2 / r2), hr = std::sqrt(hr2 / r2);
+    CHECK(nan_mismatch == 0);
+    CHECK(gr < 5e-3);
+    CHECK(hr < 5e-3);
+    CHECK(gh < 5e-3);
+    CHECK(out_of_bound == 0);
+    std::printf("  %-28s gpu-vs-host %.2e  gpu-vs-fp64 %.2e  host-vs-fp64 %.2e  (%s on the GPU)\n", oc.name.c_str(),
+                gh, gr, hr, rec->config.c_str());
   }
 }
 

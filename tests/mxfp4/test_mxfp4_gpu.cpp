@@ -1,5 +1,6 @@
-// mxfp4_gemm through the real runtime (ktune::mxfp4_gemm) against an exact host reference: MXFP4 decoded
-// exactly (common/mxfp4.h), fp32 products of the bf16/fp16-rounded activations, accumulated in fp64.
+// mxfp4_gemm through the real runtime (ktune::mxfp4_gemm) against an exact host reference
+// (support/mxfp4_reference.hpp, shared with the host tests): MXFP4 decoded exactly (common/mxfp4.h), fp32
+// products of the bf16/fp16-rounded activations, accumulated in fp64.
 //
 // [gpu][mxfp4]: M {1, 7, 16, 64, 1000, 4096} x (N, K) {(8192, 8192), (5760, 2880), (2880, 2880)} x bias on/off
 //   with the launch's own config; every config of the search space on a small ragged shape (N, K tails);
@@ -31,6 +32,7 @@
 #include "ktune/mxfp4_gemm.hpp"
 #include "support/family_oracle.hpp"
 #include "support/gpu.hpp"
+#include "support/mxfp4_reference.hpp"
 #include "support/xqa_oracle.hpp"
 
 using namespace ktune;
@@ -52,70 +54,34 @@ Runtime& runtime() {
   return rt;
 }
 
-void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& f) {
-  const int threads = int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { f(n * t / threads, n * (t + 1) / threads); });
-  for (auto& th : pool) th.join();
-}
-
-// A weight in canonical form (fresh random), its exact decode, and its packed device copy.
+// A weight in canonical form (fresh random), its exact decode (support/mxfp4_reference.hpp), and its packed
+// device copy.
 struct Weight {
-  int n = 0, k = 0, e = 1;
-  std::vector<uint8_t> w, s;   // canonical
-  std::vector<float> dec;      // [e, n, k] exact decoded values (NaN where the scale is 0xFF)
+  test::Mxfp4TestWeight host;
   std::unique_ptr<test::DeviceBuffer> dw, ds;
   Mxfp4Weight desc() const {
-    return Mxfp4Weight{packed_layout_version(), n, k, e, dw->as<void>(), ds->as<void>()};
+    return Mxfp4Weight{packed_layout_version(), host.n, host.k, host.e, dw->as<void>(), ds->as<void>()};
   }
 };
 
 Weight make_weight(int n, int k, int e, std::mt19937_64& rng, int nan_row = -1, int nan_block = -1) {
   Weight W;
-  W.n = n;
-  W.k = k;
-  W.e = e;
-  W.w.resize(size_t(e) * n * k / 2);
-  W.s.resize(size_t(e) * n * k / 32);
-  for (auto& b : W.w) b = uint8_t(rng());
-  std::uniform_int_distribution<int> sc(120, 132);
-  for (auto& b : W.s) b = uint8_t(sc(rng));
-  if (nan_row >= 0) W.s[size_t(nan_row) * (k / 32) + nan_block] = 0xFF;
-  W.dec.resize(size_t(e) * n * k);
-  parallel_for(int64_t(e) * n, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r)
-      for (int c = 0; c < k; ++c) {
-        const unsigned code = (W.w[size_t(r) * (k / 2) + c / 2] >> (4 * (c % 2))) & 15u;
-        W.dec[size_t(r) * k + c] = kc::e2m1_to_float(code) * kc::e8m0_to_float(W.s[size_t(r) * (k / 32) + c / 32]);
-      }
-  });
-  std::vector<uint8_t> pw(packed_weight_bytes(n, k, e)), ps(packed_scale_bytes(n, k, e));
-  prepack_host(W.w.data(), W.s.data(), n, k, e, pw.data(), ps.data());
-  W.dw = std::make_unique<test::DeviceBuffer>(pw.size());
-  W.ds = std::make_unique<test::DeviceBuffer>(ps.size());
-  W.dw->upload(pw);
-  W.ds->upload(ps);
+  W.host = test::make_mxfp4_weight(n, k, e, rng, nan_row, nan_block);
+  W.dw = std::make_unique<test::DeviceBuffer>(W.host.packed.size());
+  W.ds = std::make_unique<test::DeviceBuffer>(W.host.packed_scales.size());
+  W.dw->upload(W.host.packed);
+  W.ds->upload(W.host.packed_scales);
   return W;
 }
 
-uint16_t to16(float v, DType t) { return t == kc::kBF16 ? kc::float_to_bf16(v) : kc::float_to_fp16(v); }
-float from16(uint16_t v, DType t) { return t == kc::kBF16 ? kc::bf16_to_float(v) : kc::fp16_to_float(v); }
-
-struct CaseResult {
-  double rel = 0;
-  int64_t bad = 0, unwritten = 0, checked = 0;
-  std::string first_bad;
-};
+using CaseResult = test::Mxfp4Check;
 
 // Runs one call and checks it. offsets: grouped row offsets (host copy), empty for dense.
 CaseResult run_case(const Problem& p, const Weight& W, int m, bool bias, std::mt19937_64& rng, const char* config,
                     const std::vector<int>& offsets = {}, int lda_pad = 0, int ldc_pad = 0, int nan_col = -1) {
   const int n = p.n, k = p.k, lda = k + lda_pad, ldc = n + ldc_pad;
-  std::vector<uint16_t> a(size_t(std::max(m, 1)) * lda);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (auto& v : a) v = to16(nd(rng), p.a_dtype);
-  std::vector<uint16_t> b(size_t(p.num_experts) * n);
-  for (auto& v : b) v = to16(4.f * nd(rng), p.out_dtype);
+  const std::vector<uint16_t> a = test::random_16bit(size_t(std::max(m, 1)) * lda, p.a_dtype, 1.f, rng);
+  const std::vector<uint16_t> b = test::random_16bit(size_t(p.num_experts) * n, p.out_dtype, 4.f, rng);
   test::DeviceBuffer da(a.size() * 2), dc(size_t(std::max(m, 1)) * ldc * 2), db(b.size() * 2),
       doff(std::max<size_t>(offsets.size(), 1) * 4);
   da.upload(a);
@@ -135,74 +101,8 @@ CaseResult run_case(const Problem& p, const Weight& W, int m, bool bias, std::mt
   mxfp4_gemm(runtime(), p, args, nullptr);
   test::sync();
   const std::vector<uint16_t> c = dc.download<uint16_t>(size_t(m) * ldc);
-
-  std::vector<int> rows;
-  if (m <= 16) {
-    for (int r = 0; r < m; ++r) rows.push_back(r);
-  } else {
-    rows = {0, m - 1};
-    while (rows.size() < 16) rows.push_back(int(rng() % m));
-  }
-  std::vector<int> expert_of(size_t(m), 0);
-  if (!offsets.empty())
-    for (int e = 0; e < p.num_experts; ++e)
-      for (int r = offsets[e]; r < offsets[e + 1]; ++r) expert_of[r] = e;
-  CaseResult res;
-  // Every element written (no poison left, NaN only in a NaN-scale column).
-  for (int r = 0; r < m; ++r)
-    for (int col = 0; col < n; ++col)
-      if (std::isnan(from16(c[size_t(r) * ldc + col], p.out_dtype)) && col != nan_col) ++res.unwritten;
-  std::vector<double> err2(rows.size()), ref2(rows.size());
-  std::vector<int64_t> bad(rows.size());
-  std::vector<std::string> first(rows.size());
-  parallel_for(int64_t(rows.size()) * n, [&](int64_t lo, int64_t hi) {
-    std::vector<float> af(k);
-    int64_t last_row = -1;
-    for (int64_t i = lo; i < hi; ++i) {
-      const int ri = int(i / n), col = int(i % n), r = rows[ri];
-      if (r != last_row) {
-        for (int kk = 0; kk < k; ++kk) af[kk] = from16(a[size_t(r) * lda + kk], p.a_dtype);
-        last_row = r;
-      }
-      const int e = expert_of[r];
-      const float* w = W.dec.data() + (size_t(e) * n + col) * k;
-      double acc = 0, sabs = 0;
-      for (int kk = 0; kk < k; ++kk) {
-        const double t = double(af[kk] * w[kk]);  // exact in fp32 (a 16-bit value times a scaled e2m1)
-        acc += t;
-        sabs += std::fabs(t);
-      }
-      if (bias) acc += from16(b[size_t(e) * n + col], p.out_dtype);
-      const double got = from16(c[size_t(r) * ldc + col], p.out_dtype);
-      if (col == nan_col) {
-        if (!std::isnan(got)) {
-          ++bad[ri];
-          if (first[ri].empty()) first[ri] = "row " + std::to_string(r) + " col " + std::to_string(col) + " expected NaN";
-        }
-        continue;
-      }
-      const double tol = std::ldexp(std::fabs(acc), -7) + std::ldexp(sabs, -16) + 1e-30;
-      const double d = got - acc;
-      err2[ri] += d * d;
-      ref2[ri] += acc * acc;
-      if (!(std::fabs(d) <= tol)) {
-        ++bad[ri];
-        if (first[ri].empty())
-          first[ri] = "row " + std::to_string(r) + " col " + std::to_string(col) + ": got " + std::to_string(got) +
-                      ", expected " + std::to_string(acc) + " (tol " + std::to_string(tol) + ")";
-      }
-    }
-  });
-  double e2 = 0, r2 = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    e2 += err2[i];
-    r2 += ref2[i];
-    res.bad += bad[i];
-    if (res.first_bad.empty()) res.first_bad = first[i];
-  }
-  res.rel = r2 > 0 ? std::sqrt(e2 / r2) : 0;
-  res.checked = int64_t(rows.size()) * n;
-  return res;
+  return test::mxfp4_check(p, W.host, a, lda, bias ? b.data() : nullptr, c, ldc, m, offsets, nan_col,
+                           test::mxfp4_rows_to_check(m, rng));
 }
 
 void check_result(const CaseResult& r, const std::string& what) {
@@ -225,18 +125,8 @@ Problem problem(int n, int k, int e = 1, int top_k = 1, DType t = kc::kBF16) {
   return p;
 }
 
-// Grouped row counts: uneven, with empty experts (first and last included sometimes).
 std::vector<int> random_offsets(int experts, int total_hint, std::mt19937_64& rng) {
-  std::vector<int> off(size_t(experts) + 1, 0);
-  for (int e = 0; e < experts; ++e) {
-    int cnt = 0;
-    const int kind = int(rng() % 5);
-    if (kind == 0) cnt = 0;
-    else if (kind == 1) cnt = 1 + int(rng() % 3);
-    else cnt = int(rng() % (2 * total_hint / experts + 1));
-    off[e + 1] = off[e] + cnt;
-  }
-  return off;
+  return test::mxfp4_random_offsets(experts, total_hint, rng);
 }
 
 // The small shape where every search-space config is checked.
@@ -405,7 +295,8 @@ TEST_CASE("mxfp4_gemm outputs for the host-backend oracle", "[.][mxfp4_oracle_du
     double e2 = 0, r2 = 0;
     int64_t nan_mismatch = 0;
     for (size_t j = 0; j < ref.size(); ++j) {
-      const double got = from16(reinterpret_cast<const uint16_t*>(rec.out.data())[j], p.out_dtype);
+      const uint16_t bits = reinterpret_cast<const uint16_t*>(rec.out.data())[j];
+      const double got = p.out_dtype == kc::kBF16 ? kc::bf16_to_float(bits) : kc::fp16_to_float(bits);
       if (std::isnan(ref[j]) || std::isnan(got)) {
         nan_mismatch += std::isnan(ref[j]) != std::isnan(got);
         continue;

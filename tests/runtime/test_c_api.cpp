@@ -72,3 +72,28 @@ TEST_CASE("C API xqa_decode validates before touching the GPU", "[capi][xqa]") {
   CHECK_THAT(ktune_last_error(), Catch::Contains("q"));  // the first missing field is named
   ktune_runtime_destroy(rt);
 }
+
+TEST_CASE("C API mxfp4_gemm host calls validate before any compile", "[capi][mxfp4]") {
+  ktune::test::TempDir dir;
+  std::string db = dir.file("c.db");
+  ktune_runtime_options o;
+  ktune_runtime_options_default(&o);
+  o.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  ktune_mxfp4_args a;
+  ktune_mxfp4_args_default(&a);
+  CHECK(a.layout_version == ktune_mxfp4_layout_version());
+  CHECK(ktune_mxfp4_gemm_host(nullptr, "n100.k96.bf16-bf16", &a, 1) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(ktune_mxfp4_gemm_host(rt, "n100.k96.bf16-bf16", nullptr, 1) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("ktune_mxfp4_gemm_host"));
+  // A grouped key through the dense entry point (and back) names problem_key.
+  CHECK(ktune_mxfp4_gemm_host(rt, "n100.k96.e4.top2.bf16-bf16", &a, 1) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("problem_key"));
+  CHECK(ktune_mxfp4_grouped_gemm_host(rt, "n100.k96.bf16-bf16", &a, 1) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("problem_key"));
+  // The GPU call's argument check: the first missing field is named (the weight's pointers here).
+  CHECK(ktune_mxfp4_gemm_host(rt, "n100.k96.bf16-bf16", &a, 1) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("weight.packed"));
+  ktune_runtime_destroy(rt);
+}

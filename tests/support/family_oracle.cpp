@@ -142,24 +142,29 @@ uint64_t mxfp4_input_digest(const Mxfp4OracleInputs& in) {
   return fnv1a(in.bias.data(), in.bias.size() * sizeof(uint16_t), h);
 }
 
-std::vector<double> mxfp4_oracle_reference(const Mxfp4OracleCase& oc, const Mxfp4OracleInputs& in) {
+std::vector<double> mxfp4_oracle_reference(const Mxfp4OracleCase& oc, const Mxfp4OracleInputs& in,
+                                           std::vector<double>* abs_sum) {
   const auto& p = oc.problem;
   const int n = p.n, k = p.k;
   std::vector<double> c(size_t(oc.m) * n);
+  if (abs_sum) abs_sum->assign(c.size(), 0.0);
   for (int r = 0; r < oc.m; ++r) {
     int e = 0;
     if (!oc.offsets.empty())
       while (r >= oc.offsets[size_t(e) + 1]) ++e;
     for (int col = 0; col < n; ++col) {
       const size_t wrow = size_t(e) * n + col;
-      double acc = 0;
+      double acc = 0, sabs = 0;
       for (int kk = 0; kk < k; ++kk) {
         const unsigned code = (in.w[wrow * (k / 2) + kk / 2] >> (4 * (kk % 2))) & 15u;
         const double w = double(kc::e2m1_to_float(code)) * double(kc::e8m0_to_float(in.s[wrow * (k / 32) + kk / 32]));
-        acc += from16(in.a[size_t(r) * k + kk], p.a_dtype) * w;
+        const double t = from16(in.a[size_t(r) * k + kk], p.a_dtype) * w;
+        acc += t;
+        sabs += std::fabs(t);
       }
       if (oc.bias) acc += from16(in.bias[size_t(e) * n + col], p.out_dtype);
       c[size_t(r) * n + col] = acc;
+      if (abs_sum) (*abs_sum)[size_t(r) * n + col] = sabs;
     }
   }
   return c;

@@ -49,7 +49,9 @@ struct Mxfp4OracleInputs {
 std::vector<Mxfp4OracleCase> mxfp4_oracle_cases();
 Mxfp4OracleInputs make_mxfp4_oracle_inputs(const Mxfp4OracleCase& oc, uint64_t seed);
 uint64_t mxfp4_input_digest(const Mxfp4OracleInputs& in);
-// fp64 reference of C (exact MXFP4 decode): [m, n] as double; NaN where a NaN scale reaches.
-std::vector<double> mxfp4_oracle_reference(const Mxfp4OracleCase& oc, const Mxfp4OracleInputs& in);
+// fp64 reference of C (exact MXFP4 decode): [m, n] as double; NaN where a NaN scale reaches. abs_sum, when
+// given, receives sum_k |a * w| per element (the scale of fp32 summation error, for elementwise bounds).
+std::vector<double> mxfp4_oracle_reference(const Mxfp4OracleCase& oc, const Mxfp4OracleInputs& in,
+                                           std::vector<double>* abs_sum = nullptr);
 
 }  // namespace ktune::test

@@ -22,8 +22,8 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   resumes where it stopped. Other arches (or no GPU): compiles the default and every candidate config of each
   problem so the binaries ship; without a GPU and without --arch, every default arch. --budget stops starting new tuning keys after the time given (s, m or h).
   --arch host: compiles for this CPU through the LLVM backend (libktune_host.so) and tunes every key with
-  batch x seq_len <= 8192 on it (sparse_mla_decode: batch x max_q_len x topk; larger keys are skipped: the host
-  cap), GPU or not.
+  batch x seq_len <= 8192 (sparse_mla_decode: batch x max_q_len x topk) and GEMM tokens <= 4 on it (larger
+  keys are skipped: the host cap), GPU or not.
   --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}.
 )";
 
@@ -31,7 +31,7 @@ const char* kReplayHelp = R"(usage: ktune replay --preset NAME|FILE [--arch host
   Runs every request bucket of a preset once from the cache, as a serving process would (kernels preloaded at
   start unless --no-preload), and reports compiles, tunings, tuning misses, and first-call vs steady-state time
   per op. Needs a GPU, except with --arch host: the host CPU through the LLVM backend, over the buckets a host
-  warmup tunes (batch x seq_len, or batch x topk, <= 8192). --json prints {"compiles": N, "tunings": N, "tuning_misses": N, "ops": [...]}.
+  warmup tunes (batch x seq_len, or batch x topk, <= 8192; GEMM tokens <= 4). --json prints {"compiles": N, "tunings": N, "tuning_misses": N, "ops": [...]}.
 )";
 
 double parse_budget(const std::string& s) {

@@ -192,6 +192,14 @@ KTUNE_C_API ktune_status ktune_mxfp4_gemm(ktune_runtime* runtime, const char* pr
                                           const ktune_mxfp4_args* args, void* stream);
 KTUNE_C_API ktune_status ktune_mxfp4_grouped_gemm(ktune_runtime* runtime, const char* problem_key,
                                                   const ktune_mxfp4_args* args, void* stream);
+/* mxfp4_gemm on the host CPU (LLVM host backend, libktune_host.so; docs/host_backend.md): the same problem and
+ * arguments with HOST pointers (the same prepacked weight; grouped expert_offsets in host memory); synchronous;
+ * `config` is a host config ("bm4.tn2.kt4"). threads <= 0: every hardware thread. Without the plugin:
+ * KTUNE_ERROR_NO_COMPILER naming where it looked. */
+KTUNE_C_API ktune_status ktune_mxfp4_gemm_host(ktune_runtime* runtime, const char* problem_key,
+                                               const ktune_mxfp4_args* args, int threads);
+KTUNE_C_API ktune_status ktune_mxfp4_grouped_gemm_host(ktune_runtime* runtime, const char* problem_key,
+                                                       const ktune_mxfp4_args* args, int threads);
 /* ---- end of mxfp4_gemm section ---- */
 
 /* ---- sparse_mla_decode (issue 6: DeepSeek V3.2 sparse MLA decode, docs/sparse_mla_decode.md) -------------

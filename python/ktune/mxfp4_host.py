@@ -1,0 +1,84 @@
+"""mxfp4_gemm on the host CPU with NumPy arrays (the LLVM host backend, libktune_host.so): the same problem, the
+same prepacked weight layout and the same semantics as the GPU op; synchronous. Needs numpy."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from . import _lib, mxfp4
+from .errors import invalid
+
+_STORAGE = {"bf16": np.uint16, "fp16": np.float16}
+
+
+def host_weight(w_packed, w_scale) -> mxfp4.Mxfp4Weight:
+    """Prepacks a canonical MXFP4 weight (w_packed [E, n, k/2] uint8, w_scale [E, n, k/32] uint8 e8m0; 2-D: E = 1)
+    for the host op: a ktune.mxfp4.Mxfp4Weight holding NumPy arrays. Done once at load."""
+    pw, ps = mxfp4.prepack(w_packed, w_scale)
+    wp = np.asarray(w_packed)
+    e = 1 if wp.ndim == 2 else wp.shape[0]
+    return mxfp4.Mxfp4Weight(wp.shape[-2], 2 * wp.shape[-1], e, pw, ps, mxfp4.layout_version())
+
+
+def _array(name, a, dtype, shape=None):
+    if not isinstance(a, np.ndarray):
+        raise invalid(f"mxfp4_gemm: {name}: expected a numpy.ndarray on the host path, got {type(a).__name__}")
+    if a.dtype != dtype:
+        raise invalid(f"mxfp4_gemm: {name}: expected dtype {np.dtype(dtype).name}, got {a.dtype}")
+    if not a.flags["C_CONTIGUOUS"]:
+        raise invalid(f"mxfp4_gemm: {name}: expected a C-contiguous array")
+    if shape is not None and tuple(a.shape) != tuple(shape):
+        raise invalid(f"mxfp4_gemm: {name}: expected shape {tuple(shape)}, got {tuple(a.shape)}")
+    return a
+
+
+def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, config=None, threads=0,
+               runtime=None):
+    """C[m, n] = A[m, k] W[n, k]^T (+ bias) on the CPU. a [m, k] (bf16 as uint16 bit patterns,
+    ktune.numerics.float_to_bf16; fp16 numpy.float16), weight from host_weight (or ktune.mxfp4.Mxfp4Weight with
+    NumPy packed/scales), bias [num_experts, n] (or [n]) in the output dtype, expert_offsets [E + 1] int32 (grouped
+    problems; rows sorted by expert). Returns C [m, n], or writes out= in place."""
+    from .runtime import runtime as default_runtime
+    info = mxfp4.canonical(problem)
+    rt = runtime or default_runtime()
+    if not isinstance(a, np.ndarray) or a.ndim != 2:
+        raise invalid(f"mxfp4_gemm: a: expected a 2-D numpy.ndarray [m, k], got "
+                      f"{getattr(a, 'shape', type(a).__name__)}")
+    m = a.shape[0]
+    _array("a", a, _STORAGE[info.a_dtype], (m, info.k))
+    if not isinstance(weight, mxfp4.Mxfp4Weight):
+        raise invalid(f"mxfp4_gemm: weight: expected a ktune.mxfp4.Mxfp4Weight (ktune.host.host_weight), got "
+                      f"{type(weight).__name__}")
+    packed = _array("weight.packed", weight.packed, np.uint8)
+    scales = _array("weight.scales", weight.scales, np.uint8)
+    if out is None:
+        out = np.empty((m, info.n), dtype=_STORAGE[info.out_dtype])
+    _array("out", out, _STORAGE[info.out_dtype], (m, info.n))
+    if bias is not None:
+        _array("bias", bias, _STORAGE[info.out_dtype])
+        if bias.size != info.num_experts * info.n:
+            raise invalid(f"mxfp4_gemm: bias: expected {info.num_experts} x {info.n} values, got {bias.size}")
+    if info.grouped:
+        if expert_offsets is None:
+            raise invalid("mxfp4_gemm: expert_offsets: expected int32 [num_experts + 1] for a grouped problem, got None")
+        _array("expert_offsets", expert_offsets, np.int32, (info.num_experts + 1,))
+    elif expert_offsets is not None:
+        raise invalid("mxfp4_gemm: expert_offsets: expected None (dense problem: num_experts = 1)")
+    args = _lib._Mxfp4Args()
+    L = _lib.require("ktune_mxfp4_gemm_host", "ktune_mxfp4_grouped_gemm_host")
+    L.ktune_mxfp4_args_default(ctypes.byref(args))
+    args.a = a.ctypes.data
+    args.layout_version = int(weight.layout_version)
+    args.weight_packed = packed.ctypes.data
+    args.weight_scales = scales.ctypes.data
+    args.bias = bias.ctypes.data if bias is not None else None
+    args.c = out.ctypes.data
+    args.m = m
+    args.expert_offsets = expert_offsets.ctypes.data if info.grouped else None
+    args.config = _lib.cstr(config)
+    fn = L.ktune_mxfp4_grouped_gemm_host if info.grouped else L.ktune_mxfp4_gemm_host
+    _lib.check(fn(rt.handle, info.key.encode(), ctypes.byref(args), int(threads)),
+               "ktune_mxfp4_grouped_gemm_host" if info.grouped else "ktune_mxfp4_gemm_host")
+    return out

@@ -1,0 +1,164 @@
+// mxfp4_gemm on the host CPU: the GPU call's argument check -> config (forced / tuned on this host / default)
+// -> Runtime::get_host -> row slabs from the (host) expert offsets -> (slab, N tile) items over the host pool.
+// The host kernel's entry point is void(const ktune_mxfp4::HostWork&, int begin, int end).
+#include "ktune/mxfp4_gemm_host.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "host_pool.hpp"
+#include "ktune/error.hpp"
+#include "ktune/tuning.hpp"
+#include "log.hpp"
+#include "mxfp4_gemm/host_params.h"
+
+namespace ktune {
+namespace {
+
+using mxfp4::Config;
+using mxfp4::Problem;
+
+constexpr const char* kFamily = "mxfp4_gemm";
+using HostEntry = void (*)(const ktune_mxfp4::HostWork&, int, int);
+
+[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
+  throw Error(Status::invalid_argument, kFamily, fmt::format("{}: {}, got {}", field, expected, got));
+}
+
+Arch host_arch() {
+  Arch a;
+  a.host = true;
+  return a;
+}
+
+Config parse_host_config(const char* key) {
+  try {
+    return Config::from_key(key);
+  } catch (const Error& e) {
+    bad("config", std::string("a host config key like bm4.tn2.kt4 (") + e.what() + ")", std::string("'") + key + "'");
+  }
+}
+
+void check_host_config(const Problem& p, const Config& c) {
+  const std::string why = mxfp4::can_implement(p, c, host_arch(), DeviceLimits{});
+  if (!why.empty())
+    bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", c.key(), why));
+}
+
+struct Resolved {
+  Config config;
+  std::string source, tuning_key;
+  int threads = 1;
+};
+
+Resolved resolve(Runtime& rt, const Problem& p, int64_t m, int threads, const char* forced) {
+  Resolved r;
+  r.threads = threads > 0 ? threads : detail::HostPool::hardware_threads();
+  r.tuning_key = tuning_key(p.key(), {{"m", mxfp4_gemm_bucket(p, m)}});
+  if (forced) {
+    r.config = parse_host_config(forced);
+    r.source = "forced";
+  } else {
+    const std::string tuned = rt.host_tuned_config(kFamily, r.tuning_key);
+    bool use_tuned = false;
+    if (!tuned.empty()) {
+      try {
+        r.config = Config::from_key(tuned);
+        use_tuned = mxfp4::can_implement(p, r.config, host_arch(), DeviceLimits{}).empty();
+      } catch (const Error&) {
+      }
+      if (!use_tuned)
+        detail::log(detail::LogLevel::warn, "mxfp4_gemm: tuned host config '{}' for {} is unusable; using the default",
+                    tuned, r.tuning_key);
+    }
+    if (use_tuned) {
+      r.source = "tuned";
+    } else {
+      r.config = mxfp4::default_config(p, host_arch());
+      r.source = "default";
+    }
+  }
+  check_host_config(p, r.config);
+  return r;
+}
+
+// Row slabs [expert, first, end) of at most host_slab_rows() rows. Grouped offsets are clamped to [0, m] and made
+// non-decreasing as the device kernel does, so a bad table never reads or writes outside A and C.
+void make_slabs(const Problem& p, int m, const int32_t* offsets, std::vector<int>& slabs) {
+  slabs.clear();
+  const auto add_rows = [&](int e, int lo, int hi) {
+    for (int r = lo; r < hi; r += mxfp4::host_slab_rows()) {
+      slabs.push_back(e);
+      slabs.push_back(r);
+      slabs.push_back(std::min(hi, r + mxfp4::host_slab_rows()));
+    }
+  };
+  if (!p.grouped()) return add_rows(0, 0, m);
+  int prev_hi = 0;
+  for (int e = 0; e < p.num_experts; ++e) {
+    const int lo = std::max(std::min(std::max(offsets[e], 0), m), prev_hi);
+    const int hi = std::max(std::min(std::max(offsets[e + 1], 0), m), lo);
+    add_rows(e, lo, hi);
+    prev_hi = hi;
+  }
+}
+
+}  // namespace
+
+Mxfp4HostPlan mxfp4_gemm_host_plan(Runtime& rt, const Problem& p, int64_t m, int threads, const char* config) {
+  p.validate();
+  if (m < 0) bad("m", ">= 0 rows", std::to_string(m));
+  const Resolved r = resolve(rt, p, m, threads, config);
+  return Mxfp4HostPlan{r.config.key(), r.source, r.tuning_key, r.threads};
+}
+
+const LoadedKernel& mxfp4_gemm_host_kernel(Runtime& rt, const Problem& p, const std::string& config) {
+  p.validate();
+  const Config c = parse_host_config(config.c_str());
+  check_host_config(p, c);
+  const std::string key = c.key();
+  return rt.get_host(std::string(kFamily) + "/host/" + p.key() + "/" + key,
+                     [&] { return mxfp4::generate(p, c, host_arch()); });
+}
+
+void mxfp4_gemm_host(Runtime& rt, const Problem& p, const Mxfp4GemmArgs& a, int threads) {
+  mxfp4_gemm_validate(p, a);
+  const Resolved r = resolve(rt, p, a.m, threads, a.config);
+  const LoadedKernel& kernel = mxfp4_gemm_host_kernel(rt, p, r.config.key());
+  if (kernel.functions.empty())
+    throw Error(Status::internal, kFamily, fmt::format("{}: the host kernel has no entry point", kernel.name));
+  if (a.m == 0) return;
+
+  thread_local std::vector<int> slabs;  // reused: no allocation per call once warm
+  make_slabs(p, a.m, a.expert_offsets, slabs);
+  ktune_mxfp4::HostWork hw{};
+  ktune_mxfp4::Params& prm = hw.p;
+  prm.a = a.a;
+  prm.w = static_cast<const unsigned*>(a.weight.packed);
+  prm.s = static_cast<const unsigned*>(a.weight.scales);
+  prm.bias = a.bias;
+  prm.c = a.c;
+  prm.expert_offsets = p.grouped() ? a.expert_offsets : nullptr;
+  prm.m = a.m;
+  prm.n = p.n;
+  prm.k = p.k;
+  prm.lda = a.lda ? a.lda : p.k;
+  prm.ldc = a.ldc ? a.ldc : p.n;
+  prm.kc = (p.k + 63) / 64;
+  prm.n16 = (p.n + 15) / 16;
+  prm.num_experts = p.num_experts;
+  prm.w_expert_words = int64_t(mxfp4::packed_weight_bytes(p.n, p.k, 1) / 4);
+  prm.s_expert_words = int64_t(mxfp4::packed_scale_bytes(p.n, p.k, 1) / 4);
+  hw.slabs = slabs.data();
+  hw.num_slabs = int(slabs.size() / 3);
+  hw.n_tiles = mxfp4::host_n_tiles(p, r.config);
+  const long long items = (long long)hw.num_slabs * hw.n_tiles;
+  if (items == 0) return;
+  if (items > INT32_MAX) bad("m", "a row count whose host work items fit in int32", std::to_string(a.m));
+  const HostEntry gemm = reinterpret_cast<HostEntry>(kernel.functions[0]);
+  detail::HostPool::instance().run(r.threads, int(items), 1, [&](int begin, int end) { gemm(hw, begin, end); });
+}
+
+}  // namespace ktune
