@@ -18,10 +18,9 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include <fmt/format.h>
 
+#include "host_bench_util.hpp"
 #include "host_pool.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/xqa_decode_host.hpp"
@@ -30,18 +29,10 @@
 #include "xqa_decode/spec.hpp"
 
 using namespace ktune;
-using Clock = std::chrono::steady_clock;
+using namespace host_bench;  // arg, flag, time_calls, ... (host_bench_util.hpp)
 namespace kc = ::ktune_common;
 
 namespace {
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
 
 // The run-time-shape spec: the bf16, HND, q_len-1, no-mask variant an AOT library would instantiate, with every
 // shape value (head_dim, heads, group, page size, max q_len, tile) a run-time member, arrays sized for the
@@ -128,39 +119,6 @@ Inputs make_inputs(const xqa::Problem& p, int batch, int seq_len) {
   prm.window_left = -1;
   prm.num_splits = 1;
   return in;
-}
-
-// Process CPU time (every thread), in ms: on a shared machine it is less disturbed by neighbours than wall time.
-double cpu_ms() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
-}
-
-struct Timing {
-  double median_ms = 0, min_ms = 0, cpu_ms = 0;  // wall median / best per call; CPU ms per call (all threads)
-};
-
-template <class F>
-Timing time_calls(F&& call, int iters) {
-  call();  // warm
-  std::vector<double> t;
-  const double c0 = cpu_ms();
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = Clock::now();
-    call();
-    t.push_back(ms_since(t0));
-  }
-  const double cpu = (cpu_ms() - c0) / iters;
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front(), cpu};
-}
-
-double max_abs_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    m = std::max(m, double(std::fabs(kc::bf16_to_float(a[i]) - kc::bf16_to_float(b[i]))));
-  return m;
 }
 
 }  // namespace
@@ -258,9 +216,9 @@ int main(int argc, char** argv) {
   run_jit();
   const std::vector<uint16_t> ref_out = in.out;
   run_aot();
-  const double diff_aot = max_abs_diff(ref_out, in.out);
+  const double diff_aot = max_abs_diff_bf16(ref_out, in.out);
   run_generic();
-  const double diff_gen = max_abs_diff(ref_out, in.out);
+  const double diff_gen = max_abs_diff_bf16(ref_out, in.out);
 
   Timing tj{}, ta{}, tg{};
   // Interleave the three (3 rounds) so drift in clocks or neighbours hits them alike; keep each one's best round.

@@ -19,10 +19,9 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include <fmt/format.h>
 
+#include "host_bench_util.hpp"
 #include "host_pool.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
@@ -32,23 +31,10 @@
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
-using Clock = std::chrono::steady_clock;
+using namespace host_bench;  // arg, flag, time_calls, ... (host_bench_util.hpp)
 namespace kc = ::ktune_common;
 
 namespace {
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-bool flag(int argc, char** argv, const std::string& name) {
-  for (int i = 1; i < argc; ++i)
-    if (argv[i] == "--" + name) return true;
-  return false;
-}
 
 // The run-time-shape spec an AOT library would instantiate per cache format and tunables: heads, ranks, topk,
 // tile and heads per item are run-time members; arrays are sized for the largest shape it supports (rank 512 +
@@ -127,38 +113,6 @@ Inputs make_inputs(const mla::Problem& p, int tokens) {
   prm.num_slots = pages * P;
   prm.softmax_scale = 1.f / std::sqrt(float(dim));
   return in;
-}
-
-double cpu_ms() {  // process CPU time (every thread): less disturbed by neighbours on a shared machine
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
-}
-
-struct Timing {
-  double median_ms = 0, min_ms = 0, cpu_ms = 0;
-};
-
-template <class F>
-Timing time_calls(F&& call, int iters) {
-  call();  // warm
-  std::vector<double> t;
-  const double c0 = cpu_ms();
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = Clock::now();
-    call();
-    t.push_back(ms_since(t0));
-  }
-  const double cpu = (cpu_ms() - c0) / iters;
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front(), cpu};
-}
-
-double max_abs_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    m = std::max(m, double(std::fabs(kc::bf16_to_float(a[i]) - kc::bf16_to_float(b[i]))));
-  return m;
 }
 
 template <class Dyn>
@@ -268,9 +222,9 @@ int main(int argc, char** argv) {
   run_jit();
   const std::vector<uint16_t> ref_out = in.out;
   run_aot();
-  const double diff_aot = max_abs_diff(ref_out, in.out);
+  const double diff_aot = max_abs_diff_bf16(ref_out, in.out);
   run_generic();
-  const double diff_gen = max_abs_diff(ref_out, in.out);
+  const double diff_gen = max_abs_diff_bf16(ref_out, in.out);
 
   Timing tj{}, ta{}, tg{};
   // Interleave the three (3 rounds) so drift in clocks or neighbours hits them alike; keep each one's best round.

@@ -15,10 +15,9 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include <fmt/format.h>
 
+#include "host_bench_util.hpp"
 #include "host_pool.hpp"
 #include "ktune/mxfp4_gemm_host.hpp"
 #include "ktune/runtime.hpp"
@@ -27,18 +26,10 @@
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
-using Clock = std::chrono::steady_clock;
+using namespace host_bench;  // arg, flag, time_calls, ... (host_bench_util.hpp)
 namespace kc = ::ktune_common;
 
 namespace {
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
 
 // The run-time-shape spec: bf16 in / bf16 out, dense, the default host config's tunables (bm4.tn4.kt1), n and k
 // run-time members. The source text is identical for the AOT build (here) and the generic JIT build.
@@ -71,39 +62,6 @@ using DynEntry = void (*)(const ktune_bench::DynMx&, const ktune_mxfp4::HostWork
 
 void aot_gemm(const ktune_bench::DynMx& s, const ktune_mxfp4::HostWork& w, int b, int e) {
   ktune_mxfp4::host::Kernel<ktune_bench::DynMx>::run(s, w, b, e);
-}
-
-// Process CPU time (every thread), in ms: on a shared machine it is less disturbed by neighbours than wall time.
-double cpu_ms() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
-}
-
-struct Timing {
-  double median_ms = 0, min_ms = 0, cpu_ms = 0;
-};
-
-template <class F>
-Timing time_calls(F&& call, int iters) {
-  call();  // warm
-  std::vector<double> t;
-  const double c0 = cpu_ms();
-  for (int i = 0; i < iters; ++i) {
-    auto t0 = Clock::now();
-    call();
-    t.push_back(ms_since(t0));
-  }
-  const double cpu = (cpu_ms() - c0) / iters;
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front(), cpu};
-}
-
-double max_abs_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    m = std::max(m, double(std::fabs(kc::bf16_to_float(a[i]) - kc::bf16_to_float(b[i]))));
-  return m;
 }
 
 }  // namespace
@@ -203,9 +161,9 @@ int main(int argc, char** argv) {
   run_jit();
   const std::vector<uint16_t> ref_out = c;
   run_aot();
-  const double diff_aot = max_abs_diff(ref_out, c);
+  const double diff_aot = max_abs_diff_bf16(ref_out, c);
   run_generic();
-  const double diff_gen = max_abs_diff(ref_out, c);
+  const double diff_gen = max_abs_diff_bf16(ref_out, c);
 
   Timing tj{}, ta{}, tg{};
   // Interleave the three (3 rounds) so drift in clocks or neighbours hits them alike; keep each one's best round.

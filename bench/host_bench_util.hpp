@@ -1,0 +1,74 @@
+// What the three host benches (bench_host, bench_host_mla, bench_host_mxfp4) share: command-line lookup and
+// timing of synchronous calls (wall median/best and process CPU time, which neighbours on a shared machine
+// disturb less than wall time).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include "common/numerics.cuh"
+
+namespace host_bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// "--name value" from argv, or `fallback`.
+inline std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == "--" + name) return argv[i + 1];
+  return fallback;
+}
+
+// "--name" present in argv.
+inline bool flag(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == "--" + name) return true;
+  return false;
+}
+
+// Process CPU time (every thread), in ms.
+inline double cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, cpu_ms = 0;  // wall median / best per call; CPU ms per call (all threads)
+};
+
+// One warm-up call, then `iters` timed calls.
+template <class F>
+Timing time_calls(F&& call, int iters) {
+  call();
+  std::vector<double> t;
+  const double c0 = cpu_ms();
+  for (int i = 0; i < iters; ++i) {
+    auto t0 = Clock::now();
+    call();
+    t.push_back(ms_since(t0));
+  }
+  const double cpu = (cpu_ms() - c0) / iters;
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front(), cpu};
+}
+
+// Largest |a - b| over two bf16 arrays of the same length.
+inline double max_abs_diff_bf16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, double(std::fabs(::ktune_common::bf16_to_float(a[i]) - ::ktune_common::bf16_to_float(b[i]))));
+  return m;
+}
+
+}  // namespace host_bench
