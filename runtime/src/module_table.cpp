@@ -159,17 +159,29 @@ Runtime::~Runtime() {
       if (slot->kernel && slot->kernel->module) cu->cuModuleUnload(static_cast<CUmodule>(slot->kernel->module));
 }
 
+namespace {
+thread_local bool t_host_device = false;  // use_device(kHostDevice) on this thread
+}  // namespace
+
+bool host_device_current() { return t_host_device; }
+
 void use_device(int ordinal) {
+  if (ordinal == kHostDevice) {  // needs no driver: the host CPU
+    t_host_device = true;
+    return;
+  }
   const DriverApi& cu = driver();
   int count = 0;
   check_cu(cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (ordinal < 0 || ordinal >= count)
-    throw Error(Status::invalid_argument, "runtime", fmt::format("device ordinal {}: expected 0..{}", ordinal, count - 1));
+    throw Error(Status::invalid_argument, "runtime",
+                fmt::format("device ordinal {}: expected {} (the host CPU) or 0..{}", ordinal, kHostDevice, count - 1));
   CUdevice dev = 0;
   check_cu(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
   CUcontext ctx = nullptr;
   check_cu(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
   check_cu(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  t_host_device = false;
 }
 
 }  // namespace ktune

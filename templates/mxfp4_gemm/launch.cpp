@@ -17,6 +17,7 @@
 #include "ktune/error.hpp"
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
+#include "ktune/mxfp4_gemm_host.hpp"
 #include "log.hpp"
 #include "mxfp4_gemm/params.h"
 
@@ -175,6 +176,7 @@ Mxfp4GemmPlan mxfp4_gemm_plan(Runtime& rt, const Problem& p, int64_t m, const ch
 }
 
 void mxfp4_gemm(Runtime& rt, const Problem& p, const Mxfp4GemmArgs& a, void* stream) {
+  if (host_device_current()) return mxfp4_gemm_host(rt, p, a);  // use_device(kHostDevice): host pointers
   mxfp4_gemm_validate(p, a);
   const std::string pk = p.key();
   const Resolved r = resolve(rt, p, pk, a.m, a.config, true);

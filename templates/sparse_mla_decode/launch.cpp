@@ -18,6 +18,7 @@
 #include "ktune/error.hpp"
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
+#include "ktune/sparse_mla_decode_host.hpp"
 #include "log.hpp"
 #include "sparse_mla_decode/params.h"
 
@@ -221,6 +222,7 @@ size_t sparse_mla_decode_workspace_bytes(Runtime& rt, const Problem& p, int num_
 }
 
 void sparse_mla_decode(Runtime& rt, const Problem& problem, const SparseMlaDecodeArgs& a, void* stream) {
+  if (host_device_current()) return sparse_mla_decode_host(rt, problem, a);  // use_device(kHostDevice)
   sparse_mla_decode_validate(problem, a);  // host only: throws before any driver call
   if (a.num_tokens == 0) return;
   Problem p = problem;

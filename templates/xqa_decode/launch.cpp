@@ -17,6 +17,7 @@
 #include "ktune/error.hpp"
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
+#include "ktune/xqa_decode_host.hpp"
 #include "log.hpp"
 #include "xqa_decode/params.h"
 
@@ -269,6 +270,7 @@ size_t xqa_decode_workspace_bytes(Runtime& rt, const Problem& p, int batch, int 
 }
 
 void xqa_decode(Runtime& rt, const Problem& problem, const XqaDecodeArgs& a, void* stream) {
+  if (host_device_current()) return xqa_decode_host(rt, problem, a);  // use_device(kHostDevice): host pointers
   xqa_decode_validate(problem, a);  // host only: throws before any driver call
   // The checked variant (bounds checks on the device) is its own binary but shares the unchecked problem's
   // tuned configs and plan: the checks do not change which tile config is fastest enough to tune apart.

@@ -229,7 +229,8 @@ TEST_CASE("bad input: the C API turns every bad argument into a status and a mes
   CHECK(ktune_compile(nullptr, "xqa_decode", kKey, nullptr, "sm_90a", nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("runtime"));
   CHECK(ktune_runtime_stats(nullptr, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
-  CHECK(ktune_use_device(-1) != KTUNE_OK);
+  // -1 is KTUNE_HOST_DEVICE (the host CPU); any other negative ordinal is an error (no_driver without a GPU).
+  CHECK(ktune_use_device(-2) != KTUNE_OK);
   CHECK(std::string(ktune_last_error()).size() > 0);
   CHECK(ktune_status_name(static_cast<ktune_status>(999)) != nullptr);
   CHECK(ktune_status_name(static_cast<ktune_status>(-1)) != nullptr);

@@ -88,7 +88,10 @@ KTUNE_C_API ktune_status ktune_xqa_decode_workspace_bytes(ktune_runtime* runtime
 KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* problem_key, const ktune_xqa_args* args,
                                           void* stream);
 
-/* Makes device `ordinal`'s primary context current on this thread. */
+/* Makes device `ordinal`'s primary context current on this thread. KTUNE_HOST_DEVICE (-1) makes the host CPU
+ * this thread's device: ktune_xqa_decode and the other family launches then take HOST pointers and run the
+ * host variants (LLVM host backend), synchronously; `stream` is ignored (ktune::use_device, runtime.hpp). */
+#define KTUNE_HOST_DEVICE (-1)
 KTUNE_C_API ktune_status ktune_use_device(int ordinal);
 
 /* ---- Language bindings (issue 9: the Python package in python/, docs/python.md) -------------------------

@@ -152,7 +152,17 @@ class KTUNE_API Runtime {
 
 // Makes the primary context of device `ordinal` current on the calling thread (what PyTorch does too).
 // Engines that manage their own contexts never need this.
+//
+// use_device(kHostDevice) makes the host CPU the calling thread's device instead (issue 5: the same public
+// API on the `host` target): the family launches called on that thread -- xqa_decode, sparse_mla_decode,
+// mxfp4_gemm -- then take HOST pointers and run their host variants through the LLVM host backend
+// (libktune_host.so), synchronously on all hardware threads; `stream` is ignored. It is exactly the
+// corresponding *_host call (xqa_decode_host.hpp, ...). use_device(N >= 0) makes GPU N current again. Without
+// the plugin such a launch throws Error(no_compiler).
+constexpr int kHostDevice = -1;
 KTUNE_API void use_device(int ordinal);
+// True on a thread whose last use_device call was use_device(kHostDevice).
+KTUNE_API bool host_device_current();
 
 // Version strings.
 KTUNE_API const char* version();                 // ktune, "0.1.0"
