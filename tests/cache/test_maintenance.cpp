@@ -200,3 +200,29 @@ TEST_CASE("merge imports intact entries and newer tuning rows", "[cache][mainten
   CHECK(again.binaries_skipped == 2);
   CHECK(again.tuning_added + again.tuning_updated == 0);
 }
+
+TEST_CASE("pruning NVRTC rows by compiler version keeps host (LLVM) objects", "[cache][maintenance]") {
+  // `ktune cache prune --stale-compiler` compares NVRTC rows with the NVRTC loaded now; a host object's
+  // compiler_version is an LLVM target id, which never equals an NVRTC version, so it must not be judged by it.
+  TempDir dir;
+  auto db = CacheDb::open(dir.file("k.db"), {});
+  db->put_binary(sample_record(1, "13.0.88"));
+  db->put_binary(sample_record(2, "12.8.1"));
+  BinaryRecord host = sample_record(3, "x86_64-pc-linux-gnu/znver5/+avx512f;llvm 19.1.7");
+  host.compiler = "llvm";
+  host.arch = "host";
+  db->put_binary(host);
+
+  CacheDb::PruneCriteria nvrtc_only;
+  nvrtc_only.keep_compiler_version = "13.0.88";
+  nvrtc_only.compiler = "nvrtc";
+  CHECK(db->prune(nvrtc_only) == 1);  // the 12.8.1 CUBIN only
+  std::vector<std::string> left;
+  for (const auto& b : db->list_binaries()) left.push_back(b.compiler + " " + b.compiler_version);
+  std::sort(left.begin(), left.end());
+  CHECK(left == std::vector<std::string>{"llvm x86_64-pc-linux-gnu/znver5/+avx512f;llvm 19.1.7", "nvrtc 13.0.88"});
+
+  CacheDb::PruneCriteria every_compiler;  // no compiler given: every row is judged (what the field is for)
+  every_compiler.keep_compiler_version = "13.0.88";
+  CHECK(db->prune(every_compiler) == 1);  // now the host object goes
+}
