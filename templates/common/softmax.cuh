@@ -65,6 +65,31 @@ inline float softcap_log2(float y, float cap_log2e) {
   return cap_log2e * (1.f - 2.f / (e + 1.f));
 }
 inline float kt_log2(float x) { return __builtin_log2f(x); }
+// One online-softmax step of a host kernel over a tile of scores (base 2): sr[0, ntp) holds the tile's logits,
+// ntp a multiple of kLanes (padding = -inf); m and l are the row's running max and sum. Rewrites sr to the
+// tile's probabilities exp2(sr - m_new), updates m and l, and returns alpha = exp2(m_old - m_new), the factor
+// the row's running output takes. Lane-wise max and sum keep every loop vectorizable.
+template <int kLanes>
+inline float host_softmax_tile(float* sr, int ntp, float& m, float& l) {
+  float lane[kLanes];
+  for (int v = 0; v < kLanes; ++v) lane[v] = neg_inf();
+  for (int t = 0; t < ntp; t += kLanes)
+    for (int v = 0; v < kLanes; ++v) lane[v] = sr[t + v] > lane[v] ? sr[t + v] : lane[v];
+  float mx = neg_inf();
+  for (int v = 0; v < kLanes; ++v) mx = lane[v] > mx ? lane[v] : mx;
+  const float m_new = m > mx ? m : mx;
+  const float m_use = m_new == neg_inf() ? 0.f : m_new;  // an all-masked tile so far: no NaN from -inf - -inf
+  const float alpha = fast_exp2(m - m_use);
+  m = m_new;
+  for (int t = 0; t < ntp; ++t) sr[t] = fast_exp2(sr[t] - m_use);
+  for (int v = 0; v < kLanes; ++v) lane[v] = 0.f;
+  for (int t = 0; t < ntp; t += kLanes)
+    for (int v = 0; v < kLanes; ++v) lane[v] += sr[t + v];
+  float sum = 0.f;
+  for (int v = 0; v < kLanes; ++v) sum += lane[v];
+  l = l * alpha + sum;
+  return alpha;
+}
 #endif
 
 // Final normalization of one row from its merged (max, sum) in the log2 domain, sinks added to the

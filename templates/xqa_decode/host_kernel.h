@@ -225,24 +225,8 @@ struct Kernel {
             if (!vis) sr[t] = kc::neg_inf();
           }
         }
-        // Online softmax (base 2): lane-wise max, element-wise exp2, lane-wise sum (all vectorizable).
-        float lane[kLanes];
-        for (int v = 0; v < kLanes; ++v) lane[v] = kc::neg_inf();
-        for (int t = 0; t < ntp; t += kLanes)
-          for (int v = 0; v < kLanes; ++v) lane[v] = sr[t + v] > lane[v] ? sr[t + v] : lane[v];
-        float mx = kc::neg_inf();
-        for (int v = 0; v < kLanes; ++v) mx = lane[v] > mx ? lane[v] : mx;
-        const float m_new = m[r] > mx ? m[r] : mx;
-        const float m_use = m_new == kc::neg_inf() ? 0.f : m_new;
-        const float alpha = kc::fast_exp2(m[r] - m_use);
-        m[r] = m_new;
-        for (int t = 0; t < ntp; ++t) sr[t] = kc::fast_exp2(sr[t] - m_use);
-        for (int v = 0; v < kLanes; ++v) lane[v] = 0.f;
-        for (int t = 0; t < ntp; t += kLanes)
-          for (int v = 0; v < kLanes; ++v) lane[v] += sr[t + v];
-        float sum = 0.f;
-        for (int v = 0; v < kLanes; ++v) sum += lane[v];
-        l[r] = l[r] * alpha + sum;
+        // Online softmax (base 2) over the tile: common/softmax.cuh, shared by the host kernels.
+        const float alpha = kc::host_softmax_tile<kLanes>(sr, ntp, m[r], l[r]);
         // O = alpha O + P V, kOChunk columns at a time held in registers across the tile's tokens.
         float* orow = o[r];
         for (int d0 = 0; d0 < D; d0 += kOChunk) {
