@@ -5,7 +5,8 @@ dequantized weight (a BF16 [N, K] matrix of the same shape, random), and device 
 Rows: dense N=K=8192 at M = 1, 16, 4096 (torch.matmul(A, W.T)); grouped GPT-OSS-120B MoE shapes (gate_up
 5760x2880, down 2880x2880, 128 experts) at 8 and 128 tokens per expert (torch.bmm over the experts, equal rows
 per expert: cuBLAS has no ragged grouped BF16 GEMM in PyTorch). Bytes = BF16 weight + activations + output.
-Timing: CUDA events around each call, median of --reps, after warm-up; inputs are N(0,1), never zeros.
+Timing: CUDA events around each call, median of --reps, after warm-up; inputs are N(0,1), never zeros. Also
+back-to-back: 20 calls between one event pair (launch gaps hidden, as in an engine's decode step), per call.
 """
 import argparse
 import json
@@ -28,6 +29,20 @@ def timed(fn, reps):
     return ts[len(ts) // 2]
 
 
+def timed_b2b(fn, reps, batch=20):
+    ts = []
+    for _ in range(max(3, reps // 4)):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(batch):
+            fn()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e) * 1e3 / batch)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default="")
@@ -44,28 +59,33 @@ def main():
     del x, y
     print(f"copy (torch copy_ 1 GiB, read+write): {out['copy_tbs']:.2f} TB/s", flush=True)
 
-    def row(label, us, wbytes, abytes, cbytes, flops):
+    def row(label, us, wbytes, abytes, cbytes, flops, b2b_us):
         r = {"label": label, "us": us, "tbs": (wbytes + abytes + cbytes) / (us * 1e-6) / 1e12,
-             "weight_tbs": wbytes / (us * 1e-6) / 1e12, "tflops": flops / (us * 1e-6) / 1e12}
+             "weight_tbs": wbytes / (us * 1e-6) / 1e12, "tflops": flops / (us * 1e-6) / 1e12,
+             "b2b_us": b2b_us, "b2b_tbs": (wbytes + abytes + cbytes) / (b2b_us * 1e-6) / 1e12,
+             "b2b_tflops": flops / (b2b_us * 1e-6) / 1e12}
         out["rows"].append(r)
-        print(f"  {label:<44} {us:9.1f} us {r['tbs']:6.3f} TB/s (weight {r['weight_tbs']:.3f}) {r['tflops']:7.1f} TFLOP/s",
-              flush=True)
+        print(f"  {label:<44} {us:9.1f} us {r['tbs']:6.3f} TB/s (weight {r['weight_tbs']:.3f}) {r['tflops']:7.1f} TFLOP/s"
+              f" | back-to-back {b2b_us:9.1f} us {r['b2b_tbs']:6.3f} TB/s {r['b2b_tflops']:7.1f} TFLOP/s", flush=True)
 
     N = K = 8192
     W = torch.randn(N, K, device=dev, dtype=torch.bfloat16)
     for M in (1, 16, 4096):
         A = torch.randn(M, K, device=dev, dtype=torch.bfloat16)
-        us = timed(lambda: torch.matmul(A, W.t()), a.reps)
-        row(f"cuBLAS bf16 dense 8192x8192 M={M}", us, N * K * 2, M * K * 2, M * N * 2, 2.0 * M * N * K)
+        f = lambda: torch.matmul(A, W.t())
+        us = timed(f, a.reps)
+        row(f"cuBLAS bf16 dense 8192x8192 M={M}", us, N * K * 2, M * K * 2, M * N * 2, 2.0 * M * N * K,
+            timed_b2b(f, a.reps))
     del W
     E = 128
     for (name, N, K) in (("gate_up 5760x2880", 5760, 2880), ("down 2880x2880", 2880, 2880)):
         Wt = torch.randn(E, K, N, device=dev, dtype=torch.bfloat16)
         for t in (8, 128):
             A = torch.randn(E, t, K, device=dev, dtype=torch.bfloat16)
-            us = timed(lambda: torch.bmm(A, Wt), a.reps)
+            f = lambda: torch.bmm(A, Wt)
+            us = timed(f, a.reps)
             row(f"cuBLAS bf16 bmm moe {name} E128 {t} tok/exp", us, E * N * K * 2, E * t * K * 2, E * t * N * 2,
-                2.0 * E * t * N * K)
+                2.0 * E * t * N * K, timed_b2b(f, a.reps))
         del Wt
         torch.cuda.empty_cache()
     if a.json:

@@ -38,6 +38,21 @@ step bench ${BENCH_LIMIT:-80} /dev/null "$P/bin/bench_mxfp4" run --json "$OUT/be
 step peers 60 /dev/null python3 bench/peers_mxfp4.py --json "$OUT/peers_mxfp4.json" --reps 30
 # The tuner on one GPT-OSS-120B MoE key (every candidate from the cache: no compile expected).
 step tune ${TUNE_LIMIT:-45} "$OUT/tune.txt" "$P/bin/ktune" tune --family mxfp4_gemm --problem n2880.k2880.e128.top4.bf16-bf16 --tokens 256 --cache /tmp/mx.db
+# SASS of the kernels named in $SASS (config keys, ';'-separated) from the cache, for reading load placement.
+if [[ -n "${SASS:-}" ]]; then
+  python3 - /tmp/mx.db "$SASS" "$OUT" <<'PY' 2>&1 | tee -a "$LOG"
+import sqlite3, subprocess, sys
+db, want, out = sys.argv[1], sys.argv[2].split(';'), sys.argv[3]
+c = sqlite3.connect(db)
+for cfg in want:
+    row = c.execute("select name, blob from binaries where name like ? and arch='sm_90a' limit 1", (f"%n100.k96.bf16-bf16/{cfg}",)).fetchone()
+    if not row: print("no binary for", cfg); continue
+    open("/tmp/k.cubin", "wb").write(row[1])
+    sass = subprocess.run(["cuobjdump", "-sass", "/tmp/k.cubin"], capture_output=True, text=True).stdout
+    open(f"{out}/sass_{cfg}.txt", "w").write(sass)
+    print(cfg, "LDG:", sass.count("LDG"), "HMMA:", sass.count("HMMA"), "LDL/STL:", sass.count("LDL") + sass.count("STL"), "BAR:", sass.count("BAR.SYNC"))
+PY
+fi
 python3 - "$OUT" <<'PY' 2>&1 | tee "$OUT/summary.md" | tee -a "$LOG"
 import json, os, re, sys
 out = sys.argv[1]
@@ -46,8 +61,8 @@ def load(n):
     except Exception as e: return {"_error": str(e)}
 b, p = load("bench_mxfp4.json"), load("peers_mxfp4.json")
 print(f"copy: driver {b.get('copy_tbs', 0):.2f} TB/s, torch {p.get('copy_tbs', 0):.2f} TB/s; compiles in bench run: {b.get('compiles')}")
-print("| shape | ktune (best) us | TB/s | TFLOP/s | config | cuBLAS bf16 us | TB/s | TFLOP/s | speedup |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| shape | ktune (best) us | TB/s | TFLOP/s | config | cuBLAS bf16 us | TB/s | TFLOP/s | speedup | ktune b2b us | TB/s | config | cuBLAS b2b us | TB/s | speedup |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 peer = {r["label"]: r for r in p.get("rows", [])}
 def peer_for(label):
     if "dense" in label:
@@ -59,8 +74,11 @@ def peer_for(label):
 for r in b.get("rows", []):
     q = peer_for(r["label"]) or {}
     sp = q.get("us", 0) / r["best_us"] if r.get("best_us") else 0
+    sb = q.get("b2b_us", 0) / r["best_b2b_us"] if r.get("best_b2b_us") else 0
     print(f"| {r['label']} | {r['best_us']:.1f} | {r['best_tbs']:.2f} | {r['best_tflops']:.1f} | {r['best_config']} | "
-          f"{q.get('us', 0):.1f} | {q.get('tbs', 0):.2f} | {q.get('tflops', 0):.1f} | {sp:.2f}x |")
+          f"{q.get('us', 0):.1f} | {q.get('tbs', 0):.2f} | {q.get('tflops', 0):.1f} | {sp:.2f}x | "
+          f"{r.get('best_b2b_us', 0):.1f} | {r.get('best_b2b_tbs', 0):.2f} | {r.get('best_b2b_config', '')} | "
+          f"{q.get('b2b_us', 0):.1f} | {q.get('b2b_tbs', 0):.2f} | {sb:.2f}x |")
 t = open(os.path.join(out, "tests.txt")).read() if os.path.exists(os.path.join(out, "tests.txt")) else ""
 m = re.findall(r"(All tests passed.*|test cases:.*)", t)
 print("gpu tests:", m[-1] if m else "no summary")

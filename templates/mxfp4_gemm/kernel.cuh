@@ -7,12 +7,16 @@
 // fma (common/mxfp4.h). BF16 with >= 32 tokens: the e8m0 scale is applied to the decoded weight (exact: a power
 // of two in the bf16 range) before the mma. Few tokens, or FP16 (scales mostly outside the fp16 range): each
 // 32-block is accumulated on its own and scaled in fp32. Activation tiles stream through a cp.async ring of
-// `kStages` stages (XOR swizzled for ldmatrix). Warps split the CTA's N tile (kWN) and its K step (kWK, reduced in shared memory in a fixed
+// `kStages` stages (XOR swizzled for ldmatrix); `kStages == 0` (few tokens, bm <= 16) loads each lane's
+// activation fragments straight from global memory (L1-cached, `kDepth` chunks ahead like the weight), so no
+// warp ever waits at a CTA barrier inside the K loop. Weight and activation loads are `asm volatile`
+// (common/global_load.cuh) so the prefetch stays where it is written. Warps split the CTA's N tile (kWN) and its K step (kWK, reduced in shared memory in a fixed
 // order: deterministic). Grouped (MoE) form: blockIdx.y enumerates (expert, m tile) pairs found on the device
 // from expert_offsets, so no host read is needed and the launch is CUDA-graph safe.
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/dtype.h"
+#include "common/global_load.cuh"
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
 #include "common/numerics.cuh"
@@ -32,6 +36,8 @@ struct K {
   // tokens). Few tokens or FP16: each 32-block is accumulated on its own and scaled in fp32 (cheaper when the
   // weight feeds only one or two 8-token mma tiles; fp16 cannot hold the scales).
   static constexpr bool kPreScale = kBF16 && Spec::kBM > 16;
+  // Activation fragments from global memory, no shared-memory ring (few tokens).
+  static constexpr bool kDirect = Spec::kStages == 0;
   static constexpr int kMT = Spec::kBM / 8;          // 8-token mma tiles
   static constexpr int kRowChunks = 8 * Spec::kWK;   // 16-byte chunks per smem A row
   static constexpr int kRowBytes = 16 * kRowChunks;
@@ -58,6 +64,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
   constexpr int kMT = KS::kMT;
   constexpr bool kBF16 = KS::kBF16;
   constexpr bool kPreScale = KS::kPreScale;
+  constexpr bool kDirect = KS::kDirect;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int tile_info[3];
 
@@ -155,12 +162,31 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
 #pragma unroll
     for (int i = 0; i < kTN; ++i) {
       const int nt = ntile0 + i;
-      if (c < p.kc && nt < p.n16) {
-        q[i] = __ldg(reinterpret_cast<const uint4*>(wbase + ((long long)c * p.n16 + nt) * 128) + lane);
-        s[i] = __ldg(sbase + ((long long)nt * groups + (c >> 2)) * 32 + lane);
-      } else {
-        q[i] = make_uint4(0u, 0u, 0u, 0u);
-        s[i] = 0x7F7F7F7Fu;
+      const bool ok = c < p.kc && nt < p.n16;
+      q[i] = make_uint4(0u, 0u, 0u, 0u);
+      s[i] = 0x7F7F7F7Fu;
+      kc::ld_stream_v4(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
+      kc::ld_cached_u32(s[i], sbase + ((long long)nt * groups + (c >> 2)) * 32 + lane, ok);
+    }
+  };
+
+  // ---- kDirect: this lane's B fragments of chunk `it` for every 8-token tile j, straight from global memory.
+  // bq[j][2s + h] = the two bf16/fp16 of token m0 + 8j + lane/4 at k = 64c + 16s + 2(lane%4) + 8h (+0, +1),
+  // the m16n8k16 B fragment of k16 step s; zero outside [m0, m1) x [0, k).
+  unsigned bq[kDirect ? kDepth : 1][kMT][8];
+  auto load_b = [&](int it, unsigned (&b)[kMT][8]) {
+    const int c = it * kWK + wk;
+#pragma unroll
+    for (int j = 0; j < kMT; ++j) {
+      const int row = m0 + 8 * j + lane / 4;
+      const unsigned short* src = a + (long long)row * p.lda + c * 64 + 2 * (lane % 4);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const bool ok = row < m1 && c < p.kc && c * 64 + 16 * s < p.k;  // k is a multiple of 32
+        b[j][2 * s] = 0u;
+        b[j][2 * s + 1] = 0u;
+        kc::ld_cached_u32(b[j][2 * s], src + 16 * s, ok);
+        kc::ld_cached_u32(b[j][2 * s + 1], src + 16 * s + 8, ok);
       }
     }
   };
@@ -173,7 +199,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 
-  auto compute = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN]) {
+  auto compute = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN],
+                     const unsigned (&bd)[kMT][8]) {
     const int c = it * kWK + wk;
     if (c >= p.kc) return;  // warp-uniform: this warp's K slot is past the end
     unsigned sc[kTN];
@@ -186,9 +213,14 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
       unsigned b[kMT][4];
 #pragma unroll
       for (int j = 0; j < kMT; ++j) {
-        const int r = 8 * j + (lane & 7);
-        const int ch = wk * 8 + 2 * sp + (lane >> 3);
-        kc::ldmatrix_x4(b[j], slot_base + r * KS::kRowBytes + ((ch ^ (r & 7)) * 16));
+        if constexpr (kDirect) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) b[j][x] = bd[j][2 * sp + x];
+        } else {
+          const int r = 8 * j + (lane & 7);
+          const int ch = wk * 8 + 2 * sp + (lane >> 3);
+          kc::ldmatrix_x4(b[j], slot_base + r * KS::kRowBytes + ((ch ^ (r & 7)) * 16));
+        }
       }
       if constexpr (!kPreScale) {
 #pragma unroll
@@ -249,30 +281,49 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
   };
 
   // ---- main loop
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < nit) load_a(st, st);
-    kc::cp_async_commit();
-  }
-#pragma unroll
-  for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
-
-  for (int base = 0; base < nit; base += kDepth) {
+  if constexpr (kDirect) {
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
-      const int it = base + d;
-      if (it < nit) {
-        kc::cp_async_wait<kStages - 2>();
-        __syncthreads();
-        const int nx = it + kStages - 1;
-        if (nx < nit) load_a(nx % kStages, nx);
-        kc::cp_async_commit();
-        compute(it % kStages, it, wq[d], ws[d]);
-        load_w(it + kDepth, wq[d], ws[d]);
+      load_w(d, wq[d], ws[d]);
+      load_b(d, bq[d]);
+    }
+    for (int base = 0; base < nit; base += kDepth) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int it = base + d;
+        if (it < nit) {
+          compute(0, it, wq[d], ws[d], bq[d]);
+          load_w(it + kDepth, wq[d], ws[d]);
+          load_b(it + kDepth, bq[d]);
+        }
       }
     }
+  } else {
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < nit) load_a(st, st);
+      kc::cp_async_commit();
+    }
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
+
+    for (int base = 0; base < nit; base += kDepth) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int it = base + d;
+        if (it < nit) {
+          kc::cp_async_wait<kStages - 2>();
+          __syncthreads();
+          const int nx = it + kStages - 1;
+          if (nx < nit) load_a(nx % kStages, nx);
+          kc::cp_async_commit();
+          compute(it % kStages, it, wq[d], ws[d], bq[0]);
+          load_w(it + kDepth, wq[d], ws[d]);
+        }
+      }
+    }
+    kc::cp_async_wait<0>();
   }
-  kc::cp_async_wait<0>();
 
   // ---- intra-CTA split-K reduction (fixed order) and epilogue
   if constexpr (kWK > 1) {

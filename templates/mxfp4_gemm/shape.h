@@ -21,7 +21,9 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.bn = 16 * tn * wn;
   s.bk = 64 * wk;
   s.acc_regs = tn * (bm / 8) * 4 * (a_type == ktune_common::kBF16 && bm > 16 ? 1 : 2);  // see kernel.cuh kPreScale
-  s.w_regs = depth * tn * 5;
+  // stages == 0: activation fragments come from global memory into registers, prefetched like the weight
+  // (bm / 8 tiles x 8 registers per chunk), and there is no shared-memory ring.
+  s.w_regs = depth * (tn * 5 + (stages == 0 ? bm : 0));
   s.smem_stage = bm * s.bk * 2;
   s.smem_pipe = stages * s.smem_stage;
   s.smem_red = wk > 1 ? (wk - 1) * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;
@@ -40,10 +42,12 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
   if (s.wn != 1 && s.wn != 2 && s.wn != 4 && s.wn != 8) return "wn: expected 1, 2, 4 or 8";
   if (s.wk != 1 && s.wk != 2 && s.wk != 4 && s.wk != 8) return "wk: expected 1, 2, 4 or 8";
   if (s.warps > 16) return "wn * wk: expected at most 16 warps";
-  if (s.stages < 2 || s.stages > 8) return "stages: expected 2..8";
+  if (s.stages == 0 && s.bm > 16) return "s0 (activations straight from global memory): expected bm 8 or 16";
+  if (s.stages != 0 && (s.stages < 2 || s.stages > 8)) return "stages: expected 0 (no ring) or 2..8";
   if (s.depth != 1 && s.depth != 2 && s.depth != 4 && s.depth != 8) return "d: expected 1, 2, 4 or 8";
   if (s.acc_regs > 128) return "too many accumulator registers (tn * bm / 8 * 4, doubled for fp16 activations) > 128";
-  if (s.w_regs > 80) return "too many weight prefetch registers (d * tn * 5) > 80";
+  if (s.stages != 0 && s.w_regs > 80) return "too many weight prefetch registers (d * tn * 5) > 80";
+  if (s.stages == 0 && s.w_regs > 112) return "too many prefetch registers (d * (tn * 5 + bm)) > 112";
   return nullptr;
 }
 

@@ -163,9 +163,10 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   return "";
 }
 
-// Defaults (sm_80+), from the H200 runs of 2026-11-29 (bench/results/2026-11-29-mxfp4.md). Few tokens, dense:
-// two 16-row weight tiles per warp (two independent decode + mma chains) and K split over 8 warps per CTA
-// (bm8.tn2.wn1.wk8 / bm16.tn2.wn1.wk8 were the fastest of 12 candidates at M = 1 / 16, N = K = 8192). Few
+// Defaults (sm_80+), from the H200 runs of 2026-11-29 (bench/results/2026-11-29-mxfp4.md and
+// 2026-11-29-mxfp4-session4.md). Few tokens, dense: two 16-row weight tiles per warp (two independent decode +
+// mma chains) and K split over 8 warps per CTA (bm8.tn2.wn1.wk8 / bm16.tn2.wn1.wk8 were the fastest of 12
+// candidates at M = 1 / 16, N = K = 8192; at M = 1 the s0 form with d2 was 4% faster than the ring in the later run). Few
 // tokens per expert, grouped (many CTAs already): bm16.tn2.wn4.wk1.s4.d4. Many tokens: wider CTA tiles
 // (bm64 / bm128 with tn2.wn4) so each decoded weight feeds more mma.
 // Host default, measured with `ktune tune --arch host` on the 2-core Zen 5 (AVX-512) dev VM at n2880.k2880 for
@@ -185,8 +186,10 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
     c.tn = 2;
     c.wn = 1;
     c.wk = kc >= 16 ? 8 : kc >= 8 ? 4 : 2;
-    c.stages = small_stages(c.bm, c.wk);
-    c.depth = 4;
+    // <= 8 tokens: activation fragments straight from global memory (s0, no CTA barrier per K step), 2 chunks
+    // ahead; 16 tokens: the cp.async ring (s0 carries twice the activation registers there and ran 10% slower).
+    c.stages = rows <= 8 ? 0 : small_stages(c.bm, c.wk);
+    c.depth = rows <= 8 ? 2 : 4;
   } else if (rows <= 16) {
     c = Config{rows <= 4 ? 8 : 16, 2, 4, 1, 4, 4};
   } else if (rows <= 64) {
@@ -248,6 +251,17 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   add(Config{16, 4, 2, 1, 4, 2});
   add(Config{16, 2, 4, 1, 4, 4});
   add(Config{16, 4, 4, 1, 3, 2});
+  // s0: activation fragments straight from global memory, no CTA barrier in the K loop (bm <= 16).
+  for (int bm : {8, 16}) {
+    add(Config{bm, 2, 1, 8, 0, 4});
+    add(Config{bm, 2, 1, 8, 0, 2});
+    add(Config{bm, 2, 1, 4, 0, 4});
+    add(Config{bm, 1, 1, 8, 0, 8});
+    add(Config{bm, 4, 1, 8, 0, 2});
+    add(Config{bm, 2, 2, 4, 0, 4});
+    add(Config{bm, 2, 4, 1, 0, 4});
+    add(Config{bm, 2, 4, 1, 0, 2});
+  }
   return out;
 }
 
