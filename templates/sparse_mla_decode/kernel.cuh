@@ -35,6 +35,19 @@ namespace ktune_mla {
 
 namespace kc = ::ktune_common;
 
+// Time attribution (bench/dev/mla_attrib.cu only): a Spec may carry `kSkip`, a mask of phases to leave out
+// (kSkipGather 1: no KV gather, kSkipDequant 2, kSkipQK 4, kSkipSoftmax 8, kSkipPV 16). Outputs are then
+// meaningless. The Specs that spec.cpp generates have no kSkip, so every phase runs.
+template <class S, class = void>
+struct SkipOf {
+  static constexpr int v = 0;
+};
+template <class S>
+struct SkipOf<S, decltype(void(S::kSkip))> {
+  static constexpr int v = S::kSkip;
+};
+enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, kSkipPV = 16 };
+
 template <class S>
 struct Traits {
   static constexpr Shape sh = make_shape(S::kLat, S::kRope, S::kFp8, S::kHeadsPerCta, S::kTile, S::kStages, S::kWarps);
@@ -125,14 +138,31 @@ KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int a
 #endif
 }
 
+// Descriptor of an MN-major operand (the N dimension contiguous: V as stored, token rows of 64-dim blocks) in
+// the 128-byte-swizzle layout of tile_off(): `lbo` bytes between 64-element blocks along N, `sbo` bytes between
+// 8-row groups along K.
+KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+// D(64 x 128, fp32) += A(64 x 16, bf16, smem, K-major) * B(16 x 128, bf16, smem, MN-major: transposed).
+KT_DEV void wg_mma_n128_tb(float* d, unsigned long long da, unsigned long long db) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, 1, 1, 1, 0, 1;"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+#endif
+}
+
 // 4-byte cp.async (zero-fills when src_bytes == 0).
 KT_DEV void cp_async_4(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 template <class S>
-__global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_blocks)
-    decode_kernel(const __grid_constant__ Params p) {
+KT_DEV void decode_body(const Params& p) {
   constexpr Shape sh = Traits<S>::sh;
   constexpr int LAT = S::kLat, D = sh.dim, QCH = sh.q_chunks, HG = S::kHeadsPerCta, TN = S::kTile;
   constexpr int ST = S::kStages, H = S::kNumHeads, TOPK = S::kTopk;
@@ -144,6 +174,13 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
   constexpr int NTILES = (TOPK + TN - 1) / TN, NT = sh.threads;
   constexpr int SB = sh.slot_buffers;  // slot lists of the tiles in flight
   static_assert(ONT % 2 == 0, "output n tiles per warp must be even");
+  // P.V through wgmma as well (sm_90a, 64-token tiles): warpgroup w owns output columns [w, w + 1) * LAT / NWG
+  // for all 64 heads, P (K-major, from the softmax) and V (MN-major: the K/V tile as stored) from shared memory.
+  constexpr int NWG = sh.threads / 128;
+  constexpr bool WGPV = S::kWgmma && TN == 64 && (LAT / NWG) % 128 == 0 && sh.off_p % 1024 == 0 &&
+                        sh.off_kv % 1024 == 0;
+  constexpr int OMT = WGPV ? 1 : MT;                    // 16-row tiles of O per warp
+  constexpr int ONO = WGPV ? LAT / NWG / 8 : ONT;       // 8-column tiles of O per warp
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3, lr = lane & 7, lm = lane >> 3;
@@ -189,22 +226,26 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
     const int pos0 = (t_begin + j) * TN;
     const unsigned dst0 = FP8 ? sb + sh.off_raw + buf * RAW_TILE : sb + sh.off_kv + buf * sh.kv_tile_bytes;
     const int* tidx = s_idx + (j % NIDX) * TN;
-    for (int i = tid; i < TN * RCH; i += NT) {
-      const int r = i / RCH, c = i - (i / RCH) * RCH;
+    auto slot_of = [&](int r, bool report) {  // the tile row's cache slot, or -1 (skip)
       const int pos = pos0 + r;
       const int slot = pos < TOPK ? tidx[r] : -1;
       bool valid = slot >= 0;
       if constexpr (S::kChecked) {
-        if (slot != -1 && c == 0)
+        if (slot != -1 && report)
           valid = kc::check_index(p.report, kc::kCheckTopkIndex, (unsigned)token, slot, p.num_slots);
         else if (slot != -1)
           valid = slot >= 0 && slot < p.num_slots;
       }
-      const unsigned dst = FP8 ? dst0 + i * 16 : dst0 + tile_off(TN, r, c);
-      const char* src = valid ? kvb + (long long)slot * RB + c * 16 : kvb;
-      kc::cp_async_16(dst, src, valid ? 16 : 0);
-      if (c == 0) s_slot[(j % SB) * TN + r] = valid ? slot : -1;
+      return valid ? slot : -1;
+    };
+    for (int i = tid; i < TN * RCH; i += NT) {
+      const int r = i / RCH, c = i - (i / RCH) * RCH;
+      const int slot = slot_of(r, false);
+      const unsigned dst = FP8 ? dst0 + (r * RCH + c) * 16 : dst0 + tile_off(TN, r, c);
+      const char* src = slot >= 0 ? kvb + (long long)slot * RB + c * 16 : kvb;
+      if constexpr (!(SkipOf<S>::v & kSkipGather)) kc::cp_async_16(dst, src, slot >= 0 ? 16 : 0);
     }
+    for (int r = tid; r < TN; r += NT) s_slot[(j % SB) * TN + r] = slot_of(r, true);
     fetch_idx(j + PRO);  // same commit group as this gather
   };
   // ST >= 2: a ring of ST raw tiles, ST - 1 in flight. ST == 1 (fp8 only): one raw tile, reloaded as soon as
@@ -215,15 +256,17 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
     kc::cp_async_commit();
   }
 
-  float o[MT][ONT][4];
+  float o[OMT][ONO][4];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int mt = 0; mt < OMT; ++mt)
 #pragma unroll
-    for (int n = 0; n < ONT; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+    for (int n = 0; n < ONO; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
   float m_run = kc::neg_inf(), l_run = 0.f;  // the softmax row of this thread (tid / TPR)
   const float scale_log2 = p.softmax_scale * kc::kLog2e;
   const int wm = warp % WM, wn = warp / WM;
   const int c0w = warp * CPW;
+  const int orow0 = WGPV ? 16 * (warp & 3) : 0;               // first O row (head) of this warp
+  const int ocol0 = WGPV ? (LAT / NWG) * (warp >> 2) : c0w;  // first O column of this warp
 
   for (int it = 0; it < ntiles; ++it) {
     if constexpr (ST >= 2) {
@@ -246,7 +289,7 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
       // dequantize the raw rows: 16 e4m3 latent values (one 16-byte chunk) -> 2 bf16 chunks; rope copied
       constexpr int LCH = LAT / 16, RPC = S::kRope / 8, ITEMS = LCH + RPC;
       const unsigned char* raw = smem + sh.off_raw + buf * RAW_TILE;
-      for (int i = tid; i < TN * ITEMS; i += NT) {
+      for (int i = tid; i < ((SkipOf<S>::v & kSkipDequant) ? 0 : TN * ITEMS); i += NT) {
         const int r = i / ITEMS, c = i - (i / ITEMS) * ITEMS;
         const unsigned char* row = raw + r * RB;
         unsigned char* kvt = smem + sh.off_kv;
@@ -287,7 +330,8 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
     }
 
     // ---- S = Q K^T (fp32 scores to smem) ----
-    if constexpr (S::kWgmma) {
+    if constexpr ((SkipOf<S>::v & kSkipQK) != 0) {
+    } else if constexpr (S::kWgmma) {
       // one warpgroup per N = TN / (warps / 4) tokens, all 64 heads, K = 576 in 36 steps of 16
       constexpr int NWG = sh.threads / 128, WN = TN / NWG;
       const int wg = warp >> 2, wq = warp & 3;
@@ -351,7 +395,7 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
     __syncthreads();
 
     // ---- online softmax: TPR threads per head row ----
-    {
+    if constexpr (!(SkipOf<S>::v & kSkipSoftmax)) {
       const int r = tid / TPR, c0 = (tid % TPR) * EPT;
       float x[EPT];
       float mx = kc::neg_inf();
@@ -385,37 +429,55 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
         *reinterpret_cast<unsigned*>(prow + swzp<PCH>(r, col >> 3) * 16 + (col & 7) * 2) = kc::pack_bf16x2(x[e], x[e + 1]);
       }
     }
+    if constexpr (WGPV) fence_proxy_async();  // P is read by wgmma (async proxy)
     __syncthreads();
 
     // ---- O = O * alpha + P V (this warp's output columns, every head of the CTA) ----
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const float a0 = s_alpha[mt * 16 + g], a1 = s_alpha[mt * 16 + g + 8];
+    for (int mt = 0; mt < OMT; ++mt) {
+      const float a0 = s_alpha[orow0 + mt * 16 + g], a1 = s_alpha[orow0 + mt * 16 + g + 8];
 #pragma unroll
-      for (int n = 0; n < ONT; ++n) {
+      for (int n = 0; n < ONO; ++n) {
         o[mt][n][0] *= a0;
         o[mt][n][1] *= a0;
         o[mt][n][2] *= a1;
         o[mt][n][3] *= a1;
       }
     }
+    if constexpr ((SkipOf<S>::v & kSkipPV) != 0) {
+    } else if constexpr (WGPV) {
+      constexpr int NH = LAT / NWG / 128;  // m64n128k16 per k step
+      wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < TN / 16; ++kk) {
-      unsigned pa[MT][4];
+      for (int kk = 0; kk < TN / 16; ++kk)
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int row = mt * 16 + (lm & 1) * 8 + lr, ch = 2 * kk + (lm >> 1);
-        kc::ldmatrix_x4(pa[mt], sb + sh.off_p + (row * PCH + swzp<PCH>(row, ch)) * 16);
-      }
+        for (int hh = 0; hh < NH; ++hh) {
+          const unsigned long long da = wg_desc(sb + sh.off_p) + (unsigned)((kk * 32) >> 4);
+          const int blk = (ocol0 + 128 * hh) / 64;
+          const unsigned long long db = wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
+          wg_mma_n128_tb(&o[0][16 * hh][0], da, db);
+        }
+      wg_commit();
+      wg_wait0();
+    } else {
 #pragma unroll
-      for (int nq = 0; nq < ONT / 2; ++nq) {
-        unsigned v[4];
-        const int row = kk * 16 + (lm & 1) * 8 + lr, ch = c0w / 8 + 2 * nq + (lm >> 1);
-        kc::ldmatrix_x4_trans(v, sK + tile_off(TN, row, ch));
+      for (int kk = 0; kk < TN / 16; ++kk) {
+        unsigned pa[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          kc::mma_16816<true>(o[mt][2 * nq], pa[mt], v[0], v[1]);
-          kc::mma_16816<true>(o[mt][2 * nq + 1], pa[mt], v[2], v[3]);
+          const int row = mt * 16 + (lm & 1) * 8 + lr, ch = 2 * kk + (lm >> 1);
+          kc::ldmatrix_x4(pa[mt], sb + sh.off_p + (row * PCH + swzp<PCH>(row, ch)) * 16);
+        }
+#pragma unroll
+        for (int nq = 0; nq < ONT / 2; ++nq) {
+          unsigned v[4];
+          const int row = kk * 16 + (lm & 1) * 8 + lr, ch = c0w / 8 + 2 * nq + (lm >> 1);
+          kc::ldmatrix_x4_trans(v, sK + tile_off(TN, row, ch));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            kc::mma_16816<true>(o[mt][2 * nq], pa[mt], v[0], v[1]);
+            kc::mma_16816<true>(o[mt][2 * nq + 1], pa[mt], v[2], v[3]);
+          }
         }
       }
     }
@@ -431,15 +493,15 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
   const long long row0 = (long long)token * H + h0;
   if (p.num_splits == 1) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < OMT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = mt * 16 + g + 8 * h;
+        const int r = orow0 + mt * 16 + g + 8 * h;
         const kc::RowFinal f = kc::finalize_row(s_m[r], s_l[r], p.sinks != nullptr,
                                                 p.sinks != nullptr ? p.sinks[h0 + r] : 0.f, 1.f);
-        unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + c0w + 2 * t4;
+        unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + ocol0 + 2 * t4;
 #pragma unroll
-        for (int n = 0; n < ONT; ++n)
+        for (int n = 0; n < ONO; ++n)
           *reinterpret_cast<unsigned*>(orow + n * 8) =
               kc::pack_bf16x2(o[mt][n][2 * h] * f.scale, o[mt][n][2 * h + 1] * f.scale);
       }
@@ -451,13 +513,13 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
   } else {
     const int ns = p.num_splits;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < OMT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = mt * 16 + g + 8 * h;
-        float* prow = p.workspace + ((row0 + r) * ns + split) * LAT + c0w + 2 * t4;
+        const int r = orow0 + mt * 16 + g + 8 * h;
+        float* prow = p.workspace + ((row0 + r) * ns + split) * LAT + ocol0 + 2 * t4;
 #pragma unroll
-        for (int n = 0; n < ONT; ++n)
+        for (int n = 0; n < ONO; ++n)
           *reinterpret_cast<float2*>(prow + n * 8) = make_float2(o[mt][n][2 * h], o[mt][n][2 * h + 1]);
       }
     if (tid < HG) {
@@ -466,6 +528,12 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
       ml[1] = s_l[tid];
     }
   }
+}
+
+template <class S>
+__global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_blocks)
+    decode_kernel(const __grid_constant__ Params p) {
+  decode_body<S>(p);
 }
 
 // Merges the split partials of one (token, head) row per CTA: grid (num_heads, num_tokens), 128 threads.

@@ -1,0 +1,148 @@
+// Time attribution for sparse_mla_decode on the H200 (issue 6): the production kernel (kernel.cuh) with one or
+// more phases left out through the Spec's kSkip mask (kernel.cuh: SkipOf), at the issue's bench shape
+// (128 heads, top-k 2048, fp8_ds_mla, 64 tokens, t64.s1.g64.wg). The full kernels' outputs are compared with
+// the mma.sync (no wgmma) kernel's, bit for bit and by rel L2; the phase-skipping ones are timing only.
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates bench/dev/mla_attrib.cu -o mla_attrib
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "sparse_mla_decode/kernel.cuh"
+
+#define CK(x)                                                                                       \
+  do {                                                                                              \
+    cudaError_t e_ = (x);                                                                           \
+    if (e_ != cudaSuccess) {                                                                        \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
+      std::exit(2);                                                                                 \
+    }                                                                                               \
+  } while (0)
+
+namespace ktune_mla {
+template <int kSkipMask, int kW, bool kWg = true>
+struct AttribSpec {
+  static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 2048, kPageSize = 64;
+  static constexpr bool kFp8 = true;
+  static constexpr int kMaxQLen = 1;
+  static constexpr bool kChecked = false;
+  static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = kW;
+  static constexpr bool kWgmma = kWg;
+  static constexpr int kSkip = kSkipMask;
+};
+}  // namespace ktune_mla
+
+using namespace ktune_mla;
+
+struct Inputs {
+  Params p{};
+  int tokens = 64;
+};
+
+std::vector<unsigned short> g_base;  // the production kernel's output, for the bitwise comparison
+
+template <int kSkipMask, int kW, bool kWg = true>
+void run(const Inputs& in, const char* what, double base_us) {
+  using S = AttribSpec<kSkipMask, kW, kWg>;
+  constexpr Shape sh = Traits<S>::sh;
+  auto kern = decode_kernel<S>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
+  const dim3 grid(S::kNumHeads / S::kHeadsPerCta, 1, in.tokens);
+  const int reps = 30;
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (int i = 0; i < 3; ++i) kern<<<grid, sh.threads, sh.smem_total>>>(in.p);
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(ev[2 * i]));
+    kern<<<grid, sh.threads, sh.smem_total>>>(in.p);
+    CK(cudaEventRecord(ev[2 * i + 1]));
+  }
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t(reps);
+  for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  std::sort(t.begin(), t.end());
+  const double us = t[reps / 2] * 1e3;
+  if (kSkipMask == 0) {  // compare the full kernels' outputs bit for bit
+    std::vector<unsigned short> out(size_t(in.tokens) * 128 * 512);
+    CK(cudaMemset(in.p.out, 0xFF, out.size() * 2));
+    kern<<<grid, sh.threads, sh.smem_total>>>(in.p);
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(out.data(), in.p.out, out.size() * 2, cudaMemcpyDeviceToHost));
+    if (g_base.empty()) g_base = out;
+    size_t diff = 0;
+    double num = 0, den = 0;
+    auto f = [](unsigned short h) { unsigned u = unsigned(h) << 16; float v; std::memcpy(&v, &u, 4); return double(v); };
+    for (size_t i = 0; i < out.size(); ++i) {
+      diff += out[i] != g_base[i];
+      num += (f(out[i]) - f(g_base[i])) * (f(out[i]) - f(g_base[i]));
+      den += f(g_base[i]) * f(g_base[i]);
+    }
+    std::printf("   output vs the first full kernel (mma.sync QK and PV): %zu of %zu bf16 differ, rel L2 %.2e\n", diff,
+                out.size(), std::sqrt(num / den));
+  }
+  const double flops = 2.0 * in.tokens * S::kNumHeads * S::kTopk * (576 + 512);
+  std::printf("w%-2d skip %-34s %8.1f us  %6.1f TFLOP/s  %s%.1f us vs all phases\n", kW, what, us, flops / us / 1e6,
+              base_us > 0 ? "" : "", base_us > 0 ? us - base_us : 0.0);
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+}
+
+int main() {
+  Inputs in;
+  const int tokens = in.tokens, topk = 2048, pages = 4096, page = 64;
+  const long long slots = (long long)pages * page;
+  const int row = 656;
+  std::vector<unsigned char> kv(size_t(slots) * row);
+  unsigned x = 7;
+  auto rnd = [&] { return x = x * 1664525u + 1013904223u; };
+  for (long long s = 0; s < slots; ++s) {
+    unsigned char* r = kv.data() + s * row;
+    for (int i = 0; i < 512; ++i) r[i] = (rnd() >> 24) & 0x77;  // e4m3, never NaN
+    float sc = 0.01f;
+    for (int i = 0; i < 4; ++i) std::memcpy(r + 512 + 4 * i, &sc, 4);
+    for (int i = 0; i < 64; ++i) { unsigned short b = 0x3C00 | ((rnd() >> 25) & 0xFF) | (rnd() & 0x8000); std::memcpy(r + 528 + 2 * i, &b, 2); }
+  }
+  std::vector<unsigned short> q(size_t(tokens) * 128 * 576);
+  for (auto& v : q) v = 0x3C00 | ((rnd() >> 25) & 0xFF) | (rnd() & 0x8000);
+  std::vector<int> idx(size_t(tokens) * topk);
+  for (auto& v : idx) v = int(rnd() % slots);
+  void *dkv, *dq, *dout;
+  int* didx;
+  float* dlse;
+  CK(cudaMalloc(&dkv, kv.size()));
+  CK(cudaMalloc(&dq, q.size() * 2));
+  CK(cudaMalloc(&didx, idx.size() * 4));
+  CK(cudaMalloc(&dout, size_t(tokens) * 128 * 512 * 2));
+  CK(cudaMalloc(&dlse, size_t(tokens) * 128 * 4));
+  CK(cudaMemcpy(dkv, kv.data(), kv.size(), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(didx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
+  in.p.q = dq;
+  in.p.kv_cache = dkv;
+  in.p.indices = didx;
+  in.p.out = dout;
+  in.p.lse = dlse;
+  in.p.num_tokens = tokens;
+  in.p.num_splits = 1;
+  in.p.num_slots = slots;
+  in.p.softmax_scale = 0.0417f;
+  run<0, 8, false>(in, "none, mma.sync QK + PV (reference)", 0);
+  run<0, 8>(in, "none (wgmma QK + PV)", 0);
+  run<kSkipGather, 8>(in, "gather", 0);
+  run<kSkipDequant, 8>(in, "dequant", 0);
+  run<kSkipQK, 8>(in, "QK", 0);
+  run<kSkipSoftmax, 8>(in, "softmax", 0);
+  run<kSkipPV, 8>(in, "PV", 0);
+  run<kSkipGather | kSkipDequant, 8>(in, "gather+dequant", 0);
+  run<kSkipQK | kSkipPV, 8>(in, "QK+PV", 0);
+  run<kSkipGather | kSkipDequant | kSkipSoftmax, 8>(in, "gather+dequant+softmax (MMAs only)", 0);
+  run<kSkipGather | kSkipDequant | kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "everything (loop skeleton)", 0);
+  run<0, 16>(in, "none (w16)", 0);
+  run<kSkipPV, 16>(in, "PV (w16)", 0);
+  run<kSkipGather | kSkipDequant, 16>(in, "gather+dequant (w16)", 0);
+  return 0;
+}
