@@ -6,12 +6,26 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 
 #include "driver_api.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
+#include "log.hpp"
 
 namespace ktune::launch_support {
+
+void warn_unusable_tuned(const char* family, const std::string& tuning_key, const std::string& tuned,
+                         const std::string& why) {
+  static std::mutex mutex;
+  static std::unordered_set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!warned.insert(std::string(family) + "|" + tuning_key + "|" + tuned).second) return;
+  }
+  detail::log(detail::LogLevel::warn, "{}: tuned config '{}' for {} is unusable ({}); using the default", family,
+              tuned, tuning_key, why);
+}
 
 void bad_arg(const char* family, const std::string& field, const std::string& expected, const std::string& got) {
   throw Error(Status::invalid_argument, family, fmt::format("{}: expected {}, got {}", field, expected, got));

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "ktune/error.hpp"
+
 #include "ktune/arch.hpp"
 #include "ktune/kernel_spec.hpp"
 
@@ -26,5 +28,35 @@ struct DeviceFacts {
 // The current context's device. Throws Error(cuda_error) without a current context (saying how to make one).
 // After the first call per device and thread: no driver query beyond two cheap context reads.
 const DeviceFacts& current_device(const char* family);
+
+// Logs (warn), once per process for each (family, tuning key, config), that a tuned config from the cache cannot
+// be used and the default runs instead.
+void warn_unusable_tuned(const char* family, const std::string& tuning_key, const std::string& tuned,
+                         const std::string& why);
+
+// The config a call runs when none is forced: the tuned one (`tuned`, the cache's winner for the call's tuning
+// key, "" when there is none) if it parses and `usable(config)` returns "" (else the reason), otherwise
+// `fallback()`. *source is set to "tuned" or "default". An unusable tuned row is reported by
+// warn_unusable_tuned and never launched. Shared by every family's GPU and host launch.
+template <class Config, class Usable, class Fallback>
+Config tuned_or_default(const char* family, const std::string& tuning_key, const std::string& tuned, Usable&& usable,
+                        Fallback&& fallback, std::string* source) {
+  if (!tuned.empty()) {
+    std::string why;
+    try {
+      Config c = Config::from_key(tuned);
+      why = usable(c);
+      if (why.empty()) {
+        *source = "tuned";
+        return c;
+      }
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    warn_unusable_tuned(family, tuning_key, tuned, why);
+  }
+  *source = "default";
+  return fallback();
+}
 
 }  // namespace ktune::launch_support

@@ -2,7 +2,8 @@
 // more phases left out through the Spec's kSkip mask (kernel.cuh: SkipOf), at the issue's bench shape
 // (128 heads, top-k 2048, fp8_ds_mla, 64 tokens, t64.s1.g64.wg). The full kernels' outputs are compared with
 // the mma.sync (no wgmma) kernel's, bit for bit and by rel L2; the phase-skipping ones are timing only.
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates bench/dev/mla_attrib.cu -o mla_attrib
+// Also times the warp-specialized experiment (mla_ws_kernel.cuh) with the same inputs.
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev bench/dev/mla_attrib.cu -o mla_attrib
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "sparse_mla_decode/kernel.cuh"
+#include "mla_ws_kernel.cuh"  // includes sparse_mla_decode/kernel.cuh
 
 #define CK(x)                                                                                       \
   do {                                                                                              \
@@ -34,6 +35,16 @@ struct AttribSpec {
   static constexpr bool kWgmma = kWg;
   static constexpr int kSkip = kSkipMask;
 };
+template <int kSkipMask>
+struct WsSpec {
+  static constexpr int kSkip = kSkipMask;
+  static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 2048, kPageSize = 64;
+  static constexpr bool kFp8 = true;
+  static constexpr int kMaxQLen = 1;
+  static constexpr bool kChecked = false;
+  static constexpr int kHeadsPerCta = 64, kTile = 32, kStages = 2, kWarps = 8;
+  static constexpr bool kWgmma = true;
+};
 }  // namespace ktune_mla
 
 using namespace ktune_mla;
@@ -45,20 +56,37 @@ struct Inputs {
 
 std::vector<unsigned short> g_base;  // the production kernel's output, for the bitwise comparison
 
+struct LaunchShape {
+  int threads, smem;
+};
+template <class S, int kSkipMask>
+void run_kernel(const Inputs& in, const char* what, void (*kern)(Params), LaunchShape sh);
+
 template <int kSkipMask, int kW, bool kWg = true>
-void run(const Inputs& in, const char* what, double base_us) {
+void run(const Inputs& in, const char* what, double) {
   using S = AttribSpec<kSkipMask, kW, kWg>;
   constexpr Shape sh = Traits<S>::sh;
-  auto kern = decode_kernel<S>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
+  run_kernel<S, kSkipMask>(in, what, decode_kernel<S>, LaunchShape{sh.threads, sh.smem_total});
+}
+template <int kSkipMask>
+void run_ws(const Inputs& in, const char* what) {
+  using S = WsSpec<kSkipMask>;
+  constexpr WsLayout L = WsTraits<S>::L;
+  run_kernel<S, kSkipMask>(in, what, decode_kernel_ws<S>, LaunchShape{384, L.total});
+}
+
+template <class S, int kSkipMask>
+void run_kernel(const Inputs& in, const char* what, void (*kern)(Params), LaunchShape sh) {
+  constexpr int kW = S::kWarps;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem));
   const dim3 grid(S::kNumHeads / S::kHeadsPerCta, 1, in.tokens);
   const int reps = 30;
   std::vector<cudaEvent_t> ev(2 * reps);
   for (auto& e : ev) CK(cudaEventCreate(&e));
-  for (int i = 0; i < 3; ++i) kern<<<grid, sh.threads, sh.smem_total>>>(in.p);
+  for (int i = 0; i < 3; ++i) kern<<<grid, sh.threads, sh.smem>>>(in.p);
   for (int i = 0; i < reps; ++i) {
     CK(cudaEventRecord(ev[2 * i]));
-    kern<<<grid, sh.threads, sh.smem_total>>>(in.p);
+    kern<<<grid, sh.threads, sh.smem>>>(in.p);
     CK(cudaEventRecord(ev[2 * i + 1]));
   }
   CK(cudaGetLastError());
@@ -70,7 +98,7 @@ void run(const Inputs& in, const char* what, double base_us) {
   if (kSkipMask == 0) {  // compare the full kernels' outputs bit for bit
     std::vector<unsigned short> out(size_t(in.tokens) * 128 * 512);
     CK(cudaMemset(in.p.out, 0xFF, out.size() * 2));
-    kern<<<grid, sh.threads, sh.smem_total>>>(in.p);
+    kern<<<grid, sh.threads, sh.smem>>>(in.p);
     CK(cudaGetLastError());
     CK(cudaMemcpy(out.data(), in.p.out, out.size() * 2, cudaMemcpyDeviceToHost));
     if (g_base.empty()) g_base = out;
@@ -86,8 +114,7 @@ void run(const Inputs& in, const char* what, double base_us) {
                 out.size(), std::sqrt(num / den));
   }
   const double flops = 2.0 * in.tokens * S::kNumHeads * S::kTopk * (576 + 512);
-  std::printf("w%-2d skip %-34s %8.1f us  %6.1f TFLOP/s  %s%.1f us vs all phases\n", kW, what, us, flops / us / 1e6,
-              base_us > 0 ? "" : "", base_us > 0 ? us - base_us : 0.0);
+  std::printf("w%-2d skip %-34s %8.1f us  %6.1f TFLOP/s\n", kW, what, us, flops / us / 1e6);
   for (auto& e : ev) CK(cudaEventDestroy(e));
 }
 
@@ -142,7 +169,12 @@ int main() {
   run<kSkipGather | kSkipDequant | kSkipSoftmax, 8>(in, "gather+dequant+softmax (MMAs only)", 0);
   run<kSkipGather | kSkipDequant | kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "everything (loop skeleton)", 0);
   run<0, 16>(in, "none (w16)", 0);
-  run<kSkipPV, 16>(in, "PV (w16)", 0);
-  run<kSkipGather | kSkipDequant, 16>(in, "gather+dequant (w16)", 0);
+  run_ws<0>(in, "WS: none (warp-specialized t32)");
+  run_ws<kSkipDequant>(in, "WS: dequant");
+  run_ws<kSkipQK>(in, "WS: QK");
+  run_ws<kSkipPV>(in, "WS: PV");
+  run_ws<kSkipSoftmax>(in, "WS: softmax");
+  run_ws<kSkipQK | kSkipPV | kSkipSoftmax>(in, "WS: all consumer work");
+  run_ws<kSkipQK | kSkipPV | kSkipSoftmax | kSkipDequant>(in, "WS: everything");
   return 0;
 }

@@ -7,7 +7,6 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -18,14 +17,12 @@
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
 #include "ktune/mxfp4_gemm_host.hpp"
-#include "log.hpp"
 #include "mxfp4_gemm/params.h"
 
 namespace ktune {
 namespace {
 
 namespace kc = ::ktune_common;
-using detail::LogLevel;
 using mxfp4::Config;
 using mxfp4::Problem;
 
@@ -44,7 +41,6 @@ const DeviceFacts& current_device() { return launch_support::current_device(kFam
 struct Memo {
   std::mutex mutex;
   std::unordered_map<std::string, std::string> why;  // "ordinal|problem|config" -> can_implement result
-  std::unordered_set<std::string> warned;
 };
 Memo& memo() {
   static Memo m;
@@ -92,32 +88,14 @@ Resolved resolve(Runtime& rt, const Problem& p, const std::string& pk, int64_t m
   }
   r.dev = &current_device();
   if (!forced) {
-    const std::string tuned = rt.tuned_config(kFamily, r.tuning_key);
-    bool use_tuned = false;
-    if (!tuned.empty()) {
-      std::string why;
-      try {
-        r.config = Config::from_key(tuned);
-        why = can_run(p, pk, r.config, tuned, *r.dev);
-      } catch (const Error& e) {
-        why = e.what();
-      }
-      use_tuned = why.empty();
-      if (!use_tuned) {
-        Memo& mm = memo();
-        std::lock_guard<std::mutex> lock(mm.mutex);
-        if (mm.warned.insert(r.tuning_key + "|" + tuned).second)
-          detail::log(LogLevel::warn, "mxfp4_gemm: tuned config '{}' for {} is unusable ({}); using the default",
-                      tuned, r.tuning_key, why);
-      }
-    }
-    if (use_tuned) {
-      r.source = "tuned";
-    } else {
-      const int64_t rows = p.grouped() ? (bucket * p.top_k + p.num_experts - 1) / p.num_experts : bucket;
-      r.config = mxfp4::default_config(p, r.dev->arch, rows);
-      r.source = "default";
-    }
+    r.config = launch_support::tuned_or_default<Config>(
+        kFamily, r.tuning_key, rt.tuned_config(kFamily, r.tuning_key),
+        [&](const Config& c) { return can_run(p, pk, c, c.key(), *r.dev); },
+        [&] {
+          const int64_t rows = p.grouped() ? (bucket * p.top_k + p.num_experts - 1) / p.num_experts : bucket;
+          return mxfp4::default_config(p, r.dev->arch, rows);
+        },
+        &r.source);
     r.config_key = r.config.key();
   }
   const std::string why = can_run(p, pk, r.config, r.config_key, *r.dev);

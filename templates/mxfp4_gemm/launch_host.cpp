@@ -11,7 +11,7 @@
 #include "host_pool.hpp"
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
-#include "log.hpp"
+#include "launch_support.hpp"
 #include "mxfp4_gemm/host_params.h"
 
 namespace ktune {
@@ -61,24 +61,10 @@ Resolved resolve(Runtime& rt, const Problem& p, int64_t m, int threads, const ch
     r.config = parse_host_config(forced);
     r.source = "forced";
   } else {
-    const std::string tuned = rt.host_tuned_config(kFamily, r.tuning_key);
-    bool use_tuned = false;
-    if (!tuned.empty()) {
-      try {
-        r.config = Config::from_key(tuned);
-        use_tuned = mxfp4::can_implement(p, r.config, host_arch(), DeviceLimits{}).empty();
-      } catch (const Error&) {
-      }
-      if (!use_tuned)
-        detail::log(detail::LogLevel::warn, "mxfp4_gemm: tuned host config '{}' for {} is unusable; using the default",
-                    tuned, r.tuning_key);
-    }
-    if (use_tuned) {
-      r.source = "tuned";
-    } else {
-      r.config = mxfp4::default_config(p, host_arch());
-      r.source = "default";
-    }
+    r.config = launch_support::tuned_or_default<Config>(
+        kFamily, r.tuning_key, rt.host_tuned_config(kFamily, r.tuning_key),
+        [&](const Config& c) { return mxfp4::can_implement(p, c, host_arch(), DeviceLimits{}); },
+        [&] { return mxfp4::default_config(p, host_arch()); }, &r.source);
   }
   check_host_config(p, r.config);
   return r;

@@ -9,7 +9,8 @@ struct Shape {
   int a_type;                          // activation dtype (fp16 accumulates each 32-block separately)
   int threads, warps, bn, bk;          // tile N = 16 * tn * wn rows of W, tile K = 64 * wk per iteration
   int acc_regs, w_regs;                // per-thread estimates
-  int smem_stage, smem_pipe, smem_red, smem_total;
+  int smem_stage, smem_pipe, smem_red, smem_total;  // dynamic shared memory (bytes)
+  int smem_static;                                   // static: the kernel's tile_info (grouped M-tile lookup)
   int min_blocks;
 };
 
@@ -28,6 +29,7 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.smem_pipe = stages * s.smem_stage;
   s.smem_red = wk > 1 ? (wk - 1) * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;
   s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
+  s.smem_static = 16;
   const int regs = s.acc_regs + s.w_regs + (bm / 8) * 4 + 40;
   s.min_blocks = regs * s.threads > 0 ? 65536 / (((regs + 7) / 8 * 8) * s.threads) : 1;
   if (s.min_blocks < 1) s.min_blocks = 1;

@@ -157,8 +157,8 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   const ktune_mxfp4::Shape s = shape_of(p, c);
   if (const char* why = ktune_mxfp4::shape_error(s)) return why;
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
-  if (s.smem_total > lim.max_smem_per_block_optin)
-    return "shared memory " + std::to_string(s.smem_total) + " B exceeds the per-block limit " +
+  if (s.smem_total + s.smem_static > lim.max_smem_per_block_optin)
+    return "shared memory " + std::to_string(s.smem_total + s.smem_static) + " B exceeds the per-block limit " +
            std::to_string(lim.max_smem_per_block_optin) + " B";
   return "";
 }

@@ -161,6 +161,95 @@ KT_DEV void cp_async_4(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
+// One tile of the online softmax (log2 domain), TPR threads per head row, thread t of the participating ones:
+// row t / TPR, columns (t % TPR) * TN / TPR..; masked slots (< 0) score -inf. Updates the row's running max and
+// sum (m_run, l_run: the same in the TPR threads), writes the row's rescale factor to s_alpha and P (bf16) to
+// `p_tile` (rows of TN bf16, chunks swizzled by swzp).
+template <int TN, int TPR>
+KT_DEV void softmax_tile(int t, const float* s_S, int ss, const int* slots, float scale_log2, float& m_run,
+                         float& l_run, float* s_alpha, unsigned char* p_tile) {
+  constexpr int EPT = TN / TPR, PCH = TN / 8;
+  const int r = t / TPR, c0 = (t % TPR) * EPT;
+  float x[EPT];
+  float mx = kc::neg_inf();
+#pragma unroll
+  for (int e = 0; e < EPT; ++e) {
+    float v = s_S[r * ss + c0 + e] * scale_log2;
+    if (slots[c0 + e] < 0) v = kc::neg_inf();
+    x[e] = v;
+    mx = fmaxf(mx, v);
+  }
+#pragma unroll
+  for (int off = 1; off < TPR; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  const float m_new = fmaxf(m_run, mx);
+  const float m_use = m_new == kc::neg_inf() ? 0.f : m_new;
+  const float alpha = kc::fast_exp2(m_run - m_use);
+  m_run = m_new;
+  float sum = 0.f;
+#pragma unroll
+  for (int e = 0; e < EPT; ++e) {
+    x[e] = kc::fast_exp2(x[e] - m_use);
+    sum += x[e];
+  }
+#pragma unroll
+  for (int off = 1; off < TPR; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  l_run = l_run * alpha + sum;
+  if (t % TPR == 0) s_alpha[r] = alpha;
+  unsigned char* prow = p_tile + r * TN * 2;
+#pragma unroll
+  for (int e = 0; e < EPT; e += 2) {
+    const int col = c0 + e;
+    *reinterpret_cast<unsigned*>(prow + swzp<PCH>(r, col >> 3) * 16 + (col & 7) * 2) = kc::pack_bf16x2(x[e], x[e + 1]);
+  }
+}
+
+// Epilogue of one CTA: O (this thread's fragments: rows orow0 + 16 mt + g (+8), columns ocol0 + 8 n + 2 t4) and
+// the rows' (max, sum) from s_m / s_l, as the bf16 output + LSE (one split) or fp32 partials (splits > 1). t is
+// the thread's index among the participating threads (the first HG write the per-row values).
+template <class S, int OMT, int ONO>
+KT_DEV void write_output(const Params& p, const float (&o)[OMT][ONO][4], const float* s_m, const float* s_l, int h0,
+                         int token, int split, int orow0, int ocol0, int g, int t4, int t) {
+  constexpr int LAT = S::kLat, H = S::kNumHeads, HG = S::kHeadsPerCta;
+  const long long row0 = (long long)token * H + h0;
+  if (p.num_splits == 1) {
+#pragma unroll
+    for (int mt = 0; mt < OMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = orow0 + mt * 16 + g + 8 * h;
+        const kc::RowFinal f = kc::finalize_row(s_m[r], s_l[r], p.sinks != nullptr,
+                                                p.sinks != nullptr ? p.sinks[h0 + r] : 0.f, 1.f);
+        unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + ocol0 + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < ONO; ++n)
+          *reinterpret_cast<unsigned*>(orow + n * 8) =
+              kc::pack_bf16x2(o[mt][n][2 * h] * f.scale, o[mt][n][2 * h + 1] * f.scale);
+      }
+    if (p.lse != nullptr && t < HG) {
+      const kc::RowFinal f =
+          kc::finalize_row(s_m[t], s_l[t], p.sinks != nullptr, p.sinks != nullptr ? p.sinks[h0 + t] : 0.f, 1.f);
+      p.lse[row0 + t] = f.lse;
+    }
+  } else {
+    const int ns = p.num_splits;
+#pragma unroll
+    for (int mt = 0; mt < OMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = orow0 + mt * 16 + g + 8 * h;
+        float* prow = p.workspace + ((row0 + r) * ns + split) * LAT + ocol0 + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < ONO; ++n)
+          *reinterpret_cast<float2*>(prow + n * 8) = make_float2(o[mt][n][2 * h], o[mt][n][2 * h + 1]);
+      }
+    if (t < HG) {
+      float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + ((row0 + t) * ns + split) * 2;
+      ml[0] = s_m[t];
+      ml[1] = s_l[t];
+    }
+  }
+}
+
 template <class S>
 KT_DEV void decode_body(const Params& p) {
   constexpr Shape sh = Traits<S>::sh;
@@ -169,7 +258,7 @@ KT_DEV void decode_body(const Params& p) {
   constexpr bool FP8 = S::kFp8;
   constexpr int RB = sh.raw_bytes, RCH = sh.raw_chunks, RAW_TILE = mla_align16(sh.raw_tile_bytes);
   constexpr int WM = sh.warps_m, MTW = sh.mt_per_warp, NTW = sh.nt_per_warp, MT = sh.m_tiles;
-  constexpr int TPR = sh.tpr, EPT = TN / TPR, PCH = TN / 8, SS = sh.s_stride;
+  constexpr int TPR = sh.tpr, PCH = TN / 8, SS = sh.s_stride;
   constexpr int CPW = sh.cols_per_warp, ONT = CPW / 8;
   constexpr int NTILES = (TOPK + TN - 1) / TN, NT = sh.threads;
   constexpr int SB = sh.slot_buffers;  // slot lists of the tiles in flight
@@ -395,40 +484,8 @@ KT_DEV void decode_body(const Params& p) {
     __syncthreads();
 
     // ---- online softmax: TPR threads per head row ----
-    if constexpr (!(SkipOf<S>::v & kSkipSoftmax)) {
-      const int r = tid / TPR, c0 = (tid % TPR) * EPT;
-      float x[EPT];
-      float mx = kc::neg_inf();
-#pragma unroll
-      for (int e = 0; e < EPT; ++e) {
-        float v = s_S[r * SS + c0 + e] * scale_log2;
-        if (s_slot[sbuf * TN + c0 + e] < 0) v = kc::neg_inf();
-        x[e] = v;
-        mx = fmaxf(mx, v);
-      }
-#pragma unroll
-      for (int off = 1; off < TPR; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float m_new = fmaxf(m_run, mx);
-      const float m_use = m_new == kc::neg_inf() ? 0.f : m_new;
-      const float alpha = kc::fast_exp2(m_run - m_use);
-      m_run = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int e = 0; e < EPT; ++e) {
-        x[e] = kc::fast_exp2(x[e] - m_use);
-        sum += x[e];
-      }
-#pragma unroll
-      for (int off = 1; off < TPR; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      l_run = l_run * alpha + sum;
-      if (tid % TPR == 0) s_alpha[r] = alpha;
-      unsigned char* prow = smem + sh.off_p + r * TN * 2;
-#pragma unroll
-      for (int e = 0; e < EPT; e += 2) {
-        const int col = c0 + e;
-        *reinterpret_cast<unsigned*>(prow + swzp<PCH>(r, col >> 3) * 16 + (col & 7) * 2) = kc::pack_bf16x2(x[e], x[e + 1]);
-      }
-    }
+    if constexpr (!(SkipOf<S>::v & kSkipSoftmax))
+      softmax_tile<TN, TPR>(tid, s_S, SS, s_slot + sbuf * TN, scale_log2, m_run, l_run, s_alpha, smem + sh.off_p);
     if constexpr (WGPV) fence_proxy_async();  // P is read by wgmma (async proxy)
     __syncthreads();
 
@@ -489,45 +546,7 @@ KT_DEV void decode_body(const Params& p) {
   }
   __syncthreads();
 
-  // ---- epilogue ----
-  const long long row0 = (long long)token * H + h0;
-  if (p.num_splits == 1) {
-#pragma unroll
-    for (int mt = 0; mt < OMT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = orow0 + mt * 16 + g + 8 * h;
-        const kc::RowFinal f = kc::finalize_row(s_m[r], s_l[r], p.sinks != nullptr,
-                                                p.sinks != nullptr ? p.sinks[h0 + r] : 0.f, 1.f);
-        unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + ocol0 + 2 * t4;
-#pragma unroll
-        for (int n = 0; n < ONO; ++n)
-          *reinterpret_cast<unsigned*>(orow + n * 8) =
-              kc::pack_bf16x2(o[mt][n][2 * h] * f.scale, o[mt][n][2 * h + 1] * f.scale);
-      }
-    if (p.lse != nullptr && tid < HG) {
-      const kc::RowFinal f =
-          kc::finalize_row(s_m[tid], s_l[tid], p.sinks != nullptr, p.sinks != nullptr ? p.sinks[h0 + tid] : 0.f, 1.f);
-      p.lse[row0 + tid] = f.lse;
-    }
-  } else {
-    const int ns = p.num_splits;
-#pragma unroll
-    for (int mt = 0; mt < OMT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = orow0 + mt * 16 + g + 8 * h;
-        float* prow = p.workspace + ((row0 + r) * ns + split) * LAT + ocol0 + 2 * t4;
-#pragma unroll
-        for (int n = 0; n < ONO; ++n)
-          *reinterpret_cast<float2*>(prow + n * 8) = make_float2(o[mt][n][2 * h], o[mt][n][2 * h + 1]);
-      }
-    if (tid < HG) {
-      float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + ((row0 + tid) * ns + split) * 2;
-      ml[0] = s_m[tid];
-      ml[1] = s_l[tid];
-    }
-  }
+  write_output<S>(p, o, s_m, s_l, h0, token, split, orow0, ocol0, g, t4, tid);
 }
 
 template <class S>

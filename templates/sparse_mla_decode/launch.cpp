@@ -8,7 +8,6 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -19,13 +18,11 @@
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
-#include "log.hpp"
 #include "sparse_mla_decode/params.h"
 
 namespace ktune {
 namespace {
 
-using detail::LogLevel;
 using mla::Config;
 using mla::Problem;
 
@@ -48,7 +45,6 @@ struct PlanMemo {
   std::mutex mutex;
   std::unordered_map<std::string, int> splits;
   std::unordered_map<std::string, std::string> why;
-  std::unordered_set<std::string> warned;
 };
 PlanMemo& memo() {
   static PlanMemo m;
@@ -131,31 +127,10 @@ Resolved resolve(Runtime& rt, const Problem& p, const std::string& problem_key, 
   r.dev = &current_device();
   if (!forced_config) {
     const std::string tkey = tuning_key(problem_key, {{"b", sparse_mla_decode_batch_bucket(p, num_tokens)}});
-    const std::string tuned = rt.tuned_config(kFamily, tkey);
-    bool use_tuned = false;
-    if (!tuned.empty()) {
-      std::string why;
-      try {
-        r.config = Config::from_key(tuned);
-        why = can_run(p, problem_key, r.config, tuned, *r.dev);
-      } catch (const Error& e) {
-        why = e.what();
-      }
-      use_tuned = why.empty();
-      if (!use_tuned) {
-        PlanMemo& m = memo();
-        std::lock_guard<std::mutex> lock(m.mutex);
-        if (m.warned.insert(tkey + "|" + tuned).second)
-          detail::log(LogLevel::warn, "sparse_mla_decode: tuned config '{}' for {} is unusable ({}); using the default",
-                      tuned, tkey, why);
-      }
-    }
-    if (use_tuned) {
-      r.source = "tuned";
-    } else {
-      r.config = mla::default_config(p, r.dev->arch);
-      r.source = "default";
-    }
+    r.config = launch_support::tuned_or_default<Config>(
+        kFamily, tkey, rt.tuned_config(kFamily, tkey),
+        [&](const Config& c) { return can_run(p, problem_key, c, c.key(), *r.dev); },
+        [&] { return mla::default_config(p, r.dev->arch); }, &r.source);
     r.config_key = r.config.key();
   }
   const std::string why = can_run(p, problem_key, r.config, r.config_key, *r.dev);

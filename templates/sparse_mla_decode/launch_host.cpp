@@ -13,7 +13,7 @@
 #include "host_pool.hpp"
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
-#include "log.hpp"
+#include "launch_support.hpp"
 #include "sparse_mla_decode/params.h"
 
 namespace ktune {
@@ -71,24 +71,10 @@ Resolved resolve(Runtime& rt, const Problem& p, int num_tokens, int threads, con
     r.source = "forced";
   } else {
     const std::string tkey = tuning_key(p.key(), {{"b", sparse_mla_decode_batch_bucket(p, num_tokens)}});
-    const std::string tuned = rt.host_tuned_config(kFamily, tkey);
-    bool use_tuned = false;
-    if (!tuned.empty()) {
-      try {
-        r.config = Config::from_key(tuned);
-        use_tuned = mla::can_implement(p, r.config, host, DeviceLimits{}).empty();
-      } catch (const Error&) {
-      }
-      if (!use_tuned)
-        detail::log(detail::LogLevel::warn,
-                    "sparse_mla_decode: tuned host config '{}' for {} is unusable; using the default", tuned, tkey);
-    }
-    if (use_tuned) {
-      r.source = "tuned";
-    } else {
-      r.config = mla::default_config(p, host);
-      r.source = "default";
-    }
+    r.config = launch_support::tuned_or_default<Config>(
+        kFamily, tkey, rt.host_tuned_config(kFamily, tkey),
+        [&](const Config& c) { return mla::can_implement(p, c, host, DeviceLimits{}); },
+        [&] { return mla::default_config(p, host); }, &r.source);
   }
   r.config_key = r.config.key();
   const std::string why = mla::can_implement(p, r.config, host, DeviceLimits{});

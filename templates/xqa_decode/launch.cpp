@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -18,14 +17,12 @@
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
 #include "ktune/xqa_decode_host.hpp"
-#include "log.hpp"
 #include "xqa_decode/params.h"
 
 namespace ktune {
 namespace {
 
 namespace kc = ::ktune_common;
-using detail::LogLevel;
 using xqa::Config;
 using xqa::MaskKind;
 using xqa::Problem;
@@ -57,7 +54,6 @@ struct PlanMemo {
   std::mutex mutex;
   std::unordered_map<std::string, int> splits;        // key -> planned splits
   std::unordered_map<std::string, std::string> why;   // "ordinal|problem|config" -> can_implement result
-  std::unordered_set<std::string> warned;              // tuned rows already reported as unusable
 };
 PlanMemo& memo() {
   static PlanMemo m;
@@ -144,31 +140,10 @@ Resolved resolve(Runtime& rt, const Problem& p, const std::string& problem_key, 
   r.dev = &current_device();
   if (!forced_config) {
     const std::string tkey = tuning_key(problem_key, {{"b", bucket_pow2_ceil(batch)}, {"l", l_bucket}});
-    const std::string tuned = rt.tuned_config(kFamily, tkey);
-    bool use_tuned = false;
-    if (!tuned.empty()) {
-      std::string why;
-      try {
-        r.config = Config::from_key(tuned);
-        why = can_run(p, problem_key, r.config, tuned, *r.dev);
-      } catch (const Error& e) {
-        why = e.what();
-      }
-      use_tuned = why.empty();
-      if (!use_tuned) {
-        PlanMemo& m = memo();
-        std::lock_guard<std::mutex> lock(m.mutex);
-        if (m.warned.insert(tkey + "|" + tuned).second)
-          detail::log(LogLevel::warn, "xqa_decode: tuned config '{}' for {} is unusable ({}); using the default",
-                      tuned, tkey, why);
-      }
-    }
-    if (use_tuned) {
-      r.source = "tuned";
-    } else {
-      r.config = xqa::default_config(p, r.dev->arch);
-      r.source = "default";
-    }
+    r.config = launch_support::tuned_or_default<Config>(
+        kFamily, tkey, rt.tuned_config(kFamily, tkey),
+        [&](const Config& c) { return can_run(p, problem_key, c, c.key(), *r.dev); },
+        [&] { return xqa::default_config(p, r.dev->arch); }, &r.source);
     r.config_key = r.config.key();
   }
   const std::string why = can_run(p, problem_key, r.config, r.config_key, *r.dev);

@@ -12,7 +12,7 @@
 #include "host_pool.hpp"
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
-#include "log.hpp"
+#include "launch_support.hpp"
 #include "xqa_decode/params.h"
 
 namespace ktune {
@@ -66,24 +66,10 @@ Resolved resolve(Runtime& rt, const Problem& p, int batch, int max_seq_len, int 
   } else {
     const std::string tkey =
         tuning_key(p.key(), {{"b", bucket_pow2_ceil(batch)}, {"l", bucket_pow2_ceil(max_seq_len)}});
-    const std::string tuned = rt.host_tuned_config(kFamily, tkey);
-    bool use_tuned = false;
-    if (!tuned.empty()) {
-      try {
-        r.config = Config::from_key(tuned);
-        use_tuned = xqa::can_implement(p, r.config, host, DeviceLimits{}).empty();
-      } catch (const Error&) {
-      }
-      if (!use_tuned)
-        detail::log(detail::LogLevel::warn, "xqa_decode: tuned host config '{}' for {} is unusable; using the default",
-                    tuned, tkey);
-    }
-    if (use_tuned) {
-      r.source = "tuned";
-    } else {
-      r.config = xqa::default_config(p, host);
-      r.source = "default";
-    }
+    r.config = launch_support::tuned_or_default<Config>(
+        kFamily, tkey, rt.host_tuned_config(kFamily, tkey),
+        [&](const Config& c) { return xqa::can_implement(p, c, host, DeviceLimits{}); },
+        [&] { return xqa::default_config(p, host); }, &r.source);
   }
   r.config_key = r.config.key();
   const std::string why = xqa::can_implement(p, r.config, host, DeviceLimits{});
