@@ -6,6 +6,8 @@
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev bench/dev/mla_attrib.cu -o mla_attrib
 #include <cuda_runtime.h>
 
+#include "cuda_check.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,14 +17,6 @@
 
 #include "mla_ws_kernel.cuh"  // includes sparse_mla_decode/kernel.cuh
 
-#define CK(x)                                                                                       \
-  do {                                                                                              \
-    cudaError_t e_ = (x);                                                                           \
-    if (e_ != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-      std::exit(2);                                                                                 \
-    }                                                                                               \
-  } while (0)
 
 namespace ktune_mla {
 template <int kSkipMask, int kW, bool kWg = true>

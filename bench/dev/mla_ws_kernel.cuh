@@ -186,35 +186,11 @@ __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant
       if (j >= 2) named_sync(kBarEmpty + b, kAll);  // the consumers released K/V buffer b (tile j - 2)
       const unsigned char* raw = smem + L.off_raw + (j % RAWN) * L.raw_tile_bytes;
       unsigned char* kvt = smem + L.off_kv + b * L.kv_bytes;
-      constexpr int LCH = LAT / 16, RPC = S::kRope / 8, ITEMS = LCH + RPC;
+      constexpr int ITEMS = LAT / 16 + S::kRope / 8;
 #pragma unroll 5
       for (int i = pt; i < ((SkipOf<S>::v & kSkipDequant) ? 0 : TN * ITEMS); i += 128) {
         const int r = i / ITEMS, c = i - (i / ITEMS) * ITEMS;
-        const unsigned char* row = raw + r * RB;
-        if (c < LCH) {
-          const uint4 v = *reinterpret_cast<const uint4*>(row + c * 16);
-          const float sc = reinterpret_cast<const float*>(row + LAT)[c >> 3] * kc::kE4m3Fold;
-          unsigned lo, hi;
-          uint4 a, q;
-          kc::e4m3x4_to_f16x2x2<false>(v.x, lo, hi);
-          a.x = f16x2_to_bf16x2_scaled(lo, sc);
-          a.y = f16x2_to_bf16x2_scaled(hi, sc);
-          kc::e4m3x4_to_f16x2x2<false>(v.y, lo, hi);
-          a.z = f16x2_to_bf16x2_scaled(lo, sc);
-          a.w = f16x2_to_bf16x2_scaled(hi, sc);
-          kc::e4m3x4_to_f16x2x2<false>(v.z, lo, hi);
-          q.x = f16x2_to_bf16x2_scaled(lo, sc);
-          q.y = f16x2_to_bf16x2_scaled(hi, sc);
-          kc::e4m3x4_to_f16x2x2<false>(v.w, lo, hi);
-          q.z = f16x2_to_bf16x2_scaled(lo, sc);
-          q.w = f16x2_to_bf16x2_scaled(hi, sc);
-          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = a;
-          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = q;
-        } else {
-          const int k = c - LCH;
-          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + k)) =
-              *reinterpret_cast<const uint4*>(row + LAT + 4 * (LAT / 128) + k * 16);
-        }
+        dequant_item<LAT, S::kRope, TN>(raw + r * RB, kvt, r, c);
       }
       fence_proxy_async();                 // the K/V tile is read by wgmma
       named_arrive(kBarFull + b, kAll);    // K/V buffer b holds tile j
@@ -240,28 +216,7 @@ __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant
     const unsigned sK = sb + L.off_kv + b * L.kv_bytes;
 
     // ---- S = Q K^T: this warpgroup's TN / 2 tokens, all 64 heads, K = D in steps of 16 ----
-    if constexpr (!(SkipOf<S>::v & kSkipQK)) {
-      constexpr int WN = TN / 2;
-      float d[WN / 2];
-#pragma unroll
-      for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
-      wg_fence();
-      const unsigned long long dq = wg_desc(sb + L.off_q), dk = wg_desc(sK + wg * WN * 128);
-#pragma unroll 1
-      for (int kb = 0; kb < D / 64; ++kb)
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wg_mma<WN>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
-                     (kb | kk) != 0);
-      wg_commit();
-      wg_wait0();
-#pragma unroll
-      for (int jj = 0; jj < WN / 8; ++jj) {
-        const int r0 = wq * 16 + g, col = wg * WN + jj * 8 + 2 * t4;
-        *reinterpret_cast<float2*>(s_S + r0 * SS + col) = make_float2(d[4 * jj], d[4 * jj + 1]);
-        *reinterpret_cast<float2*>(s_S + (r0 + 8) * SS + col) = make_float2(d[4 * jj + 2], d[4 * jj + 3]);
-      }
-    }
+    if constexpr (!(SkipOf<S>::v & kSkipQK)) qk_wgmma<HG, TN, TN / 2, D>(sb + L.off_q, sK, wg, wq, lane, s_S, SS);
     named_sync(kBarConsumers, kConsumers);
 
     // ---- online softmax: 4 threads per head row ----

@@ -7,8 +7,11 @@
 //   mode 3  direct   + activation fragments from global memory (L1), like the s0 configs
 //   mode 4  smem     + activation fragments from shared memory (the whole K range staged once; bm8 only)
 // Outputs are not checked (timing only): random codes and scales, N(0,1)-ish activations.
-//   nvcc -std=c++17 -O3 -arch=sm_90a -Itemplates bench/dev/mxfp4_skinny.cu -o mxfp4_skinny && ./mxfp4_skinny
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev -diag-suppress 128 \
+//        bench/dev/mxfp4_skinny.cu -o mxfp4_skinny && ./mxfp4_skinny
 #include <cuda_runtime.h>
+
+#include "cuda_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -21,14 +24,6 @@
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
 
-#define CK(x)                                                                                       \
-  do {                                                                                              \
-    cudaError_t e_ = (x);                                                                           \
-    if (e_ != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-      std::exit(2);                                                                                 \
-    }                                                                                               \
-  } while (0)
 
 namespace kc = ::ktune_common;
 
@@ -58,6 +53,31 @@ KT_DEV bool scales_fast(unsigned x) {
   const unsigned lo = __byte_perm(x, 0u, 0x4140u), hi = __byte_perm(x, 0u, 0x4342u);  // bytes as 16-bit lanes
   const unsigned a = lo + 0x007E007Eu, b = hi + 0x007E007Eu;  // e + 126: in [128, 254] <=> e in [2, 128]
   return (((a & b) & 0x00800080u) == 0x00800080u) && (((a | b) & 0x01000100u) == 0u) ;
+}
+
+// The four m16n8k16 A fragments of one prepacked weight word: e2m1 codes -> bf16 by the library's bit placement and
+// one fma per pair (m0 for the row-r0 fragments 0 and 2, m1 for the row-r0+8 fragments 1 and 3).
+KT_DEV void decode_word(unsigned word, unsigned m0, unsigned m1, unsigned (&af)[4]) {
+  af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), m0, 0x80008000u);
+  af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), m1, 0x80008000u);
+  af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), m0, 0x80008000u);
+  af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), m1, 0x80008000u);
+}
+// acc += tmp x the e8m0 scales of 32-block sp / 2 (the library's few-token fp32 post-scale).
+template <int TN, int MT>
+KT_DEV void post_scale(const unsigned (&sc)[TN], int sp, const float (&tmp)[TN][MT][4], float (&acc)[TN][MT][4]) {
+#pragma unroll
+  for (int i = 0; i < TN; ++i) {
+    const unsigned kb = (sc[i] >> (16 * (sp >> 1))) & 0xFFFFu;
+    const float f0 = kc::e8m0_to_f32(kb & 0xFFu), f1 = kc::e8m0_to_f32(kb >> 8);
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      acc[i][j][0] = fmaf(tmp[i][j][0], f0, acc[i][j][0]);
+      acc[i][j][1] = fmaf(tmp[i][j][1], f0, acc[i][j][1]);
+      acc[i][j][2] = fmaf(tmp[i][j][2], f1, acc[i][j][2]);
+      acc[i][j][3] = fmaf(tmp[i][j][3], f1, acc[i][j][3]);
+    }
+  }
 }
 
 template <int MODE, int MT, int TN, int WK, int D>
@@ -157,10 +177,7 @@ __global__ void __launch_bounds__(32 * WK, 1) skinny(const P p) {
                 const unsigned m0 = bsel == 0 ? fused_mul<0>(sc[i]) : fused_mul<2>(sc[i]);
                 const unsigned m1 = bsel == 0 ? fused_mul<1>(sc[i]) : fused_mul<3>(sc[i]);
                 unsigned af[4];
-                af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), m0, 0x80008000u);
-                af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), m1, 0x80008000u);
-                af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), m0, 0x80008000u);
-                af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), m1, 0x80008000u);
+                decode_word(word, m0, m1, af);
 #pragma unroll
                 for (int j = 0; j < MT; ++j) {
                   if constexpr (MODE == 6) mma_nv(acc[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
@@ -178,28 +195,12 @@ __global__ void __launch_bounds__(32 * WK, 1) skinny(const P p) {
             for (int i = 0; i < TN; ++i) {
               const unsigned word = s == 0 ? wq[d][i].x : s == 1 ? wq[d][i].y : s == 2 ? wq[d][i].z : wq[d][i].w;
               unsigned af[4];
-              af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
-              af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);
-              af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), 0x7E807E80u, 0x80008000u);
-              af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), 0x7E807E80u, 0x80008000u);
+              decode_word(word, 0x7E807E80u, 0x7E807E80u, af);
 #pragma unroll
               for (int j = 0; j < MT; ++j) kc::mma_16816<true>(MODE >= 2 ? tmp[i][j] : acc[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
             }
           }
-          if constexpr (MODE >= 2) {
-#pragma unroll
-            for (int i = 0; i < TN; ++i) {
-              const unsigned kb = (sc[i] >> (16 * (sp >> 1))) & 0xFFFFu;
-              const float f0 = kc::e8m0_to_f32(kb & 0xFFu), f1 = kc::e8m0_to_f32(kb >> 8);
-#pragma unroll
-              for (int j = 0; j < MT; ++j) {
-                acc[i][j][0] = fmaf(tmp[i][j][0], f0, acc[i][j][0]);
-                acc[i][j][1] = fmaf(tmp[i][j][1], f0, acc[i][j][1]);
-                acc[i][j][2] = fmaf(tmp[i][j][2], f1, acc[i][j][2]);
-                acc[i][j][3] = fmaf(tmp[i][j][3], f1, acc[i][j][3]);
-              }
-            }
-          }
+          if constexpr (MODE >= 2) post_scale(sc, sp, tmp, acc);
         }
       }
       load(it + D, d);
@@ -407,26 +408,12 @@ __global__ void __launch_bounds__(32 * (CW + 1), 1) tma_skinny(const P p, int k)
           for (int i = 0; i < NT; ++i) {
             const unsigned word = s == 0 ? q[i].x : s == 1 ? q[i].y : s == 2 ? q[i].z : q[i].w;
             unsigned af[4];
-            af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
-            af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);
-            af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), 0x7E807E80u, 0x80008000u);
-            af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), 0x7E807E80u, 0x80008000u);
+            decode_word(word, 0x7E807E80u, 0x7E807E80u, af);
 #pragma unroll
             for (int j = 0; j < MT; ++j) mma_nv(tmp[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
           }
         }
-#pragma unroll
-        for (int i = 0; i < NT; ++i) {
-          const unsigned kb = (sc[i] >> (16 * (sp >> 1))) & 0xFFFFu;
-          const float f0 = kc::e8m0_to_f32(kb & 0xFFu), f1 = kc::e8m0_to_f32(kb >> 8);
-#pragma unroll
-          for (int j = 0; j < MT; ++j) {
-            acc[i][j][0] = fmaf(tmp[i][j][0], f0, acc[i][j][0]);
-            acc[i][j][1] = fmaf(tmp[i][j][1], f0, acc[i][j][1]);
-            acc[i][j][2] = fmaf(tmp[i][j][2], f1, acc[i][j][2]);
-            acc[i][j][3] = fmaf(tmp[i][j][3], f1, acc[i][j][3]);
-          }
-        }
+        post_scale(sc, sp, tmp, acc);
       }
     }
     __syncwarp();

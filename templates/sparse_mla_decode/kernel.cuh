@@ -79,6 +79,33 @@ KT_DEV unsigned f16x2_to_bf16x2_scaled(unsigned h, float s) {
 }
 
 
+// Item c of one fp8_ds_mla cache row into row r of a bf16 K/V tile (tile_off layout, tile of TN rows): items
+// 0 .. LAT/16 - 1 are 16 e4m3 latent values (one 16-byte chunk x its 128-block's fp32 scale -> two bf16 chunks),
+// the next ROPE/8 copy a 16-byte chunk of the bf16 rope part.
+template <int LAT, int ROPE, int TN>
+KT_DEV void dequant_item(const unsigned char* row, unsigned char* kvt, int r, int c) {
+  constexpr int LCH = LAT / 16;
+  if (c < LCH) {
+    const uint4 v = *reinterpret_cast<const uint4*>(row + c * 16);
+    const float sc = reinterpret_cast<const float*>(row + LAT)[c >> 3] * kc::kE4m3Fold;
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+    unsigned out[8];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      unsigned lo, hi;
+      kc::e4m3x4_to_f16x2x2<false>(w[q], lo, hi);
+      out[2 * q] = f16x2_to_bf16x2_scaled(lo, sc);
+      out[2 * q + 1] = f16x2_to_bf16x2_scaled(hi, sc);
+    }
+    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
+    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = make_uint4(out[4], out[5], out[6], out[7]);
+  } else {
+    const int k = c - LCH;
+    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + k)) =
+        *reinterpret_cast<const uint4*>(row + LAT + 4 * (LAT / 128) + k * 16);
+  }
+}
+
 // ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone) ----
 // Shared-memory matrix descriptor of a K-major operand in the 128-byte-swizzle layout of tile_off(): 8-row
 // atoms 1024 bytes apart (SBO), leading offset unused (1), swizzle mode 1 = 128B.
@@ -154,6 +181,34 @@ KT_DEV void wg_mma_n128_tb(float* d, unsigned long long da, unsigned long long d
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(da), "l"(db));
 #endif
+}
+
+// S = Q K^T for one warpgroup by wgmma: all HG (= 64) heads x its WN tokens (rows wg * WN.. of the K/V tile at
+// sK, TN rows), K = D in steps of 16, Q at sQ (HG rows); both in the tile_off layout. The fp32 scores go to s_S
+// (row stride ss floats, column = token within the tile). Descriptors advance by (byte offset >> 4) in their
+// start-address field (no carry: shared memory < 256 KB).
+template <int HG, int TN, int WN, int D>
+KT_DEV void qk_wgmma(unsigned sQ, unsigned sK, int wg, int warp_in_wg, int lane, float* s_S, int ss) {
+  float d[WN / 2];
+#pragma unroll
+  for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
+  wg_fence();
+  const unsigned long long dq = wg_desc(sQ), dk = wg_desc(sK + wg * WN * 128);
+#pragma unroll 1
+  for (int kb = 0; kb < D / 64; ++kb)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wg_mma<WN>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
+                 (kb | kk) != 0);
+  wg_commit();
+  wg_wait0();
+  const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int j = 0; j < WN / 8; ++j) {
+    const int r0 = warp_in_wg * 16 + g, col = wg * WN + j * 8 + 2 * t4;
+    *reinterpret_cast<float2*>(s_S + r0 * ss + col) = make_float2(d[4 * j], d[4 * j + 1]);
+    *reinterpret_cast<float2*>(s_S + (r0 + 8) * ss + col) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+  }
 }
 
 // 4-byte cp.async (zero-fills when src_bytes == 0).
@@ -375,37 +430,11 @@ KT_DEV void decode_body(const Params& p) {
 
     unsigned sK;
     if constexpr (FP8) {
-      // dequantize the raw rows: 16 e4m3 latent values (one 16-byte chunk) -> 2 bf16 chunks; rope copied
-      constexpr int LCH = LAT / 16, RPC = S::kRope / 8, ITEMS = LCH + RPC;
+      constexpr int ITEMS = LAT / 16 + S::kRope / 8;  // dequant_item's items per row
       const unsigned char* raw = smem + sh.off_raw + buf * RAW_TILE;
       for (int i = tid; i < ((SkipOf<S>::v & kSkipDequant) ? 0 : TN * ITEMS); i += NT) {
         const int r = i / ITEMS, c = i - (i / ITEMS) * ITEMS;
-        const unsigned char* row = raw + r * RB;
-        unsigned char* kvt = smem + sh.off_kv;
-        if (c < LCH) {
-          const uint4 v = *reinterpret_cast<const uint4*>(row + c * 16);
-          const float sc = reinterpret_cast<const float*>(row + LAT)[c >> 3] * kc::kE4m3Fold;
-          unsigned lo, hi;
-          uint4 a, b;
-          kc::e4m3x4_to_f16x2x2<false>(v.x, lo, hi);
-          a.x = f16x2_to_bf16x2_scaled(lo, sc);
-          a.y = f16x2_to_bf16x2_scaled(hi, sc);
-          kc::e4m3x4_to_f16x2x2<false>(v.y, lo, hi);
-          a.z = f16x2_to_bf16x2_scaled(lo, sc);
-          a.w = f16x2_to_bf16x2_scaled(hi, sc);
-          kc::e4m3x4_to_f16x2x2<false>(v.z, lo, hi);
-          b.x = f16x2_to_bf16x2_scaled(lo, sc);
-          b.y = f16x2_to_bf16x2_scaled(hi, sc);
-          kc::e4m3x4_to_f16x2x2<false>(v.w, lo, hi);
-          b.z = f16x2_to_bf16x2_scaled(lo, sc);
-          b.w = f16x2_to_bf16x2_scaled(hi, sc);
-          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = a;
-          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = b;
-        } else {
-          const int k = c - LCH;
-          *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + k)) =
-              *reinterpret_cast<const uint4*>(row + LAT + 4 * (LAT / 128) + k * 16);
-        }
+        dequant_item<LAT, S::kRope, TN>(raw + r * RB, smem + sh.off_kv, r, c);
       }
       if constexpr (S::kWgmma) fence_proxy_async();
       __syncthreads();
@@ -422,28 +451,8 @@ KT_DEV void decode_body(const Params& p) {
     if constexpr ((SkipOf<S>::v & kSkipQK) != 0) {
     } else if constexpr (S::kWgmma) {
       // one warpgroup per N = TN / (warps / 4) tokens, all 64 heads, K = 576 in 36 steps of 16
-      constexpr int NWG = sh.threads / 128, WN = TN / NWG;
-      const int wg = warp >> 2, wq = warp & 3;
-      float d[WN / 2];
-#pragma unroll
-      for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
-      wg_fence();
-      // descriptors advance by (byte offset >> 4) in their start-address field (no carry: smem < 256 KB)
-      const unsigned long long dq = wg_desc(sb + sh.off_q), dk = wg_desc(sK + wg * WN * 128);
-#pragma unroll 1
-      for (int kb = 0; kb < D / 64; ++kb)
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wg_mma<WN>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
-                     (kb | kk) != 0);
-      wg_commit();
-      wg_wait0();
-#pragma unroll
-      for (int j = 0; j < WN / 8; ++j) {
-        const int r0 = wq * 16 + g, col = wg * WN + j * 8 + 2 * t4;
-        *reinterpret_cast<float2*>(s_S + r0 * SS + col) = make_float2(d[4 * j], d[4 * j + 1]);
-        *reinterpret_cast<float2*>(s_S + (r0 + 8) * SS + col) = make_float2(d[4 * j + 2], d[4 * j + 3]);
-      }
+      constexpr int NWG = sh.threads / 128;
+      qk_wgmma<HG, TN, TN / NWG, D>(sb + sh.off_q, sK, warp >> 2, warp & 3, lane, s_S, SS);
     } else if (warp < sh.s_warps) {
       float sacc[MTW][NTW][4];
 #pragma unroll
