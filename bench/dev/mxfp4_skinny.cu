@@ -23,6 +23,7 @@
 #include "common/global_load.cuh"
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
+#include "mxfp4_gemm/kernel.cuh"
 
 
 namespace kc = ::ktune_common;
@@ -502,6 +503,48 @@ void run_tma(const Bufs& b, int m, int n, int k, float* ref) {
               m, NT, CW, R, us, bytes / us / 1e6, b2b, bytes / b2b / 1e6, fa.numRegs, smem, std::sqrt(num / den));
 }
 
+
+// ---- the library kernel (templates/mxfp4_gemm/kernel.cuh), built by nvcc here, on the same buffers ----------
+namespace lib {
+template <int kBMv, int kTNv, int kWKv, int kStagesv, int kDepthv>
+struct Spec {
+  static constexpr int kAType = ::ktune_common::kBF16, kOutType = ::ktune_common::kBF16;
+  static constexpr bool kGrouped = false;
+  static constexpr int kBM = kBMv, kTN = kTNv, kWN = 1, kWK = kWKv, kStages = kStagesv, kDepth = kDepthv;
+};
+}  // namespace lib
+
+template <int BM, int TN, int WK, int ST, int D>
+void run_lib(const Bufs& b, int m, int n, int k, const char* tag) {
+  using S = lib::Spec<BM, TN, WK, ST, D>;
+  constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
+  auto kern = ktune_mxfp4::gemm_kernel<S>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
+  cudaFuncAttributes fa{};
+  CK(cudaFuncGetAttributes(&fa, kern));
+  ktune_mxfp4::Params p{};
+  p.a = b.a;
+  p.c = b.out;  // bf16 out into the float buffer (timing only)
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.lda = k;
+  p.ldc = n;
+  p.kc = k / 64;
+  p.n16 = n / 16;
+  p.num_experts = 1;
+  const dim3 grid((p.n16 + TN - 1) / TN, (m + BM - 1) / BM);
+  double us = 0, b2b = 0;
+  time_it([&](int r) {
+    p.w = b.w[r];
+    p.s = b.s[r];
+    kern<<<grid, sh.threads, sh.smem_total>>>(p);
+  }, int(b.w.size()), &us, &b2b);
+  const double bytes = double(n) * k / 2 + double(n) * k / 32 + 2.0 * m * k + 2.0 * m * n;
+  std::printf("%-7s m%-3d bm%d tn%d wk%d s%d d%d %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s | regs %3d  local %d B\n",
+              tag, m, BM, TN, WK, ST, D, us, bytes / us / 1e6, b2b, bytes / b2b / 1e6, fa.numRegs, int(fa.localSizeBytes));
+}
+
 template <int MT, int TN, int WK, int D>
 void modes(const Bufs& b, int m, int n, int k) {
   run<0, MT, TN, WK, D>(b, m, n, k, "stream");
@@ -564,29 +607,14 @@ int main() {
     std::printf("read_all %4d x 512      %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s\n", blocks, us,
                 bytes / us / 1e6, b2b, bytes / b2b / 1e6);
   }
-  for (int m : {1, 16}) {
-    float* ref = nullptr;
-    CK(cudaMalloc(&ref, size_t(m) * n * 4));
-    P p{};
-    p.m = m; p.n16 = n / 16; p.kc = k / 64; p.a = b.a; p.w = b.w[0]; p.s = b.s[0]; p.out = ref;
-    reference<<<dim3(n / 128, m), 128>>>(p, k);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    if (m == 1) {
-      run_tma<1, 2, 8, 4>(b, m, n, k, ref);
-      run_tma<1, 2, 8, 6>(b, m, n, k, ref);
-      run_tma<1, 4, 8, 4>(b, m, n, k, ref);
-      run_tma<1, 4, 4, 8>(b, m, n, k, ref);
-      run_tma<1, 2, 4, 8>(b, m, n, k, ref);
-      run_tma<1, 4, 8, 3>(b, m, n, k, ref);
-      modes<1, 4, 8, 2>(b, 1, n, k);
-    } else {
-      run_tma<2, 2, 8, 4>(b, m, n, k, ref);
-      run_tma<2, 4, 8, 4>(b, m, n, k, ref);
-      run_tma<2, 4, 4, 8>(b, m, n, k, ref);
-      run_tma<2, 2, 4, 8>(b, m, n, k, ref);
-    }
-    CK(cudaFree(ref));
-  }
+  // The library kernel (nvcc) next to the harness's own "direct" kernel of the same tiling.
+  run_lib<8, 2, 8, 0, 2>(b, 1, n, k, "library");
+  run_lib<8, 2, 8, 0, 4>(b, 1, n, k, "library");
+  run_lib<8, 2, 8, 5, 4>(b, 1, n, k, "library");
+  run_lib<16, 4, 8, 3, 2>(b, 16, n, k, "library");
+  run<3, 1, 2, 8, 2>(b, 1, n, k, "direct");
+  run<3, 1, 2, 8, 4>(b, 1, n, k, "direct");
+  run<4, 1, 2, 8, 4>(b, 1, n, k, "smem");
+  run<3, 2, 4, 8, 2>(b, 16, n, k, "direct");
   return 0;
 }
