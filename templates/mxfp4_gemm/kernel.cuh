@@ -27,6 +27,20 @@ namespace ktune_mxfp4 {
 
 namespace kc = ::ktune_common;
 
+// Time attribution (bench/dev/mxfp4_skinny.cu only): a Spec may carry `kDev`, a mask of simplifications
+// (kDevNoEpilogue 1: no split-K reduction, each lane writes one float; kDevLoopPredicates 4: loads predicated on
+// the loop bound only). Outputs are then wrong. The Specs
+// that spec.cpp generates have no kDev.
+template <class S, class = void>
+struct DevOf {
+  static constexpr int v = 0;
+};
+template <class S>
+struct DevOf<S, decltype(void(S::kDev))> {
+  static constexpr int v = S::kDev;
+};
+enum : int { kDevNoEpilogue = 1, kDevLoopPredicates = 4 };
+
 template <class Spec>
 struct K {
   static constexpr Shape kS = make_shape(Spec::kBM, Spec::kTN, Spec::kWN, Spec::kWK, Spec::kStages, Spec::kDepth,
@@ -162,7 +176,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
 #pragma unroll
     for (int i = 0; i < kTN; ++i) {
       const int nt = ntile0 + i;
-      const bool ok = c < p.kc && nt < p.n16;
+      const bool ok = (DevOf<Spec>::v & kDevLoopPredicates) ? it < nit : c < p.kc && nt < p.n16;
       q[i] = make_uint4(0u, 0u, 0u, 0u);
       s[i] = 0x7F7F7F7Fu;
       kc::ld_stream_v4(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
@@ -182,7 +196,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
       const unsigned short* src = a + (long long)row * p.lda + c * 64 + 2 * (lane % 4);
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
-        const bool ok = row < m1 && c < p.kc && c * 64 + 16 * s < p.k;  // k is a multiple of 32
+        const bool ok = (DevOf<Spec>::v & kDevLoopPredicates) ? it < nit && row < m1
+                                                              : row < m1 && c < p.kc && c * 64 + 16 * s < p.k;  // k % 32 == 0
         b[j][2 * s] = 0u;
         b[j][2 * s + 1] = 0u;
         kc::ld_cached_u32(b[j][2 * s], src + 16 * s, ok);
@@ -202,7 +217,9 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
   auto compute = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN],
                      const unsigned (&bd)[kMT][8]) {
     const int c = it * kWK + wk;
-    if (c >= p.kc) return;  // warp-uniform: this warp's K slot is past the end
+    // No early exit for a K slot past the end (c >= kc, last iteration only): its weights and scales were loaded
+    // as 0 and 1.0 and its activations as 0, so it adds nothing — and a branch here (around the shuffle) cost 2 us
+    // of 24 at M = 1, N = K = 8192 (bench/results/2026-11-29-mxfp4-session4.md).
     unsigned sc[kTN];
 #pragma unroll
     for (int i = 0; i < kTN; ++i) sc[i] = __shfl_sync(0xffffffffu, sw[i], (lane & ~3) | (c & 3));
@@ -325,6 +342,15 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
     kc::cp_async_wait<0>();
   }
 
+  if constexpr ((DevOf<Spec>::v & kDevNoEpilogue) != 0) {
+    float v = 0.f;
+#pragma unroll
+    for (int i = 0; i < kTN; ++i)
+#pragma unroll
+      for (int j = 0; j < kMT; ++j) v += acc[i][j][0] + acc[i][j][1] + acc[i][j][2] + acc[i][j][3];
+    static_cast<float*>(p.c)[(blockIdx.x * KS::kThreads + tid) % (p.m * p.n / 2)] = v;
+    return;
+  }
   // ---- intra-CTA split-K reduction (fixed order) and epilogue
   if constexpr (kWK > 1) {
     __syncthreads();
