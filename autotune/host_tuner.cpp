@@ -27,11 +27,7 @@ namespace {
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-Arch host_arch() {
-  Arch a;
-  a.host = true;
-  return a;
-}
+Arch host_arch() { return Arch::host_cpu(); }
 
 std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item) {
   std::vector<std::pair<std::string, int64_t>> out;

@@ -26,14 +26,10 @@ constexpr const char* kFamily = "xqa_decode";
 using HostEntry = void (*)(const ktune_xqa::Params&, int, int);
 
 [[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
-  throw Error(Status::invalid_argument, kFamily, fmt::format("{}: {}, got {}", field, expected, got));
+  launch_support::bad_arg(kFamily, field, expected, got);
 }
 
-Arch host_arch() {
-  Arch a;
-  a.host = true;
-  return a;
-}
+Arch host_arch() { return Arch::host_cpu(); }
 
 Config parse_host_config(const char* key) {
   Config c;

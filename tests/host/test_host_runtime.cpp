@@ -25,11 +25,7 @@ namespace kc = ::ktune_common;
 
 namespace {
 
-Arch host_arch() {
-  Arch a;
-  a.host = true;
-  return a;
-}
+Arch host_arch() { return Arch::host_cpu(); }
 
 RuntimeOptions opts_for(const std::string& path) {
   RuntimeOptions o;

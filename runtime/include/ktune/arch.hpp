@@ -16,6 +16,12 @@ struct KTUNE_API Arch {
 
   // Parses "sm_90a", "sm_120a", "sm_80", "host". Throws ktune::Error (invalid_argument) naming the text.
   static Arch parse(const std::string& text);
+  // The host CPU target (the same as parse("host")).
+  static Arch host_cpu() {
+    Arch a;
+    a.host = true;
+    return a;
+  }
   // "sm_90a" / "host"
   std::string str() const;
   int sm() const { return major * 10 + minor; }  // 90 for sm_90a
