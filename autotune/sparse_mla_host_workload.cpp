@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "autotune/mla_rows.hpp"
 #include "autotune/workload.hpp"
 #include "common/numerics.cuh"
 #include "ktune/error.hpp"
@@ -33,31 +34,6 @@ constexpr int kPoolRows = 2048;  // distinct random cache rows, tiled over the w
 
 [[noreturn]] void bad(const std::string& what) {
   throw Error(Status::invalid_argument, "sparse_mla_decode host workload", what);
-}
-
-// One cache row in the problem's format from random values (fp8_ds_mla: per-128 tile scale = amax / 448).
-void encode_row(const Problem& p, std::vector<float>& v, std::mt19937_64& rng, unsigned char* row) {
-  std::uniform_real_distribution<float> amp(0.25f, 2.25f);
-  const int lat = p.kv_lora_rank, dim = p.dim();
-  if (p.kv_format == mla::KvFormat::Fp8DsMla) {
-    for (int t = 0; t < lat / 128; ++t) {
-      const float a = amp(rng);
-      float amax = 0;
-      for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(v[t * 128 + i] *= a));
-      const float scale = amax / 448.f;
-      std::memcpy(row + lat + 4 * t, &scale, 4);
-      for (int i = 0; i < 128; ++i) row[t * 128 + i] = kc::float_to_e4m3(v[t * 128 + i] / scale);
-    }
-    for (int i = 0; i < p.rope_dim; ++i) {
-      const uint16_t b = kc::float_to_bf16(v[lat + i]);
-      std::memcpy(row + lat + 4 * (lat / 128) + 2 * i, &b, 2);
-    }
-  } else {
-    for (int i = 0; i < dim; ++i) {
-      const uint16_t b = kc::float_to_bf16(v[i]);
-      std::memcpy(row + 2 * i, &b, 2);
-    }
-  }
 }
 
 class SparseMlaHostWorkload final : public Workload {
@@ -122,7 +98,7 @@ class SparseMlaHostWorkload final : public Workload {
     std::vector<float> v(dim);
     for (int r = 0; r < kPoolRows; ++r) {
       for (float& x : v) x = nonzero();
-      encode_row(p_, v, rng, rows.data() + size_t(r) * rb);
+      encode_mla_row(p_, v, rng, rows.data() + size_t(r) * rb);
     }
     const size_t copy_bytes = kv_bytes + size_t(q_bytes_);
     const int copies =

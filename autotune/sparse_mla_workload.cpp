@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "autotune/mla_rows.hpp"
 #include "autotune/workload.hpp"
 #include "common/numerics.cuh"
 #include "driver_api.hpp"
@@ -145,7 +146,6 @@ class SparseMlaWorkload final : public Workload {
     const uint64_t seed = std::random_device{}();
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal(0.f, 1.f);
-    std::uniform_real_distribution<float> amp(0.25f, 2.25f);
     // A pool of random cache rows in the problem's format (fp8_ds_mla: per-128 tile scale amax / 448).
     std::vector<unsigned char> rows(size_t(kPoolRows) * rb);
     std::vector<float> v(dim);
@@ -155,25 +155,7 @@ class SparseMlaWorkload final : public Workload {
         v[i] = normal(rng);
         if (v[i] == 0.f) v[i] = 0.5f;
       }
-      if (p_.kv_format == mla::KvFormat::Fp8DsMla) {
-        for (int t = 0; t < lat / 128; ++t) {
-          const float a = amp(rng);
-          float amax = 0;
-          for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(v[t * 128 + i] *= a));
-          const float scale = amax / 448.f;
-          std::memcpy(row + lat + 4 * t, &scale, 4);
-          for (int i = 0; i < 128; ++i) row[t * 128 + i] = kc::float_to_e4m3(v[t * 128 + i] / scale);
-        }
-        for (int i = 0; i < p_.rope_dim; ++i) {
-          const uint16_t b = kc::float_to_bf16(v[lat + i]);
-          std::memcpy(row + lat + 4 * (lat / 128) + 2 * i, &b, 2);
-        }
-      } else {
-        for (int i = 0; i < dim; ++i) {
-          const uint16_t b = kc::float_to_bf16(v[i]);
-          std::memcpy(row + 2 * i, &b, 2);
-        }
-      }
+      encode_mla_row(p_, v, rng, row);
     }
     std::vector<unsigned char> qpool(size_t(std::min<double>(q_bytes_, 8u << 20)) / 2 * 2);
     for (size_t i = 0; i < qpool.size(); i += 2) {
