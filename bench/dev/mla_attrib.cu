@@ -19,14 +19,14 @@
 
 
 namespace ktune_mla {
-template <int kSkipMask, int kW, bool kWg = true, bool kX2 = false>
+template <int kSkipMask, int kW, bool kWg = true>
 struct AttribSpec {
   static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 2048, kPageSize = 64;
   static constexpr bool kFp8 = true;
   static constexpr int kMaxQLen = 1;
   static constexpr bool kChecked = false;
   static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = kW;
-  static constexpr bool kWgmma = kWg, kCrossover = kX2;
+  static constexpr bool kWgmma = kWg, kCrossover = false;
   static constexpr int kSkip = kSkipMask;
 };
 template <int kSkipMask>
@@ -61,12 +61,6 @@ void run(const Inputs& in, const char* what, double) {
   using S = AttribSpec<kSkipMask, kW, kWg>;
   constexpr Shape sh = Traits<S>::sh;
   run_kernel<S, kSkipMask>(in, what, decode_kernel<S>, LaunchShape{sh.threads, sh.smem_total});
-}
-template <int kSkipMask>
-void run_x2(const Inputs& in, const char* what) {
-  using S = AttribSpec<kSkipMask, 8, true, true>;
-  constexpr Shape sh = Traits<S>::sh;
-  run_kernel<S, kSkipMask>(in, what, decode_kernel_x2<S>, LaunchShape{sh.threads, sh.smem_total});
 }
 template <int kSkipMask>
 void run_ws(const Inputs& in, const char* what) {
@@ -169,11 +163,6 @@ int main() {
   run<kSkipGather | kSkipDequant | kSkipSoftmax, 8>(in, "gather+dequant+softmax (MMAs only)", 0);
   run<kSkipGather | kSkipDequant | kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "everything (loop skeleton)", 0);
   run<0, 16>(in, "none (w16)", 0);
-  run_x2<0>(in, "X2: none (crossover)");
-  run_x2<kSkipPeer>(in, "X2: peer writes (timing only)");
-  run_x2<kSkipDequant>(in, "X2: dequant (and peer writes)");
-  run_x2<kSkipGather>(in, "X2: gather");
-  run_x2<kSkipQK | kSkipPV | kSkipSoftmax>(in, "X2: QK+softmax+PV");
   run_ws<0>(in, "WS: none (warp-specialized t32)");
   run_ws<kSkipDequant>(in, "WS: dequant");
   run_ws<kSkipQK>(in, "WS: QK");

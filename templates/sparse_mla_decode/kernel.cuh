@@ -51,7 +51,7 @@ template <class S>
 struct SkipOf<S, decltype(void(S::kSkip))> {
   static constexpr int v = S::kSkip;
 };
-enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, kSkipPV = 16, kSkipPeer = 32 };
+enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, kSkipPV = 16 };
 
 template <class S>
 struct Traits {
@@ -537,12 +537,10 @@ KT_DEV void decode_body(const Params& p) {
       constexpr bool DQ = !(SkipOf<S>::v & kSkipDequant);
       for (int i = tid; i < (DQ ? GR * ITEMS : 0); i += NT) {
         const int rl = i / ITEMS, c = i - rl * ITEMS;
-        dequant_item<LAT, S::kRope, TN, XO && !(SkipOf<S>::v & kSkipPeer)>(raw + rl * RB, smem + sh.off_kv,
-                                                                          grow0 + rl, c, peer_kv, peer_full);
+        dequant_item<LAT, S::kRope, TN, XO>(raw + rl * RB, smem + sh.off_kv, grow0 + rl, c, peer_kv, peer_full);
       }
       if constexpr (XO)
-        if (tid == 0)  // the peer's half of this tile
-          mbar_arrive_expect_tx(bar_full, DQ && !(SkipOf<S>::v & kSkipPeer) ? GR * D * 2 : 0);
+        if (tid == 0) mbar_arrive_expect_tx(bar_full, DQ ? GR * D * 2 : 0);  // the peer's half of this tile
       if constexpr (S::kWgmma) fence_proxy_async();
       __syncthreads();
       if constexpr (XO) {
