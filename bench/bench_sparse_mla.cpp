@@ -68,9 +68,8 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
 // The launch's own choice first, then up to 7 more of the search space.
 std::vector<std::string> candidates(const Problem& p, const Arch& arch, const std::string& first) {
   std::vector<std::string> out = {first};
-  // the sm_90a wgmma variants first (crossover, then single-CTA), then the rest of the space
-  for (const char* wg : {"t64.s1.g64.wg.x2", "t64.s2.g64.wg.x2", "t32.s2.g64.wg.x2", "t64.s1.g64.w16.wg",
-                         "t64.s1.g64.wg", "t32.s2.g64.wg"})
+  // the sm_90a wgmma variants first (the S = Q K^T path under test), then the rest of the space
+  for (const char* wg : {"t64.s1.g64.w16.wg", "t64.s1.g64.wg", "t32.s2.g64.w16.wg", "t32.s2.g64.wg"})
     if (can_implement(p, Config::from_key(wg), arch, default_limits(arch)).empty() &&
         std::find(out.begin(), out.end(), wg) == out.end())
       out.push_back(wg);

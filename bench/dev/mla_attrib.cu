@@ -26,7 +26,7 @@ struct AttribSpec {
   static constexpr int kMaxQLen = 1;
   static constexpr bool kChecked = false;
   static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = kW;
-  static constexpr bool kWgmma = kWg, kCrossover = false;
+  static constexpr bool kWgmma = kWg;
   static constexpr int kSkip = kSkipMask;
 };
 template <int kSkipMask>
@@ -37,7 +37,7 @@ struct WsSpec {
   static constexpr int kMaxQLen = 1;
   static constexpr bool kChecked = false;
   static constexpr int kHeadsPerCta = 64, kTile = 32, kStages = 2, kWarps = 8;
-  static constexpr bool kWgmma = true, kCrossover = false;
+  static constexpr bool kWgmma = true;
 };
 }  // namespace ktune_mla
 

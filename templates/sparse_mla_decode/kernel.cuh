@@ -18,11 +18,6 @@
 //   O += P V each warp owns kv_lora_rank / kWarps output columns for every head of the CTA (accumulators in
 //            registers: 64 heads x 64 columns = 128 fp32 per thread with 8 warps, 64 with 16); V is the latent
 //            part of the same bf16 tile.
-// Crossover (kCrossover, sm_90a, fp8 cache): the two head-group CTAs of a token form a 2-CTA cluster. Each
-//            gathers and dequantizes only its half of every tile and writes the bf16 rows into both K/V tiles (the
-//            peer's by st.async onto its `full` mbarrier), so each cache row is fetched and converted once per
-//            token rather than once per head group. Per tile: wait until the peer has finished the last tile
-//            (`empty`), dequantize, wait for the peer's half (`full`).
 // Splits > 1 write unnormalized fp32 partials + (max, sum) per row to the workspace; combine_kernel merges.
 // A row with no valid slot (and no sink) gets O = 0 and LSE = -inf.
 #pragma once
@@ -55,14 +50,11 @@ enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, k
 
 template <class S>
 struct Traits {
-  static constexpr Shape sh =
-      make_shape(S::kLat, S::kRope, S::kFp8, S::kHeadsPerCta, S::kTile, S::kStages, S::kWarps, S::kCrossover);
+  static constexpr Shape sh = make_shape(S::kLat, S::kRope, S::kFp8, S::kHeadsPerCta, S::kTile, S::kStages, S::kWarps);
   static_assert(shape_error(sh) == nullptr, "invalid sparse_mla_decode shape (see shape_error)");
   static_assert(S::kNumHeads % S::kHeadsPerCta == 0, "heads per CTA must divide num_heads");
   static_assert(!S::kWgmma || (S::kHeadsPerCta == 64 && S::kTile / (sh.threads / 128) >= 8),
                 "wgmma needs 64 heads per CTA and at least 8 tokens per warpgroup");
-  static_assert(!S::kCrossover || (S::kFp8 && S::kWgmma && (S::kNumHeads / S::kHeadsPerCta) % 2 == 0),
-                "crossover needs the fp8 cache, the wgmma path and an even number of head groups");
 };
 
 // Byte offset of 16-byte chunk `ch` of row `row` in a Q or K/V tile of `rows` rows: k-block major (blocks of 64
@@ -87,84 +79,12 @@ KT_DEV unsigned f16x2_to_bf16x2_scaled(unsigned h, float s) {
 }
 
 
-// ---- Crossover (sm_90a): the two head-group CTAs of a token run as a 2-CTA cluster; each gathers and
-// dequantizes half of every tile and writes the bf16 rows into both CTAs' K/V tiles, the peer's through st.async,
-// which completes bytes on the peer's `full` mbarrier. The peer's `empty` arrival says it is done reading the
-// last tile, so its K/V tile may be overwritten. No cluster-wide barrier inside the loop.
-KT_DEV unsigned cluster_rank() {
-  unsigned r = 0;
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-#endif
-  return r;
-}
-// The shared::cluster address of `addr` (a shared::cta address of this CTA) in CTA `rank` of the cluster.
-KT_DEV unsigned peer_addr(unsigned addr, unsigned rank) {
-  unsigned r = addr;
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-#endif
-  return r;
-}
-KT_DEV void cluster_sync() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-KT_DEV void mbar_init(unsigned addr, unsigned count) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(addr), "r"(count) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-// Arrive on a local mbarrier, expecting `bytes` more transaction bytes in this phase.
-KT_DEV void mbar_arrive_expect_tx(unsigned addr, unsigned bytes) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}" ::"r"(addr), "r"(bytes)
-               : "memory");
-#endif
-}
-// Arrive on an mbarrier of the peer CTA (a shared::cluster address), releasing this CTA's prior reads.
-KT_DEV void mbar_arrive_peer(unsigned cluster_addr) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
-#endif
-}
-KT_DEV void mbar_wait(unsigned addr, unsigned parity) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
-#endif
-}
-// 16 bytes into the peer's shared memory, completing 16 transaction bytes on the peer's mbarrier `bar`.
-KT_DEV void st_async_16(unsigned cluster_addr, uint4 v, unsigned cluster_bar) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
-                   cluster_addr),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(cluster_bar)
-               : "memory");
-#endif
-}
-
 // Item c of one fp8_ds_mla cache row into row r of a bf16 K/V tile (tile_off layout, tile of TN rows): items
 // 0 .. LAT/16 - 1 are 16 e4m3 latent values (one 16-byte chunk x its 128-block's fp32 scale -> two bf16 chunks),
-// the next ROPE/8 copy a 16-byte chunk of the bf16 rope part. PEER: the same bytes also go to the peer CTA's
-// tile at cluster address peer_kvt (st.async, completing on the peer's mbarrier peer_bar).
-template <int LAT, int ROPE, int TN, bool PEER = false>
-KT_DEV void dequant_item(const unsigned char* row, unsigned char* kvt, int r, int c, unsigned peer_kvt = 0,
-                         unsigned peer_bar = 0) {
+// the next ROPE/8 copy a 16-byte chunk of the bf16 rope part.
+template <int LAT, int ROPE, int TN>
+KT_DEV void dequant_item(const unsigned char* row, unsigned char* kvt, int r, int c) {
   constexpr int LCH = LAT / 16;
-  const auto put = [&](int off, uint4 v) {
-    *reinterpret_cast<uint4*>(kvt + off) = v;
-    if constexpr (PEER) st_async_16(peer_kvt + off, v, peer_bar);
-  };
   if (c < LCH) {
     const uint4 v = *reinterpret_cast<const uint4*>(row + c * 16);
     const float sc = reinterpret_cast<const float*>(row + LAT)[c >> 3] * kc::kE4m3Fold;
@@ -177,11 +97,12 @@ KT_DEV void dequant_item(const unsigned char* row, unsigned char* kvt, int r, in
       out[2 * q] = f16x2_to_bf16x2_scaled(lo, sc);
       out[2 * q + 1] = f16x2_to_bf16x2_scaled(hi, sc);
     }
-    put(tile_off(TN, r, 2 * c), make_uint4(out[0], out[1], out[2], out[3]));
-    put(tile_off(TN, r, 2 * c + 1), make_uint4(out[4], out[5], out[6], out[7]));
+    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
+    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = make_uint4(out[4], out[5], out[6], out[7]);
   } else {
     const int k = c - LCH;
-    put(tile_off(TN, r, LAT / 8 + k), *reinterpret_cast<const uint4*>(row + LAT + 4 * (LAT / 128) + k * 16));
+    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + k)) =
+        *reinterpret_cast<const uint4*>(row + LAT + 4 * (LAT / 128) + k * 16);
   }
 }
 
@@ -396,8 +317,6 @@ KT_DEV void decode_body(const Params& p) {
   constexpr int CPW = sh.cols_per_warp, ONT = CPW / 8;
   constexpr int NTILES = (TOPK + TN - 1) / TN, NT = sh.threads;
   constexpr int SB = sh.slot_buffers;  // slot lists of the tiles in flight
-  constexpr bool XO = S::kCrossover;   // gather + dequantize rows [grow0, grow0 + GR) of each tile, for both CTAs
-  constexpr int GR = sh.gather_rows;
   static_assert(ONT % 2 == 0, "output n tiles per warp must be even");
   // P.V through wgmma as well (sm_90a, 64-token tiles): warpgroup w owns output columns [w, w + 1) * LAT / NWG
   // for all 64 heads, P (K-major, from the softmax) and V (MN-major: the K/V tile as stored) from shared memory.
@@ -423,20 +342,6 @@ KT_DEV void decode_body(const Params& p) {
   float* s_m = s_alpha + HG;
   float* s_l = s_m + HG;
 
-  const unsigned rank = XO ? cluster_rank() : 0u;
-  const int grow0 = XO ? int(rank) * GR : 0;
-  const unsigned bar_full = sb + sh.off_bar, bar_empty = bar_full + 8;  // (XO only)
-  unsigned peer_kv = 0, peer_full = 0, peer_empty = 0;
-  if constexpr (XO) {
-    peer_kv = peer_addr(sb + sh.off_kv, rank ^ 1u);
-    peer_full = peer_addr(bar_full, rank ^ 1u);
-    peer_empty = peer_addr(bar_empty, rank ^ 1u);
-    if (tid == 0) {
-      mbar_init(bar_full, 1);   // our arrive.expect_tx + the peer's half tile of bytes
-      mbar_init(bar_empty, 1);  // the peer's arrival: done reading its K/V tile
-    }
-  }
-
   // ---- prologue: Q (its own cp.async group), then the first stages of the gather ring ----
   const char* qg = static_cast<const char*>(p.q) + ((long long)token * H + h0) * D * 2;
   for (int i = tid; i < HG * QCH; i += NT) {
@@ -458,7 +363,6 @@ KT_DEV void decode_body(const Params& p) {
   kc::cp_async_commit();
   kc::cp_async_wait<0>();
   __syncthreads();
-  if constexpr (XO) cluster_sync();  // both CTAs' mbarriers are initialized before either signals the other
 
   const char* kvb = static_cast<const char*>(p.kv_cache);
   auto load_tile = [&](int j) {
@@ -478,10 +382,10 @@ KT_DEV void decode_body(const Params& p) {
       }
       return valid ? slot : -1;
     };
-    for (int i = tid; i < GR * RCH; i += NT) {
-      const int rl = i / RCH, c = i - rl * RCH, r = grow0 + rl;
+    for (int i = tid; i < TN * RCH; i += NT) {
+      const int r = i / RCH, c = i - (i / RCH) * RCH;
       const int slot = slot_of(r, false);
-      const unsigned dst = FP8 ? dst0 + (rl * RCH + c) * 16 : dst0 + tile_off(TN, r, c);
+      const unsigned dst = FP8 ? dst0 + (r * RCH + c) * 16 : dst0 + tile_off(TN, r, c);
       const char* src = slot >= 0 ? kvb + (long long)slot * RB + c * 16 : kvb;
       if constexpr (!(SkipOf<S>::v & kSkipGather)) kc::cp_async_16(dst, src, slot >= 0 ? 16 : 0);
     }
@@ -519,12 +423,6 @@ KT_DEV void decode_body(const Params& p) {
       __syncthreads();
     }
     const int buf = it % ST, sbuf = it % SB;
-    if constexpr (XO) {
-      if (it > 0) {
-        if (tid == 0) mbar_arrive_peer(peer_empty);  // this CTA is done reading tile it - 1
-        mbar_wait(bar_empty, (it - 1) & 1);          // and so is the peer: its K/V tile may be overwritten
-      }
-    }
     if constexpr (S::kWgmma && !FP8) {  // the bf16 tile (and Q) landed through cp.async: publish to wgmma
       fence_proxy_async();
       __syncthreads();
@@ -534,19 +432,12 @@ KT_DEV void decode_body(const Params& p) {
     if constexpr (FP8) {
       constexpr int ITEMS = LAT / 16 + S::kRope / 8;  // dequant_item's items per row
       const unsigned char* raw = smem + sh.off_raw + buf * RAW_TILE;
-      constexpr bool DQ = !(SkipOf<S>::v & kSkipDequant);
-      for (int i = tid; i < (DQ ? GR * ITEMS : 0); i += NT) {
-        const int rl = i / ITEMS, c = i - rl * ITEMS;
-        dequant_item<LAT, S::kRope, TN, XO>(raw + rl * RB, smem + sh.off_kv, grow0 + rl, c, peer_kv, peer_full);
+      for (int i = tid; i < ((SkipOf<S>::v & kSkipDequant) ? 0 : TN * ITEMS); i += NT) {
+        const int r = i / ITEMS, c = i - (i / ITEMS) * ITEMS;
+        dequant_item<LAT, S::kRope, TN>(raw + r * RB, smem + sh.off_kv, r, c);
       }
-      if constexpr (XO)
-        if (tid == 0) mbar_arrive_expect_tx(bar_full, DQ ? GR * D * 2 : 0);  // the peer's half of this tile
       if constexpr (S::kWgmma) fence_proxy_async();
       __syncthreads();
-      if constexpr (XO) {
-        mbar_wait(bar_full, it & 1);
-        fence_proxy_async();
-      }
       if constexpr (ST == 1) {
         if (it + 1 < ntiles) load_tile(it + 1);
         kc::cp_async_commit();
@@ -658,7 +549,6 @@ KT_DEV void decode_body(const Params& p) {
     }
   }
   kc::cp_async_wait<0>();
-  if constexpr (XO) cluster_sync();  // no st.async or arrival from the peer is still in flight towards this CTA
   if (tid % TPR == 0) {
     s_m[tid / TPR] = m_run;
     s_l[tid / TPR] = l_run;
@@ -671,13 +561,6 @@ KT_DEV void decode_body(const Params& p) {
 template <class S>
 __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_blocks)
     decode_kernel(const __grid_constant__ Params p) {
-  decode_body<S>(p);
-}
-
-// Crossover specs: the two head-group CTAs of a token (adjacent blockIdx.x) form one cluster.
-template <class S>
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_blocks)
-    decode_kernel_x2(const __grid_constant__ Params p) {
   decode_body<S>(p);
 }
 

@@ -10,7 +10,6 @@ namespace ktune_mla {
 struct Shape {
   // inputs
   int lat, rope, fp8, heads_per_cta, tile, stages, warps;
-  int crossover;    // 1: the CTA pair of a cluster each gathers and dequantizes half of every tile (config ".x2")
   // derived
   int threads;      // warps * 32
   int dim;          // lat + rope (Q/K dim)
@@ -28,18 +27,13 @@ struct Shape {
   // shared memory (bytes, 16-aligned offsets)
   int off_q, off_kv, off_raw, off_s, off_p, off_slot, off_idx, off_stat, smem_total;
   int kv_tile_bytes, raw_tile_bytes, kv_buffers, slot_buffers, idx_buffers;
-  int gather_rows;  // rows of a tile this CTA gathers (tile, or tile / 2 with crossover)
-  int off_bar;      // crossover: two mbarriers (peer's half tile landed; peer done with our last tile)
 };
 
 KT_HD constexpr int mla_align16(int a) { return (a + 15) & ~15; }
 
-KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta, int tile, int stages, int warps,
-                                 bool crossover = false) {
+KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta, int tile, int stages, int warps) {
   const int kWarps = warps;
   Shape s{};
-  s.crossover = crossover ? 1 : 0;
-  s.gather_rows = crossover ? tile / 2 : tile;
   s.lat = lat;
   s.rope = rope;
   s.fp8 = fp8 ? 1 : 0;
@@ -84,7 +78,7 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
   s.min_blocks = 1;
   // shared memory: Q, converted bf16 K/V tile(s), raw cp.async ring (fp8), S (fp32), P (bf16), slots, stats
   s.kv_tile_bytes = tile * s.dim * 2;
-  s.raw_tile_bytes = s.gather_rows * s.raw_bytes;
+  s.raw_tile_bytes = tile * s.raw_bytes;
   s.kv_buffers = fp8 ? 1 : stages;  // bf16: the ring holds the K/V tiles themselves
   s.off_q = 0;
   s.off_kv = s.off_q + mla_align16(heads_per_cta * s.dim * 2);
@@ -96,8 +90,7 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
   s.off_idx = s.off_slot + mla_align16(s.slot_buffers * tile * 4);
   s.idx_buffers = 2 * (stages >= 2 ? stages - 1 : 1);  // raw top-k entries, fetched one gather ahead
   s.off_stat = s.off_idx + mla_align16(s.idx_buffers * tile * 4);
-  s.off_bar = s.off_stat + mla_align16(3 * heads_per_cta * 4);
-  s.smem_total = s.off_bar + (crossover ? 16 : 0);
+  s.smem_total = s.off_stat + mla_align16(3 * heads_per_cta * 4);
   if (s.smem_total <= 113 * 1024 && s.est_regs * s.threads <= 32768) s.min_blocks = 2;
   return s;
 }
@@ -117,7 +110,6 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
     return "heads per CTA x tile too small to give each of the 8 warps a 16x8 score tile";
   if (s.tpr > 32 || s.tile % s.tpr != 0 || s.tile / s.tpr < 2) return "tile too small for the softmax threads";
   if (s.warps != 8 && s.warps != 16) return "warps must be 8 or 16";
-  if (s.crossover && !s.fp8) return "crossover shares the fp8 dequantization; a bf16 cache has none";
   if (s.cols_per_warp % 16 != 0) return "kv_lora_rank / warps must be a multiple of 16";
   if (s.est_regs > 240 || s.est_regs > 65536 / s.threads + 24) return "too many accumulator registers per thread";
   return nullptr;

@@ -23,7 +23,7 @@ using key_parse::split_dots;
 
 ktune_mla::Shape shape_of(const Problem& p, const Config& c) {
   return ktune_mla::make_shape(p.kv_lora_rank, p.rope_dim, p.kv_format == KvFormat::Fp8DsMla, c.heads_per_cta, c.tile,
-                               c.stages, c.warps, c.crossover);
+                               c.stages, c.warps);
 }
 
 std::string arch_name(const Arch& a) {
@@ -111,7 +111,6 @@ std::string Config::key() const {
   std::string k = "t" + std::to_string(tile) + ".s" + std::to_string(stages) + ".g" + std::to_string(heads_per_cta);
   if (warps != 8) k += ".w" + std::to_string(warps);
   if (wgmma) k += ".wg";
-  if (crossover) k += ".x2";
   return k;
 }
 
@@ -128,10 +127,6 @@ Config Config::from_key(const std::string& key) {
     fail("config key", "cannot parse '" + key + "'; expected a host key t<tile>.g<heads_per_item>.v<vec_width>.u<unroll>, "
                        "e.g. t32.g16.v16.u2");
   }
-  if (t.size() >= 4 && t.back() == "x2") {
-    c.crossover = true;
-    t.pop_back();
-  }
   if (t.size() >= 4 && t.back() == "wg") {
     c.wgmma = true;
     t.pop_back();
@@ -140,8 +135,7 @@ Config Config::from_key(const std::string& key) {
             parse_num(t[2], "g", &c.heads_per_cta);
   if (ok && t.size() == 4) ok = parse_num(t[3], "w", &c.warps);
   if (!ok || c.key() != key)
-    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg][.x2], "
-                       "e.g. t64.s2.g64");
+    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.g<heads_per_cta>, e.g. t64.s2.g64");
   return c;
 }
 
@@ -175,13 +169,6 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
     if (c.heads_per_cta != 64) return "wgmma: needs 64 heads per CTA (M = 64)";
     const int n = c.tile / (s.threads / 128);
     if (n != 8 && n != 16 && n != 32) return "wgmma: tokens per warpgroup must be 8, 16 or 32";
-  }
-  if (c.crossover) {
-    if (!c.wgmma) return "crossover (.x2): expected the wgmma path (.wg) as well";
-    if (p.kv_format != KvFormat::Fp8DsMla) return "crossover (.x2): expected an fp8_ds_mla cache (it shares the dequantization)";
-    if ((p.num_heads / c.heads_per_cta) % 2 != 0)
-      return "crossover (.x2): expected an even number of head groups (num_heads / heads_per_cta), got " +
-             std::to_string(p.num_heads / c.heads_per_cta);
   }
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
   if (s.smem_total > lim.max_smem_per_block_optin)
@@ -226,10 +213,7 @@ Config default_config(const Problem& p, const Arch& arch) {
   // sm_90a: S = Q K^T through wgmma when a 64-head group fits (H200, 2026-11-29: t64.s1.g64.wg 198 TFLOP/s vs
   // 157 for the mma.sync t64.s1.g64.w16 at 128 heads / topk 2048 / 64 tokens; bf16 cache t32.s2.g64.wg 173 vs
   // 141; bench/results/2026-11-29-sparse-mla.md).
-  // With two or more head groups, the fp8 pair shares its gathers and dequantization in a cluster (crossover).
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64) {
-    const Config x2{64, 1, 64, 8, true, true};
-    if (fp8 && can_implement(p, x2, arch, lim).empty()) return x2;
     const Config wg = fp8 ? Config{64, 1, 64, 8, true} : Config{32, 2, 64, 8, true};
     if (can_implement(p, wg, arch, lim).empty()) return wg;
   }
@@ -258,12 +242,11 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
     for (int t : {64, 32})
       for (int st : {1, 2, 3, 4})
         for (int w : {16, 8})
-          for (bool wg : {false, true})
-            for (bool x2 : {false, true}) {
-              const Config c{t, st, g, w, wg, x2};
-              if (std::find(out.begin(), out.end(), c) == out.end() && can_implement(p, c, arch, lim).empty())
-                out.push_back(c);
-            }
+          for (bool wg : {false, true}) {
+            const Config c{t, st, g, w, wg};
+            if (std::find(out.begin(), out.end(), c) == out.end() && can_implement(p, c, arch, lim).empty())
+              out.push_back(c);
+          }
   return out;
 }
 
@@ -324,7 +307,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
     << "  static constexpr bool kChecked = " << b(p.checked) << ";\n"
     << "  static constexpr int kHeadsPerCta = " << c.heads_per_cta << ", kTile = " << c.tile
     << ", kStages = " << c.stages << ", kWarps = " << c.warps << ";\n"
-    << "  static constexpr bool kWgmma = " << b(c.wgmma) << ", kCrossover = " << b(c.crossover) << ";\n"
+    << "  static constexpr bool kWgmma = " << b(c.wgmma) << ";\n"
     << "};\n"
     << "}  // namespace ktune_mla\n";
   GeneratedKernel k;
@@ -332,8 +315,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   k.problem_key = p.key();
   k.config_key = c.key();
   k.source = s.str();
-  k.entry_points = {c.crossover ? "ktune_mla::decode_kernel_x2<ktune_mla::Spec>" : "ktune_mla::decode_kernel<ktune_mla::Spec>",
-                    "ktune_mla::combine_kernel<ktune_mla::Spec>"};
+  k.entry_points = {"ktune_mla::decode_kernel<ktune_mla::Spec>", "ktune_mla::combine_kernel<ktune_mla::Spec>"};
   k.options = {"-std=c++17"};
   return k;
 }

@@ -36,7 +36,7 @@ struct KTUNE_API Problem {
   bool operator==(const Problem& o) const { return key() == o.key(); }
 };
 
-// Tile config. CUDA: "t<tokens per tile>.s<stages>.g<heads per CTA>[.w<warps>][.wg][.x2]", e.g. t64.s1.g64.w16.
+// Tile config. CUDA: "t<tokens per tile>.s<stages>.g<heads per CTA>[.w<warps>][.wg]", e.g. t64.s1.g64.w16.
 // Host (CPU, host_kernel.h): "t<valid slots per tile>.g<heads per work item>.v<vec_width>.u<unroll>", e.g.
 // t64.g16.v16.u2, with stages = warps = 0.
 struct KTUNE_API Config {
@@ -45,9 +45,6 @@ struct KTUNE_API Config {
   int heads_per_cta = 64;  // 16, 32 or 64 (divides num_heads); host: heads per work item 4, 8, 16 or 32
   int warps = 8;           // 8 or 16 warps per CTA; the key carries ".w16" when not 8
   bool wgmma = false;      // sm_90a only: S = Q K^T with wgmma from shared memory (key suffix ".wg")
-  bool crossover = false;  // with wgmma, fp8 cache, an even number of head groups: the two head-group CTAs of a
-                           // token run as a cluster and each gathers and dequantizes half of every tile for both
-                           // (key suffix ".x2")
   int vec_width = 0;       // host only: fp32 lanes per score accumulator (8 or 16); 0 = a CUDA config
   int unroll = 0;          // host only: cache rows per pass of the score loop (1, 2 or 4)
   bool host() const { return vec_width != 0; }
@@ -56,7 +53,7 @@ struct KTUNE_API Config {
   static Config from_key(const std::string& key);  // either form
   bool operator==(const Config& o) const {
     return tile == o.tile && stages == o.stages && heads_per_cta == o.heads_per_cta && warps == o.warps &&
-           wgmma == o.wgmma && crossover == o.crossover && vec_width == o.vec_width && unroll == o.unroll;
+           wgmma == o.wgmma && vec_width == o.vec_width && unroll == o.unroll;
   }
 };
 

@@ -94,8 +94,7 @@ std::vector<Combo> all_combos() {
   // the sm_90a wgmma S = Q K^T path (64 heads per CTA), both caches, 8 and 16 warps
   for (int h : {64, 128})
     for (KvFormat f : {KvFormat::Fp8DsMla, KvFormat::Bf16})
-      for (const char* cfg : {"t64.s1.g64.wg", "t64.s1.g64.w16.wg", "t32.s2.g64.wg", "t32.s2.g64.w16.wg",
-                              "t64.s1.g64.wg.x2", "t64.s2.g64.wg.x2", "t32.s2.g64.wg.x2", "t64.s1.g64.w16.wg.x2"}) {
+      for (const char* cfg : {"t64.s1.g64.wg", "t64.s1.g64.w16.wg", "t32.s2.g64.wg", "t32.s2.g64.w16.wg"}) {
         const Problem p = make_problem(h, 2048, h == 64 ? 256 : 64, f);
         if (!can_implement(p, Config::from_key(cfg), kSm90a, default_limits(kSm90a)).empty()) continue;
         Combo c;
@@ -109,15 +108,6 @@ std::vector<Combo> all_combos() {
     Combo c;
     c.p = make_problem(32, 200, 64, KvFormat::Fp8DsMla, 2);
     c.name = "odd_topk_mtp";
-    c.num_tokens = 40;
-    c.sinks = true;
-    v.push_back(c);
-  }
-  {  // crossover: a partial last tile, MTP positions, many tokens (splits)
-    Combo c;
-    c.p = make_problem(128, 200, 64, KvFormat::Fp8DsMla, 2);
-    c.config = "t64.s1.g64.wg.x2";
-    c.name = "odd_topk_mtp_x2";
     c.num_tokens = 40;
     c.sinks = true;
     v.push_back(c);
