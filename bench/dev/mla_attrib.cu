@@ -19,7 +19,7 @@
 
 
 namespace ktune_mla {
-template <int kSkipMask, int kW, bool kWg = true>
+template <int kSkipMask, int kW, bool kWg = true, int kBatch = 1>
 struct AttribSpec {
   static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 2048, kPageSize = 64;
   static constexpr bool kFp8 = true;
@@ -56,9 +56,9 @@ struct LaunchShape {
 template <class S, int kSkipMask>
 void run_kernel(const Inputs& in, const char* what, void (*kern)(Params), LaunchShape sh);
 
-template <int kSkipMask, int kW, bool kWg = true>
+template <int kSkipMask, int kW, bool kWg = true, int kBatch = 1>
 void run(const Inputs& in, const char* what, double) {
-  using S = AttribSpec<kSkipMask, kW, kWg>;
+  using S = AttribSpec<kSkipMask, kW, kWg, kBatch>;
   constexpr Shape sh = Traits<S>::sh;
   run_kernel<S, kSkipMask>(in, what, decode_kernel<S>, LaunchShape{sh.threads, sh.smem_total});
 }
@@ -163,6 +163,9 @@ int main() {
   run<kSkipGather | kSkipDequant | kSkipSoftmax, 8>(in, "gather+dequant+softmax (MMAs only)", 0);
   run<kSkipGather | kSkipDequant | kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "everything (loop skeleton)", 0);
   run<0, 16>(in, "none (w16)", 0);
+  run<0, 8, true, 5>(in, "none, dequant batch 5", 0);
+  run<0, 16, true, 2>(in, "none (w16), dequant batch 2", 0);
+  run<kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "QK+softmax+PV", 0);
   run_ws<0>(in, "WS: none (warp-specialized t32)");
   run_ws<kSkipDequant>(in, "WS: dequant");
   run_ws<kSkipQK>(in, "WS: QK");

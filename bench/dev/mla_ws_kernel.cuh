@@ -186,12 +186,7 @@ __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant
       if (j >= 2) named_sync(kBarEmpty + b, kAll);  // the consumers released K/V buffer b (tile j - 2)
       const unsigned char* raw = smem + L.off_raw + (j % RAWN) * L.raw_tile_bytes;
       unsigned char* kvt = smem + L.off_kv + b * L.kv_bytes;
-      constexpr int ITEMS = LAT / 16 + S::kRope / 8;
-#pragma unroll 5
-      for (int i = pt; i < ((SkipOf<S>::v & kSkipDequant) ? 0 : TN * ITEMS); i += 128) {
-        const int r = i / ITEMS, c = i - (i / ITEMS) * ITEMS;
-        dequant_item<LAT, S::kRope, TN>(raw + r * RB, kvt, r, c);
-      }
+      if constexpr (!(SkipOf<S>::v & kSkipDequant)) dequant_tile<LAT, S::kRope, TN, RB, 128, 5>(raw, kvt, pt);
       fence_proxy_async();                 // the K/V tile is read by wgmma
       named_arrive(kBarFull + b, kAll);    // K/V buffer b holds tile j
     }
