@@ -512,6 +512,7 @@ struct Spec {
   static constexpr int kAType = ::ktune_common::kBF16, kOutType = ::ktune_common::kBF16;
   static constexpr bool kGrouped = false;
   static constexpr int kBM = kBMv, kTN = kTNv, kWN = 1, kWK = kWKv, kStages = kStagesv, kDepth = kDepthv;
+  static constexpr bool kWgmma = false;
 };
 }  // namespace lib
 

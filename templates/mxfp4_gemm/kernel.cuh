@@ -13,6 +13,13 @@
 // (common/global_load.cuh) so the prefetch stays where it is written. Warps split the CTA's N tile (kWN) and its K step (kWK, reduced in shared memory in a fixed
 // order: deterministic). Grouped (MoE) form: blockIdx.y enumerates (expert, m tile) pairs found on the device
 // from expert_offsets, so no host read is needed and the launch is CUDA-graph safe.
+//
+// kWgmma (sm_90a, bf16, many tokens): the same weight fragments, decoded and pre-scaled, are the register A
+// operand of wgmma m64 x bm x k16 (each warpgroup: 64 weight rows, its 4 warps' 16-row tiles); the activation
+// tile (the 128-byte-swizzle K-major layout wgmma reads) is B. Activation tiles arrive by TMA (one thread
+// issues a 64 x bm box per chunk onto the stage's transaction mbarrier; Params::a_tmap), kStages - 2 chunks
+// ahead, so the stage being refilled is never one a wgmma may still read. Per 64-wide K chunk the warpgroup
+// issues 4 wgmma and keeps one chunk in flight while it decodes the next (fragments double-buffered).
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/dtype.h"
@@ -20,6 +27,8 @@
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
 #include "common/numerics.cuh"
+#include "common/tma.cuh"
+#include "common/wgmma.cuh"
 #include "mxfp4_gemm/params.h"
 #include "mxfp4_gemm/shape.h"
 
@@ -29,7 +38,10 @@ namespace kc = ::ktune_common;
 
 // Time attribution (bench/dev/mxfp4_skinny.cu only): a Spec may carry `kDev`, a mask of simplifications
 // (kDevNoEpilogue 1: no split-K reduction, each lane writes one float; kDevLoopPredicates 4: loads predicated on
-// the loop bound only). Outputs are then wrong. The Specs
+// the loop bound only; wgmma path, bench/dev/mxfp4_wgmma.cu: kDevNoDecode 8 raw words as fragments,
+// kDevNoLoadA 16 no activation copies after the prologue, kDevNoWgmma 32 no wgmma issued, kDevNoBarrier 64 no
+// CTA barrier in the K loop: with TMA it can deadlock, a fast thread re-arming a stage a slow one still waits
+// on). Outputs are then wrong. The Specs
 // that spec.cpp generates have no kDev.
 template <class S, class = void>
 struct DevOf {
@@ -39,12 +51,20 @@ template <class S>
 struct DevOf<S, decltype(void(S::kDev))> {
   static constexpr int v = S::kDev;
 };
-enum : int { kDevNoEpilogue = 1, kDevLoopPredicates = 4 };
+enum : int {
+  kDevNoEpilogue = 1,
+  kDevLoopPredicates = 4,
+  kDevNoDecode = 8,
+  kDevNoLoadA = 16,
+  kDevNoWgmma = 32,
+  kDevNoBarrier = 64
+};
 
 template <class Spec>
 struct K {
   static constexpr Shape kS = make_shape(Spec::kBM, Spec::kTN, Spec::kWN, Spec::kWK, Spec::kStages, Spec::kDepth,
-                                         Spec::kAType);
+                                         Spec::kAType, Spec::kWgmma);
+  static_assert(shape_error(kS) == nullptr, "invalid mxfp4_gemm shape (see shape_error)");
   static constexpr bool kBF16 = Spec::kAType == kc::kBF16;
   // BF16 with >= 32 tokens: the e8m0 scale goes into the decoded bf16 weight (cost per weight, shared by all
   // tokens). Few tokens or FP16: each 32-block is accumulated on its own and scaled in fp32 (cheaper when the
@@ -72,7 +92,8 @@ KT_DEV float load_bias(const void* b, long long i) {
 }
 
 template <class Spec>
-__global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gemm_kernel(const Params p) {
+__global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
+    gemm_kernel(const __grid_constant__ Params p) {
   using KS = K<Spec>;
   constexpr int kBM = Spec::kBM, kTN = Spec::kTN, kWK = Spec::kWK, kStages = Spec::kStages, kDepth = Spec::kDepth;
   constexpr int kMT = KS::kMT;
@@ -81,6 +102,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
   constexpr bool kDirect = KS::kDirect;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int tile_info[3];
+  __shared__ alignas(8) unsigned long long tma_bar[Spec::kWgmma ? Spec::kStages : 1];  // wgmma: stage full
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wk = warp % kWK, wn = warp / kWK;
@@ -149,7 +171,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
   const int ntile0 = (blockIdx.x * Spec::kWN + wn) * kTN;  // first 16-row weight tile of this warp
   const int nit = (p.kc + kWK - 1) / kWK;
   const unsigned short* __restrict__ a = static_cast<const unsigned short*>(p.a);
-  const unsigned smem_base = kc::smem_u32(smem);
+  // (wgmma: stages 1024-byte aligned; the host spec adds the 1024 bytes to the dynamic size)
+  const unsigned smem_base = Spec::kWgmma ? (kc::smem_u32(smem) + 1023u) & ~1023u : kc::smem_u32(smem);
 
   // ---- activation tile loader: rows m0.., k from it * 64 * kWK, zero-filled outside [m0, m1) x [0, k)
   auto load_a = [&](int slot, int it) {
@@ -297,8 +320,73 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks) gem
     }
   };
 
+  // ---- kWgmma: decode chunk `it` into the A fragments of its 4 k16 steps (pre-scaled), then issue the 4 wgmma
+  // (one commit group) against activation stage `slot`.
+  auto compute_wg = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN], unsigned (&af)[4][4]) {
+    if constexpr (Spec::kWgmma) {  // (wgmma_rs_bf16 exists for N = 64, 128, 256 only)
+      const unsigned sc = __shfl_sync(0xffffffffu, sw[0], (lane & ~3) | (it & 3));
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const unsigned word = s == 0 ? q[0].x : s == 1 ? q[0].y : s == 2 ? q[0].z : q[0].w;
+        const unsigned kb = (sc >> (16 * (s >> 1))) & 0xFFFFu;  // (row r0, row r1) scale bytes of block s/2
+        const unsigned s0 = kc::e8m0_to_bf16x2(kb & 0xFFu), s1 = kc::e8m0_to_bf16x2(kb >> 8);
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const unsigned v = x == 0   ? kc::e2m1x2_raw<0, true>(word)
+                             : x == 1 ? kc::e2m1x2_raw<1, true>(word)
+                             : x == 2 ? kc::e2m1x2_raw<2, true>(word)
+                                      : kc::e2m1x2_raw<3, true>(word);
+          if constexpr ((DevOf<Spec>::v & kDevNoDecode) != 0) af[s][x] = word ^ x;
+          else af[s][x] = kc::bf16x2_fma(kc::bf16x2_fma(v, 0x7E807E80u, 0x80008000u), x % 2 ? s1 : s0, 0x80008000u);
+        }
+      }
+      const unsigned long long desc = kc::wg_desc_k128(smem_base + slot * KS::kStageBytes);
+      kc::wg_fence();
+#pragma unroll
+      for (int s = 0; s < 4; ++s)
+        if constexpr ((DevOf<Spec>::v & kDevNoWgmma) == 0)
+          kc::wgmma_rs_bf16<kBM>(&acc[0][0][0], af[s], desc + (unsigned)((s * 32) >> 4));
+      kc::wg_commit();
+    }
+  };
+
   // ---- main loop
-  if constexpr (kDirect) {
+  if constexpr (Spec::kWgmma) {
+    static_assert(kTN == 1 && kWK == 1 && kDepth % 2 == 0 && kStages >= 3 && kBF16, "wgmma shape (shape_error)");
+    constexpr int kAhead = kStages - 2;  // activation chunks in flight ahead of the one being computed
+    unsigned af[2][4][4];                // decoded fragments: chunk it uses af[it % 2] (kDepth is even)
+    const unsigned bar0 = kc::smem_u32(&tma_bar[0]);
+    auto fetch_a = [&](int chunk) {  // thread 0: chunk's activation box (rows m0.., k from 64 chunk) by TMA
+      const int st = chunk % kStages;
+      kc::mbar_arrive_expect_tx(bar0 + 8 * st, KS::kStageBytes);
+      kc::tma_load_2d(smem_base + st * KS::kStageBytes, &p.a_tmap[0], chunk * 64, m0, bar0 + 8 * st);
+    };
+    if (tid == 0)
+      for (int st = 0; st < kStages; ++st) kc::mbar_init(bar0 + 8 * st, 1);
+    __syncthreads();
+    if (tid == 0 && (DevOf<Spec>::v & kDevNoLoadA) == 0)
+      for (int st = 0; st < kAhead && st < nit; ++st) fetch_a(st);
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
+    for (int base = 0; base < nit; base += kDepth) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int it = base + d;
+        if (it < nit) {
+          if constexpr ((DevOf<Spec>::v & kDevNoLoadA) == 0)
+            kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
+          if constexpr ((DevOf<Spec>::v & kDevNoBarrier) == 0)
+            __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
+          const int nx = it + kAhead;
+          if (tid == 0 && nx < nit && (DevOf<Spec>::v & kDevNoLoadA) == 0) fetch_a(nx);
+          compute_wg(it % kStages, it, wq[d], ws[d], af[d % 2]);
+          load_w(it + kDepth, wq[d], ws[d]);
+          kc::wg_wait<1>();  // chunk it - 1 done: its fragments and stage may be reused
+        }
+      }
+    }
+    kc::wg_wait<0>();
+  } else if constexpr (kDirect) {
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
       load_w(d, wq[d], ws[d]);

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -105,6 +106,24 @@ Resolved resolve(Runtime& rt, const Problem& p, const std::string& pk, int64_t m
   return r;
 }
 
+// The wgmma configs' TMA view of A (Params::a_tmap): bf16 [m, k] rows lda elements apart (validated: 16-byte
+// aligned base, lda a multiple of 8), boxes of 64 k x bm rows in the 128-byte swizzle wgmma reads; elements past
+// k or m read as zero.
+void encode_a_map(ktune_mxfp4::Params& prm, const Config& c, int64_t m) {
+  static_assert(sizeof(prm.a_tmap) == sizeof(CUtensorMap), "Params::a_tmap holds one CUtensorMap");
+  const cuuint64_t dims[2] = {cuuint64_t(prm.k), cuuint64_t(m)};
+  const cuuint64_t strides[1] = {cuuint64_t(prm.lda) * 2};
+  const cuuint32_t box[2] = {64, cuuint32_t(c.bm)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  CUtensorMap map;
+  detail::check_cu(detail::driver().cuTensorMapEncodeTiled(
+                       &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(prm.a), dims, strides, box,
+                       elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                   "cuTensorMapEncodeTiled (mxfp4_gemm activations)");
+  std::memcpy(prm.a_tmap, &map, sizeof(map));
+}
+
 }  // namespace
 
 int64_t mxfp4_gemm_bucket(const Problem& p, int64_t m) {
@@ -181,6 +200,7 @@ void mxfp4_gemm(Runtime& rt, const Problem& p, const Mxfp4GemmArgs& a, void* str
   prm.num_experts = p.num_experts;
   prm.w_expert_words = int64_t(mxfp4::packed_weight_bytes(p.n, p.k, 1) / 4);
   prm.s_expert_words = int64_t(mxfp4::packed_scale_bytes(p.n, p.k, 1) / 4);
+  if (r.config.wgmma) encode_a_map(prm, r.config, a.m);
   launch(kernel, 0, dims, stream, prm);
 }
 

@@ -37,6 +37,10 @@ struct Params {
   int num_experts;
   long long w_expert_words;  // uint32 words of w per expert
   long long s_expert_words;  // uint32 words of s per expert
+  // wgmma configs (sm_90a): the CUtensorMap (128 bytes) of A that the K loop's TMA loads read: bf16 [m, k] with
+  // row stride lda, box 64 (k) x bm (rows), 128-byte swizzle, zeros outside. Filled by the launch; unused
+  // otherwise. The kernel takes Params as a __grid_constant__ so the map stays in parameter space.
+  alignas(64) unsigned long long a_tmap[16];
 };
 
 }  // namespace ktune_mxfp4

@@ -6,6 +6,7 @@ namespace ktune_mxfp4 {
 
 struct Shape {
   int bm, tn, wn, wk, stages, depth;  // config
+  int wgmma;                           // sm_90a: warpgroup MMA, the decoded weight as the register A operand
   int a_type;                          // activation dtype (fp16 accumulates each 32-block separately)
   int threads, warps, bn, bk;          // tile N = 16 * tn * wn rows of W, tile K = 64 * wk per iteration
   int acc_regs, w_regs;                // per-thread estimates
@@ -14,9 +15,10 @@ struct Shape {
   int min_blocks;
 };
 
-KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int depth, int a_type) {
+KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int depth, int a_type, bool wgmma = false) {
   Shape s{};
   s.bm = bm; s.tn = tn; s.wn = wn; s.wk = wk; s.stages = stages; s.depth = depth; s.a_type = a_type;
+  s.wgmma = wgmma ? 1 : 0;
   s.warps = wn * wk;
   s.threads = 32 * s.warps;
   s.bn = 16 * tn * wn;
@@ -29,6 +31,7 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.smem_pipe = stages * s.smem_stage;
   s.smem_red = wk > 1 ? (wk - 1) * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;
   s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
+  if (wgmma) s.smem_total += 1024;  // wgmma's swizzled operand tiles start 1024-byte aligned
   s.smem_static = 16;
   const int regs = s.acc_regs + s.w_regs + (bm / 8) * 4 + 40;
   s.min_blocks = regs * s.threads > 0 ? 65536 / (((regs + 7) / 8 * 8) * s.threads) : 1;
@@ -39,7 +42,15 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
 
 // Reason a shape cannot be built, or nullptr (device limits are checked by the host spec).
 KT_HD constexpr const char* shape_error(const Shape& s) {
-  if (s.bm != 8 && s.bm != 16 && s.bm != 32 && s.bm != 64 && s.bm != 128) return "bm: expected 8, 16, 32, 64 or 128";
+  if (s.wgmma) {  // one m64 x bm x k16 wgmma per warpgroup and k16 step; warps along N only
+    if (s.bm != 64 && s.bm != 128 && s.bm != 256) return "wgmma: bm expected 64, 128 or 256";
+    if (s.tn != 1 || s.wk != 1 || (s.wn != 4 && s.wn != 8)) return "wgmma: expected tn1, wk1 and wn4 or wn8 (1 or 2 warpgroups)";
+    if (s.stages < 3) return "wgmma: expected at least 3 stages (one chunk is read while the next two land)";
+    if (s.depth != 2 && s.depth != 4) return "wgmma: d expected 2 or 4 (decoded fragments are double-buffered)";
+    if (s.a_type != ktune_common::kBF16) return "wgmma: expected bf16 activations";
+  } else if (s.bm != 8 && s.bm != 16 && s.bm != 32 && s.bm != 64 && s.bm != 128) {
+    return "bm: expected 8, 16, 32, 64 or 128";
+  }
   if (s.tn != 1 && s.tn != 2 && s.tn != 4) return "tn: expected 1, 2 or 4";
   if (s.wn != 1 && s.wn != 2 && s.wn != 4 && s.wn != 8) return "wn: expected 1, 2, 4 or 8";
   if (s.wk != 1 && s.wk != 2 && s.wk != 4 && s.wk != 8) return "wk: expected 1, 2, 4 or 8";

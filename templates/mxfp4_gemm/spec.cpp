@@ -32,7 +32,7 @@ bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
 using key_parse::split_dots;
 
 ktune_mxfp4::Shape shape_of(const Problem& p, const Config& c) {
-  return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype));
+  return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype), c.wgmma);
 }
 
 std::string arch_name(const Arch& a) { return a.host ? std::string("host") : a.str(); }
@@ -109,12 +109,17 @@ std::string Config::key() const {
     return o.str();
   }
   o << "bm" << bm << ".tn" << tn << ".wn" << wn << ".wk" << wk << ".s" << stages << ".d" << depth;
+  if (wgmma) o << ".wg";
   return o.str();
 }
 
 Config Config::from_key(const std::string& key) {
-  const std::vector<std::string> t = split_dots(key);
+  std::vector<std::string> t = split_dots(key);
   Config c;
+  if (t.size() == 7 && t.back() == "wg") {
+    c.wgmma = true;
+    t.pop_back();
+  }
   if (t.size() == 3) {  // host: bm<B>.tn<T>.kt<K>
     int bm = 0, tn = 0, kt = 0;
     if (parse_num(t[0], "bm", &bm) && parse_num(t[1], "tn", &tn) && parse_num(t[2], "kt", &kt) && bm > 0 && tn > 0 &&
@@ -128,7 +133,7 @@ Config Config::from_key(const std::string& key) {
                   parse_num(t[5], "d", &c.depth) && c.key() == key;
   if (!ok)
     fail("config key", "cannot parse '" + key +
-                           "'; expected bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>, e.g. "
+                           "'; expected bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>[.wg], e.g. "
                            "bm16.tn1.wn1.wk4.s3.d8 (host: bm<rows>.tn<tiles>.kt<k_chunks>, e.g. bm4.tn2.kt4)");
   return c;
 }
@@ -154,6 +159,7 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   }
   if (c.host()) return "a host config (bm<B>.tn<T>.kt<K>) cannot run on a CUDA arch";
   if (arch.sm() < 80) return "mxfp4_gemm needs sm_80 or newer (cp.async, bf16 mma), got " + arch_name(arch);
+  if (c.wgmma && (arch.sm() != 90 || arch.suffix != 'a')) return "wgmma (.wg): only on sm_90a, got " + arch_name(arch);
   const ktune_mxfp4::Shape s = shape_of(p, c);
   if (const char* why = ktune_mxfp4::shape_error(s)) return why;
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
@@ -198,6 +204,17 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
     c = Config{64, 2, 4, 1, 4, 2};
   } else {
     c = Config{128, 2, 4, 1, 4, 2};
+  }
+  // sm_90a, bf16: warpgroup MMA fed by TMA (H200, 2026-11-30, bench/results/2026-11-30-session5): dense M = 4096,
+  // N = K = 8192: bm256.tn1.wn8 614 TFLOP/s vs 313 for bm128.tn2.wn4 (cuBLAS bf16 780); GPT-OSS MoE at 128
+  // tokens per expert (128 rows each): bm128.tn1.wn4 259 / 284 vs 205 / 201 for bm64.tn2.wn4.
+  const bool hopper_bf16 = arch.sm() == 90 && arch.suffix == 'a' && p.a_dtype == kc::kBF16;
+  if (hopper_bf16 && !p.grouped() && rows >= 1024) {
+    c = Config{256, 1, 8, 1, 4, 2};
+    c.wgmma = true;
+  } else if (hopper_bf16 && p.grouped() && rows >= 128) {
+    c = Config{128, 1, 4, 1, 4, 2};
+    c.wgmma = true;
   }
   if (!can_implement(p, c, arch, lim).empty()) c = Config{16, 1, 4, 1, 3, 2};
   const std::string why = can_implement(p, c, arch, lim);
@@ -251,6 +268,13 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   add(Config{16, 4, 2, 1, 4, 2});
   add(Config{16, 2, 4, 1, 4, 4});
   add(Config{16, 4, 4, 1, 3, 2});
+  // sm_90a, bf16: warpgroup MMA with the decoded weight as the register operand (many tokens).
+  for (int bm : {256, 128})
+    for (int wn : {8, 4}) {
+      Config c{bm, 1, wn, 1, 4, 2};
+      c.wgmma = true;
+      add(c);
+    }
   // s0: activation fragments straight from global memory, no CTA barrier in the K loop (bm <= 16).
   for (int bm : {8, 16}) {
     add(Config{bm, 2, 1, 8, 0, 4});
@@ -309,6 +333,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
     << "  static constexpr bool kGrouped = " << (p.grouped() ? "true" : "false") << ";\n"
     << "  static constexpr int kBM = " << c.bm << ", kTN = " << c.tn << ", kWN = " << c.wn << ", kWK = " << c.wk
     << ", kStages = " << c.stages << ", kDepth = " << c.depth << ";\n"
+    << "  static constexpr bool kWgmma = " << (c.wgmma ? "true" : "false") << ";\n"
     << "};\n"
     << "}  // namespace ktune_mxfp4\n";
   GeneratedKernel k;

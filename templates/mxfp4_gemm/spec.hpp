@@ -38,6 +38,8 @@ struct KTUNE_API Problem {
 // A tile config "bm16.tn1.wn4.wk2.s3.d4": bm tokens per CTA (8..128), tn 16-row weight tiles per warp, wn warps
 // along N (tile N = 16 * tn * wn), wk warps along K (intra-CTA split-K, tile K = 64 * wk, reduced in shared
 // memory in a fixed order), s activation pipeline stages, d weight chunks prefetched into registers.
+// ".wg" (sm_90a, bf16): warpgroup MMA, e.g. bm256.tn1.wn8.wk1.s4.d2.wg: bm (64, 128, 256) tokens are the wgmma N,
+// each warpgroup of 4 warps owns 64 weight rows.
 //
 // Host (CPU, Arch "host") configs "bm4.tn2.kt4" (templates/mxfp4_gemm/host_kernel.h) reuse bm and tn and add kt:
 // bm activation rows per register block (1, 2, 4, 8), tn 16-row weight tiles per work item (N tile = 16 * tn
@@ -45,6 +47,7 @@ struct KTUNE_API Problem {
 // config has wn = wk = stages = depth = 0.
 struct KTUNE_API Config {
   int bm = 16, tn = 1, wn = 4, wk = 2, stages = 3, depth = 4;
+  bool wgmma = false;  // sm_90a, bf16 activations: warpgroup MMA (key suffix ".wg"; bm 64/128/256, tn1, wk1)
   int kt = 0;  // host only: K chunks per decode step
   std::string key() const;
   static Config from_key(const std::string& key);
@@ -53,7 +56,8 @@ struct KTUNE_API Config {
   int warps() const { return wn * wk; }
   int tile_n() const { return host() ? 16 * tn : 16 * tn * wn; }
   bool operator==(const Config& o) const {
-    return bm == o.bm && tn == o.tn && wn == o.wn && wk == o.wk && stages == o.stages && depth == o.depth && kt == o.kt;
+    return bm == o.bm && tn == o.tn && wn == o.wn && wk == o.wk && stages == o.stages && depth == o.depth &&
+           wgmma == o.wgmma && kt == o.kt;
   }
 };
 

@@ -180,6 +180,9 @@ TEST_CASE("mxfp4_gemm: every search-space config, N and K tails, strides, fp16, 
     // NaN scale (0xFF) at (row 37, block 1): column 37 of C is NaN for every row; everything else exact.
     const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng, 37, 1);
     for (int m : {1, 16, 200}) check_result(run_case(kSmall, W, m, true, rng, nullptr, {}, 0, 0, 37), "NaN scale m " + std::to_string(m));
+    const char* wg = "bm128.tn1.wn8.wk1.s4.d2.wg";  // the wgmma path's pre-scaled fragments (sm_90a)
+    if (can_implement(kSmall, Config::from_key(wg), arch, default_limits(arch)).empty())
+      check_result(run_case(kSmall, W, 200, true, rng, wg, {}, 0, 0, 37), std::string("NaN scale m 200 ") + wg);
   }
 }
 

@@ -1,0 +1,127 @@
+// Time attribution for the mxfp4_gemm wgmma path (issue 7, M = 4096, N = K = 8192): the library kernel
+// (templates/mxfp4_gemm/kernel.cuh) built here with one piece left out at a time through the Spec's kDev mask
+// (kernel.cuh: DevOf). Timing only: outputs are not checked (the GPU tests do that for the real configs).
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev bench/dev/mxfp4_wgmma.cu \
+//        -o mxfp4_wgmma -L/usr/local/cuda/lib64/stubs -lcuda
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "cuda_check.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "mxfp4_gemm/kernel.cuh"
+
+namespace dev {
+template <int kBMv, int kWNv, int kStagesv, int kDepthv, int kDevv, bool kWg = true>
+struct Spec {
+  static constexpr int kDev = kDevv;
+  static constexpr int kAType = ::ktune_common::kBF16, kOutType = ::ktune_common::kBF16;
+  static constexpr bool kGrouped = false;
+  static constexpr int kBM = kBMv, kTN = kWg ? 1 : 2, kWN = kWNv, kWK = 1, kStages = kStagesv, kDepth = kDepthv;
+  static constexpr bool kWgmma = kWg;
+};
+}  // namespace dev
+
+struct Bufs {
+  unsigned *w, *s;
+  unsigned short *a, *c;
+  int m, n, k;
+};
+
+template <int BM, int WN, int ST, int D, int DEV, bool WG = true>
+void run(const Bufs& b, const char* what) {
+  using S = dev::Spec<BM, WN, ST, D, DEV, WG>;
+  constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
+  auto kern = ktune_mxfp4::gemm_kernel<S>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
+  cudaFuncAttributes fa{};
+  CK(cudaFuncGetAttributes(&fa, kern));
+  ktune_mxfp4::Params p{};
+  p.a = b.a;
+  p.w = b.w;
+  p.s = b.s;
+  p.c = b.c;
+  p.m = b.m;
+  p.n = b.n;
+  p.k = b.k;
+  p.lda = b.k;
+  p.ldc = b.n;
+  p.kc = b.k / 64;
+  p.n16 = b.n / 16;
+  p.num_experts = 1;
+  if (WG) {  // the launch's TMA view of A (templates/mxfp4_gemm/launch.cpp encode_a_map)
+    const cuuint64_t dims[2] = {cuuint64_t(b.k), cuuint64_t(b.m)};
+    const cuuint64_t strides[1] = {cuuint64_t(b.k) * 2};
+    const cuuint32_t box[2] = {64, cuuint32_t(BM)};
+    const cuuint32_t es[2] = {1, 1};
+    CUtensorMap map;
+    if (cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, b.a, dims, strides, box, es,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+      std::printf("cuTensorMapEncodeTiled failed\n");
+      std::exit(2);
+    }
+    std::memcpy(p.a_tmap, &map, sizeof(map));
+  }
+  const dim3 grid(p.n16 / (S::kTN * WN), (b.m + BM - 1) / BM);
+  const int reps = 10;
+  std::vector<cudaEvent_t> ev(reps + 1);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (int i = 0; i < 2; ++i) kern<<<grid, sh.threads, sh.smem_total>>>(p);
+  CK(cudaEventRecord(ev[0]));
+  for (int i = 0; i < reps; ++i) {
+    kern<<<grid, sh.threads, sh.smem_total>>>(p);
+    CK(cudaEventRecord(ev[i + 1]));
+  }
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t(reps);
+  for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
+  std::sort(t.begin(), t.end());
+  const double us = t[reps / 2] * 1e3;
+  std::printf("bm%-3d wn%d s%d d%d %-3s dev%-3d %-34s %8.1f us %6.1f TFLOP/s  regs %3d local %d\n", BM, WN, ST, D,
+              WG ? "wg" : "mma", DEV, what, us, 2.0 * b.m * b.n * b.k / us / 1e6, fa.numRegs,
+              int(fa.localSizeBytes));
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+}
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
+  Bufs b{};
+  b.m = 4096;
+  b.n = 8192;
+  b.k = 8192;
+  const size_t wb = size_t(b.n) * b.k / 2, sb = size_t(b.n) * b.k / 32;
+  std::vector<unsigned char> hw(wb), hs(sb);
+  unsigned x = 12345;
+  for (auto& v : hw) v = (x = x * 1664525u + 1013904223u) >> 24;
+  for (auto& v : hs) v = 120 + ((x = x * 1664525u + 1013904223u) >> 29);
+  std::vector<unsigned short> ha(size_t(b.m) * b.k);
+  for (auto& v : ha) v = 0x3F00 | ((x = x * 1664525u + 1013904223u) >> 25) | (x & 0x8000u);
+  CK(cudaMalloc(&b.w, wb));
+  CK(cudaMalloc(&b.s, sb));
+  CK(cudaMalloc(&b.a, ha.size() * 2));
+  CK(cudaMalloc(&b.c, size_t(b.m) * b.n * 2));
+  CK(cudaMemcpy(b.w, hw.data(), wb, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.s, hs.data(), sb, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
+  using namespace ktune_mxfp4;
+  run<128, 4, 4, 2, 0, false>(b, "mma.sync bm128.tn2.wn4 (default)");
+  run<256, 8, 4, 2, 0>(b, "full");
+  run<128, 8, 4, 2, 0>(b, "full bm128");
+  run<128, 4, 4, 2, 0>(b, "full bm128 wn4");
+  run<256, 4, 4, 2, 0>(b, "full bm256 wn4");
+  run<256, 8, 6, 2, 0>(b, "full s6");
+  run<256, 8, 4, 2, kDevNoDecode>(b, "no decode");
+  run<256, 8, 4, 2, kDevNoLoadA>(b, "no activation copies");
+  run<256, 8, 4, 2, kDevNoWgmma>(b, "no wgmma");
+  run<256, 8, 4, 2, kDevNoDecode | kDevNoLoadA>(b, "no decode, no copies");
+  run<256, 8, 4, 2, kDevNoDecode | kDevNoLoadA>(b, "wgmma + weight loads only");
+  run<256, 8, 5, 2, 0>(b, "full s5");
+  run<256, 8, 3, 2, 0>(b, "full s3");
+  return 0;
+}
