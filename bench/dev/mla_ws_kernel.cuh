@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant
   }
   kc::cp_async_commit();
   kc::cp_async_wait<0>();
-  fence_proxy_async();  // Q is read by wgmma
+  kc::fence_proxy_async();  // Q is read by wgmma
   __syncthreads();
 
   const int* idx = p.indices + (long long)token * TOPK;
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant
       const unsigned char* raw = smem + L.off_raw + (j % RAWN) * L.raw_tile_bytes;
       unsigned char* kvt = smem + L.off_kv + b * L.kv_bytes;
       if constexpr (!(SkipOf<S>::v & kSkipDequant)) dequant_tile<LAT, S::kRope, TN, RB, 128, 5>(raw, kvt, pt);
-      fence_proxy_async();                 // the K/V tile is read by wgmma
+      kc::fence_proxy_async();                 // the K/V tile is read by wgmma
       named_arrive(kBarFull + b, kAll);    // K/V buffer b holds tile j
     }
     kc::cp_async_wait<0>();
@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant
     if constexpr (!(SkipOf<S>::v & kSkipSoftmax))
       softmax_tile<TN, kConsumers / HG>(tid, s_S, SS, s_slot + (j % (kWsRawTiles + 2)) * TN, scale_log2, m_run, l_run, s_alpha,
                                       smem + L.off_p);
-    fence_proxy_async();  // P is read by wgmma
+    kc::fence_proxy_async();  // P is read by wgmma
     named_sync(kBarConsumers, kConsumers);
 
     // ---- O = O * alpha + P V: this warpgroup's NCOL columns ----
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant
         o[0][n][2] *= a1;
         o[0][n][3] *= a1;
       }
-      wg_fence();
+      kc::wg_fence();
 #pragma unroll
       for (int kk = 0; kk < ((SkipOf<S>::v & kSkipPV) ? 0 : TN / 16); ++kk)
 #pragma unroll
@@ -241,8 +241,8 @@ __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant
           const unsigned long long db = wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
           wg_mma_n128_tb(&o[0][16 * hh][0], da, db);
         }
-      wg_commit();
-      wg_wait0();
+      kc::wg_commit();
+      kc::wg_wait<0>();
     }
     if (j + 2 < ntiles) named_arrive(kBarEmpty + b, kAll);  // K/V buffer b is free for tile j + 2
   }

@@ -27,6 +27,7 @@
 #include "common/mma.cuh"
 #include "common/async_copy.cuh"
 #include "common/softmax.cuh"
+#include "common/wgmma.cuh"
 #include "common/checked.h"
 #include "sparse_mla_decode/params.h"
 #include "sparse_mla_decode/shape.h"
@@ -154,34 +155,8 @@ KT_DEV void dequant_tile(const unsigned char* raw, unsigned char* kvt, int tid) 
   }
 }
 
-// ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone) ----
-// Shared-memory matrix descriptor of a K-major operand in the 128-byte-swizzle layout of tile_off(): 8-row
-// atoms 1024 bytes apart (SBO), leading offset unused (1), swizzle mode 1 = 128B.
-KT_DEV unsigned long long wg_desc(unsigned addr) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
-         (1ull << 62);
-}
-KT_DEV void wg_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#endif
-}
-KT_DEV void wg_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#endif
-}
-KT_DEV void wg_wait0() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#endif
-}
-// Generic-proxy smem writes (st.shared, cp.async) made visible to the async proxy that wgmma reads through.
-KT_DEV void fence_proxy_async() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
+// ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone): fences, commit/wait and the
+// K-major 128-byte-swizzle descriptor of tile_off() tiles come from common/wgmma.cuh.
 // D(64 x N, fp32) (+)= A(64 x 16, bf16, smem) * B(N x 16, bf16, smem)^T; N = 8, 16 or 32.
 template <int N>
 KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int accumulate) {
@@ -240,16 +215,16 @@ KT_DEV void qk_wgmma(unsigned sQ, unsigned sK, int wg, int warp_in_wg, int lane,
   float d[WN / 2];
 #pragma unroll
   for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
-  wg_fence();
-  const unsigned long long dq = wg_desc(sQ), dk = wg_desc(sK + wg * WN * 128);
+  kc::wg_fence();
+  const unsigned long long dq = kc::wg_desc_k128(sQ), dk = kc::wg_desc_k128(sK + wg * WN * 128);
 #pragma unroll 1
   for (int kb = 0; kb < D / 64; ++kb)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       wg_mma<WN>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
                  (kb | kk) != 0);
-  wg_commit();
-  wg_wait0();
+  kc::wg_commit();
+  kc::wg_wait<0>();
   const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j) {
@@ -472,7 +447,7 @@ KT_DEV void decode_body(const Params& p) {
     }
     const int buf = it % ST, sbuf = it % SB;
     if constexpr (S::kWgmma && !FP8) {  // the bf16 tile (and Q) landed through cp.async: publish to wgmma
-      fence_proxy_async();
+      kc::fence_proxy_async();
       __syncthreads();
     }
 
@@ -481,7 +456,7 @@ KT_DEV void decode_body(const Params& p) {
       const unsigned char* raw = smem + sh.off_raw + buf * RAW_TILE;
       if constexpr (!(SkipOf<S>::v & kSkipDequant))
         dequant_tile<LAT, S::kRope, TN, RB, NT, DequantBatchOf<S>::v>(raw, smem + sh.off_kv, tid);
-      if constexpr (S::kWgmma) fence_proxy_async();
+      if constexpr (S::kWgmma) kc::fence_proxy_async();
       __syncthreads();
       if constexpr (ST == 1) {
         if (it + 1 < ntiles) load_tile(it + 1);
@@ -540,7 +515,7 @@ KT_DEV void decode_body(const Params& p) {
     // ---- online softmax: TPR threads per head row ----
     if constexpr (!(SkipOf<S>::v & kSkipSoftmax))
       softmax_tile<TN, TPR>(tid, s_S, SS, s_slot + sbuf * TN, scale_log2, m_run, l_run, s_alpha, smem + sh.off_p);
-    if constexpr (WGPV) fence_proxy_async();  // P is read by wgmma (async proxy)
+    if constexpr (WGPV) kc::fence_proxy_async();  // P is read by wgmma (async proxy)
     __syncthreads();
 
     // ---- O = O * alpha + P V (this warp's output columns, every head of the CTA) ----
@@ -558,18 +533,18 @@ KT_DEV void decode_body(const Params& p) {
     if constexpr ((SkipOf<S>::v & kSkipPV) != 0) {
     } else if constexpr (WGPV) {
       constexpr int NH = LAT / NWG / 128;  // m64n128k16 per k step
-      wg_fence();
+      kc::wg_fence();
 #pragma unroll
       for (int kk = 0; kk < TN / 16; ++kk)
 #pragma unroll
         for (int hh = 0; hh < NH; ++hh) {
-          const unsigned long long da = wg_desc(sb + sh.off_p) + (unsigned)((kk * 32) >> 4);
+          const unsigned long long da = kc::wg_desc_k128(sb + sh.off_p) + (unsigned)((kk * 32) >> 4);
           const int blk = (ocol0 + 128 * hh) / 64;
           const unsigned long long db = wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
           wg_mma_n128_tb(&o[0][16 * hh][0], da, db);
         }
-      wg_commit();
-      wg_wait0();
+      kc::wg_commit();
+      kc::wg_wait<0>();
     } else {
 #pragma unroll
       for (int kk = 0; kk < TN / 16; ++kk) {
