@@ -34,6 +34,17 @@ const DeviceFacts& current_device(const char* family);
 void warn_unusable_tuned(const char* family, const std::string& tuning_key, const std::string& tuned,
                          const std::string& why);
 
+// A forced config key through the family's Config::from_key; a key that does not parse is a bad_arg on
+// "config": expected `expected` (and the parser's reason), got the key.
+template <class Config>
+Config parse_forced_config(const char* family, const char* key, const std::string& expected) {
+  try {
+    return Config::from_key(key);
+  } catch (const Error& e) {
+    bad_arg(family, "config", expected + " (" + e.what() + ")", std::string("'") + key + "'");
+  }
+}
+
 // The config a call runs when none is forced: the tuned one (`tuned`, the cache's winner for the call's tuning
 // key, "" when there is none) if it parses and `usable(config)` returns "" (else the reason), otherwise
 // `fallback()`. *source is set to "tuned" or "default". An unusable tuned row is reported by

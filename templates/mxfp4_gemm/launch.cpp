@@ -63,12 +63,8 @@ std::string can_run(const Problem& p, const std::string& pk, const Config& c, co
 }
 
 Config parse_config(const char* key) {
-  try {
-    return Config::from_key(key);
-  } catch (const Error&) {
-    bad("config", "a config key bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>, e.g. bm16.tn1.wn1.wk4.s3.d8",
-        std::string("'") + key + "'");
-  }
+  return launch_support::parse_forced_config<Config>(
+      kFamily, key, "a config key bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>[.wg], e.g. bm16.tn1.wn1.wk4.s3.d8");
 }
 
 struct Resolved {

@@ -30,11 +30,7 @@ using HostEntry = void (*)(const ktune_mxfp4::HostWork&, int, int);
 Arch host_arch() { return Arch::host_cpu(); }
 
 Config parse_host_config(const char* key) {
-  try {
-    return Config::from_key(key);
-  } catch (const Error& e) {
-    bad("config", std::string("a host config key like bm4.tn2.kt4 (") + e.what() + ")", std::string("'") + key + "'");
-  }
+  return launch_support::parse_forced_config<Config>(kFamily, key, "a host config key like bm4.tn2.kt4");
 }
 
 void check_host_config(const Problem& p, const Config& c) {

@@ -80,12 +80,8 @@ int planned_splits(const Problem& p, const std::string& problem_key, const Confi
 }
 
 Config parse_config(const char* key) {
-  try {
-    return Config::from_key(key);
-  } catch (const Error&) {
-    bad("config", "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>, e.g. t64.s2.g64",
-        std::string("'") + key + "'");
-  }
+  return launch_support::parse_forced_config<Config>(
+      kFamily, key, "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg], e.g. t64.s2.g64");
 }
 
 void check_forced_splits(int num_splits) {

@@ -33,11 +33,7 @@ using HostEntry = void (*)(const ktune_mla::Params&, int, int);
 Arch host_arch() { return Arch::host_cpu(); }
 
 Config parse_host_config(const char* key) {
-  try {
-    return Config::from_key(key);
-  } catch (const Error& e) {
-    bad("config", std::string("a host config key like t32.g16.v16.u2 (") + e.what() + ")", std::string("'") + key + "'");
-  }
+  return launch_support::parse_forced_config<Config>(kFamily, key, "a host config key like t32.g16.v16.u2");
 }
 
 // Tuned configs and kernels are shared with the checked variant: the host always checks the indices.

@@ -89,12 +89,8 @@ int planned_splits(const Problem& p, const std::string& problem_key, const Confi
 }
 
 Config parse_config(const char* key) {
-  try {
-    return Config::from_key(key);
-  } catch (const Error&) {
-    bad("config", "a config key t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4",
-        std::string("'") + key + "'");
-  }
+  return launch_support::parse_forced_config<Config>(
+      kFamily, key, "a config key t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4");
 }
 
 void check_forced_splits(int num_splits) {

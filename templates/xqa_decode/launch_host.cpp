@@ -32,13 +32,7 @@ using HostEntry = void (*)(const ktune_xqa::Params&, int, int);
 Arch host_arch() { return Arch::host_cpu(); }
 
 Config parse_host_config(const char* key) {
-  Config c;
-  try {
-    c = Config::from_key(key);
-  } catch (const Error& e) {
-    bad("config", std::string("a host config key like t64.v8.u4 (") + e.what() + ")", std::string("'") + key + "'");
-  }
-  return c;
+  return launch_support::parse_forced_config<Config>(kFamily, key, "a host config key like t64.v8.u4");
 }
 
 struct Resolved {
