@@ -189,13 +189,15 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   Config c;
   if (rows <= 16 && !p.grouped()) {
     c.bm = rows <= 8 ? 8 : 16;
-    c.tn = 2;
+    c.tn = rows <= 8 ? 2 : 4;
     c.wn = 1;
     c.wk = kc >= 16 ? 8 : kc >= 8 ? 4 : 2;
     // <= 8 tokens: activation fragments straight from global memory (s0, no CTA barrier per K step), 2 chunks
-    // ahead; 16 tokens: the cp.async ring (s0 carries twice the activation registers there and ran 10% slower).
+    // ahead; 16 tokens: the cp.async ring (s0 carries twice the activation registers there and ran 10% slower),
+    // four weight tiles per warp, 2 chunks ahead (bm16.tn4.wn1.wk8.s3.d2: 27.4 and 28.4 us against 30.5 for the
+    // tn2.d4 form in the two H200 runs of 2026-11-30, bench/results/2026-11-30-session5).
     c.stages = rows <= 8 ? 0 : small_stages(c.bm, c.wk);
-    c.depth = rows <= 8 ? 2 : 4;
+    c.depth = 2;
   } else if (rows <= 16) {
     c = Config{rows <= 4 ? 8 : 16, 2, 4, 1, 4, 4};
   } else if (rows <= 64) {

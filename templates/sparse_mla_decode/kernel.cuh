@@ -210,9 +210,10 @@ KT_DEV void wg_mma_n128_tb(float* d, unsigned long long da, unsigned long long d
 // sK, TN rows), K = D in steps of 16, Q at sQ (HG rows); both in the tile_off layout. The fp32 scores go to s_S
 // (row stride ss floats, column = token within the tile). Descriptors advance by (byte offset >> 4) in their
 // start-address field (no carry: shared memory < 256 KB).
+// qk_wgmma_regs leaves the scores in registers: d[4j + {0,1}] = (row 16 * warp_in_wg + g, columns wg * WN + 8j +
+// 2 t4 + {0,1}), d[4j + {2,3}] = (that row + 8, same columns), g = lane / 4, t4 = lane % 4.
 template <int HG, int TN, int WN, int D>
-KT_DEV void qk_wgmma(unsigned sQ, unsigned sK, int wg, int warp_in_wg, int lane, float* s_S, int ss) {
-  float d[WN / 2];
+KT_DEV void qk_wgmma_regs(float (&d)[WN / 2], unsigned sQ, unsigned sK, int wg) {
 #pragma unroll
   for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
   kc::wg_fence();
@@ -225,6 +226,11 @@ KT_DEV void qk_wgmma(unsigned sQ, unsigned sK, int wg, int warp_in_wg, int lane,
                  (kb | kk) != 0);
   kc::wg_commit();
   kc::wg_wait<0>();
+}
+template <int HG, int TN, int WN, int D>
+KT_DEV void qk_wgmma(unsigned sQ, unsigned sK, int wg, int warp_in_wg, int lane, float* s_S, int ss) {
+  float d[WN / 2];
+  qk_wgmma_regs<HG, TN, WN, D>(d, sQ, sK, wg);
   const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j) {
@@ -278,6 +284,78 @@ KT_DEV void softmax_tile(int t, const float* s_S, int ss, const int* slots, floa
   for (int e = 0; e < EPT; e += 2) {
     const int col = c0 + e;
     *reinterpret_cast<unsigned*>(prow + swzp<PCH>(r, col >> 3) * 16 + (col & 7) * 2) = kc::pack_bf16x2(x[e], x[e + 1]);
+  }
+}
+
+// The online softmax of one tile on the scores qk_wgmma_regs left in registers (the P.V-by-wgmma path): this
+// thread's rows r0 and r0 + 8 (r0 = 16 * warp_in_wg + g), its WN / 4 columns of warpgroup wg's WN; NWG
+// warpgroups split the tile's columns. The row max needs every warpgroup's columns: each warpgroup's quad-reduced
+// partial goes through s_pmax[wg * HG + row] and one CTA barrier. The running max (m_run) is the same in every
+// thread of a row; the running sum (l_run) covers this warpgroup's columns only (the epilogue adds them up).
+// Writes P (bf16) to p_tile (rows of TN, chunks swizzled by swzp) and returns the rows' rescale factors in alpha.
+template <int HG, int TN, int WN, int NWG>
+KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, int t4, float scale_log2,
+                         float (&m_run)[2], float (&l_run)[2], float (&alpha)[2], float* s_pmax,
+                         unsigned char* p_tile) {
+  float mx[2] = {kc::neg_inf(), kc::neg_inf()};
+#pragma unroll
+  for (int j = 0; j < WN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const bool masked = slots[wg * WN + 8 * j + 2 * t4 + e] < 0;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float& v = d[4 * j + 2 * h + e];
+        v = masked ? kc::neg_inf() : v * scale_log2;
+        mx[h] = fmaxf(mx[h], v);
+      }
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+  }
+  if (t4 == 0) {
+    s_pmax[wg * HG + r0] = mx[0];
+    s_pmax[wg * HG + r0 + 8] = mx[1];
+  }
+  __syncthreads();
+  float m_use[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float row_max = kc::neg_inf();
+#pragma unroll
+    for (int w = 0; w < NWG; ++w) row_max = fmaxf(row_max, s_pmax[w * HG + r0 + 8 * h]);
+    const float m_new = fmaxf(m_run[h], row_max);
+    m_use[h] = m_new == kc::neg_inf() ? 0.f : m_new;
+    alpha[h] = kc::fast_exp2(m_run[h] - m_use[h]);
+    m_run[h] = m_new;
+  }
+#pragma unroll
+  for (int j = 0; j < WN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& v = d[4 * j + 2 * h + e];
+        v = kc::fast_exp2(v - m_use[h]);
+        sum[h] += v;
+      }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+    l_run[h] = l_run[h] * alpha[h] + sum[h];
+  }
+#pragma unroll
+  for (int j = 0; j < WN / 8; ++j) {
+    const int col = wg * WN + 8 * j + 2 * t4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + 8 * h;
+      *reinterpret_cast<unsigned*>(p_tile + r * TN * 2 + swzp<TN / 8>(r, col >> 3) * 16 + (col & 7) * 2) =
+          kc::pack_bf16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+    }
   }
 }
 
@@ -429,6 +507,7 @@ KT_DEV void decode_body(const Params& p) {
 #pragma unroll
     for (int n = 0; n < ONO; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
   float m_run = kc::neg_inf(), l_run = 0.f;  // the softmax row of this thread (tid / TPR)
+  float m_run2[2] = {kc::neg_inf(), kc::neg_inf()}, l_run2[2] = {0.f, 0.f};  // WGPV: rows orow0 + g (+ 8)
   const float scale_log2 = p.softmax_scale * kc::kLog2e;
   const int wm = warp % WM, wn = warp / WM;
   const int c0w = warp * CPW;
@@ -467,61 +546,76 @@ KT_DEV void decode_body(const Params& p) {
       sK = sb + sh.off_kv + buf * sh.kv_tile_bytes;
     }
 
-    // ---- S = Q K^T (fp32 scores to smem) ----
-    if constexpr ((SkipOf<S>::v & kSkipQK) != 0) {
-    } else if constexpr (S::kWgmma) {
-      // one warpgroup per N = TN / (warps / 4) tokens, all 64 heads, K = 576 in 36 steps of 16
-      constexpr int NWG = sh.threads / 128;
-      qk_wgmma<HG, TN, TN / NWG, D>(sb + sh.off_q, sK, warp >> 2, warp & 3, lane, s_S, SS);
-    } else if (warp < sh.s_warps) {
-      float sacc[MTW][NTW][4];
-#pragma unroll
-      for (int j = 0; j < MTW; ++j)
-#pragma unroll
-        for (int n = 0; n < NTW; ++n) sacc[j][n][0] = sacc[j][n][1] = sacc[j][n][2] = sacc[j][n][3] = 0.f;
-#pragma unroll 4
-      for (int kp = 0; kp < D / 32; ++kp) {
-        unsigned a[MTW][2][4];
+    float alpha[2] = {1.f, 1.f};  // (WGPV) this thread's O rows' rescale factors
+    if constexpr (WGPV) {
+      // ---- S = Q K^T in registers, online softmax on them, P to smem ----
+      float d[TN / NWG / 2];
+      if constexpr ((SkipOf<S>::v & kSkipQK) == 0)
+        qk_wgmma_regs<HG, TN, TN / NWG, D>(d, sb + sh.off_q, sK, warp >> 2);
+      else
+        for (int i = 0; i < TN / NWG / 2; ++i) d[i] = 0.f;
+      if constexpr ((SkipOf<S>::v & kSkipSoftmax) == 0)
+        softmax_regs<HG, TN, TN / NWG, NWG>(d, s_slot + sbuf * TN, warp >> 2, orow0 + g, t4, scale_log2, m_run2,
+                                            l_run2, alpha, s_S, smem + sh.off_p);
+      kc::fence_proxy_async();  // P is read by wgmma (async proxy)
+      __syncthreads();
+    } else {
+      // ---- S = Q K^T (fp32 scores to smem) ----
+      if constexpr ((SkipOf<S>::v & kSkipQK) != 0) {
+      } else if constexpr (S::kWgmma) {
+        // one warpgroup per N = TN / (warps / 4) tokens, all 64 heads, K = 576 in 36 steps of 16
+        constexpr int NWG = sh.threads / 128;
+        qk_wgmma<HG, TN, TN / NWG, D>(sb + sh.off_q, sK, warp >> 2, warp & 3, lane, s_S, SS);
+      } else if (warp < sh.s_warps) {
+        float sacc[MTW][NTW][4];
 #pragma unroll
         for (int j = 0; j < MTW; ++j)
 #pragma unroll
-          for (int hk = 0; hk < 2; ++hk) {
-            const int row = (wm * MTW + j) * 16 + (lm & 1) * 8 + lr, ch = 2 * (2 * kp + hk) + (lm >> 1);
-            kc::ldmatrix_x4(a[j][hk], sb + sh.off_q + tile_off(HG, row, ch));
-          }
+          for (int n = 0; n < NTW; ++n) sacc[j][n][0] = sacc[j][n][1] = sacc[j][n][2] = sacc[j][n][3] = 0.f;
+#pragma unroll 4
+        for (int kp = 0; kp < D / 32; ++kp) {
+          unsigned a[MTW][2][4];
 #pragma unroll
-        for (int n = 0; n < NTW; ++n) {
-          unsigned bf[4];
-          const int row = (wn * NTW + n) * 8 + lr, ch = 4 * kp + lm;
-          kc::ldmatrix_x4(bf, sK + tile_off(TN, row, ch));
+          for (int j = 0; j < MTW; ++j)
 #pragma unroll
-          for (int j = 0; j < MTW; ++j) {
-            kc::mma_16816<true>(sacc[j][n], a[j][0], bf[0], bf[1]);
-            kc::mma_16816<true>(sacc[j][n], a[j][1], bf[2], bf[3]);
+            for (int hk = 0; hk < 2; ++hk) {
+              const int row = (wm * MTW + j) * 16 + (lm & 1) * 8 + lr, ch = 2 * (2 * kp + hk) + (lm >> 1);
+              kc::ldmatrix_x4(a[j][hk], sb + sh.off_q + tile_off(HG, row, ch));
+            }
+#pragma unroll
+          for (int n = 0; n < NTW; ++n) {
+            unsigned bf[4];
+            const int row = (wn * NTW + n) * 8 + lr, ch = 4 * kp + lm;
+            kc::ldmatrix_x4(bf, sK + tile_off(TN, row, ch));
+#pragma unroll
+            for (int j = 0; j < MTW; ++j) {
+              kc::mma_16816<true>(sacc[j][n], a[j][0], bf[0], bf[1]);
+              kc::mma_16816<true>(sacc[j][n], a[j][1], bf[2], bf[3]);
+            }
           }
         }
+#pragma unroll
+        for (int j = 0; j < MTW; ++j)
+#pragma unroll
+          for (int n = 0; n < NTW; ++n) {
+            const int r0 = (wm * MTW + j) * 16 + g, col = (wn * NTW + n) * 8 + 2 * t4;
+            *reinterpret_cast<float2*>(s_S + r0 * SS + col) = make_float2(sacc[j][n][0], sacc[j][n][1]);
+            *reinterpret_cast<float2*>(s_S + (r0 + 8) * SS + col) = make_float2(sacc[j][n][2], sacc[j][n][3]);
+          }
       }
-#pragma unroll
-      for (int j = 0; j < MTW; ++j)
-#pragma unroll
-        for (int n = 0; n < NTW; ++n) {
-          const int r0 = (wm * MTW + j) * 16 + g, col = (wn * NTW + n) * 8 + 2 * t4;
-          *reinterpret_cast<float2*>(s_S + r0 * SS + col) = make_float2(sacc[j][n][0], sacc[j][n][1]);
-          *reinterpret_cast<float2*>(s_S + (r0 + 8) * SS + col) = make_float2(sacc[j][n][2], sacc[j][n][3]);
-        }
-    }
-    __syncthreads();
+      __syncthreads();
 
-    // ---- online softmax: TPR threads per head row ----
-    if constexpr (!(SkipOf<S>::v & kSkipSoftmax))
-      softmax_tile<TN, TPR>(tid, s_S, SS, s_slot + sbuf * TN, scale_log2, m_run, l_run, s_alpha, smem + sh.off_p);
-    if constexpr (WGPV) kc::fence_proxy_async();  // P is read by wgmma (async proxy)
-    __syncthreads();
+      // ---- online softmax: TPR threads per head row ----
+      if constexpr (!(SkipOf<S>::v & kSkipSoftmax))
+        softmax_tile<TN, TPR>(tid, s_S, SS, s_slot + sbuf * TN, scale_log2, m_run, l_run, s_alpha, smem + sh.off_p);
+      __syncthreads();
+    }
 
     // ---- O = O * alpha + P V (this warp's output columns, every head of the CTA) ----
 #pragma unroll
     for (int mt = 0; mt < OMT; ++mt) {
-      const float a0 = s_alpha[orow0 + mt * 16 + g], a1 = s_alpha[orow0 + mt * 16 + g + 8];
+      const float a0 = WGPV ? alpha[0] : s_alpha[orow0 + mt * 16 + g];
+      const float a1 = WGPV ? alpha[1] : s_alpha[orow0 + mt * 16 + g + 8];
 #pragma unroll
       for (int n = 0; n < ONO; ++n) {
         o[mt][n][0] *= a0;
@@ -569,7 +663,23 @@ KT_DEV void decode_body(const Params& p) {
     }
   }
   kc::cp_async_wait<0>();
-  if (tid % TPR == 0) {
+  if constexpr (WGPV) {  // rows' max from warpgroup 0; sums added over the warpgroups (each has its columns)
+    float* s_lpart = s_S;
+    if (t4 == 0) {
+      s_lpart[(warp >> 2) * HG + orow0 + g] = l_run2[0];
+      s_lpart[(warp >> 2) * HG + orow0 + g + 8] = l_run2[1];
+      if (warp < 4) {
+        s_m[orow0 + g] = m_run2[0];
+        s_m[orow0 + g + 8] = m_run2[1];
+      }
+    }
+    __syncthreads();
+    if (tid < HG) {
+      float l = 0.f;
+      for (int w = 0; w < NWG; ++w) l += s_lpart[w * HG + tid];
+      s_l[tid] = l;
+    }
+  } else if (tid % TPR == 0) {
     s_m[tid / TPR] = m_run;
     s_l[tid / TPR] = l_run;
   }
