@@ -23,6 +23,7 @@
 #include "common/global_load.cuh"
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
+#include "mxfp4_dev_params.hpp"
 #include "mxfp4_gemm/kernel.cuh"
 
 
@@ -524,17 +525,7 @@ void run_lib(const Bufs& b, int m, int n, int k, const char* tag) {
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
   cudaFuncAttributes fa{};
   CK(cudaFuncGetAttributes(&fa, kern));
-  ktune_mxfp4::Params p{};
-  p.a = b.a;
-  p.c = b.out;  // bf16 out into the float buffer (timing only)
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.lda = k;
-  p.ldc = n;
-  p.kc = k / 64;
-  p.n16 = n / 16;
-  p.num_experts = 1;
+  ktune_mxfp4::Params p = dense_dev_params(b.a, b.out, m, n, k);  // bf16 out into the float buffer (timing only)
   const dim3 grid((p.n16 + TN - 1) / TN, (m + BM - 1) / BM);
   double us = 0, b2b = 0;
   time_it([&](int r) {

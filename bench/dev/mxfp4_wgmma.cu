@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "mxfp4_dev_params.hpp"
 #include "mxfp4_gemm/kernel.cuh"
 
 namespace dev {
@@ -40,19 +41,9 @@ void run(const Bufs& b, const char* what) {
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
   cudaFuncAttributes fa{};
   CK(cudaFuncGetAttributes(&fa, kern));
-  ktune_mxfp4::Params p{};
-  p.a = b.a;
+  ktune_mxfp4::Params p = dense_dev_params(b.a, b.c, b.m, b.n, b.k);
   p.w = b.w;
   p.s = b.s;
-  p.c = b.c;
-  p.m = b.m;
-  p.n = b.n;
-  p.k = b.k;
-  p.lda = b.k;
-  p.ldc = b.n;
-  p.kc = b.k / 64;
-  p.n16 = b.n / 16;
-  p.num_experts = 1;
   if (WG) {  // the launch's TMA view of A (templates/mxfp4_gemm/launch.cpp encode_a_map)
     const cuuint64_t dims[2] = {cuuint64_t(b.k), cuuint64_t(b.m)};
     const cuuint64_t strides[1] = {cuuint64_t(b.k) * 2};
