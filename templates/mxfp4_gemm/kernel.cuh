@@ -36,13 +36,11 @@ namespace ktune_mxfp4 {
 
 namespace kc = ::ktune_common;
 
-// Time attribution (bench/dev/mxfp4_skinny.cu only): a Spec may carry `kDev`, a mask of simplifications
-// (kDevNoEpilogue 1: no split-K reduction, each lane writes one float; kDevLoopPredicates 4: loads predicated on
-// the loop bound only; wgmma path, bench/dev/mxfp4_wgmma.cu: kDevNoDecode 8 raw words as fragments,
-// kDevNoLoadA 16 no activation copies after the prologue, kDevNoWgmma 32 no wgmma issued, kDevNoBarrier 64 no
-// CTA barrier in the K loop: with TMA it can deadlock, a fast thread re-arming a stage a slow one still waits
-// on). Outputs are then wrong. The Specs
-// that spec.cpp generates have no kDev.
+// Time attribution (bench/dev/mxfp4_skinny.cu and mxfp4_wgmma.cu only): a Spec may carry `kDev`, a mask of
+// simplifications (kDevNoEpilogue 1: no split-K reduction, each lane writes one float; kDevLoopPredicates 4:
+// loads predicated on the loop bound only; wgmma path: kDevNoDecode 8 raw words as fragments, kDevNoLoadA 16 no
+// activation copies after the prologue, kDevNoWgmma 32 no wgmma issued). Outputs are then wrong. The Specs that
+// spec.cpp generates have no kDev.
 template <class S, class = void>
 struct DevOf {
   static constexpr int v = 0;
@@ -56,8 +54,7 @@ enum : int {
   kDevLoopPredicates = 4,
   kDevNoDecode = 8,
   kDevNoLoadA = 16,
-  kDevNoWgmma = 32,
-  kDevNoBarrier = 64
+  kDevNoWgmma = 32
 };
 
 template <class Spec>
@@ -375,8 +372,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
         if (it < nit) {
           if constexpr ((DevOf<Spec>::v & kDevNoLoadA) == 0)
             kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
-          if constexpr ((DevOf<Spec>::v & kDevNoBarrier) == 0)
-            __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
+          __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
           const int nx = it + kAhead;
           if (tid == 0 && nx < nit && (DevOf<Spec>::v & kDevNoLoadA) == 0) fetch_a(nx);
           compute_wg(it % kStages, it, wq[d], ws[d], af[d % 2]);
