@@ -13,3 +13,13 @@
       std::exit(2);                                                                                 \
     }                                                                                               \
   } while (0)
+
+// A kernel made launchable with `smem` bytes of dynamic shared memory; returns its attributes (registers, local
+// memory) for the harness's table.
+template <class Kernel>
+cudaFuncAttributes allow_smem(Kernel kern, int smem) {
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  cudaFuncAttributes fa{};
+  CK(cudaFuncGetAttributes(&fa, kern));
+  return fa;
+}

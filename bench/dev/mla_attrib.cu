@@ -72,7 +72,7 @@ void run_ws(const Inputs& in, const char* what) {
 template <class S, int kSkipMask>
 void run_kernel(const Inputs& in, const char* what, void (*kern)(Params), LaunchShape sh) {
   constexpr int kW = S::kWarps;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem));
+  allow_smem(kern, sh.smem);
   const dim3 grid(S::kNumHeads / S::kHeadsPerCta, 1, in.tokens);
   const int reps = 30;
   std::vector<cudaEvent_t> ev(2 * reps);

@@ -286,9 +286,7 @@ void run(const Bufs& b, int m, int n, int k, const char* tag) {
   const int smem = MODE == 4 ? 8 * p.kc * 128 : 0;
   auto kern = skinny<MODE, MT, TN, WK, D>;
   if (MODE == 4 && (MT != 1 || smem > 227 * 1024)) return;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaFuncAttributes fa{};
-  CK(cudaFuncGetAttributes(&fa, kern));
+  const cudaFuncAttributes fa = allow_smem(kern, smem);
   double us = 0, b2b = 0;
   time_it([&](int r) {
     p.w = b.w[r];
@@ -474,9 +472,7 @@ void run_tma(const Bufs& b, int m, int n, int k, float* ref) {
   p.out = b.out;
   const int smem = R * T::kStage + 16 * R;
   auto kern = tma_skinny<MT, NT, CW, R>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaFuncAttributes fa{};
-  CK(cudaFuncGetAttributes(&fa, kern));
+  const cudaFuncAttributes fa = allow_smem(kern, smem);
   const dim3 grid(p.n16 / NT, (m + 8 * MT - 1) / (8 * MT));
   // correctness on copy 0 against the exact reference
   p.w = b.w[0];
@@ -522,9 +518,7 @@ void run_lib(const Bufs& b, int m, int n, int k, const char* tag) {
   using S = lib::Spec<BM, TN, WK, ST, D, DEV>;
   constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
   auto kern = ktune_mxfp4::gemm_kernel<S>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
-  cudaFuncAttributes fa{};
-  CK(cudaFuncGetAttributes(&fa, kern));
+  const cudaFuncAttributes fa = allow_smem(kern, sh.smem_total);
   ktune_mxfp4::Params p = dense_dev_params(b.a, b.out, m, n, k);  // bf16 out into the float buffer (timing only)
   const dim3 grid((p.n16 + TN - 1) / TN, (m + BM - 1) / BM);
   double us = 0, b2b = 0;

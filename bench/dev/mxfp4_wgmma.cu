@@ -38,9 +38,7 @@ void run(const Bufs& b, const char* what) {
   using S = dev::Spec<BM, WN, ST, D, DEV, WG>;
   constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
   auto kern = ktune_mxfp4::gemm_kernel<S>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
-  cudaFuncAttributes fa{};
-  CK(cudaFuncGetAttributes(&fa, kern));
+  const cudaFuncAttributes fa = allow_smem(kern, sh.smem_total);
   ktune_mxfp4::Params p = dense_dev_params(b.a, b.c, b.m, b.n, b.k);
   p.w = b.w;
   p.s = b.s;
