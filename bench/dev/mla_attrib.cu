@@ -19,17 +19,15 @@
 
 
 namespace ktune_mla {
-template <int kSkipMask, int kW, bool kWg = true, int kBatch = 1, int kT = 64, bool kPp = false, bool kIl = false, bool kLate = false>
+template <int kSkipMask, int kW, bool kWg = true, int kBatch = 1>
 struct AttribSpec {
   static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 2048, kPageSize = 64;
   static constexpr bool kFp8 = true;
   static constexpr int kMaxQLen = 1;
   static constexpr bool kChecked = false;
-  static constexpr int kHeadsPerCta = 64, kTile = kT, kStages = 1, kWarps = kW;
-  static constexpr bool kWgmma = kWg, kPipe = kPp;
+  static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = kW;
+  static constexpr bool kWgmma = kWg;
   static constexpr int kSkip = kSkipMask;
-  static constexpr int kDequantBatch = kBatch;
-  static constexpr bool kInterleave = kIl, kLoadLate = kLate;
 };
 template <int kSkipMask>
 struct WsSpec {
@@ -58,9 +56,9 @@ struct LaunchShape {
 template <class S, int kSkipMask>
 void run_kernel(const Inputs& in, const char* what, void (*kern)(Params), LaunchShape sh);
 
-template <int kSkipMask, int kW, bool kWg = true, int kBatch = 1, int kT = 64, bool kPp = false, bool kIl = false, bool kLate = false>
+template <int kSkipMask, int kW, bool kWg = true, int kBatch = 1>
 void run(const Inputs& in, const char* what, double) {
-  using S = AttribSpec<kSkipMask, kW, kWg, kBatch, kT, kPp, kIl, kLate>;
+  using S = AttribSpec<kSkipMask, kW, kWg, kBatch>;
   constexpr Shape sh = Traits<S>::sh;
   run_kernel<S, kSkipMask>(in, what, decode_kernel<S>, LaunchShape{sh.threads, sh.smem_total});
 }
@@ -155,17 +153,25 @@ int main() {
   in.p.softmax_scale = 0.0417f;
   run<0, 8, false>(in, "none, mma.sync QK + PV (reference)", 0);
   run<0, 8>(in, "none (wgmma QK + PV)", 0);
+  run<kSkipGather, 8>(in, "gather", 0);
   run<kSkipDequant, 8>(in, "dequant", 0);
+  run<kSkipQK, 8>(in, "QK", 0);
+  run<kSkipSoftmax, 8>(in, "softmax", 0);
+  run<kSkipPV, 8>(in, "PV", 0);
+  run<kSkipGather | kSkipDequant, 8>(in, "gather+dequant", 0);
   run<kSkipQK | kSkipPV, 8>(in, "QK+PV", 0);
-  // Pipelined (.pp): two K/V tiles; rows reach registers a tile ahead and are converted into the next K/V tile
-  // while the Q.K^T wgmma of the current one runs.
-  run<0, 8, true, 1, 64, true>(in, "none, t64 pipelined", 0);
-  run<kDevNoScaleLoad, 8, true, 1, 64, true>(in, "t64 pp: scale loads (wrong output)", 0);
-  run<kDevL1Items, 8, true, 1, 64, true>(in, "t64 pp: items through L1 (.nc, allocating)", 0);
-  run<kDevNoScaleLoad | kSkipQK | kSkipPV | kSkipSoftmax, 8, true, 1, 64, true>(in, "t64 pp: scale loads+QK+PV+softmax", 0);
-  run<kSkipQK | kSkipPV | kSkipSoftmax, 8, true, 1, 64, true>(in, "t64 pp: QK+PV+softmax", 0);
-  run<kSkipGather | kSkipQK | kSkipPV | kSkipSoftmax, 8, true, 1, 64, true>(in, "t64 pp: all but dequant", 0);
-  run<kSkipGather | kSkipDequant | kSkipSoftmax, 8>(in, "s1: gather+dequant+softmax (MMAs + skeleton)", 0);
-  run<kSkipDequant | kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "s1: all but the gather", 0);
+  run<kSkipGather | kSkipDequant | kSkipSoftmax, 8>(in, "gather+dequant+softmax (MMAs only)", 0);
+  run<kSkipGather | kSkipDequant | kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "everything (loop skeleton)", 0);
+  run<0, 16>(in, "none (w16)", 0);
+  run<0, 8, true, 5>(in, "none, dequant batch 5", 0);
+  run<0, 16, true, 2>(in, "none (w16), dequant batch 2", 0);
+  run<kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "QK+softmax+PV", 0);
+  run_ws<0>(in, "WS: none (warp-specialized t32)");
+  run_ws<kSkipDequant>(in, "WS: dequant");
+  run_ws<kSkipQK>(in, "WS: QK");
+  run_ws<kSkipPV>(in, "WS: PV");
+  run_ws<kSkipSoftmax>(in, "WS: softmax");
+  run_ws<kSkipQK | kSkipPV | kSkipSoftmax>(in, "WS: all consumer work");
+  run_ws<kSkipQK | kSkipPV | kSkipSoftmax | kSkipDequant>(in, "WS: everything");
   return 0;
 }

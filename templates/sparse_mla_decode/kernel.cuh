@@ -26,7 +26,6 @@
 #include "common/numerics.cuh"
 #include "common/mma.cuh"
 #include "common/async_copy.cuh"
-#include "common/global_load.cuh"
 #include "common/softmax.cuh"
 #include "common/wgmma.cuh"
 #include "common/checked.h"
@@ -59,39 +58,11 @@ template <class S>
 struct DequantBatchOf<S, decltype(void(S::kDequantBatch))> {
   static constexpr int v = S::kDequantBatch;
 };
-// Spec::kPipe (config ".pp"): two bf16 K/V tiles, tile i+1 dequantized while the Q.K^T wgmma of tile i runs.
-template <class S, class = void>
-struct PipeOf {
-  static constexpr bool v = false;
-};
-template <class S>
-struct PipeOf<S, decltype(void(S::kPipe))> {
-  static constexpr bool v = S::kPipe;
-};
-// Spec::kInterleave (dev harness): the pipelined loop converts its items between the Q.K^T wgmma groups.
-template <class S, class = void>
-struct InterleaveOf {
-  static constexpr bool v = false;
-};
-template <class S>
-struct InterleaveOf<S, decltype(void(S::kInterleave))> {
-  static constexpr bool v = S::kInterleave;
-};
-template <class S, class = void>
-struct LoadLateOf {
-  static constexpr bool v = false;
-};
-template <class S>
-struct LoadLateOf<S, decltype(void(S::kLoadLate))> {
-  static constexpr bool v = S::kLoadLate;
-};
-enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, kSkipPV = 16, kSkipFence = 32,
-             kDevNoScaleLoad = 64, kDevL1Items = 128 };
+enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, kSkipPV = 16 };
 
 template <class S>
 struct Traits {
-  static constexpr Shape sh =
-      make_shape(S::kLat, S::kRope, S::kFp8, S::kHeadsPerCta, S::kTile, S::kStages, S::kWarps, PipeOf<S>::v);
+  static constexpr Shape sh = make_shape(S::kLat, S::kRope, S::kFp8, S::kHeadsPerCta, S::kTile, S::kStages, S::kWarps);
   static_assert(shape_error(sh) == nullptr, "invalid sparse_mla_decode shape (see shape_error)");
   static_assert(S::kNumHeads % S::kHeadsPerCta == 0, "heads per CTA must divide num_heads");
   static_assert(!S::kWgmma || (S::kHeadsPerCta == 64 && S::kTile / (sh.threads / 128) >= 8),
@@ -186,7 +157,7 @@ KT_DEV void dequant_tile(const unsigned char* raw, unsigned char* kvt, int tid) 
 
 // ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone): fences, commit/wait and the
 // K-major 128-byte-swizzle descriptor of tile_off() tiles come from common/wgmma.cuh.
-// D(64 x N, fp32) (+)= A(64 x 16, bf16, smem) * B(N x 16, bf16, smem)^T; N = 8, 16, 24 or 32.
+// D(64 x N, fp32) (+)= A(64 x 16, bf16, smem) * B(N x 16, bf16, smem)^T; N = 8, 16 or 32.
 template <int N>
 KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -198,14 +169,6 @@ KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int a
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
         : "l"(da), "l"(db), "r"(accumulate));
-  } else if constexpr (N == 24) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %14, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11}, %12, %13, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
-        : "l"(da), "l"(db), "r"(accumulate));
   } else if constexpr (N == 16) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
@@ -214,7 +177,7 @@ KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int a
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
         : "l"(da), "l"(db), "r"(accumulate));
   } else {
-    static_assert(N == 8, "wgmma N must be 8, 16, 24 or 32");
+    static_assert(N == 8, "wgmma N must be 8, 16 or 32");
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
@@ -249,9 +212,8 @@ KT_DEV void wg_mma_n128_tb(float* d, unsigned long long da, unsigned long long d
 // start-address field (no carry: shared memory < 256 KB).
 // qk_wgmma_regs leaves the scores in registers: d[4j + {0,1}] = (row 16 * warp_in_wg + g, columns wg * WN + 8j +
 // 2 t4 + {0,1}), d[4j + {2,3}] = (that row + 8, same columns), g = lane / 4, t4 = lane % 4.
-// qk_wgmma_issue only issues and commits the chain: the caller waits (kc::wg_wait<0>, then wg_hold(d)).
 template <int HG, int TN, int WN, int D>
-KT_DEV void qk_wgmma_issue(float (&d)[WN / 2], unsigned sQ, unsigned sK, int wg) {
+KT_DEV void qk_wgmma_regs(float (&d)[WN / 2], unsigned sQ, unsigned sK, int wg) {
 #pragma unroll
   for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
   kc::wg_fence();
@@ -263,48 +225,7 @@ KT_DEV void qk_wgmma_issue(float (&d)[WN / 2], unsigned sQ, unsigned sK, int wg)
       wg_mma<WN>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
                  (kb | kk) != 0);
   kc::wg_commit();
-}
-// Calls f(IntC<i>{}) for i in [B, E): a compile-time index inside a generic lambda.
-template <int N>
-struct IntC {
-  static constexpr int value = N;
-};
-template <int B, int E, class F>
-KT_DEV void static_for(F&& f) {
-  if constexpr (B < E) {
-    f(IntC<B>{});
-    static_for<B + 1, E>(f);
-  }
-}
-// qk_wgmma_issue with work(IntC<kb>) after the 4 wgmma of each 64-wide k block: the issuing warps do other work
-// (the next tile's conversion) between the groups.
-template <int HG, int TN, int WN, int D, class Work>
-KT_DEV void qk_wgmma_issue_interleaved(float (&d)[WN / 2], unsigned sQ, unsigned sK, int wg, Work&& work) {
-#pragma unroll
-  for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
-  kc::wg_fence();
-  const unsigned long long dq = kc::wg_desc_k128(sQ), dk = kc::wg_desc_k128(sK + wg * WN * 128);
-  static_for<0, D / 64>([&](auto kb_c) {
-    constexpr int kb = decltype(kb_c)::value;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wg_mma<WN>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
-                 (kb | kk) != 0);
-    work(kb_c);
-  });
-  kc::wg_commit();
-}
-// After the wait: keeps the compiler from moving reads of the wgmma's accumulators above it.
-template <int N>
-KT_DEV void wg_hold(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-template <int HG, int TN, int WN, int D>
-KT_DEV void qk_wgmma_regs(float (&d)[WN / 2], unsigned sQ, unsigned sK, int wg) {
-  qk_wgmma_issue<HG, TN, WN, D>(d, sQ, sK, wg);
   kc::wg_wait<0>();
-  wg_hold(d);
 }
 template <int HG, int TN, int WN, int D>
 KT_DEV void qk_wgmma(unsigned sQ, unsigned sK, int wg, int warp_in_wg, int lane, float* s_S, int ss) {
@@ -371,9 +292,8 @@ KT_DEV void softmax_tile(int t, const float* s_S, int ss, const int* slots, floa
 // warpgroups split the tile's columns. The row max needs every warpgroup's columns: each warpgroup's quad-reduced
 // partial goes through s_pmax[wg * HG + row] and one CTA barrier. The running max (m_run) is the same in every
 // thread of a row; the running sum (l_run) covers this warpgroup's columns only (the epilogue adds them up).
-// Writes P (bf16) to p_tile (rows of PTN >= TN bf16, chunks swizzled by swzp) and returns the rows' rescale
-// factors in alpha.
-template <int HG, int PTN, int WN, int NWG>
+// Writes P (bf16) to p_tile (rows of TN, chunks swizzled by swzp) and returns the rows' rescale factors in alpha.
+template <int HG, int TN, int WN, int NWG>
 KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, int t4, float scale_log2,
                          float (&m_run)[2], float (&l_run)[2], float (&alpha)[2], float* s_pmax,
                          unsigned char* p_tile) {
@@ -433,7 +353,7 @@ KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, i
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = r0 + 8 * h;
-      *reinterpret_cast<unsigned*>(p_tile + r * PTN * 2 + swzp<PTN / 8>(r, col >> 3) * 16 + (col & 7) * 2) =
+      *reinterpret_cast<unsigned*>(p_tile + r * TN * 2 + swzp<TN / 8>(r, col >> 3) * 16 + (col & 7) * 2) =
           kc::pack_bf16x2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
     }
   }
@@ -502,13 +422,8 @@ KT_DEV void decode_body(const Params& p) {
   // P.V through wgmma as well (sm_90a, 64-token tiles): warpgroup w owns output columns [w, w + 1) * LAT / NWG
   // for all 64 heads, P (K-major, from the softmax) and V (MN-major: the K/V tile as stored) from shared memory.
   constexpr int NWG = sh.threads / 128;
-  // PIPE (".pp", fp8 only): two K/V tiles; tile i+1 is converted from registers while the Q.K^T wgmma of tile i
-  // runs (see the loop). P rows are padded to 64 bf16 (PTN) so 32- and 48-slot tiles keep the wgmma atom.
-  constexpr bool PIPE = PipeOf<S>::v;
-  constexpr int PTN = PIPE ? 64 : TN;
-  constexpr bool WGPV = S::kWgmma && (TN == 64 || PIPE) && (LAT / NWG) % 128 == 0 && sh.off_p % 1024 == 0 &&
-                        sh.off_kv % 1024 == 0 && sh.kv_tile_bytes % 1024 == 0;
-  static_assert(!PIPE || (WGPV && FP8 && ST == 1), "the pipelined loop is the fp8, s1, P.V-by-wgmma path");
+  constexpr bool WGPV = S::kWgmma && TN == 64 && (LAT / NWG) % 128 == 0 && sh.off_p % 1024 == 0 &&
+                        sh.off_kv % 1024 == 0;
   constexpr int OMT = WGPV ? 1 : MT;                    // 16-row tiles of O per warp
   constexpr int ONO = WGPV ? LAT / NWG / 8 : ONT;       // 8-column tiles of O per warp
 
@@ -551,79 +466,39 @@ KT_DEV void decode_body(const Params& p) {
   __syncthreads();
 
   const char* kvb = static_cast<const char*>(p.kv_cache);
-  auto slot_of = [&](int j, int r, bool report) {  // row r of local tile j: its cache slot, or -1 (skip)
-    const int pos = (t_begin + j) * TN + r;
-    const int slot = pos < TOPK ? s_idx[(j % NIDX) * TN + r] : -1;
-    bool valid = slot >= 0;
-    if constexpr (S::kChecked) {
-      if (slot != -1 && report)
-        valid = kc::check_index(p.report, kc::kCheckTopkIndex, (unsigned)token, slot, p.num_slots);
-      else if (slot != -1)
-        valid = slot >= 0 && slot < p.num_slots;
-    }
-    return valid ? slot : -1;
-  };
   auto load_tile = [&](int j) {
     const int buf = j % ST;
+    const int pos0 = (t_begin + j) * TN;
     const unsigned dst0 = FP8 ? sb + sh.off_raw + buf * RAW_TILE : sb + sh.off_kv + buf * sh.kv_tile_bytes;
+    const int* tidx = s_idx + (j % NIDX) * TN;
+    auto slot_of = [&](int r, bool report) {  // the tile row's cache slot, or -1 (skip)
+      const int pos = pos0 + r;
+      const int slot = pos < TOPK ? tidx[r] : -1;
+      bool valid = slot >= 0;
+      if constexpr (S::kChecked) {
+        if (slot != -1 && report)
+          valid = kc::check_index(p.report, kc::kCheckTopkIndex, (unsigned)token, slot, p.num_slots);
+        else if (slot != -1)
+          valid = slot >= 0 && slot < p.num_slots;
+      }
+      return valid ? slot : -1;
+    };
     for (int i = tid; i < TN * RCH; i += NT) {
       const int r = i / RCH, c = i - (i / RCH) * RCH;
-      const int slot = slot_of(j, r, false);
+      const int slot = slot_of(r, false);
       const unsigned dst = FP8 ? dst0 + (r * RCH + c) * 16 : dst0 + tile_off(TN, r, c);
       const char* src = slot >= 0 ? kvb + (long long)slot * RB + c * 16 : kvb;
       if constexpr (!(SkipOf<S>::v & kSkipGather)) kc::cp_async_16(dst, src, slot >= 0 ? 16 : 0);
     }
-    for (int r = tid; r < TN; r += NT) s_slot[(j % SB) * TN + r] = slot_of(j, r, true);
+    for (int r = tid; r < TN; r += NT) s_slot[(j % SB) * TN + r] = slot_of(r, true);
     fetch_idx(j + PRO);  // same commit group as this gather
   };
-  // PIPE: thread tid's items of local tile j (item tid + k * NT: row, 16-byte chunk) straight from global memory
-  // into registers, held until the tile is converted into a K/V buffer one iteration later; skipped rows load 0.
-  constexpr int ITEMS = LAT / 16 + S::kRope / 8, PER = (TN * ITEMS + NT - 1) / NT;
-  // The loads are asm volatile (common/global_load.cuh): a plain load would be sunk to its use a tile later.
-  struct RegItem {
-    uint4 v;          // the item's 16 raw bytes
-    unsigned scale;   // latent items: the fp32 block scale's bits
-  };
-  auto load_regs = [&](int j, RegItem (&items)[PER]) {
-    const unsigned char* kv8 = reinterpret_cast<const unsigned char*>(kvb);
+  // ST >= 2: a ring of ST raw tiles, ST - 1 in flight. ST == 1 (fp8 only): one raw tile, reloaded as soon as
+  // it has been dequantized, so the gather of tile j+1 overlaps the MMAs of tile j.
 #pragma unroll
-    for (int k = 0; k < PER; ++k) {
-      const int i = tid + k * NT, r = i / ITEMS, c = i - r * ITEMS;
-      const int slot = (TN * ITEMS) % NT == 0 || i < TN * ITEMS ? slot_of(j, r, false) : -1;
-      const bool ok = slot >= 0 && !(SkipOf<S>::v & kSkipGather), latent = c < LAT / 16;
-      const unsigned char* row = kv8 + (ok ? (long long)slot * RB : 0);
-      items[k].v = make_uint4(0, 0, 0, 0);
-      items[k].scale = 0;
-      const unsigned char* src = row + (latent ? c * 16 : LAT + 4 * (LAT / 128) + (c - LAT / 16) * 16);
-      if constexpr (SkipOf<S>::v & kDevL1Items)
-        asm volatile("{ .reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4]; }"
-                     : "+r"(items[k].v.x), "+r"(items[k].v.y), "+r"(items[k].v.z), "+r"(items[k].v.w)
-                     : "l"(src), "r"(int(ok)));
-      else
-        kc::ld_stream_v4(items[k].v, src, ok);
-      if constexpr (SkipOf<S>::v & kDevNoScaleLoad)
-        items[k].scale = 0x3f800000u;
-      else
-        kc::ld_cached_u32(items[k].scale, row + LAT + 4 * (c >> 3), ok && latent);
-    }
-    for (int r = tid; r < TN; r += NT) s_slot[(j % SB) * TN + r] = slot_of(j, r, true);
-    fetch_idx(j + 1);
-  };
-  auto store_regs = [&](const RegItem (&items)[PER], unsigned char* kvt, int k0, int k1) {  // items [k0, k1)
-#pragma unroll
-    for (int k = 0; k < PER; ++k) {
-      if (k < k0 || k >= k1) continue;
-      const int i = tid + k * NT, r = i / ITEMS, c = i - r * ITEMS;
-      if (((TN * ITEMS) % NT == 0 || i < TN * ITEMS) && !(SkipOf<S>::v & kSkipDequant))
-        store_item<LAT, TN>(RawItem{items[k].v, __uint_as_float(items[k].scale) * kc::kE4m3Fold}, kvt, r, c);
-    }
-  };
-  if constexpr (!PIPE) {
-#pragma unroll
-    for (int j = 0; j < PRO; ++j) {
-      if (j < ntiles) load_tile(j);
-      kc::cp_async_commit();
-    }
+  for (int j = 0; j < PRO; ++j) {
+    if (j < ntiles) load_tile(j);
+    kc::cp_async_commit();
   }
 
   float o[OMT][ONO][4];
@@ -639,89 +514,6 @@ KT_DEV void decode_body(const Params& p) {
   const int orow0 = WGPV ? 16 * (warp & 3) : 0;               // first O row (head) of this warp
   const int ocol0 = WGPV ? (LAT / NWG) * (warp >> 2) : c0w;  // first O column of this warp
 
-  auto rescale_o = [&](int mt, float a0, float a1) {
-#pragma unroll
-    for (int n = 0; n < ONO; ++n) {
-      o[mt][n][0] *= a0;
-      o[mt][n][1] *= a0;
-      o[mt][n][2] *= a1;
-      o[mt][n][3] *= a1;
-    }
-  };
-  // O += P V by wgmma (issued and committed; the caller waits): warpgroup w's LAT / NWG output columns, all 64
-  // heads; P (K-major, PTN-wide rows) and V (MN-major: the K/V tile at sK as stored) from shared memory.
-  auto pv_wgmma = [&](unsigned sK) {
-    constexpr int NH = LAT / NWG / 128;  // m64n128k16 per k step
-    kc::wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < TN / 16; ++kk)
-#pragma unroll
-      for (int hh = 0; hh < NH; ++hh) {
-        const unsigned long long da = kc::wg_desc_k128(sb + sh.off_p) + (unsigned)((kk * 32) >> 4);
-        const int blk = (ocol0 + 128 * hh) / 64;
-        const unsigned long long db = wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
-        wg_mma_n128_tb(&o[0][16 * hh][0], da, db);
-      }
-    kc::wg_commit();
-  };
-
-  if constexpr (PIPE) {
-    // Iteration i: issue Q.K^T of tile i (K/V buffer i % 2); while it runs, convert tile i+1 from registers into
-    // the other buffer and load tile i+2 into registers; softmax; P.V of tile i. The loads have a whole
-    // iteration to land, the conversion runs beside the tensor cores, and no raw tile passes through smem.
-    constexpr int WN = TN / NWG;
-    auto kv_buf = [&](int j) { return smem + sh.off_kv + (j & 1) * sh.kv_tile_bytes; };
-    RegItem items[PER];
-    if (ntiles > 0) {
-      load_regs(0, items);
-      kc::cp_async_commit();
-      store_regs(items, kv_buf(0), 0, PER);
-    }
-    kc::cp_async_wait<0>();
-    __syncthreads();  // the entries of tile 1
-    if (ntiles > 1) load_regs(1, items);
-    kc::cp_async_commit();
-    kc::cp_async_wait<0>();
-    kc::fence_proxy_async();
-    __syncthreads();  // K/V tile 0, the entries of tile 2
-    for (int it = 0; it < ntiles; ++it) {
-      const unsigned sK = kc::smem_u32(kv_buf(it));
-      float d[WN / 2];
-      if constexpr (InterleaveOf<S>::v) {
-        const bool more = it + 1 < ntiles;
-        unsigned char* next = kv_buf(it + 1);
-        qk_wgmma_issue_interleaved<HG, TN, WN, D>(d, sb + sh.off_q, sK, warp >> 2, [&](auto kb_c) {
-          constexpr int kb = decltype(kb_c)::value, NKB = D / 64;
-          if (more) store_regs(items, next, kb * PER / NKB, (kb + 1) * PER / NKB);
-        });
-      } else {
-        if constexpr ((SkipOf<S>::v & kSkipQK) == 0)
-          qk_wgmma_issue<HG, TN, WN, D>(d, sb + sh.off_q, sK, warp >> 2);
-        else
-          for (int i = 0; i < WN / 2; ++i) d[i] = 0.f;
-        if (it + 1 < ntiles) store_regs(items, kv_buf(it + 1), 0, PER);
-      }
-      if (!LoadLateOf<S>::v && it + 2 < ntiles) load_regs(it + 2, items);
-      kc::cp_async_commit();
-      kc::wg_wait<0>();
-      wg_hold(d);
-      float alpha[2] = {1.f, 1.f};
-      if constexpr ((SkipOf<S>::v & kSkipSoftmax) == 0)
-        softmax_regs<HG, PTN, WN, NWG>(d, s_slot + (it % SB) * TN, warp >> 2, orow0 + g, t4, scale_log2, m_run2,
-                                       l_run2, alpha, s_S, smem + sh.off_p);
-      if constexpr (!(SkipOf<S>::v & kSkipFence)) kc::fence_proxy_async();  // P, K/V tile it + 1: read by wgmma
-      __syncthreads();
-      if (LoadLateOf<S>::v && it + 2 < ntiles) load_regs(it + 2, items);
-      kc::cp_async_commit();
-      rescale_o(0, alpha[0], alpha[1]);
-      if constexpr ((SkipOf<S>::v & kSkipPV) == 0) {
-        pv_wgmma(sK);
-        kc::wg_wait<0>();
-      }
-      kc::cp_async_wait<0>();
-      __syncthreads();  // K/V buffer it % 2 is free; the entries of tile it + 3 are in
-    }
-  } else
   for (int it = 0; it < ntiles; ++it) {
     if constexpr (ST >= 2) {
       kc::cp_async_wait<ST - 2>();
@@ -763,7 +555,7 @@ KT_DEV void decode_body(const Params& p) {
       else
         for (int i = 0; i < TN / NWG / 2; ++i) d[i] = 0.f;
       if constexpr ((SkipOf<S>::v & kSkipSoftmax) == 0)
-        softmax_regs<HG, PTN, TN / NWG, NWG>(d, s_slot + sbuf * TN, warp >> 2, orow0 + g, t4, scale_log2, m_run2,
+        softmax_regs<HG, TN, TN / NWG, NWG>(d, s_slot + sbuf * TN, warp >> 2, orow0 + g, t4, scale_log2, m_run2,
                                             l_run2, alpha, s_S, smem + sh.off_p);
       kc::fence_proxy_async();  // P is read by wgmma (async proxy)
       __syncthreads();
@@ -821,11 +613,31 @@ KT_DEV void decode_body(const Params& p) {
 
     // ---- O = O * alpha + P V (this warp's output columns, every head of the CTA) ----
 #pragma unroll
-    for (int mt = 0; mt < OMT; ++mt)
-      rescale_o(mt, WGPV ? alpha[0] : s_alpha[orow0 + mt * 16 + g], WGPV ? alpha[1] : s_alpha[orow0 + mt * 16 + g + 8]);
+    for (int mt = 0; mt < OMT; ++mt) {
+      const float a0 = WGPV ? alpha[0] : s_alpha[orow0 + mt * 16 + g];
+      const float a1 = WGPV ? alpha[1] : s_alpha[orow0 + mt * 16 + g + 8];
+#pragma unroll
+      for (int n = 0; n < ONO; ++n) {
+        o[mt][n][0] *= a0;
+        o[mt][n][1] *= a0;
+        o[mt][n][2] *= a1;
+        o[mt][n][3] *= a1;
+      }
+    }
     if constexpr ((SkipOf<S>::v & kSkipPV) != 0) {
     } else if constexpr (WGPV) {
-      pv_wgmma(sK);
+      constexpr int NH = LAT / NWG / 128;  // m64n128k16 per k step
+      kc::wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < TN / 16; ++kk)
+#pragma unroll
+        for (int hh = 0; hh < NH; ++hh) {
+          const unsigned long long da = kc::wg_desc_k128(sb + sh.off_p) + (unsigned)((kk * 32) >> 4);
+          const int blk = (ocol0 + 128 * hh) / 64;
+          const unsigned long long db = wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
+          wg_mma_n128_tb(&o[0][16 * hh][0], da, db);
+        }
+      kc::wg_commit();
       kc::wg_wait<0>();
     } else {
 #pragma unroll

@@ -10,7 +10,6 @@ namespace ktune_mla {
 struct Shape {
   // inputs
   int lat, rope, fp8, heads_per_cta, tile, stages, warps;
-  int pipe;  // config ".pp": two bf16 K/V tiles, rows loaded to registers a tile ahead (kernel.cuh, PIPE)
   // derived
   int threads;      // warps * 32
   int dim;          // lat + rope (Q/K dim)
@@ -32,11 +31,9 @@ struct Shape {
 
 KT_HD constexpr int mla_align16(int a) { return (a + 15) & ~15; }
 
-KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta, int tile, int stages, int warps,
-                                 bool pipe = false) {
+KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta, int tile, int stages, int warps) {
   const int kWarps = warps;
   Shape s{};
-  s.pipe = pipe ? 1 : 0;
   s.lat = lat;
   s.rope = rope;
   s.fp8 = fp8 ? 1 : 0;
@@ -82,26 +79,16 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
   // shared memory: Q, converted bf16 K/V tile(s), raw cp.async ring (fp8), S (fp32), P (bf16), slots, stats
   s.kv_tile_bytes = tile * s.dim * 2;
   s.raw_tile_bytes = tile * s.raw_bytes;
-  s.kv_buffers = pipe ? 2 : fp8 ? 1 : stages;  // bf16: the ring holds the K/V tiles themselves
+  s.kv_buffers = fp8 ? 1 : stages;  // bf16: the ring holds the K/V tiles themselves
   s.off_q = 0;
   s.off_kv = s.off_q + mla_align16(heads_per_cta * s.dim * 2);
-  s.slot_buffers = pipe ? 3 : stages < 2 ? 2 : stages;
-  s.idx_buffers = 2 * (stages >= 2 ? stages - 1 : 1);  // raw top-k entries, fetched one gather ahead
-  if (pipe) {
-    // Q, two K/V tiles, P (rows padded to 64 bf16: the wgmma K-major atom; 1024-aligned like the tiles), and of
-    // S only the warpgroups' row-max / row-sum exchange (the scores stay in registers). No raw tile: rows go
-    // from global memory to registers to a K/V tile.
-    s.off_p = s.off_kv + 2 * s.kv_tile_bytes;
-    s.off_s = s.off_p + heads_per_cta * 64 * 2;
-    s.off_raw = s.off_s;
-    s.off_slot = s.off_s + (s.threads / 128) * heads_per_cta * 4;
-  } else {
-    s.off_raw = s.off_kv + s.kv_buffers * s.kv_tile_bytes;
-    s.off_s = s.off_raw + (fp8 ? stages * mla_align16(s.raw_tile_bytes) : 0);
-    s.off_p = s.off_s + heads_per_cta * s.s_stride * 4;
-    s.off_slot = s.off_p + heads_per_cta * tile * 2;
-  }
+  s.off_raw = s.off_kv + s.kv_buffers * s.kv_tile_bytes;
+  s.off_s = s.off_raw + (fp8 ? stages * mla_align16(s.raw_tile_bytes) : 0);
+  s.off_p = s.off_s + heads_per_cta * s.s_stride * 4;
+  s.off_slot = s.off_p + heads_per_cta * tile * 2;
+  s.slot_buffers = stages < 2 ? 2 : stages;
   s.off_idx = s.off_slot + mla_align16(s.slot_buffers * tile * 4);
+  s.idx_buffers = 2 * (stages >= 2 ? stages - 1 : 1);  // raw top-k entries, fetched one gather ahead
   s.off_stat = s.off_idx + mla_align16(s.idx_buffers * tile * 4);
   s.smem_total = s.off_stat + mla_align16(3 * heads_per_cta * 4);
   if (s.smem_total <= 113 * 1024 && s.est_regs * s.threads <= 32768) s.min_blocks = 2;
@@ -115,13 +102,7 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
   if (s.raw_bytes % 16 != 0) return "cache rows must be a multiple of 16 bytes";
   if (s.heads_per_cta != 16 && s.heads_per_cta != 32 && s.heads_per_cta != 64)
     return "heads per CTA must be 16, 32 or 64";
-  if (s.pipe) {
-    if (!s.fp8 || s.stages != 1 || s.heads_per_cta != 64 || s.warps != 8)
-      return "pipelined (.pp) needs an fp8_ds_mla cache, s1, 64 heads per CTA and 8 warps";
-    if (s.tile != 32 && s.tile != 48 && s.tile != 64) return "tokens per tile must be 32, 48 or 64";
-  } else if (s.tile != 32 && s.tile != 64) {
-    return "tokens per tile must be 32 or 64 (48 only pipelined, .pp)";
-  }
+  if (s.tile != 32 && s.tile != 64) return "tokens per tile must be 32 or 64";
   if (s.stages < (s.fp8 ? 1 : 2) || s.stages > 4)
     return s.fp8 ? "stages must be 1..4" : "stages must be 2..4 (a bf16 cache needs two K/V tiles)";
   if (s.warps_m * s.warps_n != s.s_warps || s.s_warps < 1 || s.mt_per_warp * s.warps_m != s.m_tiles ||
