@@ -1,6 +1,7 @@
 // Hopper warpgroup MMA (wgmma) helpers, sm_90a only: every body compiles to nothing elsewhere, and callers
 // guard their use with a Spec flag that the host spec sets for sm_90a alone.
 //   wg_fence / wg_commit / wg_wait<N>: wgmma.fence, commit_group, wait_group N (N groups may stay in flight).
+//   wg_hold(d): after a wait, pins the accumulators' reads below it.
 //   fence_proxy_async: generic-proxy shared-memory writes (st.shared, cp.async) made visible to wgmma.
 //   wg_desc_k128: descriptor of a K-major bf16 operand in the 128-byte-swizzle layout (rows of 64 elements =
 //     128 bytes, 8-row atoms of 1024 bytes, 16-byte chunk c of row r at chunk c ^ (r % 8)); the k16 step s of a
@@ -29,6 +30,13 @@ KT_DEV void wg_wait() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 #endif
+}
+// After wg_wait: keeps the compiler from moving reads of the accumulators d above the wait (an asm statement
+// that does not name them).
+template <int N>
+KT_DEV void wg_hold(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 KT_DEV void fence_proxy_async() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -226,6 +226,7 @@ KT_DEV void qk_wgmma_regs(float (&d)[WN / 2], unsigned sQ, unsigned sK, int wg) 
                  (kb | kk) != 0);
   kc::wg_commit();
   kc::wg_wait<0>();
+  kc::wg_hold(d);
 }
 template <int HG, int TN, int WN, int D>
 KT_DEV void qk_wgmma(unsigned sQ, unsigned sK, int wg, int warp_in_wg, int lane, float* s_S, int ss) {
