@@ -1,7 +1,8 @@
 // mxfp4_gemm through the runtime on the issue-7 shapes (sm_90a): effective TB/s (packed weight + scales +
 // activations + output) for few tokens, TFLOP/s for many.
 //   bench_mxfp4 prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU needed)
-//   bench_mxfp4 run [--json OUT] [--reps N]            needs a GPU; cache from KTUNE_CACHE
+//   bench_mxfp4 run [--json OUT] [--reps N] [--only TEXT]  needs a GPU; cache from KTUNE_CACHE; --only: rows whose
+//                                                      label contains TEXT
 // Per row: the tuning workload (autotune/mxfp4_workload.cpp: fresh random codes and scales, N(0,1) activations,
 // rotating copies > 2x L2; grouped rows routed uniformly at random over the experts) for bucket m = tokens;
 // the launch's own choice first, then a few alternatives, each warmed up and timed with CUDA events around each
@@ -63,9 +64,18 @@ const std::vector<Row>& rows() {
                                            "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk2.s6.d4",
                                            "bm128.tn1.wn8.wk1.s4.d2.wg", "bm64.tn1.wn8.wk1.s4.d2.wg",
                                            "bm128.tn1.wn4.wk1.s4.d2.wg"};
+  // 17..1023 rows (chunked prefill): the mma.sync tiles against the wgmma ones.
+  const std::vector<std::string> mid = {"bm64.tn2.wn4.wk1.s4.d2", "bm128.tn2.wn4.wk1.s4.d2", "bm32.tn1.wn4.wk2.s6.d4",
+                                        "bm64.tn1.wn4.wk2.s6.d4", "bm64.tn4.wn2.wk1.s4.d2",
+                                        "bm64.tn1.wn4.wk1.s4.d2.wg", "bm64.tn1.wn8.wk1.s4.d2.wg",
+                                        "bm128.tn1.wn4.wk1.s4.d2.wg", "bm128.tn1.wn8.wk1.s4.d2.wg",
+                                        "bm256.tn1.wn4.wk1.s4.d2.wg", "bm256.tn1.wn8.wk1.s4.d2.wg"};
   static const std::vector<Row> r = {
       {"dense 8192x8192 M=1", "n8192.k8192.bf16-bf16", 1, small},
       {"dense 8192x8192 M=16", "n8192.k8192.bf16-bf16", 16, small},
+      {"dense 8192x8192 M=128", "n8192.k8192.bf16-bf16", 128, mid},
+      {"dense 8192x8192 M=256", "n8192.k8192.bf16-bf16", 256, mid},
+      {"dense 8192x8192 M=512", "n8192.k8192.bf16-bf16", 512, mid},
       {"dense 8192x8192 M=4096", "n8192.k8192.bf16-bf16", 4096, big},
       {"moe gate_up 5760x2880 E128 8 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 256, moe8},
       {"moe down 2880x2880 E128 8 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 256, moe8},
@@ -171,7 +181,7 @@ struct Measured {
   std::string error;
 };
 
-int run(const std::string& json_out, int reps) {
+int run(const std::string& json_out, int reps, const std::string& only) {
   use_device(0);
   const auto& cu = detail::driver();
   const SystemInfo sys = system_info();
@@ -189,6 +199,7 @@ int run(const std::string& json_out, int reps) {
   std::vector<std::string> row_json, table;
   int64_t timing_compiles = 0;
   for (const Row& r : rows()) {
+    if (!only.empty() && r.label.find(only) == std::string::npos) continue;
     const Problem p = Problem::from_key(r.problem);
     const int64_t m = rows_of(p, r.tokens);
     const Mxfp4GemmPlan own = mxfp4_gemm_plan(rt, p, m);
@@ -305,13 +316,15 @@ int run(const std::string& json_out, int reps) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_mxfp4 prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N]\n");
+    std::fprintf(stderr, "usage: bench_mxfp4 prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N] [--only TEXT]\n");
     return 2;
   }
   const std::string mode = argv[1];
   try {
     if (mode == "prepare") return prepare(arg(argc, argv, "cache", "bench_mxfp4.db"), Arch::parse(arg(argc, argv, "arch", "sm_90a")));
-    if (mode == "run") return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "50"))));
+    if (mode == "run")
+      return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "50"))),
+                 arg(argc, argv, "only", ""));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_mxfp4: %s\n", e.what());
     return 1;

@@ -210,9 +210,12 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   // sm_90a, bf16: warpgroup MMA fed by TMA (H200, 2026-11-30, bench/results/2026-11-30-session5): dense M = 4096,
   // N = K = 8192: bm256.tn1.wn8 614 TFLOP/s vs 313 for bm128.tn2.wn4 (cuBLAS bf16 780); GPT-OSS MoE at 128
   // tokens per expert (128 rows each): bm128.tn1.wn4 259 / 284 vs 205 / 201 for bm64.tn2.wn4.
+  // Dense 128..1023 rows (H200, 2026-11-30 session 6, bench/results/2026-11-30-session6/mxfp4-mid-m.md, N = K =
+  // 8192): M = 128 bm64.tn1.wn4 88.6 us vs 134.3 for the mma.sync bm64.tn2.wn4; M = 256 bm256.tn1.wn4 100.0 vs
+  // 151.3; M = 512 bm256.tn1.wn8 120.9 vs 341.6.
   const bool hopper_bf16 = arch.sm() == 90 && arch.suffix == 'a' && p.a_dtype == kc::kBF16;
-  if (hopper_bf16 && !p.grouped() && rows >= 1024) {
-    c = Config{256, 1, 8, 1, 4, 2};
+  if (hopper_bf16 && !p.grouped() && rows >= 128) {
+    c = rows >= 512 ? Config{256, 1, 8, 1, 4, 2} : rows >= 256 ? Config{256, 1, 4, 1, 4, 2} : Config{64, 1, 4, 1, 4, 2};
     c.wgmma = true;
   } else if (hopper_bf16 && p.grouped() && rows >= 128) {
     c = Config{128, 1, 4, 1, 4, 2};
@@ -271,7 +274,7 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   add(Config{16, 2, 4, 1, 4, 4});
   add(Config{16, 4, 4, 1, 3, 2});
   // sm_90a, bf16: warpgroup MMA with the decoded weight as the register operand (many tokens).
-  for (int bm : {256, 128})
+  for (int bm : {256, 128, 64})
     for (int wn : {8, 4}) {
       Config c{bm, 1, wn, 1, 4, 2};
       c.wgmma = true;
