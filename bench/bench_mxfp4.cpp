@@ -73,6 +73,9 @@ const std::vector<Row>& rows() {
   const std::vector<std::string> moe32 = {"bm32.tn1.wn4.wk2.s6.d4", "bm64.tn1.wn4.wk2.s6.d4", "bm64.tn2.wn4.wk1.s4.d2",
                                           "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk1.s4.d2.wg",
                                           "bm64.tn1.wn8.wk1.s4.d2.wg", "bm128.tn1.wn4.wk1.s4.d2.wg"};
+  const std::vector<std::string> moe256 = {"bm128.tn1.wn4.wk1.s4.d2.wg", "bm128.tn1.wn8.wk1.s4.d2.wg",
+                                           "bm256.tn1.wn4.wk1.s4.d2.wg", "bm256.tn1.wn8.wk1.s4.d2.wg",
+                                           "bm64.tn1.wn4.wk1.s4.d2.wg", "bm128.tn2.wn4.wk1.s4.d2"};
   static const std::vector<Row> r = {
       {"dense 8192x8192 M=1", "n8192.k8192.bf16-bf16", 1, small},
       {"dense 8192x8192 M=16", "n8192.k8192.bf16-bf16", 16, small},
@@ -90,6 +93,8 @@ const std::vector<Row>& rows() {
       {"moe down 2880x2880 E128 64 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 2048, moe32},
       {"moe gate_up 5760x2880 E128 128 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 4096, moe128},
       {"moe down 2880x2880 E128 128 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 4096, moe128},
+      {"moe gate_up 5760x2880 E128 256 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 8192, moe256},
+      {"moe down 2880x2880 E128 256 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 8192, moe256},
   };
   return r;
 }
