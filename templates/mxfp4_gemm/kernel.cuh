@@ -76,6 +76,17 @@ struct K {
   static constexpr int kThreads = kS.threads;
 };
 
+// The K loop of every path: body(it, d) for it = 0 .. nit-1, d = it % kDepth. The d loop is unrolled, so d is a
+// compile-time constant in the body and the register arrays it indexes (weights in flight) stay in registers.
+template <int kDepth, class Body>
+KT_DEV void for_each_chunk(int nit, Body&& body) {
+  for (int base = 0; base < nit; base += kDepth) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d)
+      if (base + d < nit) body(base + d, d);
+  }
+}
+
 template <int kOut>
 KT_DEV void store_out(void* c, long long i, float v) {
   if constexpr (kOut == kc::kBF16) static_cast<unsigned short*>(c)[i] = kc::float_to_bf16(v);
@@ -365,22 +376,16 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       for (int st = 0; st < kAhead && st < nit; ++st) fetch_a(st);
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
-    for (int base = 0; base < nit; base += kDepth) {
-#pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        const int it = base + d;
-        if (it < nit) {
-          if constexpr ((DevOf<Spec>::v & kDevNoLoadA) == 0)
-            kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
-          __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
-          const int nx = it + kAhead;
-          if (tid == 0 && nx < nit && (DevOf<Spec>::v & kDevNoLoadA) == 0) fetch_a(nx);
-          compute_wg(it % kStages, it, wq[d], ws[d], af[d % 2]);
-          load_w(it + kDepth, wq[d], ws[d]);
-          kc::wg_wait<1>();  // chunk it - 1 done: its fragments and stage may be reused
-        }
-      }
-    }
+    for_each_chunk<kDepth>(nit, [&](int it, int d) {
+      if constexpr ((DevOf<Spec>::v & kDevNoLoadA) == 0)
+        kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
+      __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
+      const int nx = it + kAhead;
+      if (tid == 0 && nx < nit && (DevOf<Spec>::v & kDevNoLoadA) == 0) fetch_a(nx);
+      compute_wg(it % kStages, it, wq[d], ws[d], af[d % 2]);
+      load_w(it + kDepth, wq[d], ws[d]);
+      kc::wg_wait<1>();  // chunk it - 1 done: its fragments and stage may be reused
+    });
     kc::wg_wait<0>();
   } else if constexpr (kDirect) {
 #pragma unroll
@@ -388,17 +393,11 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       load_w(d, wq[d], ws[d]);
       load_b(d, bq[d]);
     }
-    for (int base = 0; base < nit; base += kDepth) {
-#pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        const int it = base + d;
-        if (it < nit) {
-          compute(0, it, wq[d], ws[d], bq[d]);
-          load_w(it + kDepth, wq[d], ws[d]);
-          load_b(it + kDepth, bq[d]);
-        }
-      }
-    }
+    for_each_chunk<kDepth>(nit, [&](int it, int d) {
+      compute(0, it, wq[d], ws[d], bq[d]);
+      load_w(it + kDepth, wq[d], ws[d]);
+      load_b(it + kDepth, bq[d]);
+    });
   } else {
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) {
@@ -408,21 +407,15 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
 
-    for (int base = 0; base < nit; base += kDepth) {
-#pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        const int it = base + d;
-        if (it < nit) {
-          kc::cp_async_wait<kStages - 2>();
-          __syncthreads();
-          const int nx = it + kStages - 1;
-          if (nx < nit) load_a(nx % kStages, nx);
-          kc::cp_async_commit();
-          compute(it % kStages, it, wq[d], ws[d], bq[0]);
-          load_w(it + kDepth, wq[d], ws[d]);
-        }
-      }
-    }
+    for_each_chunk<kDepth>(nit, [&](int it, int d) {
+      kc::cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int nx = it + kStages - 1;
+      if (nx < nit) load_a(nx % kStages, nx);
+      kc::cp_async_commit();
+      compute(it % kStages, it, wq[d], ws[d], bq[0]);
+      load_w(it + kDepth, wq[d], ws[d]);
+    });
     kc::cp_async_wait<0>();
   }
 
