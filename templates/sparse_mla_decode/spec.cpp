@@ -200,6 +200,10 @@ Config default_config(const Problem& p, const Arch& arch) {
   // 16 at 16-head groups (t64.s1.g16.w16 1.11-1.25 TB/s vs 1.03-1.14 with 8); 32-head groups unmeasured: 16.
   const auto warps_for = [](int gg) { return gg >= 64 ? std::vector<int>{8, 16} : std::vector<int>{16, 8}; };
   if (fp8) {
+    // 16-head groups (TP8 shards of 128 heads; memory-bound): 32-slot tiles, one raw tile, 8 warps — two CTAs per
+    // SM (H200: t32.s1.g16 71.6-72.0 us against 78.0-78.2 for t64.s2.g16.w16 at 64 tokens, 130.3-130.7 against
+    // 140.0-140.1 at 128; bench/results/2026-11-30-session6/final.md and session5/final.md).
+    if (g == 16) prefs.push_back(Config{32, 1, 16, 8});
     for (int gg : {g, 32, 16})
       for (int t : {64, 32})
         for (int st : {gg >= 64 ? 1 : 2, 1, 2, 3, 4})
