@@ -220,8 +220,9 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
     c.wgmma = true;
   } else if (hopper_bf16 && p.grouped() && rows >= 32) {
     // GPT-OSS MoE (session 6): 32 rows per expert bm64.tn1.wn4 888 / 445 us (gate_up / down) vs 1495 / 744 for
-    // the mma.sync bm32.tn1.wn4.wk2; 64 rows bm128.tn1.wn4 1250 / 641 vs 2180 / 1143.
-    c = rows >= 64 ? Config{128, 1, 4, 1, 4, 2} : Config{64, 1, 4, 1, 4, 2};
+    // the mma.sync bm32.tn1.wn4.wk2; 64 rows bm128.tn1.wn4 1250 / 641 vs 2180 / 1143; 256 rows bm256.tn1.wn8
+    // 2992-3183 / 1556-1570 vs 3189-3301 / 1570-1571 for bm128.tn1.wn4 (two runs).
+    c = rows >= 256 ? Config{256, 1, 8, 1, 4, 2} : rows >= 64 ? Config{128, 1, 4, 1, 4, 2} : Config{64, 1, 4, 1, 4, 2};
     c.wgmma = true;
   }
   if (!can_implement(p, c, arch, lim).empty()) c = Config{16, 1, 4, 1, 3, 2};
