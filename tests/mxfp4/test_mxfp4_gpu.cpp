@@ -2,8 +2,8 @@
 // (support/mxfp4_reference.hpp, shared with the host tests): MXFP4 decoded exactly (common/mxfp4.h), fp32
 // products of the bf16/fp16-rounded activations, accumulated in fp64.
 //
-// [gpu][mxfp4]: M {1, 7, 16, 64, 1000, 4096} x (N, K) {(8192, 8192), (5760, 2880), (2880, 2880)} x bias on/off
-//   with the launch's own config; every config of the search space on a small ragged shape (N, K tails);
+// [gpu][mxfp4]: M {1, 7, 16, 64, 100, 200, 1000, 4096} x (N, K) {(8192, 8192), (5760, 2880), (2880, 2880)} x
+//   bias on/off with the launch's own config (100 and 200: the 128- and 256-row buckets' wgmma defaults); every config of the search space on a small ragged shape (N, K tails);
 //   fp16 activations/outputs; non-default lda/ldc; grouped (MoE) with uneven and empty experts; NaN scales.
 //   Data are fresh every run (the seed is printed; KTUNE_TEST_SEED replays it): random e2m1 codes, e8m0 scales
 //   in 2^-7..2^5, N(0,1) activations. Outputs are poisoned (0xFF: NaN) and every element is checked to be
@@ -145,7 +145,7 @@ TEST_CASE("mxfp4_gemm matches the exact reference (issue 7 matrix)", "[gpu][mxfp
   for (const NK s : {NK{8192, 8192}, NK{5760, 2880}, NK{2880, 2880}}) {
     const Problem p = problem(s.n, s.k);
     const Weight W = make_weight(s.n, s.k, 1, rng);
-    for (int m : {1, 7, 16, 64, 1000, 4096})
+    for (int m : {1, 7, 16, 64, 100, 200, 1000, 4096})
       for (bool bias : {false, true}) {
         if (!test::in_test_shard(case_index++)) continue;
         const Mxfp4GemmPlan plan = mxfp4_gemm_plan(runtime(), p, m);
