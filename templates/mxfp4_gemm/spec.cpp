@@ -199,7 +199,9 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
     c.stages = rows <= 8 ? 0 : small_stages(c.bm, c.wk);
     c.depth = 2;
   } else if (rows <= 16) {
-    c = Config{rows <= 4 ? 8 : 16, 2, 4, 1, 4, 4};
+    // Grouped, 5..16 rows per expert: 3 stages, 2 chunks ahead (GPT-OSS MoE at 8 tok/expert, four H200 runs of
+    // 2026-11-30: gate_up 575-577 us / down 306-308 against 600-607 / 319-322 for s4.d4).
+    c = rows <= 4 ? Config{8, 2, 4, 1, 4, 4} : Config{16, 2, 4, 1, 3, 2};
   } else if (rows <= 64) {
     // 32-token tiles up to 64 rows (H200, dense 8192^2 M = 64: bm32 59.9 us vs 70.5 for bm64; session 6).
     c = Config{32, 1, 4, 2, 6, 4};
