@@ -71,6 +71,10 @@ const std::vector<Row>& rows() {
                                         "bm64.tn1.wn4.wk1.s4.d2.wg", "bm64.tn1.wn8.wk1.s4.d2.wg",
                                         "bm128.tn1.wn4.wk1.s4.d2.wg", "bm128.tn1.wn8.wk1.s4.d2.wg",
                                         "bm256.tn1.wn4.wk1.s4.d2.wg", "bm256.tn1.wn8.wk1.s4.d2.wg"};
+  // 1..4 rows per expert (decode batches of 32..128 tokens): the search space's bm8 / bm16 grouped tiles.
+  const std::vector<std::string> moe1 = {"bm8.tn2.wn4.wk1.s4.d4", "bm16.tn2.wn4.wk1.s3.d2", "bm8.tn2.wn4.wk1.s8.d4",
+                                         "bm8.tn1.wn4.wk2.s8.d8", "bm8.tn2.wn4.wk1.s0.d4", "bm8.tn2.wn4.wk1.s0.d2",
+                                         "bm8.tn4.wn2.wk1.s4.d2", "bm16.tn2.wn4.wk1.s4.d4"};
   const std::vector<std::string> moe32 = {"bm32.tn1.wn4.wk2.s6.d4", "bm64.tn1.wn4.wk2.s6.d4", "bm64.tn2.wn4.wk1.s4.d2",
                                           "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk1.s4.d2.wg",
                                           "bm64.tn1.wn8.wk1.s4.d2.wg", "bm128.tn1.wn4.wk1.s4.d2.wg"};
@@ -86,6 +90,10 @@ const std::vector<Row>& rows() {
       {"dense 8192x8192 M=256", "n8192.k8192.bf16-bf16", 256, mid},
       {"dense 8192x8192 M=512", "n8192.k8192.bf16-bf16", 512, mid},
       {"dense 8192x8192 M=4096", "n8192.k8192.bf16-bf16", 4096, big},
+      {"moe gate_up 5760x2880 E128 1 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 32, moe1},
+      {"moe down 2880x2880 E128 1 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 32, moe1},
+      {"moe gate_up 5760x2880 E128 4 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 128, moe1},
+      {"moe down 2880x2880 E128 4 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 128, moe1},
       {"moe gate_up 5760x2880 E128 8 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 256, moe8},
       {"moe down 2880x2880 E128 8 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 256, moe8},
       {"moe gate_up 5760x2880 E128 32 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 1024, moe32},

@@ -199,9 +199,11 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
     c.stages = rows <= 8 ? 0 : small_stages(c.bm, c.wk);
     c.depth = 2;
   } else if (rows <= 16) {
-    // Grouped, 5..16 rows per expert: 3 stages, 2 chunks ahead (GPT-OSS MoE at 8 tok/expert, four H200 runs of
-    // 2026-11-30: gate_up 575-577 us / down 306-308 against 600-607 / 319-322 for s4.d4).
-    c = rows <= 4 ? Config{8, 2, 4, 1, 4, 4} : Config{16, 2, 4, 1, 3, 2};
+    // Grouped, GPT-OSS MoE on the H200 (2026-11-30): 5..16 rows per expert bm16.tn2.wn4.wk1.s3.d2 (8 tok/expert,
+    // four runs: gate_up 575-577 us / down 306-308 against 600-607 / 319-322 for s4.d4); <= 4 rows bm8.tn4.wn2.s4.d2,
+    // four weight tiles per warp (1 tok/expert 300 / 179 us against 364 / 198 for bm8.tn2.wn4.s4.d4, 4 tok/expert
+    // 462 / 260 against 556 / 304).
+    c = rows <= 4 ? Config{8, 4, 2, 1, 4, 2} : Config{16, 2, 4, 1, 3, 2};
   } else if (rows <= 64) {
     // 32-token tiles up to 64 rows (H200, dense 8192^2 M = 64: bm32 59.9 us vs 70.5 for bm64; session 6).
     c = Config{32, 1, 4, 2, 6, 4};
@@ -277,6 +279,7 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
       add(Config{bm, 2, 2, wk / 2, small_stages(bm, wk / 2), 4});
     }
   add(Config{16, 4, 2, 1, 4, 2});
+  add(Config{8, 4, 2, 1, 4, 2});
   add(Config{16, 2, 4, 1, 4, 4});
   add(Config{16, 4, 4, 1, 3, 2});
   // sm_90a, bf16: warpgroup MMA with the decoded weight as the register operand (many tokens).
