@@ -173,12 +173,21 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
 // 2026-11-29-mxfp4-session4.md). Few tokens, dense: two 16-row weight tiles per warp (two independent decode +
 // mma chains) and K split over 8 warps per CTA (bm8.tn2.wn1.wk8 / bm16.tn2.wn1.wk8 were the fastest of 12
 // candidates at M = 1 / 16, N = K = 8192; at M = 1 the s0 form with d2 was 4% faster than the ring in the later run). Few
-// tokens per expert, grouped (many CTAs already): bm16.tn2.wn4.wk1.s4.d4. Many tokens: wider CTA tiles
-// (bm64 / bm128 with tn2.wn4) so each decoded weight feeds more mma.
+// tokens per expert, grouped (many CTAs already): 4-warp bm8 / bm16 tiles (measured choices in default_config).
+// Many tokens: wider CTA tiles (bm64 / bm128 with tn2.wn4) so each decoded weight feeds more mma; on sm_90a with
+// bf16 the wgmma tiles (wgmma_tile).
 // Host default, measured with `ktune tune --arch host` on the 2-core Zen 5 (AVX-512) dev VM at n2880.k2880 for
 // m = 1, 16 and 64 (bench/results/2026-11-29-host-mxfp4.md): 4 rows x 64 columns (16 vector accumulators) and
 // one 64-wide K chunk decoded per step (a 16 KiB tile that stays in L1) won all three. The tuner picks per key.
 static Config default_host_config(const Problem&) { return Config::host_config(4, 4, 1); }
+
+// A wgmma tile (sm_90a, bf16): bm tokens x (64 * wn / 4) weight rows per CTA, 4 activation stages, 2 weight
+// chunks in flight; the only shape the wgmma path has besides bm and wn (shape_error).
+static Config wgmma_tile(int bm, int wn) {
+  Config c{bm, 1, wn, 1, 4, 2};
+  c.wgmma = true;
+  return c;
+}
 
 Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   p.validate();
@@ -220,14 +229,12 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   // 151.3; M = 512 bm256.tn1.wn8 120.9 vs 341.6.
   const bool hopper_bf16 = arch.sm() == 90 && arch.suffix == 'a' && p.a_dtype == kc::kBF16;
   if (hopper_bf16 && !p.grouped() && rows >= 128) {
-    c = rows >= 512 ? Config{256, 1, 8, 1, 4, 2} : rows >= 256 ? Config{256, 1, 4, 1, 4, 2} : Config{64, 1, 4, 1, 4, 2};
-    c.wgmma = true;
+    c = rows >= 512 ? wgmma_tile(256, 8) : rows >= 256 ? wgmma_tile(256, 4) : wgmma_tile(64, 4);
   } else if (hopper_bf16 && p.grouped() && rows >= 32) {
     // GPT-OSS MoE (session 6): 32 rows per expert bm64.tn1.wn4 888 / 445 us (gate_up / down) vs 1495 / 744 for
     // the mma.sync bm32.tn1.wn4.wk2; 64 rows bm128.tn1.wn4 1250 / 641 vs 2180 / 1143; 256 rows bm256.tn1.wn8
-    // 2992-3183 / 1556-1570 vs 3189-3301 / 1570-1571 for bm128.tn1.wn4 (two runs).
-    c = rows >= 256 ? Config{256, 1, 8, 1, 4, 2} : rows >= 64 ? Config{128, 1, 4, 1, 4, 2} : Config{64, 1, 4, 1, 4, 2};
-    c.wgmma = true;
+    // 2992-3183 / 1556-1571 vs 3189-3423 / 1571-1686 for bm128.tn1.wn4 (three runs).
+    c = rows >= 256 ? wgmma_tile(256, 8) : rows >= 64 ? wgmma_tile(128, 4) : wgmma_tile(64, 4);
   }
   if (!can_implement(p, c, arch, lim).empty()) c = Config{16, 1, 4, 1, 3, 2};
   const std::string why = can_implement(p, c, arch, lim);
@@ -284,11 +291,7 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   add(Config{16, 4, 4, 1, 3, 2});
   // sm_90a, bf16: warpgroup MMA with the decoded weight as the register operand (many tokens).
   for (int bm : {256, 128, 64})
-    for (int wn : {8, 4}) {
-      Config c{bm, 1, wn, 1, 4, 2};
-      c.wgmma = true;
-      add(c);
-    }
+    for (int wn : {8, 4}) add(wgmma_tile(bm, wn));
   // s0: activation fragments straight from global memory, no CTA barrier in the K loop (bm <= 16).
   for (int bm : {8, 16}) {
     add(Config{bm, 2, 1, 8, 0, 4});

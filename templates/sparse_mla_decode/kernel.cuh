@@ -312,10 +312,7 @@ KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, i
       }
     }
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-  }
+  for (int h = 0; h < 2; ++h) mx[h] = kc::quad_max(mx[h]);
   if (t4 == 0) {
     s_pmax[wg * HG + r0] = mx[0];
     s_pmax[wg * HG + r0 + 8] = mx[1];
@@ -343,11 +340,7 @@ KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, i
         sum[h] += v;
       }
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-    l_run[h] = l_run[h] * alpha[h] + sum[h];
-  }
+  for (int h = 0; h < 2; ++h) l_run[h] = l_run[h] * alpha[h] + kc::quad_sum(sum[h]);
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j) {
     const int col = wg * WN + 8 * j + 2 * t4;
