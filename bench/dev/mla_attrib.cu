@@ -2,7 +2,6 @@
 // more phases left out through the Spec's kSkip mask (kernel.cuh: SkipOf), at the issue's bench shape
 // (128 heads, top-k 2048, fp8_ds_mla, 64 tokens, t64.s1.g64.wg). The full kernels' outputs are compared with
 // the mma.sync (no wgmma) kernel's, bit for bit and by rel L2; the phase-skipping ones are timing only.
-// Also times the warp-specialized experiment (mla_ws_kernel.cuh) with the same inputs.
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev bench/dev/mla_attrib.cu -o mla_attrib
 #include <cuda_runtime.h>
 
@@ -15,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "mla_ws_kernel.cuh"  // includes sparse_mla_decode/kernel.cuh
+#include "sparse_mla_decode/kernel.cuh"
 
 
 namespace ktune_mla {
@@ -28,16 +27,6 @@ struct AttribSpec {
   static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = kW;
   static constexpr bool kWgmma = kWg;
   static constexpr int kSkip = kSkipMask;
-};
-template <int kSkipMask>
-struct WsSpec {
-  static constexpr int kSkip = kSkipMask;
-  static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 2048, kPageSize = 64;
-  static constexpr bool kFp8 = true;
-  static constexpr int kMaxQLen = 1;
-  static constexpr bool kChecked = false;
-  static constexpr int kHeadsPerCta = 64, kTile = 32, kStages = 2, kWarps = 8;
-  static constexpr bool kWgmma = true;
 };
 }  // namespace ktune_mla
 
@@ -61,12 +50,6 @@ void run(const Inputs& in, const char* what, double) {
   using S = AttribSpec<kSkipMask, kW, kWg, kBatch>;
   constexpr Shape sh = Traits<S>::sh;
   run_kernel<S, kSkipMask>(in, what, decode_kernel<S>, LaunchShape{sh.threads, sh.smem_total});
-}
-template <int kSkipMask>
-void run_ws(const Inputs& in, const char* what) {
-  using S = WsSpec<kSkipMask>;
-  constexpr WsLayout L = WsTraits<S>::L;
-  run_kernel<S, kSkipMask>(in, what, decode_kernel_ws<S>, LaunchShape{384, L.total});
 }
 
 template <class S, int kSkipMask>
@@ -166,12 +149,5 @@ int main() {
   run<0, 8, true, 5>(in, "none, dequant batch 5", 0);
   run<0, 16, true, 2>(in, "none (w16), dequant batch 2", 0);
   run<kSkipQK | kSkipSoftmax | kSkipPV, 8>(in, "QK+softmax+PV", 0);
-  run_ws<0>(in, "WS: none (warp-specialized t32)");
-  run_ws<kSkipDequant>(in, "WS: dequant");
-  run_ws<kSkipQK>(in, "WS: QK");
-  run_ws<kSkipPV>(in, "WS: PV");
-  run_ws<kSkipSoftmax>(in, "WS: softmax");
-  run_ws<kSkipQK | kSkipPV | kSkipSoftmax>(in, "WS: all consumer work");
-  run_ws<kSkipQK | kSkipPV | kSkipSoftmax | kSkipDequant>(in, "WS: everything");
   return 0;
 }

@@ -157,11 +157,22 @@ KT_DEV void dequant_tile(const unsigned char* raw, unsigned char* kvt, int tid) 
 
 // ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone): fences, commit/wait and the
 // K-major 128-byte-swizzle descriptor of tile_off() tiles come from common/wgmma.cuh.
-// D(64 x N, fp32) (+)= A(64 x 16, bf16, smem) * B(N x 16, bf16, smem)^T; N = 8, 16 or 32.
+// D(64 x N, fp32) (+)= A(64 x 16, bf16, smem) * B(N x 16, bf16, smem)^T; N = 8, 16, 32 or 64.
 template <int N>
 KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (N == 32) {
+  if constexpr (N == 64) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+        "%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(accumulate));
+  } else if constexpr (N == 32) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
@@ -177,7 +188,7 @@ KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int a
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
         : "l"(da), "l"(db), "r"(accumulate));
   } else {
-    static_assert(N == 8, "wgmma N must be 8, 16 or 32");
+    static_assert(N == 8, "wgmma N must be 8, 16, 32 or 64");
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
@@ -204,6 +215,27 @@ KT_DEV void wg_mma_n128_tb(float* d, unsigned long long da, unsigned long long d
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(da), "l"(db));
 #endif
+}
+
+// O += P V for one warpgroup by wgmma: all 64 heads x the COLS output columns from ocol0 (m64n128k16 per k step
+// and 128 columns). P (64 x TN bf16, K-major, rows 128-byte swizzled) at sP; V is the latent part of the K/V tile
+// at sK (TN rows, tile_off layout), read as an MN-major operand. o holds this thread's fragments as qk_wgmma_regs
+// lays them out, per 8-column group of its columns.
+template <int TN, int COLS>
+KT_DEV void pv_wgmma(float (&o)[1][COLS / 8][4], unsigned sP, unsigned sK, int ocol0) {
+  constexpr int NH = COLS / 128;
+  kc::wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < TN / 16; ++kk)
+#pragma unroll
+    for (int hh = 0; hh < NH; ++hh) {
+      const unsigned long long da = kc::wg_desc_k128(sP) + (unsigned)((kk * 32) >> 4);
+      const int blk = (ocol0 + 128 * hh) / 64;
+      const unsigned long long db = wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
+      wg_mma_n128_tb(&o[0][16 * hh][0], da, db);
+    }
+  kc::wg_commit();
+  kc::wg_wait<0>();
 }
 
 // S = Q K^T for one warpgroup by wgmma: all HG (= 64) heads x its WN tokens (rows wg * WN.. of the K/V tile at
@@ -313,17 +345,19 @@ KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, i
     }
 #pragma unroll
   for (int h = 0; h < 2; ++h) mx[h] = kc::quad_max(mx[h]);
-  if (t4 == 0) {
-    s_pmax[wg * HG + r0] = mx[0];
-    s_pmax[wg * HG + r0 + 8] = mx[1];
+  if constexpr (NWG > 1) {  // one warpgroup (the warp-specialized kernel) holds whole rows: no exchange
+    if (t4 == 0) {
+      s_pmax[wg * HG + r0] = mx[0];
+      s_pmax[wg * HG + r0 + 8] = mx[1];
+    }
+    __syncthreads();
   }
-  __syncthreads();
   float m_use[2], sum[2] = {0.f, 0.f};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float row_max = kc::neg_inf();
+    float row_max = NWG > 1 ? kc::neg_inf() : mx[h];
 #pragma unroll
-    for (int w = 0; w < NWG; ++w) row_max = fmaxf(row_max, s_pmax[w * HG + r0 + 8 * h]);
+    for (int w = 0; w < (NWG > 1 ? NWG : 0); ++w) row_max = fmaxf(row_max, s_pmax[w * HG + r0 + 8 * h]);
     const float m_new = fmaxf(m_run[h], row_max);
     m_use[h] = m_new == kc::neg_inf() ? 0.f : m_new;
     alpha[h] = kc::fast_exp2(m_run[h] - m_use[h]);
@@ -620,19 +654,7 @@ KT_DEV void decode_body(const Params& p) {
     }
     if constexpr ((SkipOf<S>::v & kSkipPV) != 0) {
     } else if constexpr (WGPV) {
-      constexpr int NH = LAT / NWG / 128;  // m64n128k16 per k step
-      kc::wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < TN / 16; ++kk)
-#pragma unroll
-        for (int hh = 0; hh < NH; ++hh) {
-          const unsigned long long da = kc::wg_desc_k128(sb + sh.off_p) + (unsigned)((kk * 32) >> 4);
-          const int blk = (ocol0 + 128 * hh) / 64;
-          const unsigned long long db = wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
-          wg_mma_n128_tb(&o[0][16 * hh][0], da, db);
-        }
-      kc::wg_commit();
-      kc::wg_wait<0>();
+      pv_wgmma<TN, LAT / NWG>(o, sb + sh.off_p, sK, ocol0);
     } else {
 #pragma unroll
       for (int kk = 0; kk < TN / 16; ++kk) {

@@ -81,7 +81,7 @@ int planned_splits(const Problem& p, const std::string& problem_key, const Confi
 
 Config parse_config(const char* key) {
   return launch_support::parse_forced_config<Config>(
-      kFamily, key, "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg], e.g. t64.s2.g64");
+      kFamily, key, "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws");
 }
 
 void check_forced_splits(int num_splits) {

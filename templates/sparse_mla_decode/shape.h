@@ -6,6 +6,9 @@
 namespace ktune_mla {
 
 // A CTA has 8 or 16 warps (config "w"); in P.V each warp owns kv_lora_rank / warps output columns.
+// Warp-specialized shape (config ".ws", kernel_ws.cuh; sm_90a, fp8_ds_mla, 64 heads, 64-slot tiles): 12 warps =
+// three warpgroups, `stages` bf16 K/V tiles that a producer warpgroup fills straight from global memory (no raw
+// tile), P and the per-row rescale factors.
 
 struct Shape {
   // inputs
@@ -27,12 +30,16 @@ struct Shape {
   // shared memory (bytes, 16-aligned offsets)
   int off_q, off_kv, off_raw, off_s, off_p, off_slot, off_idx, off_stat, smem_total;
   int kv_tile_bytes, raw_tile_bytes, kv_buffers, slot_buffers, idx_buffers;
+  int ws;           // 1: the warp-specialized shape (kernel_ws.cuh)
 };
 
 KT_HD constexpr int mla_align16(int a) { return (a + 15) & ~15; }
 
-KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta, int tile, int stages, int warps) {
-  const int kWarps = warps;
+KT_HD constexpr int mla_align1024(int a) { return (a + 1023) & ~1023; }
+
+KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta, int tile, int stages, int warps,
+                                 bool ws = false) {
+  const int kWarps = ws ? 8 : warps;  // ws: the S = Q K^T fields below are unused
   Shape s{};
   s.lat = lat;
   s.rope = rope;
@@ -92,11 +99,35 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
   s.off_stat = s.off_idx + mla_align16(s.idx_buffers * tile * 4);
   s.smem_total = s.off_stat + mla_align16(3 * heads_per_cta * 4);
   if (s.smem_total <= 113 * 1024 && s.est_regs * s.threads <= 32768) s.min_blocks = 2;
+  if (ws) {  // Q, `stages` bf16 K/V tiles, P, the tiles' slot lists, per-row alpha / max / sum
+    s.ws = 1;
+    s.warps = 12;
+    s.threads = 384;
+    s.cols_per_warp = lat / 2;  // per consumer warpgroup
+    s.kv_buffers = stages;
+    s.off_q = 0;
+    s.off_kv = mla_align1024(heads_per_cta * s.dim * 2);
+    s.off_p = mla_align1024(s.off_kv + stages * s.kv_tile_bytes);
+    s.off_raw = s.off_s = s.off_idx = s.off_p;  // none
+    s.slot_buffers = stages;
+    s.off_slot = s.off_p + heads_per_cta * tile * 2;
+    s.off_stat = s.off_slot + mla_align16(stages * tile * 4);
+    s.smem_total = s.off_stat + mla_align16(3 * heads_per_cta * 4);
+    s.min_blocks = 1;
+  }
   return s;
 }
 
 // Reason a shape cannot be built, or nullptr (device limits are checked by the host spec).
 KT_HD constexpr const char* shape_error(const Shape& s) {
+  if (s.ws) {
+    if (!s.fp8) return "ws: needs the fp8_ds_mla cache";
+    if (s.heads_per_cta != 64 || s.tile != 64) return "ws: needs 64 heads per CTA and 64-slot tiles";
+    if (s.stages != 2) return "ws: needs 2 stages (two bf16 K/V tiles)";
+    if (s.lat != 256 && s.lat != 512) return "ws: kv_lora_rank must be 256 or 512 (each consumer warpgroup owns 128 or 256 output columns)";
+    if (s.rope % 64 != 0 || s.rope < 64 || s.rope > 128) return "rope_dim must be 64 or 128";
+    return nullptr;
+  }
   if (s.lat % 128 != 0 || s.lat < 128 || s.lat > 512) return "kv_lora_rank must be 128, 256, 384 or 512";
   if (s.rope % 64 != 0 || s.rope < 64 || s.rope > 128) return "rope_dim must be 64 or 128";
   if (s.raw_bytes % 16 != 0) return "cache rows must be a multiple of 16 bytes";

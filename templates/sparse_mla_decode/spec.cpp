@@ -23,7 +23,7 @@ using key_parse::split_dots;
 
 ktune_mla::Shape shape_of(const Problem& p, const Config& c) {
   return ktune_mla::make_shape(p.kv_lora_rank, p.rope_dim, p.kv_format == KvFormat::Fp8DsMla, c.heads_per_cta, c.tile,
-                               c.stages, c.warps);
+                               c.stages, c.warps, c.ws);
 }
 
 std::string arch_name(const Arch& a) {
@@ -109,6 +109,7 @@ std::string Config::key() const {
     return "t" + std::to_string(tile) + ".g" + std::to_string(heads_per_cta) + ".v" + std::to_string(vec_width) +
            ".u" + std::to_string(unroll);
   std::string k = "t" + std::to_string(tile) + ".s" + std::to_string(stages) + ".g" + std::to_string(heads_per_cta);
+  if (ws) return k + ".ws";  // 12 warps, implied
   if (warps != 8) k += ".w" + std::to_string(warps);
   if (wgmma) k += ".wg";
   return k;
@@ -130,12 +131,17 @@ Config Config::from_key(const std::string& key) {
   if (t.size() >= 4 && t.back() == "wg") {
     c.wgmma = true;
     t.pop_back();
+  } else if (t.size() >= 4 && t.back() == "ws") {
+    c.ws = true;
+    c.warps = 12;
+    t.pop_back();
   }
   bool ok = (t.size() == 3 || t.size() == 4) && parse_num(t[0], "t", &c.tile) && parse_num(t[1], "s", &c.stages) &&
             parse_num(t[2], "g", &c.heads_per_cta);
   if (ok && t.size() == 4) ok = parse_num(t[3], "w", &c.warps);
   if (!ok || c.key() != key)
-    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.g<heads_per_cta>, e.g. t64.s2.g64");
+    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.g<heads_per_cta>"
+                       "[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws");
   return c;
 }
 
@@ -164,6 +170,11 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
     return "heads_per_cta: expected a divisor of num_heads (" + std::to_string(p.num_heads) + ")";
   const ktune_mla::Shape s = shape_of(p, c);
   if (const char* why = ktune_mla::shape_error(s)) return why;
+  if (c.ws) {
+    if (arch.sm() != 90 || arch.suffix != 'a') return "ws: only on sm_90a (wgmma, setmaxnreg)";
+    if (c.wgmma) return "ws: the warp-specialized kernel has no .wg form";
+    if (c.warps != 12) return "ws: 12 warps (three warpgroups)";
+  }
   if (c.wgmma) {
     if (arch.sm() != 90 || arch.suffix != 'a') return "wgmma: only on sm_90a";
     if (c.heads_per_cta != 64) return "wgmma: needs 64 heads per CTA (M = 64)";
@@ -217,6 +228,13 @@ Config default_config(const Problem& p, const Arch& arch) {
   // sm_90a: S = Q K^T through wgmma when a 64-head group fits (H200, 2026-11-29: t64.s1.g64.wg 198 TFLOP/s vs
   // 157 for the mma.sync t64.s1.g64.w16 at 128 heads / topk 2048 / 64 tokens; bf16 cache t32.s2.g64.wg 173 vs
   // 141; bench/results/2026-11-29-sparse-mla.md).
+  // fp8_ds_mla at 64-head groups: the warp-specialized kernel, the dequantization beside the tensor cores (H200,
+  // dev harness bench/dev/mla_ws.cu: 119.2-119.6 us against 159.8-159.9 for t64.s1.g64.wg at 128 heads / topk
+  // 2048 / 64 tokens; bench/results/2026-11-30-session7/).
+  if (arch.sm() == 90 && arch.suffix == 'a' && g == 64 && fp8) {
+    const Config ws = Config::from_key("t64.s2.g64.ws");
+    if (can_implement(p, ws, arch, lim).empty()) return ws;
+  }
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64) {
     const Config wg = fp8 ? Config{64, 1, 64, 8, true} : Config{32, 2, 64, 8, true};
     if (can_implement(p, wg, arch, lim).empty()) return wg;
@@ -242,6 +260,10 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   }
   const DeviceLimits lim = default_limits(arch);
   std::vector<Config> out = {default_config(p, arch)};
+  {
+    const Config ws = Config::from_key("t64.s2.g64.ws");
+    if (std::find(out.begin(), out.end(), ws) == out.end() && can_implement(p, ws, arch, lim).empty()) out.push_back(ws);
+  }
   for (int g : {64, 32, 16})
     for (int t : {64, 32})
       for (int st : {1, 2, 3, 4})
@@ -301,7 +323,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   std::ostringstream s;
   const auto b = [](bool v) { return v ? "true" : "false"; };
   s << "// ktune sparse_mla_decode " << p.key() << " / " << c.key() << "\n"
-    << "#include \"sparse_mla_decode/kernel.cuh\"\n"
+    << (c.ws ? "#include \"sparse_mla_decode/kernel_ws.cuh\"\n" : "#include \"sparse_mla_decode/kernel.cuh\"\n")
     << "namespace ktune_mla {\n"
     << "struct Spec {\n"
     << "  static constexpr int kNumHeads = " << p.num_heads << ", kLat = " << p.kv_lora_rank
@@ -319,7 +341,8 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   k.problem_key = p.key();
   k.config_key = c.key();
   k.source = s.str();
-  k.entry_points = {"ktune_mla::decode_kernel<ktune_mla::Spec>", "ktune_mla::combine_kernel<ktune_mla::Spec>"};
+  k.entry_points = {c.ws ? "ktune_mla::decode_kernel_ws<ktune_mla::Spec>" : "ktune_mla::decode_kernel<ktune_mla::Spec>",
+                    "ktune_mla::combine_kernel<ktune_mla::Spec>"};
   k.options = {"-std=c++17"};
   return k;
 }

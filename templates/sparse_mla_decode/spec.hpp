@@ -36,7 +36,8 @@ struct KTUNE_API Problem {
   bool operator==(const Problem& o) const { return key() == o.key(); }
 };
 
-// Tile config. CUDA: "t<tokens per tile>.s<stages>.g<heads per CTA>[.w<warps>][.wg]", e.g. t64.s1.g64.w16.
+// Tile config. CUDA: "t<tokens per tile>.s<stages>.g<heads per CTA>[.w<warps>][.wg]", e.g. t64.s1.g64.w16, or
+// the warp-specialized "t64.s2.g64.ws".
 // Host (CPU, host_kernel.h): "t<valid slots per tile>.g<heads per work item>.v<vec_width>.u<unroll>", e.g.
 // t64.g16.v16.u2, with stages = warps = 0.
 struct KTUNE_API Config {
@@ -45,6 +46,8 @@ struct KTUNE_API Config {
   int heads_per_cta = 64;  // 16, 32 or 64 (divides num_heads); host: heads per work item 4, 8, 16 or 32
   int warps = 8;           // 8 or 16 warps per CTA; the key carries ".w16" when not 8
   bool wgmma = false;      // sm_90a only: S = Q K^T with wgmma from shared memory (key suffix ".wg")
+  bool ws = false;         // sm_90a, fp8_ds_mla, t64.s2.g64 only: the warp-specialized kernel (kernel_ws.cuh; key
+                           // suffix ".ws", warps = 12: three warpgroups)
   int vec_width = 0;       // host only: fp32 lanes per score accumulator (8 or 16); 0 = a CUDA config
   int unroll = 0;          // host only: cache rows per pass of the score loop (1, 2 or 4)
   bool host() const { return vec_width != 0; }
@@ -53,7 +56,7 @@ struct KTUNE_API Config {
   static Config from_key(const std::string& key);  // either form
   bool operator==(const Config& o) const {
     return tile == o.tile && stages == o.stages && heads_per_cta == o.heads_per_cta && warps == o.warps &&
-           wgmma == o.wgmma && vec_width == o.vec_width && unroll == o.unroll;
+           wgmma == o.wgmma && ws == o.ws && vec_width == o.vec_width && unroll == o.unroll;
   }
 };
 

@@ -4,7 +4,8 @@
 // {fp8_ds_mla, bf16} x sinks {off, on}, each with fresh random inputs (seed printed; KTUNE_TEST_SEED replays):
 // random page placement (a shuffled subset of a larger cache whose other pages are NaN), random -1s, one token
 // with only -1s, poisoned outputs (NaN) and workspace, planned and forced split counts, LSE checked; plus
-// alternative tile configs (up to 4 per problem), an odd topk with MTP (max_q_len 2) and the checked variant reporting a bad slot.
+// alternative tile configs (up to 4 per problem), an odd topk with MTP (max_q_len 2, also on the warp-specialized
+// kernel: the fp8 default at 64 and 128 heads on sm_90a) and the checked variant reporting a bad slot.
 // [.][mla_precompile]: compiles every kernel these tests use into $KTUNE_CACHE for $KTUNE_MLA_ARCH (default
 // sm_90a); needs no GPU.
 //
@@ -109,6 +110,15 @@ std::vector<Combo> all_combos() {
     c.p = make_problem(32, 200, 64, KvFormat::Fp8DsMla, 2);
     c.name = "odd_topk_mtp";
     c.num_tokens = 40;
+    c.sinks = true;
+    v.push_back(c);
+  }
+  {  // the warp-specialized kernel (the fp8 64/128-head default) with a partial last tile and MTP positions
+    Combo c;
+    c.p = make_problem(64, 200, 64, KvFormat::Fp8DsMla, 2);
+    c.config = "t64.s2.g64.ws";
+    c.name = "ws_odd_topk_mtp";
+    c.num_tokens = 24;
     c.sinks = true;
     v.push_back(c);
   }

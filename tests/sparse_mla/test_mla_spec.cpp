@@ -67,6 +67,31 @@ TEST_CASE("sparse_mla_decode problem and config keys round-trip", "[sparse_mla]"
                            default_limits(Arch::parse("sm_100a"))),
              Catch::Contains("only on sm_90a"));
   CHECK_THAT(error_of([] { Config::from_key("t64.s1.g64.w8"); }), Catch::Contains("config key"));  // w8 is implied
+  {  // the warp-specialized kernel: its own key form, sm_90a and the fp8_ds_mla t64.s2.g64 shape only
+    const Config ws = Config::from_key("t64.s2.g64.ws");
+    CHECK(ws.ws);
+    CHECK(ws.warps == 12);
+    CHECK(!ws.wgmma);
+    CHECK(ws.key() == "t64.s2.g64.ws");
+    CHECK_THAT(error_of([] { Config::from_key("t64.s2.g64.w16.ws"); }), Catch::Contains("config key"));
+    Problem fp8;  // 128 heads, fp8_ds_mla
+    CHECK(can_implement(fp8, ws, kSm90a, default_limits(kSm90a)).empty());
+    CHECK_THAT(can_implement(fp8, ws, Arch::parse("sm_100a"), default_limits(Arch::parse("sm_100a"))),
+               Catch::Contains("ws: only on sm_90a"));
+    Problem bf16 = fp8;
+    bf16.kv_format = KvFormat::Bf16;
+    CHECK_THAT(can_implement(bf16, ws, kSm90a, default_limits(kSm90a)), Catch::Contains("fp8_ds_mla"));
+    CHECK_THAT(can_implement(fp8, Config::from_key("t32.s2.g64.ws"), kSm90a, default_limits(kSm90a)),
+               Catch::Contains("64-slot tiles"));
+    CHECK_THAT(can_implement(fp8, Config::from_key("t64.s1.g64.ws"), kSm90a, default_limits(kSm90a)),
+               Catch::Contains("2 stages"));
+    Problem h16 = fp8;
+    h16.num_heads = 16;
+    CHECK_THAT(can_implement(h16, ws, kSm90a, default_limits(kSm90a)), Catch::Contains("heads_per_cta"));
+    Problem rope128 = fp8;
+    rope128.rope_dim = 128;
+    CHECK_THAT(can_implement(rope128, ws, kSm90a, default_limits(kSm90a)), Catch::Contains("shared memory"));
+  }
   for (const char* k : {"t64.s2", "t64.s2.g64.x", "t064.s2.g64", "t64.s-2.g64", ""})
     CHECK_THAT(error_of([&] { Config::from_key(k); }), Catch::Contains("config key"));
   CHECK_THAT(error_of([] { Problem::from_key("h128.r512.d64.k2048.p64.bf16-fp8.q1"); }), Catch::Contains("field 6"));
@@ -122,6 +147,8 @@ TEST_CASE("sparse_mla_decode configs, search space and split plans", "[sparse_ml
   const DeviceLimits lim = default_limits(kSm90a);
   const Config d = default_config(p, kSm90a);
   CHECK(d.heads_per_cta == 64);
+  CHECK(d.key() == "t64.s2.g64.ws");  // the warp-specialized kernel on sm_90a
+  CHECK(default_config(p, Arch::parse("sm_100a")).key() != "t64.s2.g64.ws");
   CHECK(choose_num_splits(p, d, 64, lim) == 1);  // 128 CTAs: one wave on 132 SMs
   Problem small = p;
   small.num_heads = 16;

@@ -1,0 +1,201 @@
+// The warp-specialized sparse_mla_decode kernel (kernel_ws.cuh) against the library's default sm_90a kernel
+// (kernel.cuh, t64.s1.g64.wg) on the same inputs: 128 heads, top-k 2048, fp8_ds_mla, 64 and 128 tokens, about
+// 3% of the entries -1 and one token with every entry -1. Prints rel L2 of the outputs and LSE against the
+// library kernel, the bf16 values that differ, and the time per call (median of 30).
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -Itemplates -Ibench/dev \
+//        bench/dev/mla_ws.cu -o .devbuild/mla_ws
+#include <cuda_runtime.h>
+
+#include "cuda_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "sparse_mla_decode/kernel_ws.cuh"
+
+namespace ktune_mla {
+struct BaseSpec {
+  static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 2048, kPageSize = 64;
+  static constexpr bool kFp8 = true;
+  static constexpr int kMaxQLen = 1;
+  static constexpr bool kChecked = false;
+  static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = 8;
+  static constexpr bool kWgmma = true;
+};
+struct WsSpec : BaseSpec {
+  static constexpr int kStages = 2;
+};
+template <int kMask>
+struct WsSkip : WsSpec {
+  static constexpr int kSkip = kMask;
+};
+struct WsPrefetch : WsSpec {
+  static constexpr bool kWsPrefetch = true;
+};
+template <int kH>
+struct WsHint : WsSpec {
+  static constexpr int kWsHint = kH;
+};
+struct WsHalf : WsSpec {
+  static constexpr bool kWsDevHalf = true;
+};
+struct WsHalfQkPv : WsSpec {
+  static constexpr bool kWsDevHalf = true;
+  static constexpr int kSkip = kSkipQK | kSkipPV;
+};
+}  // namespace ktune_mla
+using namespace ktune_mla;
+
+static double bf(unsigned short h) {
+  unsigned u = unsigned(h) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+struct Run {
+  std::vector<unsigned short> out;
+  std::vector<float> lse;
+  double us;
+};
+
+template <class Kern>
+Run run(Kern kern, int threads, int smem, const Params& p, int tokens, int splits, int groups = 2) {
+  allow_smem(kern, smem);
+  const dim3 grid(groups, splits, tokens);
+  Run r;
+  r.out.resize(size_t(tokens) * 128 * 512);
+  r.lse.resize(size_t(tokens) * 128);
+  CK(cudaMemset(p.out, 0xFF, r.out.size() * 2));
+  CK(cudaMemset(p.lse, 0xFF, r.lse.size() * 4));
+  kern<<<grid, threads, smem>>>(p);
+  if (splits > 1) combine_kernel<BaseSpec><<<dim3(128, tokens), 128>>>(p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(r.out.data(), p.out, r.out.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(r.lse.data(), p.lse, r.lse.size() * 4, cudaMemcpyDeviceToHost));
+  const int reps = 30;
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(ev[2 * i]));
+    kern<<<grid, threads, smem>>>(p);
+    if (splits > 1) combine_kernel<BaseSpec><<<dim3(128, tokens), 128>>>(p);
+    CK(cudaEventRecord(ev[2 * i + 1]));
+  }
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t(reps);
+  for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  std::sort(t.begin(), t.end());
+  r.us = t[reps / 2] * 1e3;
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  return r;
+}
+
+int main() {
+  const int topk = 2048, pages = 4096, page = 64, row = 656, max_tokens = 128;
+  const long long slots = (long long)pages * page;
+  std::vector<unsigned char> kv(size_t(slots) * row);
+  unsigned x = 7;
+  auto rnd = [&] { return x = x * 1664525u + 1013904223u; };
+  for (long long s = 0; s < slots; ++s) {
+    unsigned char* r = kv.data() + s * row;
+    for (int i = 0; i < 512; ++i) r[i] = (rnd() >> 24) & 0x77;  // e4m3, never NaN
+    for (int i = 0; i < 4; ++i) {
+      const float sc = 0.005f + 0.01f * float((rnd() >> 8) & 0xFF) / 255.f;
+      std::memcpy(r + 512 + 4 * i, &sc, 4);
+    }
+    for (int i = 0; i < 64; ++i) {
+      unsigned short b = 0x3C00 | ((rnd() >> 25) & 0xFF) | (rnd() & 0x8000);
+      std::memcpy(r + 528 + 2 * i, &b, 2);
+    }
+  }
+  std::vector<unsigned short> q(size_t(max_tokens) * 128 * 576);
+  for (auto& v : q) v = 0x3C00 | ((rnd() >> 25) & 0xFF) | (rnd() & 0x8000);
+  std::vector<int> idx(size_t(max_tokens) * topk);
+  for (auto& v : idx) v = (rnd() % 100) < 3 ? -1 : int(rnd() % slots);
+  for (int i = 0; i < topk; ++i) idx[size_t(5) * topk + i] = -1;  // token 5: nothing valid
+  void *dkv, *dq, *dout;
+  int* didx;
+  float *dlse, *dws;
+  CK(cudaMalloc(&dkv, kv.size()));
+  CK(cudaMalloc(&dq, q.size() * 2));
+  CK(cudaMalloc(&didx, idx.size() * 4));
+  CK(cudaMalloc(&dout, size_t(max_tokens) * 128 * 512 * 2));
+  CK(cudaMalloc(&dlse, size_t(max_tokens) * 128 * 4));
+  CK(cudaMalloc(&dws, size_t(max_tokens) * 128 * 8 * (512 + 2) * 4));
+  CK(cudaMemcpy(dkv, kv.data(), kv.size(), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(didx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
+  Params p{};
+  p.q = dq;
+  p.kv_cache = dkv;
+  p.indices = didx;
+  p.out = dout;
+  p.lse = dlse;
+  p.workspace = dws;
+  p.num_slots = slots;
+  p.softmax_scale = 0.0417f;
+
+  constexpr Shape bs = Traits<BaseSpec>::sh;
+  constexpr Shape ws = WsTraits<WsSpec>::sh;
+  std::printf("ws smem %d B\n", ws.smem_total);
+  std::printf("%-8s %-6s %12s %12s %10s %12s %12s %8s\n", "tokens", "splits", "library us", "ws us", "TFLOP/s",
+              "rel L2 out", "rel L2 lse", "differ");
+  for (int tokens : {64, 128}) {
+    for (int splits : {1, 4}) {
+      if (tokens == 128 && splits > 1) continue;
+      p.num_tokens = tokens;
+      p.num_splits = splits;
+      const Run a = run(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits);
+      const Run w = run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, tokens, splits);
+      double num = 0, den = 0, ln = 0, ld = 0;
+      size_t differ = 0, bad = 0;
+      for (size_t i = 0; i < a.out.size(); ++i) {
+        const double u = bf(a.out[i]), v = bf(w.out[i]);
+        if (!std::isfinite(v)) ++bad;
+        differ += a.out[i] != w.out[i];
+        num += (u - v) * (u - v);
+        den += u * u;
+      }
+      for (size_t i = 0; i < a.lse.size(); ++i) {
+        if (std::isinf(a.lse[i]) || std::isinf(w.lse[i])) {
+          if (a.lse[i] != w.lse[i]) ++bad;
+          continue;
+        }
+        ln += (a.lse[i] - w.lse[i]) * (a.lse[i] - w.lse[i]);
+        ld += a.lse[i] * a.lse[i];
+      }
+      const double flops = 2.0 * tokens * 128 * topk * (576 + 512);
+      std::printf("%-8d %-6d %12.1f %12.1f %10.1f %12.2e %12.2e %8zu%s\n", tokens, splits, a.us, w.us,
+                  flops / w.us / 1e6, std::sqrt(num / den), std::sqrt(ln / ld), differ,
+                  bad ? "  NON-FINITE OR -inf MISMATCH" : "");
+    }
+  }
+  // Time attribution (outputs meaningless): the WS kernel with pieces left out, 64 tokens, one split.
+  p.num_tokens = 64;
+  p.num_splits = 1;
+  auto skip = [&](auto kern, const char* what) {
+    const Run w = run(kern, 384, ws.smem_total, p, 64, 1);
+    std::printf("ws without %-28s %8.1f us\n", what, w.us);
+  };
+  std::printf("ws with the L2 prefetch of the next tile %8.1f us\n", run(decode_kernel_ws<WsPrefetch>, 384, ws.smem_total, p, 64, 1).us);
+  std::printf("ws, loads with no L2 hint %8.1f us\n", run(decode_kernel_ws<WsHint<0>>, 384, ws.smem_total, p, 64, 1).us);
+  std::printf("ws, loads with L2::128B %8.1f us\n", run(decode_kernel_ws<WsHint<1>>, 384, ws.smem_total, p, 64, 1).us);
+  std::printf("ws, 128 tokens, no L2 hint %8.1f us\n", run(decode_kernel_ws<WsHint<0>>, 384, ws.smem_total, p, 128, 1).us);
+  skip(decode_kernel_ws<WsHalf>, "round-1 rows (crossover's loads)");
+  skip(decode_kernel_ws<WsHalfQkPv>, "round-1 rows, QK, PV");
+  std::printf("ws, one head group per token (64 CTAs) %8.1f us\n", run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, 64, 1, 1).us);
+  std::printf("ws, 128 tokens x one head group (128 CTAs) %8.1f us\n", run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, 128, 1, 1).us);
+  skip(decode_kernel_ws<WsSkip<kSkipGather>>, "row loads");
+  skip(decode_kernel_ws<WsSkip<kSkipDequant>>, "conversion");
+  skip(decode_kernel_ws<WsSkip<kSkipGather | kSkipDequant>>, "loads + conversion");
+  skip(decode_kernel_ws<WsSkip<kSkipQK>>, "Q K^T");
+  skip(decode_kernel_ws<WsSkip<kSkipPV>>, "P V");
+  skip(decode_kernel_ws<WsSkip<kSkipQK | kSkipPV>>, "Q K^T + P V");
+  skip(decode_kernel_ws<WsSkip<kSkipGather | kSkipDequant | kSkipQK | kSkipPV>>, "all four");
+  return 0;
+}
