@@ -11,7 +11,9 @@
 //            online softmax needs no exchange), the softmax on the accumulators, P and the rows' rescale factors
 //            to shared memory, then O[:, 0 : LAT/2] += P V by wgmma.
 //   warpgroup 1: O[:, LAT/2 : LAT] += P V by wgmma, with P and the factors warpgroup 0 left in shared memory.
-// Warpgroup 0's Q K^T of tile i+1 runs on the tensor cores while warpgroup 1 finishes P V of tile i.
+// Warpgroup 0's Q K^T of tile i+1 runs on the tensor cores while warpgroup 1 finishes P V of tile i. A consumer
+// warp skips the O rescale when all its rows' factors are 1 (the running max held; x * 1 = x, so the result is
+// the same): 128 multiplies per thread and tile that would take issue slots from the producer.
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
 // Hand-offs are named barriers (bar.arrive on the signalling side, bar.sync on the waiting side; ids below).
 // setmaxnreg splits the 504 registers per thread-triple as 208 (warpgroup 0: O half + scores) / 160 / 136.
@@ -88,7 +90,7 @@ KT_DEV void prefetch_l2(const void* src, unsigned bytes) {
 }  // namespace ws
 
 // Knobs of the dev harness (bench/dev/mla_ws.cu); the library's Specs have neither, so the defaults apply.
-//   kWsPrefetch: L2 prefetch of the next tile's rows (H200: 127.9 us with it, 120.4 without; default off).
+//   kWsPrefetch: L2 prefetch of the next tile's rows (H200: 127-128 us with it, 119-121 without; default off).
 template <class S, class = void>
 struct WsPrefetchOf {
   static constexpr bool v = false;
@@ -296,12 +298,14 @@ KT_DEV void decode_body_ws(const Params& p) {
       }
       kc::fence_proxy_async();                               // P is read by wgmma
       ws::bar_sync(ws::kBarPReady, ws::kConsumers);          // ...of both warpgroups
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {  // else the running max held: O stays
 #pragma unroll
-      for (int n = 0; n < COLS / 8; ++n) {
-        o[0][n][0] *= alpha[0];
-        o[0][n][1] *= alpha[0];
-        o[0][n][2] *= alpha[1];
-        o[0][n][3] *= alpha[1];
+        for (int n = 0; n < COLS / 8; ++n) {
+          o[0][n][0] *= alpha[0];
+          o[0][n][1] *= alpha[0];
+          o[0][n][2] *= alpha[1];
+          o[0][n][3] *= alpha[1];
+        }
       }
       if constexpr (!(SkipOf<S>::v & kSkipPV)) pv_wgmma<TN, COLS>(o, sP, sK, 0);
       if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
@@ -321,12 +325,14 @@ KT_DEV void decode_body_ws(const Params& p) {
       ws::bar_sync(ws::kBarFull + b, ws::kAll);
       ws::bar_sync(ws::kBarPReady, ws::kConsumers);
       const float a0 = s_alpha[r0], a1 = s_alpha[r0 + 8];
+      if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
 #pragma unroll
-      for (int n = 0; n < COLS / 8; ++n) {
-        o[0][n][0] *= a0;
-        o[0][n][1] *= a0;
-        o[0][n][2] *= a1;
-        o[0][n][3] *= a1;
+        for (int n = 0; n < COLS / 8; ++n) {
+          o[0][n][0] *= a0;
+          o[0][n][1] *= a0;
+          o[0][n][2] *= a1;
+          o[0][n][3] *= a1;
+        }
       }
       if constexpr (!(SkipOf<S>::v & kSkipPV)) pv_wgmma<TN, COLS>(o, sP, sK, COLS);
       if (it + 1 < ntiles) ws::bar_arrive(ws::kBarPFree, ws::kConsumers);
