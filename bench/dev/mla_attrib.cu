@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.hpp"
+#include "mla_dev_inputs.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -97,43 +98,8 @@ void run_kernel(const Inputs& in, const char* what, void (*kern)(Params), Launch
 
 int main() {
   Inputs in;
-  const int tokens = in.tokens, topk = 2048, pages = 4096, page = 64;
-  const long long slots = (long long)pages * page;
-  const int row = 656;
-  std::vector<unsigned char> kv(size_t(slots) * row);
-  unsigned x = 7;
-  auto rnd = [&] { return x = x * 1664525u + 1013904223u; };
-  for (long long s = 0; s < slots; ++s) {
-    unsigned char* r = kv.data() + s * row;
-    for (int i = 0; i < 512; ++i) r[i] = (rnd() >> 24) & 0x77;  // e4m3, never NaN
-    float sc = 0.01f;
-    for (int i = 0; i < 4; ++i) std::memcpy(r + 512 + 4 * i, &sc, 4);
-    for (int i = 0; i < 64; ++i) { unsigned short b = 0x3C00 | ((rnd() >> 25) & 0xFF) | (rnd() & 0x8000); std::memcpy(r + 528 + 2 * i, &b, 2); }
-  }
-  std::vector<unsigned short> q(size_t(tokens) * 128 * 576);
-  for (auto& v : q) v = 0x3C00 | ((rnd() >> 25) & 0xFF) | (rnd() & 0x8000);
-  std::vector<int> idx(size_t(tokens) * topk);
-  for (auto& v : idx) v = int(rnd() % slots);
-  void *dkv, *dq, *dout;
-  int* didx;
-  float* dlse;
-  CK(cudaMalloc(&dkv, kv.size()));
-  CK(cudaMalloc(&dq, q.size() * 2));
-  CK(cudaMalloc(&didx, idx.size() * 4));
-  CK(cudaMalloc(&dout, size_t(tokens) * 128 * 512 * 2));
-  CK(cudaMalloc(&dlse, size_t(tokens) * 128 * 4));
-  CK(cudaMemcpy(dkv, kv.data(), kv.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(didx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
-  in.p.q = dq;
-  in.p.kv_cache = dkv;
-  in.p.indices = didx;
-  in.p.out = dout;
-  in.p.lse = dlse;
-  in.p.num_tokens = tokens;
-  in.p.num_splits = 1;
-  in.p.num_slots = slots;
-  in.p.softmax_scale = 0.0417f;
+  const MlaDevInputs host = make_mla_dev_inputs(in.tokens, 2048, 4096, 64, false, 0, -1);
+  in.p = upload_mla_dev_inputs(host, 1);
   run<0, 8, false>(in, "none, mma.sync QK + PV (reference)", 0);
   run<0, 8>(in, "none (wgmma QK + PV)", 0);
   run<kSkipGather, 8>(in, "gather", 0);

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.hpp"
+#include "mla_dev_inputs.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -107,49 +108,9 @@ double rel_l2_vs_lib64(const std::vector<unsigned short>& out) {
 }
 
 int main() {
-  const int topk = 2048, pages = 4096, page = 64, row = 656, max_tokens = 128;
-  const long long slots = (long long)pages * page;
-  std::vector<unsigned char> kv(size_t(slots) * row);
-  unsigned x = 7;
-  auto rnd = [&] { return x = x * 1664525u + 1013904223u; };
-  for (long long s = 0; s < slots; ++s) {
-    unsigned char* r = kv.data() + s * row;
-    for (int i = 0; i < 512; ++i) r[i] = (rnd() >> 24) & 0x77;  // e4m3, never NaN
-    for (int i = 0; i < 4; ++i) {
-      const float sc = 0.005f + 0.01f * float((rnd() >> 8) & 0xFF) / 255.f;
-      std::memcpy(r + 512 + 4 * i, &sc, 4);
-    }
-    for (int i = 0; i < 64; ++i) {
-      unsigned short b = 0x3C00 | ((rnd() >> 25) & 0xFF) | (rnd() & 0x8000);
-      std::memcpy(r + 528 + 2 * i, &b, 2);
-    }
-  }
-  std::vector<unsigned short> q(size_t(max_tokens) * 128 * 576);
-  for (auto& v : q) v = 0x3C00 | ((rnd() >> 25) & 0xFF) | (rnd() & 0x8000);
-  std::vector<int> idx(size_t(max_tokens) * topk);
-  for (auto& v : idx) v = (rnd() % 100) < 3 ? -1 : int(rnd() % slots);
-  for (int i = 0; i < topk; ++i) idx[size_t(5) * topk + i] = -1;  // token 5: nothing valid
-  void *dkv, *dq, *dout;
-  int* didx;
-  float *dlse, *dws;
-  CK(cudaMalloc(&dkv, kv.size()));
-  CK(cudaMalloc(&dq, q.size() * 2));
-  CK(cudaMalloc(&didx, idx.size() * 4));
-  CK(cudaMalloc(&dout, size_t(max_tokens) * 128 * 512 * 2));
-  CK(cudaMalloc(&dlse, size_t(max_tokens) * 128 * 4));
-  CK(cudaMalloc(&dws, size_t(max_tokens) * 128 * 8 * (512 + 2) * 4));
-  CK(cudaMemcpy(dkv, kv.data(), kv.size(), cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(didx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
-  Params p{};
-  p.q = dq;
-  p.kv_cache = dkv;
-  p.indices = didx;
-  p.out = dout;
-  p.lse = dlse;
-  p.workspace = dws;
-  p.num_slots = slots;
-  p.softmax_scale = 0.0417f;
+  const int topk = 2048;
+  const MlaDevInputs host = make_mla_dev_inputs(128, topk, 4096, 64, true, 3, 5);  // token 5: nothing valid
+  Params p = upload_mla_dev_inputs(host, 8);
 
   constexpr Shape bs = Traits<BaseSpec>::sh;
   constexpr Shape ws = WsTraits<WsSpec>::sh;

@@ -27,6 +27,7 @@
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
 #include "common/numerics.cuh"
+#include "common/spec_knob.h"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "mxfp4_gemm/params.h"
@@ -41,14 +42,7 @@ namespace kc = ::ktune_common;
 // loads predicated on the loop bound only; wgmma path: kDevNoDecode 8 raw words as fragments, kDevNoLoadA 16 no
 // activation copies after the prologue, kDevNoWgmma 32 no wgmma issued). Outputs are then wrong. The Specs that
 // spec.cpp generates have no kDev.
-template <class S, class = void>
-struct DevOf {
-  static constexpr int v = 0;
-};
-template <class S>
-struct DevOf<S, decltype(void(S::kDev))> {
-  static constexpr int v = S::kDev;
-};
+KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
 enum : int {
   kDevNoEpilogue = 1,
   kDevLoopPredicates = 4,

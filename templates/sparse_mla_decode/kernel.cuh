@@ -29,6 +29,7 @@
 #include "common/softmax.cuh"
 #include "common/wgmma.cuh"
 #include "common/checked.h"
+#include "common/spec_knob.h"
 #include "sparse_mla_decode/params.h"
 #include "sparse_mla_decode/shape.h"
 
@@ -39,25 +40,11 @@ namespace kc = ::ktune_common;
 // Time attribution (bench/dev/mla_attrib.cu only): a Spec may carry `kSkip`, a mask of phases to leave out
 // (kSkipGather 1: no KV gather, kSkipDequant 2, kSkipQK 4, kSkipSoftmax 8, kSkipPV 16). Outputs are then
 // meaningless. The Specs that spec.cpp generates have no kSkip, so every phase runs.
-template <class S, class = void>
-struct SkipOf {
-  static constexpr int v = 0;
-};
-template <class S>
-struct SkipOf<S, decltype(void(S::kSkip))> {
-  static constexpr int v = S::kSkip;
-};
+KTUNE_SPEC_KNOB(SkipOf, kSkip, int, 0)
 // Items each thread loads before it converts them (dequant_tile); a Spec may set kDequantBatch (dev harness).
 // H200, 128 heads / top-k 2048 / 64 tokens, t64.s1.g64.wg: batches of 1, 2, 5 and 10 all ran in 170-171 us
 // (the fixed, fully unrolled item loop is what made dequantization 9 us cheaper); 5 spills at 16 warps.
-template <class S, class = void>
-struct DequantBatchOf {
-  static constexpr int v = 1;
-};
-template <class S>
-struct DequantBatchOf<S, decltype(void(S::kDequantBatch))> {
-  static constexpr int v = S::kDequantBatch;
-};
+KTUNE_SPEC_KNOB(DequantBatchOf, kDequantBatch, int, 1)
 enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, kSkipPV = 16 };
 
 template <class S>

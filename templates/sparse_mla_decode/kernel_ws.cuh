@@ -23,6 +23,7 @@
 #pragma once
 
 #include "sparse_mla_decode/kernel.cuh"
+#include "common/spec_knob.h"
 
 namespace ktune_mla {
 
@@ -89,34 +90,13 @@ KT_DEV void prefetch_l2(const void* src, unsigned bytes) {
 
 }  // namespace ws
 
-// Knobs of the dev harness (bench/dev/mla_ws.cu); the library's Specs have neither, so the defaults apply.
+// Knobs of the dev harness (bench/dev/mla_ws.cu; common/spec_knob.h): the library's Specs declare none.
 //   kWsPrefetch: L2 prefetch of the next tile's rows (H200: 127-128 us with it, 119-121 without; default off).
-template <class S, class = void>
-struct WsPrefetchOf {
-  static constexpr bool v = false;
-};
-template <class S>
-struct WsPrefetchOf<S, decltype(void(S::kWsPrefetch))> {
-  static constexpr bool v = S::kWsPrefetch;
-};
+KTUNE_SPEC_KNOB(WsPrefetchOf, kWsPrefetch, bool, false)
 //   kWsHint: the L2 fetch size hint of the row loads (ws::ld_row_v4).
-template <class S, class = void>
-struct WsHintOf {
-  static constexpr int v = 2;
-};
-template <class S>
-struct WsHintOf<S, decltype(void(S::kWsHint))> {
-  static constexpr int v = S::kWsHint;
-};
+KTUNE_SPEC_KNOB(WsHintOf, kWsHint, int, 2)
 //   kWsDevHalf: rows of round 1 are not loaded (zeros): the load volume of a two-CTA crossover, timing only.
-template <class S, class = void>
-struct WsDevHalfOf {
-  static constexpr bool v = false;
-};
-template <class S>
-struct WsDevHalfOf<S, decltype(void(S::kWsDevHalf))> {
-  static constexpr bool v = S::kWsDevHalf;
-};
+KTUNE_SPEC_KNOB(WsDevHalfOf, kWsDevHalf, bool, false)
 
 // One producer thread's share of one cache row: latent items lm, lm + 4, ... (16 e4m3 each), rope items lm,
 // lm + 4, ... (8 bf16 each; store_item numbering), and the row's 128-block scales; slot -1: nothing loaded, zeros.
