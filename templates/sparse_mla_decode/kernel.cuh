@@ -45,6 +45,8 @@ KTUNE_SPEC_KNOB(SkipOf, kSkip, int, 0)
 // H200, 128 heads / top-k 2048 / 64 tokens, t64.s1.g64.wg: batches of 1, 2, 5 and 10 all ran in 170-171 us
 // (the fixed, fully unrolled item loop is what made dequantization 9 us cheaper); 5 spills at 16 warps.
 KTUNE_SPEC_KNOB(DequantBatchOf, kDequantBatch, int, 1)
+// mma.sync Q K^T with two accumulators (1), one (0), or by the tile size (-1, the default: small tiles get two).
+KTUNE_SPEC_KNOB(QkTwoAccOf, kQkTwoAcc, int, -1)
 enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, kSkipPV = 16 };
 
 template <class S>
@@ -582,11 +584,16 @@ KT_DEV void decode_body(const Params& p) {
         constexpr int NWG = sh.threads / 128;
         qk_wgmma<HG, TN, TN / NWG, D>(sb + sh.off_q, sK, warp >> 2, warp & 3, lane, s_S, SS);
       } else if (warp < sh.s_warps) {
-        float sacc[MTW][NTW][4];
+        // Small score tiles (16-head groups: one 16x8 tile per warp) are a chain of 36 dependent mma.sync; the odd
+        // k steps go to a second accumulator (QkTwoAcc) to halve it, added at the end.
+        constexpr bool TWO = QkTwoAccOf<S>::v < 0 ? MTW * NTW <= 2 : QkTwoAccOf<S>::v != 0;
+        float sacc[MTW][NTW][4], sacc2[MTW][NTW][4];
 #pragma unroll
         for (int j = 0; j < MTW; ++j)
 #pragma unroll
-          for (int n = 0; n < NTW; ++n) sacc[j][n][0] = sacc[j][n][1] = sacc[j][n][2] = sacc[j][n][3] = 0.f;
+          for (int n = 0; n < NTW; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sacc[j][n][e] = sacc2[j][n][e] = 0.f;
 #pragma unroll 4
         for (int kp = 0; kp < D / 32; ++kp) {
           unsigned a[MTW][2][4];
@@ -605,9 +612,17 @@ KT_DEV void decode_body(const Params& p) {
 #pragma unroll
             for (int j = 0; j < MTW; ++j) {
               kc::mma_16816<true>(sacc[j][n], a[j][0], bf[0], bf[1]);
-              kc::mma_16816<true>(sacc[j][n], a[j][1], bf[2], bf[3]);
+              kc::mma_16816<true>(TWO ? sacc2[j][n] : sacc[j][n], a[j][1], bf[2], bf[3]);
             }
           }
+        }
+        if constexpr (TWO) {
+#pragma unroll
+          for (int j = 0; j < MTW; ++j)
+#pragma unroll
+            for (int n = 0; n < NTW; ++n)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) sacc[j][n][e] += sacc2[j][n][e];
         }
 #pragma unroll
         for (int j = 0; j < MTW; ++j)
