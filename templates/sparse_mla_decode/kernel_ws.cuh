@@ -5,8 +5,9 @@
 // Here the dequantization runs beside them. 384 threads = three warpgroups:
 //   warpgroup 2, the producer: loads each tile's rows from global memory straight into registers (16-byte
 //            loads, all of a tile's in flight at once, issued right after the last tile's hand-off; no raw tile
-//            in shared memory), waits until the consumers have released a bf16 K/V buffer, converts (the same conversion as kernel.cuh: store_item) and stores
-//            the bf16 rows and the tile's slot list, then signals the buffer full.
+//            in shared memory), waits until the consumers have released a bf16 K/V buffer, converts (the same
+//            conversion as kernel.cuh: store_item) and stores the bf16 rows and the tile's slot list, then signals
+//            the buffer full.
 //   warpgroup 0: S = Q K^T for all 64 heads x 64 slots by wgmma (m64n64k16, whole rows in one warpgroup, so the
 //            online softmax needs no exchange), the softmax on the accumulators, P and the rows' rescale factors
 //            to shared memory, then O[:, 0 : LAT/2] += P V by wgmma.
@@ -16,7 +17,11 @@
 // the same): 128 multiplies per thread and tile that would take issue slots from the producer.
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
 // Hand-offs are named barriers (bar.arrive on the signalling side, bar.sync on the waiting side; ids below).
-// setmaxnreg splits the 504 registers per thread-triple as 208 (warpgroup 0: O half + scores) / 160 / 136.
+// Registers: ptxas fits every role within the launch bound's 168 per thread (warpgroup 0 holds 160 accumulator
+// values: half of O and the scores). The setmaxnreg calls (208 / 160 / 136) only repartition the hardware
+// allocation; they do not let ptxas give a role more than the bound (with 512 threads, a bound of 128, warpgroup
+// 0 spilled 2.7 KB).
+// Only one CTA fits an SM (226 KB of shared memory).
 // Same results contract as decode_kernel: splits, sinks, LSE, -1 slots, checked slots, all-masked rows.
 // Time attribution (bench/dev/mla_ws.cu only): a Spec's kSkip (kernel.cuh: SkipOf) leaves out the row loads
 // (kSkipGather), the conversion (kSkipDequant: raw bytes stored), Q K^T (kSkipQK) or P V (kSkipPV).
