@@ -85,27 +85,6 @@ __global__ void __launch_bounds__(128) regs_gather(const unsigned char* kv, cons
   if (acc == 0x12345678u) g_sink = acc;
 }
 
-template <class Launch>
-double time_us(Launch launch) {
-  for (int i = 0; i < 3; ++i) launch();
-  CK(cudaDeviceSynchronize());
-  const int reps = 20;
-  std::vector<float> t(reps);
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(a));
-    launch();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    CK(cudaEventElapsedTime(&t[i], a, b));
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  return t[reps / 2] * 1e3;
-}
-
 int main() {
   const int tokens = 128;
   const MlaDevInputs host = make_mla_dev_inputs(tokens, kTopk, 4096, 64, false, 0, -1);
@@ -119,18 +98,18 @@ int main() {
   for (int toks : {64, 128}) {
     const dim3 grid(2, toks);
     report("regs, 128 threads, 22 loads in flight", toks, 2,
-           time_us([&] { regs_gather<<<grid, 128>>>(kv, p.indices); }));
+           median_us([&] { regs_gather<<<grid, 128>>>(kv, p.indices); }));
     CK(cudaFuncSetAttribute(regs_gather, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     report("regs, one CTA per SM (200 KB smem unused)", toks, 2,
-           time_us([&] { regs_gather<<<grid, 128, 200 * 1024>>>(kv, p.indices); }));
+           median_us([&] { regs_gather<<<grid, 128, 200 * 1024>>>(kv, p.indices); }));
     report("regs, 1 head group per token", toks, 1,
-           time_us([&] { regs_gather<<<dim3(1, toks), 128>>>(kv, p.indices); }));
+           median_us([&] { regs_gather<<<dim3(1, toks), 128>>>(kv, p.indices); }));
 #define RING(D, T)                                                                                         \
   {                                                                                                        \
     const int smem = D * kTile * kRow;                                                                     \
     CK(cudaFuncSetAttribute(ring_gather<D, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));      \
     report("ring D=" #D ", " #T " threads", toks, 2,                                                       \
-           time_us([&] { ring_gather<D, T><<<grid, T, smem>>>(kv, p.indices); }));                         \
+           median_us([&] { ring_gather<D, T><<<grid, T, smem>>>(kv, p.indices); }));                         \
   }
     RING(1, 256)
     RING(2, 256)

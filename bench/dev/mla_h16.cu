@@ -35,22 +35,8 @@ void run(const Params& p, int tokens, const char* cfg, const char* what) {
   constexpr Shape sh = Traits<S>::sh;
   allow_smem(decode_kernel<S>, sh.smem_total);
   const dim3 grid(1, p.num_splits, tokens);  // decode kernel only (no combine)
-  for (int i = 0; i < 3; ++i) decode_kernel<S><<<grid, sh.threads, sh.smem_total>>>(p);
-  const int reps = 20;
-  std::vector<float> t(reps);
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(a));
-    decode_kernel<S><<<grid, sh.threads, sh.smem_total>>>(p);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    CK(cudaEventElapsedTime(&t[i], a, b));
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  const double us = t[reps / 2] * 1e3, bytes = double(tokens) * 2048 * 656;
+  const double us = median_us([&] { decode_kernel<S><<<grid, sh.threads, sh.smem_total>>>(p); });
+  const double bytes = double(tokens) * 2048 * 656;
   std::printf("%-16s without %-34s %8.1f us  %5.2f TB/s of KV\n", cfg, what, us, bytes / us / 1e6);
 }
 
