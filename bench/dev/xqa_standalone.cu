@@ -40,6 +40,7 @@ using namespace ktune::test;
     static constexpr int kQType = QT, kKVType = KVT, kOutType = OT, kMaxQLen = QL, kMask = MASK;           \
     static constexpr bool kSinks = SINK, kSlidingWindow = WIN, kSoftcap = CAP, kWriteLse = LSE;            \
     static constexpr int kTokensPerTile = T, kStages = ST, kWarps = W, kMTilesPerCta = MT;                 \
+    static constexpr bool kChecked = false;                                                                \
   };                                                                                                       \
   }
 

@@ -65,6 +65,24 @@ inline float softcap_log2(float y, float cap_log2e) {
   return cap_log2e * (1.f - 2.f / (e + 1.f));
 }
 inline float kt_log2(float x) { return __builtin_log2f(x); }
+#endif
+
+// The max step of an online softmax (base 2) for one row: m_new is max(m_run, the tile's max), taken by the
+// caller with its target's max. Sets m_run = m_new and returns the max the tile's exponents subtract, m_use (0
+// while the row has seen only masked logits: no NaN from -inf - -inf), and alpha = exp2(old m_run - m_use), the
+// factor the row's running sum and output take.
+struct MaxStep {
+  float m_use, alpha;
+};
+KT_SOFTMAX_FN MaxStep online_max_step(float& m_run, float m_new) {
+  MaxStep st;
+  st.m_use = m_new == neg_inf() ? 0.f : m_new;
+  st.alpha = fast_exp2(m_run - st.m_use);
+  m_run = m_new;
+  return st;
+}
+
+#if !defined(__CUDACC__)
 // One online-softmax step of a host kernel over a tile of scores (base 2): sr[0, ntp) holds the tile's logits,
 // ntp a multiple of kLanes (padding = -inf); m and l are the row's running max and sum. Rewrites sr to the
 // tile's probabilities exp2(sr - m_new), updates m and l, and returns alpha = exp2(m_old - m_new), the factor
@@ -77,10 +95,8 @@ inline float host_softmax_tile(float* sr, int ntp, float& m, float& l) {
     for (int v = 0; v < kLanes; ++v) lane[v] = sr[t + v] > lane[v] ? sr[t + v] : lane[v];
   float mx = neg_inf();
   for (int v = 0; v < kLanes; ++v) mx = lane[v] > mx ? lane[v] : mx;
-  const float m_new = m > mx ? m : mx;
-  const float m_use = m_new == neg_inf() ? 0.f : m_new;  // an all-masked tile so far: no NaN from -inf - -inf
-  const float alpha = fast_exp2(m - m_use);
-  m = m_new;
+  const MaxStep st = online_max_step(m, m > mx ? m : mx);
+  const float m_use = st.m_use, alpha = st.alpha;
   for (int t = 0; t < ntp; ++t) sr[t] = fast_exp2(sr[t] - m_use);
   for (int v = 0; v < kLanes; ++v) lane[v] = 0.f;
   for (int t = 0; t < ntp; t += kLanes)

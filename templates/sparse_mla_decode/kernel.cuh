@@ -287,10 +287,8 @@ KT_DEV void softmax_tile(int t, const float* s_S, int ss, const int* slots, floa
   }
 #pragma unroll
   for (int off = 1; off < TPR; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  const float m_new = fmaxf(m_run, mx);
-  const float m_use = m_new == kc::neg_inf() ? 0.f : m_new;
-  const float alpha = kc::fast_exp2(m_run - m_use);
-  m_run = m_new;
+  const kc::MaxStep st = kc::online_max_step(m_run, fmaxf(m_run, mx));
+  const float m_use = st.m_use, alpha = st.alpha;
   float sum = 0.f;
 #pragma unroll
   for (int e = 0; e < EPT; ++e) {
@@ -347,10 +345,9 @@ KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, i
     float row_max = NWG > 1 ? kc::neg_inf() : mx[h];
 #pragma unroll
     for (int w = 0; w < (NWG > 1 ? NWG : 0); ++w) row_max = fmaxf(row_max, s_pmax[w * HG + r0 + 8 * h]);
-    const float m_new = fmaxf(m_run[h], row_max);
-    m_use[h] = m_new == kc::neg_inf() ? 0.f : m_new;
-    alpha[h] = kc::fast_exp2(m_run[h] - m_use[h]);
-    m_run[h] = m_new;
+    const kc::MaxStep st = kc::online_max_step(m_run[h], fmaxf(m_run[h], row_max));
+    m_use[h] = st.m_use;
+    alpha[h] = st.alpha;
   }
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j)

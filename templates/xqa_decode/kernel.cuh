@@ -346,10 +346,8 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
             mx = fmaxf(mx, x);
           }
         mx = kc::quad_max(mx);
-        const float m_new = fmaxf(mrow[j][h], mx);
-        const float m_use = m_new == kc::neg_inf() ? 0.f : m_new;
-        const float alpha = kc::fast_exp2(mrow[j][h] - m_use);
-        mrow[j][h] = m_new;
+        const kc::MaxStep st = kc::online_max_step(mrow[j][h], fmaxf(mrow[j][h], mx));
+        const float m_use = st.m_use, alpha = st.alpha;
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
