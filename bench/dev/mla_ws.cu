@@ -33,20 +33,6 @@ template <int kMask>
 struct WsSkip : WsSpec {
   static constexpr int kSkip = kMask;
 };
-struct WsPrefetch : WsSpec {
-  static constexpr bool kWsPrefetch = true;
-};
-template <int kH>
-struct WsHint : WsSpec {
-  static constexpr int kWsHint = kH;
-};
-struct WsHalf : WsSpec {
-  static constexpr bool kWsDevHalf = true;
-};
-struct WsHalfQkPv : WsSpec {
-  static constexpr bool kWsDevHalf = true;
-  static constexpr int kSkip = kSkipQK | kSkipPV;
-};
 }  // namespace ktune_mla
 using namespace ktune_mla;
 
@@ -57,7 +43,6 @@ static double bf(unsigned short h) {
   return v;
 }
 
-std::vector<unsigned short> g_lib64;  // the library kernel's output at 64 tokens, one split
 struct Run {
   std::vector<unsigned short> out;
   std::vector<float> lse;
@@ -97,16 +82,6 @@ Run run(Kern kern, int threads, int smem, const Params& p, int tokens, int split
   return r;
 }
 
-double rel_l2_vs_lib64(const std::vector<unsigned short>& out) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < out.size() && i < g_lib64.size(); ++i) {
-    const double u = bf(g_lib64[i]), v = bf(out[i]);
-    num += (u - v) * (u - v);
-    den += u * u;
-  }
-  return std::sqrt(num / den);
-}
-
 int main() {
   const int topk = 2048;
   const MlaDevInputs host = make_mla_dev_inputs(128, topk, 4096, 64, true, 3, 5);  // token 5: nothing valid
@@ -123,7 +98,6 @@ int main() {
       p.num_tokens = tokens;
       p.num_splits = splits;
       const Run a = run(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits);
-      if (tokens == 64 && splits == 1) g_lib64 = a.out;
       const Run w = run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, tokens, splits);
       double num = 0, den = 0, ln = 0, ld = 0;
       size_t differ = 0, bad = 0;
@@ -155,15 +129,6 @@ int main() {
     const Run w = run(kern, 384, ws.smem_total, p, 64, 1);
     std::printf("ws without %-28s %8.1f us\n", what, w.us);
   };
-  {
-    const Run r = run(decode_kernel_ws<WsPrefetch>, 384, ws.smem_total, p, 64, 1);
-    std::printf("ws with the L2 prefetch of the next tile %8.1f us (rel L2 vs library %.2e)\n", r.us, rel_l2_vs_lib64(r.out));
-  }
-  std::printf("ws, loads with no L2 hint %8.1f us\n", run(decode_kernel_ws<WsHint<0>>, 384, ws.smem_total, p, 64, 1).us);
-  std::printf("ws, loads with L2::128B %8.1f us\n", run(decode_kernel_ws<WsHint<1>>, 384, ws.smem_total, p, 64, 1).us);
-  std::printf("ws, 128 tokens, no L2 hint %8.1f us\n", run(decode_kernel_ws<WsHint<0>>, 384, ws.smem_total, p, 128, 1).us);
-  skip(decode_kernel_ws<WsHalf>, "round-1 rows (crossover's loads)");
-  skip(decode_kernel_ws<WsHalfQkPv>, "round-1 rows, QK, PV");
   std::printf("ws, one head group per token (64 CTAs) %8.1f us\n", run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, 64, 1, 1).us);
   std::printf("ws, 128 tokens x one head group (128 CTAs) %8.1f us\n", run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, 128, 1, 1).us);
   skip(decode_kernel_ws<WsSkip<kSkipGather>>, "row loads");

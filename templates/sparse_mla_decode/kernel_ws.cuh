@@ -28,7 +28,6 @@
 #pragma once
 
 #include "sparse_mla_decode/kernel.cuh"
-#include "common/spec_knob.h"
 
 namespace ktune_mla {
 
@@ -64,44 +63,19 @@ KT_DEV void regs_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
 #endif
 }
-// 16 bytes of a cache row into registers: read-only path, not kept in L1; kHint 2: the L2 fetches the 256 bytes
-// around it, 1: 128 bytes, 0: no hint. Nothing is read when ok is false; v keeps what the caller put there.
-template <int kHint>
+// 16 bytes of a cache row into registers: read-only path, not kept in L1, the L2 fetching the 256 bytes around it
+// (H200: 119-121 us with this hint, 120-122 with L2::128B, 125-127 with none). Nothing is read when ok is false;
+// v keeps what the caller put there.
 KT_DEV void ld_row_v4(uint4& v, const void* p, bool ok) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kHint == 2)
-    asm volatile(
-        "{ .reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4]; }"
-        : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-        : "l"(p), "r"(int(ok)));
-  else if constexpr (kHint == 1)
-    asm volatile(
-        "{ .reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4]; }"
-        : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-        : "l"(p), "r"(int(ok)));
-  else
-    asm volatile(
-        "{ .reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4]; }"
-        : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-        : "l"(p), "r"(int(ok)));
-#endif
-}
-// Starts an L2 prefetch of `bytes` (a multiple of 16, 16-byte aligned) at src; nothing to wait for.
-KT_DEV void prefetch_l2(const void* src, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+  asm volatile(
+      "{ .reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4]; }"
+      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
+      : "l"(p), "r"(int(ok)));
 #endif
 }
 
 }  // namespace ws
-
-// Knobs of the dev harness (bench/dev/mla_ws.cu; common/spec_knob.h): the library's Specs declare none.
-//   kWsPrefetch: L2 prefetch of the next tile's rows (H200: 127-128 us with it, 119-121 without; default off).
-KTUNE_SPEC_KNOB(WsPrefetchOf, kWsPrefetch, bool, false)
-//   kWsHint: the L2 fetch size hint of the row loads (ws::ld_row_v4).
-KTUNE_SPEC_KNOB(WsHintOf, kWsHint, int, 2)
-//   kWsDevHalf: rows of round 1 are not loaded (zeros): the load volume of a two-CTA crossover, timing only.
-KTUNE_SPEC_KNOB(WsDevHalfOf, kWsDevHalf, bool, false)
 
 // One producer thread's share of one cache row: latent items lm, lm + 4, ... (16 e4m3 each), rope items lm,
 // lm + 4, ... (8 bf16 each; store_item numbering), and the row's 128-block scales; slot -1: nothing loaded, zeros.
@@ -131,7 +105,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
     return j < ntiles && pos < TOPK ? __ldg(idx + pos) : -1;
   };
   // Issues this thread's loads of a row with top-k entry e (a checked kernel reports and skips a bad one).
-  auto issue = [&](RowShare<LPT, RPT>& sh_, int e, int u) {
+  auto issue = [&](RowShare<LPT, RPT>& sh_, int e) {
     bool valid = e >= 0;
     if constexpr (S::kChecked) {
       if (e != -1 && lm == 0)
@@ -140,19 +114,19 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
         valid = e >= 0 && e < p.num_slots;
     }
     sh_.slot = valid ? e : -1;
-    const bool ok = valid && !kNoLoads && !(WsDevHalfOf<S>::v && u == 1);
+    const bool ok = valid && !kNoLoads;
     const char* row = kvb + (long long)(valid ? e : 0) * RB;
 #pragma unroll
     for (int k = 0; k < LPT; ++k) {
       sh_.lat[k] = make_uint4(0, 0, 0, 0);
-      ws::ld_row_v4<WsHintOf<S>::v>(sh_.lat[k], row + (lm + 4 * k) * 16, ok);
+      ws::ld_row_v4(sh_.lat[k], row + (lm + 4 * k) * 16, ok);
     }
     sh_.scale = make_uint4(0, 0, 0, 0);
-    ws::ld_row_v4<WsHintOf<S>::v>(sh_.scale, row + LAT, ok);
+    ws::ld_row_v4(sh_.scale, row + LAT, ok);
 #pragma unroll
     for (int k = 0; k < RPT; ++k) {
       sh_.rope[k] = make_uint4(0, 0, 0, 0);
-      ws::ld_row_v4<WsHintOf<S>::v>(sh_.rope[k], row + LAT + 4 * NSC + (lm + 4 * k) * 16, ok);
+      ws::ld_row_v4(sh_.rope[k], row + LAT + 4 * NSC + (lm + 4 * k) * 16, ok);
     }
   };
   // Converts a loaded share into row r of the bf16 K/V tile kvt, and records the row's slot.
@@ -177,7 +151,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
   // A tile's loads are issued at the top of its iteration, just after the last tile was handed over, so they
   // are in flight while the producer waits for a free buffer. (The proxy fence before a hand-off is a MEMBAR in
   // SASS, which would wait for any load in flight: issuing the next tile's loads before it, round by round, ran
-  // 153 us against 131.)
+  // 153 us against 131. An L2 prefetch of the rows 1-3 tiles ahead ran 127-132 us against 119-121.)
   int ecur[ROWS], enext[ROWS];  // entries of tiles j and j + 1 (loaded a tile ahead of their use)
 #pragma unroll
   for (int u = 0; u < ROWS; ++u) {
@@ -190,16 +164,9 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
     RowShare<LPT, RPT> share[ROWS];
     int enext2[ROWS];
 #pragma unroll
-    for (int u = 0; u < ROWS; ++u) issue(share[u], ecur[u], u);
+    for (int u = 0; u < ROWS; ++u) issue(share[u], ecur[u]);
 #pragma unroll
-    for (int u = 0; u < ROWS; ++u) {
-      enext2[u] = entry(j + 2, u);
-      if constexpr (WsPrefetchOf<S>::v) {  // rows of the next tile towards L2 (their entries arrived a tile ago)
-        bool pf = enext[u] >= 0;
-        if constexpr (S::kChecked) pf = pf && enext[u] < p.num_slots;
-        if (lm == 0 && pf && !kNoLoads) ws::prefetch_l2(kvb + (long long)enext[u] * RB, RB);
-      }
-    }
+    for (int u = 0; u < ROWS; ++u) enext2[u] = entry(j + 2, u);
     if (j >= ST) ws::bar_sync(ws::kBarEmpty + b, ws::kAll);  // the consumers are done with tile j - ST
     unsigned char* kvt = smem + sh.off_kv + b * sh.kv_tile_bytes;
 #pragma unroll
