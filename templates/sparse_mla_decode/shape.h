@@ -120,17 +120,17 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
 
 // Reason a shape cannot be built, or nullptr (device limits are checked by the host spec).
 KT_HD constexpr const char* shape_error(const Shape& s) {
-  if (s.ws) {
-    if (!s.fp8) return "ws: needs the fp8_ds_mla cache";
-    if (s.heads_per_cta != 64 || s.tile != 64) return "ws: needs 64 heads per CTA and 64-slot tiles";
-    if (s.stages != 2) return "ws: needs 2 stages (two bf16 K/V tiles)";
-    if (s.lat != 256 && s.lat != 512) return "ws: kv_lora_rank must be 256 or 512 (each consumer warpgroup owns 128 or 256 output columns)";
-    if (s.rope % 64 != 0 || s.rope < 64 || s.rope > 128) return "rope_dim must be 64 or 128";
-    return nullptr;
-  }
   if (s.lat % 128 != 0 || s.lat < 128 || s.lat > 512) return "kv_lora_rank must be 128, 256, 384 or 512";
   if (s.rope % 64 != 0 || s.rope < 64 || s.rope > 128) return "rope_dim must be 64 or 128";
   if (s.raw_bytes % 16 != 0) return "cache rows must be a multiple of 16 bytes";
+  if (s.ws) {  // the rest below is the 8/16-warp kernel's
+    if (!s.fp8) return "ws: needs the fp8_ds_mla cache";
+    if (s.heads_per_cta != 64 || s.tile != 64) return "ws: needs 64 heads per CTA and 64-slot tiles";
+    if (s.stages != 2) return "ws: needs 2 stages (two bf16 K/V tiles)";
+    if (s.lat != 256 && s.lat != 512)
+      return "ws: kv_lora_rank must be 256 or 512 (each consumer warpgroup owns 128 or 256 output columns)";
+    return nullptr;
+  }
   if (s.heads_per_cta != 16 && s.heads_per_cta != 32 && s.heads_per_cta != 64)
     return "heads per CTA must be 16, 32 or 64";
   if (s.tile != 32 && s.tile != 64) return "tokens per tile must be 32 or 64";

@@ -104,6 +104,16 @@ Config Config::host_config(int tile, int heads_per_item, int vec_width, int unro
   return c;
 }
 
+Config Config::warp_specialized() {
+  Config c;
+  c.tile = 64;
+  c.stages = 2;
+  c.heads_per_cta = 64;
+  c.warps = 12;
+  c.ws = true;
+  return c;
+}
+
 std::string Config::key() const {
   if (host())
     return "t" + std::to_string(tile) + ".g" + std::to_string(heads_per_cta) + ".v" + std::to_string(vec_width) +
@@ -133,7 +143,7 @@ Config Config::from_key(const std::string& key) {
     t.pop_back();
   } else if (t.size() >= 4 && t.back() == "ws") {
     c.ws = true;
-    c.warps = 12;
+    c.warps = Config::warp_specialized().warps;
     t.pop_back();
   }
   bool ok = (t.size() == 3 || t.size() == 4) && parse_num(t[0], "t", &c.tile) && parse_num(t[1], "s", &c.stages) &&
@@ -232,7 +242,7 @@ Config default_config(const Problem& p, const Arch& arch) {
   // dev harness bench/dev/mla_ws.cu: 119.2-119.6 us against 159.8-159.9 for t64.s1.g64.wg at 128 heads / topk
   // 2048 / 64 tokens; bench/results/2026-11-30-session7/).
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64 && fp8) {
-    const Config ws = Config::from_key("t64.s2.g64.ws");
+    const Config ws = Config::warp_specialized();
     if (can_implement(p, ws, arch, lim).empty()) return ws;
   }
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64) {
@@ -261,7 +271,7 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   const DeviceLimits lim = default_limits(arch);
   std::vector<Config> out = {default_config(p, arch)};
   {
-    const Config ws = Config::from_key("t64.s2.g64.ws");
+    const Config ws = Config::warp_specialized();
     if (std::find(out.begin(), out.end(), ws) == out.end() && can_implement(p, ws, arch, lim).empty()) out.push_back(ws);
   }
   for (int g : {64, 32, 16})

@@ -52,6 +52,7 @@ struct KTUNE_API Config {
   int unroll = 0;          // host only: cache rows per pass of the score loop (1, 2 or 4)
   bool host() const { return vec_width != 0; }
   static Config host_config(int tile, int heads_per_item, int vec_width, int unroll);
+  static Config warp_specialized();  // t64.s2.g64.ws
   std::string key() const;
   static Config from_key(const std::string& key);  // either form
   bool operator==(const Config& o) const {
