@@ -80,6 +80,33 @@ KT_DEV unsigned f16x2_to_bf16x2_scaled(unsigned h, float s) {
 }
 
 
+// cp.async of the CTA's Q rows (heads h0.. h0 + HG of `token`, D bf16 each) into the tile_off layout at sQ, by
+// threads tid, tid + nthreads, ... (the caller commits and waits).
+template <int H, int HG, int D>
+KT_DEV void issue_q_tile(const Params& p, unsigned sQ, int token, int h0, int tid, int nthreads) {
+  constexpr int QCH = D / 8;
+  const char* qg = static_cast<const char*>(p.q) + ((long long)token * H + h0) * D * 2;
+  for (int i = tid; i < HG * QCH; i += nthreads) {
+    const int r = i / QCH, c = i % QCH;
+    kc::cp_async_16(sQ + tile_off(HG, r, c), qg + (long long)r * D * 2 + c * 16, 16);
+  }
+}
+
+// Rows r0 and r0 + 8 of a warpgroup's O fragments times their online-softmax factors a0, a1; skipped when the
+// whole warp's factors are 1 (the running max held; x * 1 = x, so the result is the same).
+template <int NO>
+KT_DEV void rescale_o_rows(float (&o)[1][NO][4], float a0, float a1) {
+  if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      o[0][n][0] *= a0;
+      o[0][n][1] *= a0;
+      o[0][n][2] *= a1;
+      o[0][n][3] *= a1;
+    }
+  }
+}
+
 // One fp8_ds_mla cache row holds LAT/16 latent items (16 e4m3 values: a 16-byte chunk, scaled by its 128-block's
 // fp32 scale, become two bf16 chunks) then ROPE/8 rope items (a 16-byte bf16 chunk, copied).
 struct RawItem {
@@ -423,7 +450,7 @@ KT_DEV void write_output(const Params& p, const float (&o)[OMT][ONO][4], const f
 template <class S>
 KT_DEV void decode_body(const Params& p) {
   constexpr Shape sh = Traits<S>::sh;
-  constexpr int LAT = S::kLat, D = sh.dim, QCH = sh.q_chunks, HG = S::kHeadsPerCta, TN = S::kTile;
+  constexpr int LAT = S::kLat, D = sh.dim, HG = S::kHeadsPerCta, TN = S::kTile;
   constexpr int ST = S::kStages, H = S::kNumHeads, TOPK = S::kTopk;
   constexpr bool FP8 = S::kFp8;
   constexpr int RB = sh.raw_bytes, RCH = sh.raw_chunks, RAW_TILE = mla_align16(sh.raw_tile_bytes);
@@ -458,11 +485,7 @@ KT_DEV void decode_body(const Params& p) {
   float* s_l = s_m + HG;
 
   // ---- prologue: Q (its own cp.async group), then the first stages of the gather ring ----
-  const char* qg = static_cast<const char*>(p.q) + ((long long)token * H + h0) * D * 2;
-  for (int i = tid; i < HG * QCH; i += NT) {
-    const int r = i / QCH, c = i % QCH;
-    kc::cp_async_16(sb + sh.off_q + tile_off(HG, r, c), qg + (long long)r * D * 2 + c * 16, 16);
-  }
+  issue_q_tile<H, HG, D>(p, sb + sh.off_q, token, h0, tid, NT);
   // The top-k entries of a tile reach smem one gather ahead (cp.async), so issuing a gather never waits on a
   // global load: entries of tile j land with the gather of tile j - PRO (the first PRO tiles with Q).
   constexpr int PRO = ST >= 2 ? ST - 1 : 1, NIDX = sh.idx_buffers;

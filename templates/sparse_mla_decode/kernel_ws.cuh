@@ -184,7 +184,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
 template <class S>
 KT_DEV void decode_body_ws(const Params& p) {
   constexpr Shape sh = WsTraits<S>::sh;
-  constexpr int LAT = S::kLat, D = sh.dim, QCH = sh.q_chunks, HG = S::kHeadsPerCta, TN = S::kTile;
+  constexpr int LAT = S::kLat, D = sh.dim, HG = S::kHeadsPerCta, TN = S::kTile;
   constexpr int ST = S::kStages, H = S::kNumHeads, TOPK = S::kTopk, NTILES = (TOPK + TN - 1) / TN;
   constexpr int COLS = LAT / 2;  // output columns per consumer warpgroup
 
@@ -203,11 +203,7 @@ KT_DEV void decode_body_ws(const Params& p) {
   float* s_l = s_m + HG;
 
   // Q by every thread, published to wgmma before the roles split.
-  const char* qg = static_cast<const char*>(p.q) + ((long long)token * H + h0) * D * 2;
-  for (int i = tid; i < HG * QCH; i += ws::kAll) {
-    const int r = i / QCH, c = i % QCH;
-    kc::cp_async_16(sb + sh.off_q + tile_off(HG, r, c), qg + (long long)r * D * 2 + c * 16, 16);
-  }
+  issue_q_tile<H, HG, D>(p, sb + sh.off_q, token, h0, tid, ws::kAll);
   kc::cp_async_commit();
   kc::cp_async_wait<0>();
   kc::fence_proxy_async();
@@ -250,15 +246,7 @@ KT_DEV void decode_body_ws(const Params& p) {
       }
       kc::fence_proxy_async();                               // P is read by wgmma
       ws::bar_sync(ws::kBarPReady, ws::kConsumers);          // ...of both warpgroups
-      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {  // else the running max held: O stays
-#pragma unroll
-        for (int n = 0; n < COLS / 8; ++n) {
-          o[0][n][0] *= alpha[0];
-          o[0][n][1] *= alpha[0];
-          o[0][n][2] *= alpha[1];
-          o[0][n][3] *= alpha[1];
-        }
-      }
+      rescale_o_rows(o, alpha[0], alpha[1]);
       if constexpr (!(SkipOf<S>::v & kSkipPV)) pv_wgmma<TN, COLS>(o, sP, sK, 0);
       if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
     }
@@ -276,16 +264,7 @@ KT_DEV void decode_body_ws(const Params& p) {
       const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
       ws::bar_sync(ws::kBarFull + b, ws::kAll);
       ws::bar_sync(ws::kBarPReady, ws::kConsumers);
-      const float a0 = s_alpha[r0], a1 = s_alpha[r0 + 8];
-      if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
-#pragma unroll
-        for (int n = 0; n < COLS / 8; ++n) {
-          o[0][n][0] *= a0;
-          o[0][n][1] *= a0;
-          o[0][n][2] *= a1;
-          o[0][n][3] *= a1;
-        }
-      }
+      rescale_o_rows(o, s_alpha[r0], s_alpha[r0 + 8]);
       if constexpr (!(SkipOf<S>::v & kSkipPV)) pv_wgmma<TN, COLS>(o, sP, sK, COLS);
       if (it + 1 < ntiles) ws::bar_arrive(ws::kBarPFree, ws::kConsumers);
       if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
