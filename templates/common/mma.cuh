@@ -29,6 +29,22 @@ KT_DEV void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsign
   }
 }
 
+// Native block-scaled MMA (sm_120a; PTX kind::mxf8f6f4, scale_vec::1X): D(16x8) += (A * 2^(sa-127))(16x32, e2m1)
+// * (B * 2^(sb-127))(32x8, e4m3), fp32 accumulate; one ue8m0 scale per A row and per B column for the whole
+// k32. Fragments as m16n8k32 fp8: a0/a2 row lane/4, a1/a3 row lane/4 + 8, k 4(lane%4) + byte (+16 for a2/a3);
+// b0/b1 column lane/4, same k. Each e2m1 sits in its own byte (the f8f6f4 container: code in bits 5..2).
+// Scales (thread-id 0): lane 4r gives row r's byte kBidA of sa, lane 4r + 1 row r + 8's; lane 4c gives column
+// c's byte 0 of sb. Only ptxas for sm_120a accepts it; it has not run here (no sm_120 device).
+template <int kBidA>
+KT_DEV void mma_mx_e2m1_e4m3(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1, unsigned sa,
+                             unsigned sb) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m1.e4m3.f32.ue8m0 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, %10, {%12, 0}, %11, {0, 0};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sa), "r"(sb), "n"(kBidA));
+}
+
 // Four 8x8 b16 matrices; lane l gives the row address of matrix l/8, row l%8.
 KT_DEV void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"

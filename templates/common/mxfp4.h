@@ -37,6 +37,25 @@ KT_HD unsigned float_to_e2m1(float v) {
   return sign | best;
 }
 
+// MXFP8 (e4m3) activations for the native block-scaled MMA (mxfp4_gemm ".mx", sm_120a): each 32-block of a
+// token row shares one e8m0 scale, the smallest power of two that brings the block's largest magnitude to at
+// most 448 (the largest finite e4m3), so no element saturates; the elements are then x * 2^(127-e) rounded to
+// e4m3 (RNE). From the bits of amax = f * 2^E (1 <= f < 2): amax <= 448 * 2^(e-127) = 1.75 * 2^(e-119) holds for
+// e = E + 119 when f <= 1.75, else e = E + 120. Clamped to [0, 247]; amax = 0 gives 127 (any scale works). An
+// infinite amax gives 247 (its elements saturate to +-448); subnormal amax clamp at 0 (2^-127).
+KT_HD unsigned mxfp8_scale_byte(float amax) {
+  const unsigned u = f32_bits(amax) & 0x7FFFFFFFu;
+  if (u == 0u) return 127u;
+  const int E = int(u >> 23) - 127;  // subnormal amax: E = -127, clamped below anyway
+  int e = E + 119 + ((u & 0x7FFFFFu) > 0x600000u ? 1 : 0);
+  if (e > 247) e = 247;
+  if (e < 0) e = 0;
+  return unsigned(e);
+}
+// 2^(127 - e) for e in [0, 247] (a normal float: exponent field 254 - e in [7, 254]), the factor that takes a
+// block's values to its e4m3 grid.
+KT_HD float mxfp8_inv_scale(unsigned e) { return f32_from_bits((254u - e) << 23); }
+
 #if defined(__CUDACC__)
 // Device decode used by the mxfp4_gemm kernel. A 32-bit word holds 8 codes; output register j (0..3) is the
 // 16-bit pair (code j, code j+4) (low half, high half). Each code's 3 magnitude bits are placed at the top of

@@ -20,6 +20,14 @@
 // issues a 64 x bm box per chunk onto the stage's transaction mbarrier; Params::a_tmap), kStages - 2 chunks
 // ahead, so the stage being refilled is never one a wgmma may still read. Per 64-wide K chunk the warpgroup
 // issues 4 wgmma and keeps one chunk in flight while it decodes the next (fragments double-buffered).
+//
+// kNative (".mx", sm_120a, opt-in; compiled, never run here): the same loads and loop, but each 32-block is one
+// block-scaled m16n8k32 mma.sync (e2m1 weight x e4m3 activations, common/mma.cuh mma_mx_e2m1_e4m3): the weight
+// codes only move into byte containers and the tensor core applies both e8m0 scales. Activations are quantized
+// to MXFP8 in registers (per token and 32-block: the quad's amax -> e8m0 scale -> e4m3, common/mxfp4.h). The
+// prepacked layout needs no change: within one mma, A and B only have to agree on which k each slot holds,
+// and a lane's bytes (codes 0, 2, 4, 6 of word s, then of word s + 1) are k 2t, 8+2t, 2t+1, 9+2t (+16), which
+// is also the order its B bytes are packed in.
 #pragma once
 #include "common/async_copy.cuh"
 #include "common/dtype.h"
@@ -43,6 +51,8 @@ namespace kc = ::ktune_common;
 // activation copies after the prologue, kDevNoWgmma 32 no wgmma issued). Outputs are then wrong. The Specs that
 // spec.cpp generates have no kDev.
 KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
+// The native block-scaled MMA path (".mx", sm_120a); Specs without kNative (the dev harnesses) are false.
+KTUNE_SPEC_KNOB(NativeOf, kNative, bool, false)
 enum : int {
   kDevNoEpilogue = 1,
   kDevLoopPredicates = 4,
@@ -54,13 +64,14 @@ enum : int {
 template <class Spec>
 struct K {
   static constexpr Shape kS = make_shape(Spec::kBM, Spec::kTN, Spec::kWN, Spec::kWK, Spec::kStages, Spec::kDepth,
-                                         Spec::kAType, Spec::kWgmma);
+                                         Spec::kAType, Spec::kWgmma, NativeOf<Spec>::v);
   static_assert(shape_error(kS) == nullptr, "invalid mxfp4_gemm shape (see shape_error)");
   static constexpr bool kBF16 = Spec::kAType == kc::kBF16;
   // BF16 with >= 32 tokens: the e8m0 scale goes into the decoded bf16 weight (cost per weight, shared by all
   // tokens). Few tokens or FP16: each 32-block is accumulated on its own and scaled in fp32 (cheaper when the
   // weight feeds only one or two 8-token mma tiles; fp16 cannot hold the scales).
-  static constexpr bool kPreScale = kBF16 && Spec::kBM > 16;
+  static constexpr bool kNative = NativeOf<Spec>::v;
+  static constexpr bool kPreScale = kBF16 && Spec::kBM > 16 && !kNative;
   // Activation fragments from global memory, no shared-memory ring (few tokens).
   static constexpr bool kDirect = Spec::kStages == 0;
   static constexpr int kMT = Spec::kBM / 8;          // 8-token mma tiles
@@ -239,6 +250,53 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 
+  // ---- kNative: block sp / 2 of the chunk (k16 steps sp, sp + 1; b as in compute) as block-scaled mma. The
+  // quad of lanes holding one token's 32 values agrees on its e8m0 scale (amax over the quad), quantizes its 8
+  // values to e4m3 and packs them in the k order of the weight bytes: 2t, 8+2t, 2t+1, 9+2t (then +16).
+  auto native_block = [&](int sp, const uint4 (&q)[kTN], const unsigned (&sc)[kTN], const unsigned (&b)[kMT][4]) {
+    if constexpr (KS::kNative) {
+      unsigned bx[kMT][2], sb[kMT];
+#pragma unroll
+      for (int j = 0; j < kMT; ++j) {
+        float v[8];  // b[j][x] = the 16-bit pair (k 2t + 8(x&1), +1) of step sp + x/2
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          if constexpr (kBF16) {
+            v[2 * x] = kc::f32_from_bits(b[j][x] << 16);
+            v[2 * x + 1] = kc::f32_from_bits(b[j][x] & 0xFFFF0000u);
+          } else {
+            v[2 * x] = kc::fp16_to_float((unsigned short)(b[j][x] & 0xFFFFu));
+            v[2 * x + 1] = kc::fp16_to_float((unsigned short)(b[j][x] >> 16));
+          }
+        }
+        float amax = 0.f;
+#pragma unroll
+        for (int x = 0; x < 8; ++x) amax = fmaxf(amax, fabsf(v[x]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        sb[j] = kc::mxfp8_scale_byte(amax);
+        const float f = kc::mxfp8_inv_scale(sb[j]);
+        bx[j][0] = kc::pack_e4m3x4(v[0] * f, v[2] * f, v[1] * f, v[3] * f);
+        bx[j][1] = kc::pack_e4m3x4(v[4] * f, v[6] * f, v[5] * f, v[7] * f);
+      }
+#pragma unroll
+      for (int i = 0; i < kTN; ++i) {
+        const unsigned w0 = sp == 0 ? q[i].x : q[i].z, w1 = sp == 0 ? q[i].y : q[i].w;
+        // codes 0, 2, 4, 6 (row lane/4) and 1, 3, 5, 7 (row lane/4 + 8) of each word, one per byte, bits 5..2
+        const unsigned af[4] = {(w0 << 2) & 0x3C3C3C3Cu, (w0 >> 2) & 0x3C3C3C3Cu, (w1 << 2) & 0x3C3C3C3Cu,
+                                (w1 >> 2) & 0x3C3C3C3Cu};
+        // scale word bytes (row r, block 2c), (row r+8, 2c), (row r, 2c+1), (row r+8, 2c+1): lane 4r keeps row r's
+        // in bytes 0 / 2, lane 4r + 1 shifts row r + 8's there
+        const unsigned sa = sc[i] >> (8 * (lane & 1));
+#pragma unroll
+        for (int j = 0; j < kMT; ++j) {
+          if (sp == 0) kc::mma_mx_e2m1_e4m3<0>(acc[i][j], af, bx[j][0], bx[j][1], sa, sb[j]);
+          else kc::mma_mx_e2m1_e4m3<2>(acc[i][j], af, bx[j][0], bx[j][1], sa, sb[j]);
+        }
+      }
+    }
+  };
+
   auto compute = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN],
                      const unsigned (&bd)[kMT][8]) {
     const int c = it * kWK + wk;
@@ -263,6 +321,10 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
           const int ch = wk * 8 + 2 * sp + (lane >> 3);
           kc::ldmatrix_x4(b[j], slot_base + r * KS::kRowBytes + ((ch ^ (r & 7)) * 16));
         }
+      }
+      if constexpr (KS::kNative) {  // block sp / 2 of the chunk: one block-scaled mma per (weight tile, token tile)
+        native_block(sp, q, sc, b);
+        continue;
       }
       if constexpr (!kPreScale) {
 #pragma unroll

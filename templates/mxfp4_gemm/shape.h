@@ -7,6 +7,7 @@ namespace ktune_mxfp4 {
 struct Shape {
   int bm, tn, wn, wk, stages, depth;  // config
   int wgmma;                           // sm_90a: warpgroup MMA, the decoded weight as the register A operand
+  int native;                          // sm_120a: block-scaled e2m1 x e4m3 mma.sync (activations to MXFP8)
   int a_type;                          // activation dtype (fp16 accumulates each 32-block separately)
   int threads, warps, bn, bk;          // tile N = 16 * tn * wn rows of W, tile K = 64 * wk per iteration
   int acc_regs, w_regs;                // per-thread estimates
@@ -15,15 +16,18 @@ struct Shape {
   int min_blocks;
 };
 
-KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int depth, int a_type, bool wgmma = false) {
+KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int depth, int a_type, bool wgmma = false,
+                                 bool native = false) {
   Shape s{};
   s.bm = bm; s.tn = tn; s.wn = wn; s.wk = wk; s.stages = stages; s.depth = depth; s.a_type = a_type;
   s.wgmma = wgmma ? 1 : 0;
+  s.native = native ? 1 : 0;
   s.warps = wn * wk;
   s.threads = 32 * s.warps;
   s.bn = 16 * tn * wn;
   s.bk = 64 * wk;
-  s.acc_regs = tn * (bm / 8) * 4 * (a_type == ktune_common::kBF16 && bm > 16 ? 1 : 2);  // see kernel.cuh kPreScale
+  // see kernel.cuh kPreScale; the native MMA applies the scales itself (no per-block partial sums)
+  s.acc_regs = tn * (bm / 8) * 4 * ((a_type == ktune_common::kBF16 && bm > 16) || native ? 1 : 2);
   // stages == 0: activation fragments come from global memory into registers, prefetched like the weight
   // (bm / 8 tiles x 8 registers per chunk), and there is no shared-memory ring.
   s.w_regs = depth * (tn * 5 + (stages == 0 ? bm : 0));
@@ -42,6 +46,7 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
 
 // Reason a shape cannot be built, or nullptr (device limits are checked by the host spec).
 KT_HD constexpr const char* shape_error(const Shape& s) {
+  if (s.native && s.wgmma) return ".mx (native block-scaled MMA, sm_120a) and .wg (wgmma, sm_90a) exclude each other";
   if (s.wgmma) {  // one m64 x bm x k16 wgmma per warpgroup and k16 step; warps along N only
     if (s.bm != 64 && s.bm != 128 && s.bm != 256) return "wgmma: bm expected 64, 128 or 256";
     if (s.tn != 1 || s.wk != 1 || (s.wn != 4 && s.wn != 8)) return "wgmma: expected tn1, wk1 and wn4 or wn8 (1 or 2 warpgroups)";

@@ -32,7 +32,7 @@ bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
 using key_parse::split_dots;
 
 ktune_mxfp4::Shape shape_of(const Problem& p, const Config& c) {
-  return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype), c.wgmma);
+  return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype), c.wgmma, c.native);
 }
 
 std::string arch_name(const Arch& a) { return a.host ? std::string("host") : a.str(); }
@@ -110,14 +110,15 @@ std::string Config::key() const {
   }
   o << "bm" << bm << ".tn" << tn << ".wn" << wn << ".wk" << wk << ".s" << stages << ".d" << depth;
   if (wgmma) o << ".wg";
+  if (native) o << ".mx";
   return o.str();
 }
 
 Config Config::from_key(const std::string& key) {
   std::vector<std::string> t = split_dots(key);
   Config c;
-  if (t.size() == 7 && t.back() == "wg") {
-    c.wgmma = true;
+  if (t.size() == 7 && (t.back() == "wg" || t.back() == "mx")) {
+    (t.back() == "wg" ? c.wgmma : c.native) = true;
     t.pop_back();
   }
   if (t.size() == 3) {  // host: bm<B>.tn<T>.kt<K>
@@ -133,7 +134,7 @@ Config Config::from_key(const std::string& key) {
                   parse_num(t[5], "d", &c.depth) && c.key() == key;
   if (!ok)
     fail("config key", "cannot parse '" + key +
-                           "'; expected bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>[.wg], e.g. "
+                           "'; expected bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>[.wg|.mx], e.g. "
                            "bm16.tn1.wn1.wk4.s3.d8 (host: bm<rows>.tn<tiles>.kt<k_chunks>, e.g. bm4.tn2.kt4)");
   return c;
 }
@@ -160,6 +161,8 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   if (c.host()) return "a host config (bm<B>.tn<T>.kt<K>) cannot run on a CUDA arch";
   if (arch.sm() < 80) return "mxfp4_gemm needs sm_80 or newer (cp.async, bf16 mma), got " + arch_name(arch);
   if (c.wgmma && (arch.sm() != 90 || arch.suffix != 'a')) return "wgmma (.wg): only on sm_90a, got " + arch_name(arch);
+  if (c.native && (arch.sm() != 120 || arch.suffix != 'a'))
+    return "native block-scaled MMA (.mx): only on sm_120a (mma.sync kind::mxf8f6f4), got " + arch_name(arch);
   const ktune_mxfp4::Shape s = shape_of(p, c);
   if (const char* why = ktune_mxfp4::shape_error(s)) return why;
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
@@ -351,6 +354,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
     << "  static constexpr int kBM = " << c.bm << ", kTN = " << c.tn << ", kWN = " << c.wn << ", kWK = " << c.wk
     << ", kStages = " << c.stages << ", kDepth = " << c.depth << ";\n"
     << "  static constexpr bool kWgmma = " << (c.wgmma ? "true" : "false") << ";\n"
+    << "  static constexpr bool kNative = " << (c.native ? "true" : "false") << ";\n"
     << "};\n"
     << "}  // namespace ktune_mxfp4\n";
   GeneratedKernel k;

@@ -40,6 +40,11 @@ struct KTUNE_API Problem {
 // memory in a fixed order), s activation pipeline stages, d weight chunks prefetched into registers.
 // ".wg" (sm_90a, bf16): warpgroup MMA, e.g. bm256.tn1.wn8.wk1.s4.d2.wg: bm (64, 128, 256) tokens are the wgmma N,
 // each warpgroup of 4 warps owns 64 weight rows.
+// ".mx" (sm_120a only, opt-in): the native block-scaled MMA (mma.sync kind::mxf8f6f4, e2m1 weight x e4m3
+// activations, ue8m0 scales applied by the tensor core). The kernel quantizes the activations to MXFP8 (each
+// 32-block of a token row: one e8m0 scale, e4m3 elements; common/mxfp4.h mxfp8_scale_byte), so results differ
+// from the exact W4A16 ones by that rounding: never a default, never in the search space; an engine asks for it
+// with Mxfp4GemmArgs::config. Compiled for sm_120a in CI, never run (no sm_120 device here).
 //
 // Host (CPU, Arch "host") configs "bm4.tn2.kt4" (templates/mxfp4_gemm/host_kernel.h) reuse bm and tn and add kt:
 // bm activation rows per register block (1, 2, 4, 8), tn 16-row weight tiles per work item (N tile = 16 * tn
@@ -48,6 +53,7 @@ struct KTUNE_API Problem {
 struct KTUNE_API Config {
   int bm = 16, tn = 1, wn = 4, wk = 2, stages = 3, depth = 4;
   bool wgmma = false;  // sm_90a, bf16 activations: warpgroup MMA (key suffix ".wg"; bm 64/128/256, tn1, wk1)
+  bool native = false; // sm_120a: block-scaled e2m1 x e4m3 MMA, activations quantized to MXFP8 (suffix ".mx")
   int kt = 0;  // host only: K chunks per decode step
   std::string key() const;
   static Config from_key(const std::string& key);
@@ -57,7 +63,7 @@ struct KTUNE_API Config {
   int tile_n() const { return host() ? 16 * tn : 16 * tn * wn; }
   bool operator==(const Config& o) const {
     return bm == o.bm && tn == o.tn && wn == o.wn && wk == o.wk && stages == o.stages && depth == o.depth &&
-           wgmma == o.wgmma && kt == o.kt;
+           wgmma == o.wgmma && native == o.native && kt == o.kt;
   }
 };
 

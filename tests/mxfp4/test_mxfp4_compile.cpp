@@ -1,6 +1,6 @@
 // mxfp4_gemm compiles to CUBIN with NVRTC for sm_90a (the measured path) and, compile-only, sm_100a / sm_120a
-// (the same mma.sync kernel; no native block-scaled FP4 MMA path yet): bf16 dense, bf16 grouped, fp16 dense.
-// No GPU needed.
+// (the same mma.sync kernel): bf16 dense, bf16 grouped, fp16 dense; and the native block-scaled MMA configs
+// (".mx": mma.sync kind::mxf8f6f4, e2m1 x e4m3) for sm_120a, never run here. No GPU needed.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -34,6 +34,14 @@ TEST_CASE("mxfp4_gemm compiles for sm_90a, sm_100a and sm_120a", "[mxfp4][compil
   }
   jobs.push_back({fp16, "bm32.tn2.wn4.wk1.s3.d2", Arch::parse("sm_90a")});   // fp16: per-block fp32 scaling
   jobs.push_back({dense, "bm64.tn2.wn4.wk1.s4.d2", Arch::parse("sm_90a")});  // the large-M tile
+  // sm_120a native block-scaled MMA: few tokens (activations from global), the smem ring, grouped, fp16, bm64
+  for (const auto& [prob, cfg] : std::vector<std::pair<std::string, const char*>>{
+           {dense, "bm8.tn2.wn1.wk8.s0.d2.mx"},
+           {dense, "bm16.tn4.wn1.wk8.s3.d2.mx"},
+           {moe, "bm16.tn2.wn4.wk1.s3.d2.mx"},
+           {fp16, "bm32.tn2.wn4.wk1.s3.d2.mx"},
+           {dense, "bm64.tn2.wn4.wk1.s4.d2.mx"}})
+    jobs.push_back({prob, cfg, Arch::parse("sm_120a")});
   test::TempDir dir;
   RuntimeOptions o;
   o.cache_path = dir.file("m.db");

@@ -16,6 +16,7 @@
 #include "ktune/ktune.h"
 #include "ktune/mxfp4_gemm.hpp"
 #include "mxfp4_gemm/spec.hpp"
+#include "support/mxfp4_reference.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
@@ -82,6 +83,82 @@ TEST_CASE("mxfp4_gemm problem and config keys round-trip", "[mxfp4]") {
   const GeneratedKernel g2 = generate(Problem::from_key("n2880.k2880.bf16-bf16"), Config{}, sm90);
   CHECK(g1.source == g2.source);
   CHECK(g1.source != generate(Problem::from_key("n2880.k2880.e128.top4.bf16-bf16"), Config{}, sm90).source);
+}
+
+TEST_CASE("MXFP8 activation scale: the smallest power of two that keeps the block within e4m3", "[mxfp4]") {
+  // mxfp8_scale_byte(amax) = e: amax <= 448 * 2^(e-127) < 2 * amax' for e - 1 (tight), checked in double.
+  std::mt19937_64 rng(fresh_seed());
+  std::uniform_real_distribution<double> mant(1.0, 2.0);
+  std::uniform_int_distribution<int> expo(-125, 126);
+  auto fits = [](float amax, unsigned e) { return double(amax) <= 448.0 * std::ldexp(1.0, int(e) - 127); };
+  std::vector<float> amaxes = {448.f, 449.f, 1.75f, std::nextafter(1.75f, 2.f), 1.f, 0.5f, 3.0e38f, 1e-30f,
+                               std::ldexp(1.f, -120)};
+  for (int i = 0; i < 20000; ++i) amaxes.push_back(float(std::ldexp(mant(rng), expo(rng))));
+  for (float amax : amaxes) {
+    const unsigned e = kc::mxfp8_scale_byte(amax);
+    INFO("amax " << amax << " -> e " << e);
+    REQUIRE(e <= 247u);
+    CHECK(fits(amax, e));
+    if (e > 0) CHECK_FALSE(fits(amax, e - 1));
+    // The block's largest value lands in (224, 448] of the e4m3 grid (so it is never clamped), exactly.
+    const float scaled = amax * kc::mxfp8_inv_scale(e);
+    CHECK(double(scaled) == double(amax) * std::ldexp(1.0, 127 - int(e)));
+    if (e > 0) CHECK(scaled > 224.f);
+    CHECK(kc::e4m3_to_float(kc::float_to_e4m3(scaled)) <= 448.f);
+  }
+  CHECK(kc::mxfp8_scale_byte(0.f) == 127u);
+  CHECK(kc::mxfp8_scale_byte(std::ldexp(1.f, -140)) == 0u);  // tiny blocks clamp to 2^-127
+  CHECK(kc::mxfp8_scale_byte(INFINITY) == 247u);
+  CHECK(kc::mxfp8_inv_scale(127) == 1.f);
+  CHECK(kc::mxfp8_inv_scale(0) == std::ldexp(1.f, 127));
+  CHECK(kc::mxfp8_inv_scale(247) == std::ldexp(1.f, -120));
+  // The GPU test's reference activations for ".mx" (support: mxfp8_roundtrip): exact in the 16-bit dtype, each
+  // value within half an e4m3 step of the input (2^-4 relative; 2^-10 of the block max in the subnormal range).
+  for (kc::DType t : {kc::kBF16, kc::kFP16}) {
+    const int rows = 5, k = 96, lda = 128;
+    const std::vector<uint16_t> a = test::random_16bit(size_t(rows) * lda, t, 1.f, rng);
+    const std::vector<uint16_t> q = test::mxfp8_roundtrip(a, rows, k, lda, t);
+    auto f = [t](uint16_t h) { return double(t == kc::kBF16 ? kc::bf16_to_float(h) : kc::fp16_to_float(h)); };
+    int changed = 0;
+    for (int r = 0; r < rows; ++r)
+      for (int b = 0; b < k; b += 32) {
+        double amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(f(a[size_t(r) * lda + b + i])));
+        for (int i = 0; i < 32; ++i) {
+          const size_t x = size_t(r) * lda + b + i;
+          CHECK(std::fabs(f(q[x]) - f(a[x])) <= std::ldexp(std::fabs(f(a[x])), -4) + std::ldexp(amax, -10));
+          changed += q[x] != a[x];
+        }
+      }
+    CHECK(changed > 0);  // bf16/fp16 inputs have more mantissa than e4m3: the rounding is real
+    for (int x = k; x < lda; ++x) CHECK(q[x] == a[x]);  // past k (row padding) untouched
+  }
+}
+
+TEST_CASE("mxfp4_gemm native MMA configs (.mx): sm_120a only, opt-in", "[mxfp4]") {
+  const Problem dense = Problem::from_key("n8192.k8192.bf16-bf16");
+  const Config mx = Config::from_key("bm8.tn2.wn1.wk8.s0.d2.mx");
+  CHECK(mx.native);
+  CHECK_FALSE(mx.wgmma);
+  CHECK(mx.key() == "bm8.tn2.wn1.wk8.s0.d2.mx");
+  CHECK_FALSE(mx == Config::from_key("bm8.tn2.wn1.wk8.s0.d2"));
+  CHECK_THROWS_AS(Config::from_key("bm64.tn1.wn4.wk1.s4.d2.wg.mx"), Error);
+  const Arch sm120 = Arch::parse("sm_120a");
+  CHECK(can_implement(dense, mx, sm120, default_limits(sm120)).empty());
+  CHECK(can_implement(dense, Config::from_key("bm32.tn2.wn4.wk1.s3.d2.mx"), sm120, default_limits(sm120)).empty());
+  for (const char* a : {"sm_90a", "sm_100a", "sm_80", "sm_89"})
+    CHECK_THAT(can_implement(dense, mx, Arch::parse(a), default_limits(Arch::parse(a))),
+               Catch::Contains("native block-scaled MMA (.mx): only on sm_120a"));
+  // It changes the numerics (activations rounded to MXFP8): never chosen by a default or the tuner.
+  for (const char* a : {"sm_90a", "sm_100a", "sm_120a"}) {
+    const Arch arch = Arch::parse(a);
+    for (int64_t m : {1, 16, 4096}) CHECK_FALSE(default_config(dense, arch, m).native);
+    for (const Config& c : search_space(dense, arch)) CHECK_FALSE(c.native);
+  }
+  const std::string src = generate(dense, mx, sm120).source;
+  CHECK_THAT(src, Catch::Contains("kNative = true"));
+  CHECK_THAT(generate(dense, Config::from_key("bm8.tn2.wn1.wk8.s0.d2"), sm120).source,
+             Catch::Contains("kNative = false"));
 }
 
 TEST_CASE("mxfp4_gemm validation names the field", "[mxfp4]") {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 #include <thread>
 
 #include "common/mxfp4.h"
@@ -84,6 +85,26 @@ std::vector<int> mxfp4_rows_to_check(int m, std::mt19937_64& rng) {
     while (rows.size() < 16) rows.push_back(int(rng() % m));
   }
   return rows;
+}
+
+std::vector<uint16_t> mxfp8_roundtrip(const std::vector<uint16_t>& a, int rows, int k, int lda, kc::DType t) {
+  std::vector<uint16_t> out = a;
+  auto to_f = [t](uint16_t h) { return t == kc::kBF16 ? kc::bf16_to_float(h) : kc::fp16_to_float(h); };
+  auto from_f = [t](float f) { return t == kc::kBF16 ? kc::float_to_bf16(f) : kc::float_to_fp16(f); };
+  for (int r = 0; r < rows; ++r)
+    for (int b = 0; b < k; b += 32) {
+      const size_t base = size_t(r) * lda + b;
+      float amax = 0.f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(to_f(a[base + i])));
+      const unsigned e = kc::mxfp8_scale_byte(amax);
+      const float f = kc::mxfp8_inv_scale(e);
+      for (int i = 0; i < 32; ++i) {
+        const float q = std::ldexp(kc::e4m3_to_float(kc::float_to_e4m3(to_f(a[base + i]) * f)), int(e) - 127);
+        out[base + i] = from_f(q);
+        if (to_f(out[base + i]) != q) throw std::runtime_error("mxfp8_roundtrip: a dequantized value is not exact in the activation dtype");
+      }
+    }
+  return out;
 }
 
 Mxfp4Check mxfp4_check(const mxfp4::Problem& p, const Mxfp4TestWeight& W, const std::vector<uint16_t>& a, int lda,
