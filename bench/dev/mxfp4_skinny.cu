@@ -594,6 +594,20 @@ int main() {
     std::printf("read_all %4d x 512      %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s\n", blocks, us,
                 bytes / us / 1e6, b2b, bytes / b2b / 1e6);
   }
+  // Session 8: warps per SM. At N = 8192 a tn4 CTA (64 weight rows) makes 128 CTAs, one per SM, so wk sets the
+  // warps per SM: wk8 = 8 (the M <= 8 default is tn2: 256 CTAs), wk16 = 16 (512 threads, <= 128 registers).
+  run_lib<8, 4, 8, 0, 2, 0>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 0>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 4, 0>(b, 1, n, k, "library");
+  run_lib<8, 2, 16, 0, 2, 0>(b, 1, n, k, "library");
+  run_lib<8, 2, 16, 0, 4, 0>(b, 1, n, k, "library");
+  run_lib<16, 4, 16, 0, 2, 0>(b, 16, n, k, "library");
+  run_lib<16, 4, 16, 3, 2, 0>(b, 16, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 64>(b, 1, n, k, "library");
+  run_lib<8, 2, 8, 0, 2, 64>(b, 1, n, k, "library");
+  run_lib<16, 4, 8, 3, 2, 64>(b, 16, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 1>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 5>(b, 1, n, k, "library");
   // The library kernel (nvcc) next to the harness's own "direct" kernel of the same tiling, and the library
   // kernel with each kDev simplification (templates/mxfp4_gemm/kernel.cuh: DevOf).
   run<3, 1, 2, 8, 2>(b, 1, n, k, "direct");

@@ -48,7 +48,8 @@ namespace kc = ::ktune_common;
 // Time attribution (bench/dev/mxfp4_skinny.cu and mxfp4_wgmma.cu only): a Spec may carry `kDev`, a mask of
 // simplifications (kDevNoEpilogue 1: no split-K reduction, each lane writes one float; kDevLoopPredicates 4:
 // loads predicated on the loop bound only; wgmma path: kDevNoDecode 8 raw words as fragments, kDevNoLoadA 16 no
-// activation copies after the prologue, kDevNoWgmma 32 no wgmma issued). Outputs are then wrong. The Specs that
+// activation copies after the prologue, kDevNoWgmma 32 no wgmma issued; mma.sync paths: kDevCheapDecode 64 a
+// shift and a mask per 16-bit pair instead of the decode, the cost of a bit layout made for it). Outputs are then wrong. The Specs that
 // spec.cpp generates have no kDev.
 KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
 // The native block-scaled MMA path (".mx", sm_120a); Specs without kNative (the dev harnesses) are false.
@@ -58,7 +59,8 @@ enum : int {
   kDevLoopPredicates = 4,
   kDevNoDecode = 8,
   kDevNoLoadA = 16,
-  kDevNoWgmma = 32
+  kDevNoWgmma = 32,
+  kDevCheapDecode = 64
 };
 
 template <class Spec>
@@ -224,16 +226,23 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   // bq[j][2s + h] = the two bf16/fp16 of token m0 + 8j + lane/4 at k = 64c + 16s + 2(lane%4) + 8h (+0, +1),
   // the m16n8k16 B fragment of k16 step s; zero outside [m0, m1) x [0, k).
   unsigned bq[kDirect ? kDepth : 1][kMT][8];
+  const unsigned short* arow[kMT];  // this lane's token rows (row m0 for a row past m1: never loaded)
+  bool rok[kMT];
+#pragma unroll
+  for (int j = 0; j < kMT; ++j) {
+    const int row = m0 + 8 * j + lane / 4;
+    rok[j] = row < m1;
+    arow[j] = a + (long long)(rok[j] ? row : m0) * p.lda + 2 * (lane % 4);
+  }
   auto load_b = [&](int it, unsigned (&b)[kMT][8]) {
     const int c = it * kWK + wk;
+    const bool okc = c < p.kc, okh = c * 64 + 32 < p.k;  // k16 steps 0, 1 / 2, 3 of the chunk (k % 32 == 0)
 #pragma unroll
     for (int j = 0; j < kMT; ++j) {
-      const int row = m0 + 8 * j + lane / 4;
-      const unsigned short* src = a + (long long)row * p.lda + c * 64 + 2 * (lane % 4);
+      const unsigned short* src = arow[j] + c * 64;
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
-        const bool ok = (DevOf<Spec>::v & kDevLoopPredicates) ? it < nit && row < m1
-                                                              : row < m1 && c < p.kc && c * 64 + 16 * s < p.k;  // k % 32 == 0
+        const bool ok = (DevOf<Spec>::v & kDevLoopPredicates) ? it < nit && rok[j] : rok[j] && okc && (s < 2 || okh);
         b[j][2 * s] = 0u;
         b[j][2 * s + 1] = 0u;
         kc::ld_cached_u32(b[j][2 * s], src + 16 * s, ok);
@@ -341,7 +350,10 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
         for (int i = 0; i < kTN; ++i) {
           const unsigned word = s == 0 ? q[i].x : s == 1 ? q[i].y : s == 2 ? q[i].z : q[i].w;
           unsigned af[4];
-          if constexpr (kBF16) {
+          if constexpr ((DevOf<Spec>::v & kDevCheapDecode) != 0) {
+#pragma unroll
+            for (int x = 0; x < 4; ++x) af[x] = kc::bf16x2_fma((word >> (3 * x)) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
+          } else if constexpr (kBF16) {
             af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
             af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);
             af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), 0x7E807E80u, 0x80008000u);
@@ -484,13 +496,17 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     static_cast<float*>(p.c)[(blockIdx.x * KS::kThreads + tid) % (p.m * p.n / 2)] = v;
     return;
   }
-  // ---- intra-CTA split-K reduction (fixed order) and epilogue
+  // ---- intra-CTA split-K reduction (fixed order) and epilogue. Every warp parks its partial sums in shared
+  // memory; then all threads of the CTA share the outputs, each summing the kWK partials of its elements in warp
+  // order (((w0 + w1) + w2) ...: deterministic) and storing them. Only elements inside [m0, m1) x [0, n) are
+  // summed (at M = 1, one in eight). (Before: warp 0 alone summed every element after the others had parked
+  // theirs; 1.1 us of a 22 us M = 1 call at wk16, bench/results/2026-11-30-session8.)
   if constexpr (kWK > 1) {
-    __syncthreads();
+    __syncthreads();  // the ring's stages are reused
     float* red = reinterpret_cast<float*>(smem);
-    constexpr int kPer = kTN * kMT * 4;
-    if (wk > 0) {
-      float* dst = red + ((wk - 1) * Spec::kWN + wn) * kPer * 32;
+    constexpr int kPer = kTN * kMT * 4 * 32;  // partial sums per warp: (i, j, r) x lane
+    {
+      float* dst = red + (wk * Spec::kWN + wn) * kPer;
 #pragma unroll
       for (int i = 0; i < kTN; ++i)
 #pragma unroll
@@ -499,17 +515,20 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
           for (int r = 0; r < 4; ++r) dst[((i * kMT + j) * 4 + r) * 32 + lane] = acc[i][j][r];
     }
     __syncthreads();
-    if (wk > 0) return;
+    for (int e = tid; e < Spec::kWN * kPer; e += KS::kThreads) {
+      const int wn_e = e / kPer, rest = e % kPer, l = rest % 32, idx = rest / 32;  // idx = (i * kMT + j) * 4 + r
+      const int r = idx % 4, j = (idx / 4) % kMT, i = idx / (4 * kMT);
+      const int n = ((blockIdx.x * Spec::kWN + wn_e) * kTN + i) * 16 + l / 4 + 8 * (r >> 1);
+      const int m = m0 + 8 * j + 2 * (l % 4) + (r & 1);
+      if (n >= p.n || m >= m1) continue;
+      const float* src = red + wn_e * kPer + rest;
+      float v = src[0];
 #pragma unroll
-    for (int w = 1; w < kWK; ++w) {
-      const float* src = red + ((w - 1) * Spec::kWN + wn) * kPer * 32;
-#pragma unroll
-      for (int i = 0; i < kTN; ++i)
-#pragma unroll
-        for (int j = 0; j < kMT; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) acc[i][j][r] += src[((i * kMT + j) * 4 + r) * 32 + lane];
+      for (int w = 1; w < kWK; ++w) v += src[w * Spec::kWN * kPer];
+      const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
+      store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, v + bias);
     }
+    return;
   }
 
 #pragma unroll

@@ -33,7 +33,7 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.w_regs = depth * (tn * 5 + (stages == 0 ? bm : 0));
   s.smem_stage = bm * s.bk * 2;
   s.smem_pipe = stages * s.smem_stage;
-  s.smem_red = wk > 1 ? (wk - 1) * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;
+  s.smem_red = wk > 1 ? wk * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;  // every warp's partial sums (kernel epilogue)
   s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
   if (wgmma) s.smem_total += 1024;  // wgmma's swizzled operand tiles start 1024-byte aligned
   s.smem_static = 16;
@@ -58,7 +58,7 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
   }
   if (s.tn != 1 && s.tn != 2 && s.tn != 4) return "tn: expected 1, 2 or 4";
   if (s.wn != 1 && s.wn != 2 && s.wn != 4 && s.wn != 8) return "wn: expected 1, 2, 4 or 8";
-  if (s.wk != 1 && s.wk != 2 && s.wk != 4 && s.wk != 8) return "wk: expected 1, 2, 4 or 8";
+  if (s.wk != 1 && s.wk != 2 && s.wk != 4 && s.wk != 8 && s.wk != 16) return "wk: expected 1, 2, 4, 8 or 16";
   if (s.warps > 16) return "wn * wk: expected at most 16 warps";
   if (s.stages == 0 && s.bm > 16) return "s0 (activations straight from global memory): expected bm 8 or 16";
   if (s.stages != 0 && (s.stages < 2 || s.stages > 8)) return "stages: expected 0 (no ring) or 2..8";

@@ -210,6 +210,13 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
     // tn2.d4 form in the two H200 runs of 2026-11-30, bench/results/2026-11-30-session5).
     c.stages = rows <= 8 ? 0 : small_stages(c.bm, c.wk);
     c.depth = 2;
+    // <= 8 tokens on a wide, deep weight: four weight tiles per warp and K over 16 warps (512 threads), so the
+    // 128 CTAs of N = 8192 put 16 warps on each SM instead of 8 (H200, 2026-11-30 session 8, bench/dev/
+    // mxfp4_skinny.cu, M = 1, N = K = 8192, three runs: 21.7-21.9 us against 22.4-22.9 for tn2.wk8).
+    if (rows <= 8 && p.n >= 8192 && kc >= 128) {
+      c.tn = 4;
+      c.wk = 16;
+    }
   } else if (rows <= 16) {
     // Grouped, GPT-OSS MoE on the H200 (2026-11-30): 5..16 rows per expert bm16.tn2.wn4.wk1.s3.d2 (8 tok/expert,
     // four runs: gate_up 575-577 us / down 306-308 against 600-607 / 319-322 for s4.d4); <= 4 rows bm8.tn4.wn2.s4.d2,
@@ -296,6 +303,7 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   for (int bm : {256, 128, 64})
     for (int wn : {8, 4}) add(wgmma_tile(bm, wn));
   // s0: activation fragments straight from global memory, no CTA barrier in the K loop (bm <= 16).
+  add(Config{8, 4, 1, 16, 0, 2});  // 16 warps per CTA (<= 128 registers)
   for (int bm : {8, 16}) {
     add(Config{bm, 2, 1, 8, 0, 4});
     add(Config{bm, 2, 1, 8, 0, 2});
