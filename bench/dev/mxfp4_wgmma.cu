@@ -17,12 +17,12 @@
 #include "mxfp4_gemm/kernel.cuh"
 
 namespace dev {
-template <int kBMv, int kWNv, int kStagesv, int kDepthv, int kDevv, bool kWg = true>
+template <int kBMv, int kWNv, int kStagesv, int kDepthv, int kDevv, bool kWg = true, int kWKv = 1>
 struct Spec {
   static constexpr int kDev = kDevv;
   static constexpr int kAType = ::ktune_common::kBF16, kOutType = ::ktune_common::kBF16;
   static constexpr bool kGrouped = false;
-  static constexpr int kBM = kBMv, kTN = kWg ? 1 : 2, kWN = kWNv, kWK = 1, kStages = kStagesv, kDepth = kDepthv;
+  static constexpr int kBM = kBMv, kTN = kWg ? 1 : 2, kWN = kWNv, kWK = kWKv, kStages = kStagesv, kDepth = kDepthv;
   static constexpr bool kWgmma = kWg;
 };
 }  // namespace dev
@@ -33,9 +33,9 @@ struct Bufs {
   int m, n, k;
 };
 
-template <int BM, int WN, int ST, int D, int DEV, bool WG = true>
+template <int BM, int WN, int ST, int D, int DEV, bool WG = true, int WK = 1>
 void run(const Bufs& b, const char* what) {
-  using S = dev::Spec<BM, WN, ST, D, DEV, WG>;
+  using S = dev::Spec<BM, WN, ST, D, DEV, WG, WK>;
   constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
   auto kern = ktune_mxfp4::gemm_kernel<S>;
   const cudaFuncAttributes fa = allow_smem(kern, sh.smem_total);
@@ -72,16 +72,22 @@ void run(const Bufs& b, const char* what) {
   for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
   std::sort(t.begin(), t.end());
   const double us = t[reps / 2] * 1e3;
-  std::printf("bm%-3d wn%d s%d d%d %-3s dev%-3d %-34s %8.1f us %6.1f TFLOP/s  regs %3d local %d\n", BM, WN, ST, D,
+  std::printf("bm%-3d wn%d wk%d s%d d%d %-3s dev%-3d %-34s %8.1f us %6.1f TFLOP/s  regs %3d local %d\n", BM, WN, WK, ST, D,
               WG ? "wg" : "mma", DEV, what, us, 2.0 * b.m * b.n * b.k / us / 1e6, fa.numRegs,
               int(fa.localSizeBytes));
   for (auto& e : ev) CK(cudaEventDestroy(e));
 }
 
-int main() {
+// Session 8: `mxfp4_wgmma mid` runs M = 64, 128 and 256 instead: tiles with warpgroups splitting K (wk2, wk4)
+// against one warpgroup per 64 weight rows. (The session's first two versions of `mid` tried weight prefetch
+// depths up to 16, no faster, and the kDev attribution at M = 128: without the wgmma 24.5 us, without decode and
+// activation copies 65.3, everything 87.6; bench/results/2026-11-30-session8/wgmma-mid/.)
+void mid(Bufs& b);
+
+int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   Bufs b{};
-  b.m = 4096;
+  b.m = argc > 1 && std::strcmp(argv[1], "mid") == 0 ? 256 : 4096;
   b.n = 8192;
   b.k = 8192;
   const size_t wb = size_t(b.n) * b.k / 2, sb = size_t(b.n) * b.k / 32;
@@ -99,6 +105,10 @@ int main() {
   CK(cudaMemcpy(b.s, hs.data(), sb, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(b.a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
   using namespace ktune_mxfp4;
+  if (b.m == 256) {
+    mid(b);
+    return 0;
+  }
   run<128, 4, 4, 2, 0, false>(b, "mma.sync bm128.tn2.wn4 (default)");
   run<256, 8, 4, 2, 0>(b, "full");
   run<128, 8, 4, 2, 0>(b, "full bm128");
@@ -113,4 +123,26 @@ int main() {
   run<256, 8, 5, 2, 0>(b, "full s5");
   run<256, 8, 3, 2, 0>(b, "full s3");
   return 0;
+}
+
+void mid(Bufs& b) {
+  using namespace ktune_mxfp4;
+  for (int m : {64, 128, 256}) {
+    b.m = m;
+    std::printf("M = %d\n", m);
+    run<64, 4, 4, 2, 0>(b, "bm64 wn4 (the M = 128 default)");
+    run<64, 4, 4, 2, 0, true, 2>(b, "bm64 wn4 wk2");
+    run<64, 4, 4, 2, 0, true, 4>(b, "bm64 wn4 wk4");
+    run<64, 4, 3, 2, 0, true, 4>(b, "bm64 wn4 wk4 s3");
+    run<64, 8, 4, 2, 0, true, 2>(b, "bm64 wn8 wk2");
+    if (m >= 128) {
+      run<128, 4, 4, 2, 0>(b, "bm128 wn4");
+      run<128, 4, 4, 2, 0, true, 2>(b, "bm128 wn4 wk2");
+      run<128, 4, 3, 2, 0, true, 4>(b, "bm128 wn4 wk4 s3");
+    }
+    if (m >= 256) {
+      run<256, 4, 4, 2, 0>(b, "bm256 wn4 (the M = 256 default)");
+      run<256, 4, 3, 2, 0, true, 2>(b, "bm256 wn4 wk2 s3");
+    }
+  }
 }

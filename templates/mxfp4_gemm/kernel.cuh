@@ -120,7 +120,10 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   __shared__ alignas(8) unsigned long long tma_bar[Spec::kWgmma ? Spec::kStages : 1];  // wgmma: stage full
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int wk = warp % kWK, wn = warp / kWK;
+  // mma.sync: warp = wn * kWK + wk. wgmma: the 4 warps of a warpgroup share wk (their K slice) and own 4
+  // consecutive 16-row tiles, warpgroup = (wn / 4) * kWK + wk.
+  const int wk = Spec::kWgmma ? (warp / 4) % kWK : warp % kWK;
+  const int wn = Spec::kWgmma ? (warp / 4) / kWK * 4 + warp % 4 : warp / kWK;
 
   // ---- which rows (and expert) this CTA computes
   int m0, m1, expert = 0;
@@ -400,7 +403,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   // (one commit group) against activation stage `slot`.
   auto compute_wg = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN], unsigned (&af)[4][4]) {
     if constexpr (Spec::kWgmma) {  // (wgmma_rs_bf16 exists for N = 64, 128, 256 only)
-      const unsigned sc = __shfl_sync(0xffffffffu, sw[0], (lane & ~3) | (it & 3));
+      const unsigned sc = __shfl_sync(0xffffffffu, sw[0], (lane & ~3) | ((it * kWK + wk) & 3));
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
         const unsigned word = s == 0 ? q[0].x : s == 1 ? q[0].y : s == 2 ? q[0].z : q[0].w;
@@ -416,7 +419,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
           else af[s][x] = kc::bf16x2_fma(kc::bf16x2_fma(v, 0x7E807E80u, 0x80008000u), x % 2 ? s1 : s0, 0x80008000u);
         }
       }
-      const unsigned long long desc = kc::wg_desc_k128(smem_base + slot * KS::kStageBytes);
+      // this warpgroup's K slice: sub-tile wk (bm rows x 64 k) of the stage
+      const unsigned long long desc = kc::wg_desc_k128(smem_base + slot * KS::kStageBytes + wk * kBM * 128);
       kc::wg_fence();
 #pragma unroll
       for (int s = 0; s < 4; ++s)
@@ -428,14 +432,17 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
 
   // ---- main loop
   if constexpr (Spec::kWgmma) {
-    static_assert(kTN == 1 && kWK == 1 && kDepth % 2 == 0 && kStages >= 3 && kBF16, "wgmma shape (shape_error)");
+    static_assert(kTN == 1 && kDepth % 2 == 0 && kStages >= 3 && kBF16, "wgmma shape (shape_error)");
     constexpr int kAhead = kStages - 2;  // activation chunks in flight ahead of the one being computed
     unsigned af[2][4][4];                // decoded fragments: chunk it uses af[it % 2] (kDepth is even)
     const unsigned bar0 = kc::smem_u32(&tma_bar[0]);
     auto fetch_a = [&](int chunk) {  // thread 0: chunk's activation box (rows m0.., k from 64 chunk) by TMA
       const int st = chunk % kStages;
       kc::mbar_arrive_expect_tx(bar0 + 8 * st, KS::kStageBytes);
-      kc::tma_load_2d(smem_base + st * KS::kStageBytes, &p.a_tmap[0], chunk * 64, m0, bar0 + 8 * st);
+#pragma unroll
+      for (int w = 0; w < kWK; ++w)  // one 64-wide box per K slice (128-byte swizzle: 64 bf16 per box row)
+        kc::tma_load_2d(smem_base + st * KS::kStageBytes + w * kBM * 128, &p.a_tmap[0], (chunk * kWK + w) * 64, m0,
+                        bar0 + 8 * st);
     };
     if (tid == 0)
       for (int st = 0; st < kStages; ++st) kc::mbar_init(bar0 + 8 * st, 1);
@@ -528,23 +535,22 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
       store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, v + bias);
     }
-    return;
-  }
-
+  } else {  // one warp per output tile: straight from the accumulators
 #pragma unroll
-  for (int i = 0; i < kTN; ++i) {
+    for (int i = 0; i < kTN; ++i) {
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int n = (ntile0 + i) * 16 + lane / 4 + 8 * hr;
-      if (n >= p.n) continue;
-      const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
+      for (int hr = 0; hr < 2; ++hr) {
+        const int n = (ntile0 + i) * 16 + lane / 4 + 8 * hr;
+        if (n >= p.n) continue;
+        const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
 #pragma unroll
-      for (int j = 0; j < kMT; ++j)
+        for (int j = 0; j < kMT; ++j)
 #pragma unroll
-        for (int hc = 0; hc < 2; ++hc) {
-          const int m = m0 + 8 * j + 2 * (lane % 4) + hc;
-          if (m < m1) store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, acc[i][j][2 * hr + hc] + bias);
-        }
+          for (int hc = 0; hc < 2; ++hc) {
+            const int m = m0 + 8 * j + 2 * (lane % 4) + hc;
+            if (m < m1) store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, acc[i][j][2 * hr + hc] + bias);
+          }
+      }
     }
   }
 }

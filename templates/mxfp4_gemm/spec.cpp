@@ -184,10 +184,11 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
 // one 64-wide K chunk decoded per step (a 16 KiB tile that stays in L1) won all three. The tuner picks per key.
 static Config default_host_config(const Problem&) { return Config::host_config(4, 4, 1); }
 
-// A wgmma tile (sm_90a, bf16): bm tokens x (64 * wn / 4) weight rows per CTA, 4 activation stages, 2 weight
-// chunks in flight; the only shape the wgmma path has besides bm and wn (shape_error).
-static Config wgmma_tile(int bm, int wn) {
-  Config c{bm, 1, wn, 1, 4, 2};
+// A wgmma tile (sm_90a, bf16): bm tokens x (64 * wn / 4) weight rows per CTA, wk warpgroups splitting each K step
+// (their partial sums reduced in shared memory), `stages` activation stages (4 unless wk * bm makes a stage too
+// big for four), 2 weight chunks in flight.
+static Config wgmma_tile(int bm, int wn, int wk = 1, int stages = 4) {
+  Config c{bm, 1, wn, wk, stages, 2};
   c.wgmma = true;
   return c;
 }
@@ -237,9 +238,16 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   // Dense 128..1023 rows (H200, 2026-11-30 session 6, bench/results/2026-11-30-session6/mxfp4-mid-m.md, N = K =
   // 8192): M = 128 bm64.tn1.wn4 88.6 us vs 134.3 for the mma.sync bm64.tn2.wn4; M = 256 bm256.tn1.wn4 100.0 vs
   // 151.3; M = 512 bm256.tn1.wn8 120.9 vs 341.6.
+  // Session 8 (bench/results/2026-11-30-session8, N = K = 8192): below 512 rows one warpgroup per 64 weight rows
+  // left each SM one or two chains of small wgmma; warpgroups splitting K (wk2 / wk4, reduced in shared memory)
+  // took M = 64 from 83.7 to 39.4 us (bm64.wk4), M = 128 from 86.1 to 50.1 (bm128.wk4.s3), M = 256 from 96.1 to
+  // 73.4 (bm256.wk2.s3).
   const bool hopper_bf16 = arch.sm() == 90 && arch.suffix == 'a' && p.a_dtype == kc::kBF16;
-  if (hopper_bf16 && !p.grouped() && rows >= 128) {
-    c = rows >= 512 ? wgmma_tile(256, 8) : rows >= 256 ? wgmma_tile(256, 4) : wgmma_tile(64, 4);
+  if (hopper_bf16 && !p.grouped() && rows >= 64) {
+    c = rows >= 512   ? wgmma_tile(256, 8)
+        : rows >= 256 ? wgmma_tile(256, 4, 2, 3)
+        : rows >= 128 ? wgmma_tile(128, 4, 4, 3)
+                      : wgmma_tile(64, 4, 4);
   } else if (hopper_bf16 && p.grouped() && rows >= 32) {
     // GPT-OSS MoE (session 6): 32 rows per expert bm64.tn1.wn4 888 / 445 us (gate_up / down) vs 1495 / 744 for
     // the mma.sync bm32.tn1.wn4.wk2; 64 rows bm128.tn1.wn4 1250 / 641 vs 2180 / 1143; 256 rows bm256.tn1.wn8
@@ -302,6 +310,12 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   // sm_90a, bf16: warpgroup MMA with the decoded weight as the register operand (many tokens).
   for (int bm : {256, 128, 64})
     for (int wn : {8, 4}) add(wgmma_tile(bm, wn));
+  // ... with warpgroups splitting K (fewer weight rows per CTA than tokens want: small M, short MoE experts)
+  add(wgmma_tile(64, 4, 4));
+  add(wgmma_tile(64, 4, 2));
+  add(wgmma_tile(128, 4, 4, 3));
+  add(wgmma_tile(128, 4, 2));
+  add(wgmma_tile(256, 4, 2, 3));
   // s0: activation fragments straight from global memory, no CTA barrier in the K loop (bm <= 16).
   add(Config{8, 4, 1, 16, 0, 2});  // 16 warps per CTA (<= 128 registers)
   for (int bm : {8, 16}) {
