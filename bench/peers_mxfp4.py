@@ -2,7 +2,7 @@
 """Peers for bench_mxfp4 (issue 7), on the same GPU in the same run: cuBLAS BF16 through PyTorch on the
 dequantized weight (a BF16 [N, K] matrix of the same shape, random), and device copy bandwidth.
 
-Rows: dense N=K=8192 at M = 1, 16, 4096 (torch.matmul(A, W.T)); grouped GPT-OSS-120B MoE shapes (gate_up
+Rows: dense N=K=8192 at M = 1, 16, 64, 128, 256, 4096 (torch.matmul(A, W.T)); grouped GPT-OSS-120B MoE shapes (gate_up
 5760x2880, down 2880x2880, 128 experts) at 8 and 128 tokens per expert (torch.bmm over the experts, equal rows
 per expert: cuBLAS has no ragged grouped BF16 GEMM in PyTorch). Bytes = BF16 weight + activations + output.
 Timing: CUDA events around each call, median of --reps, after warm-up; inputs are N(0,1), never zeros. Also
@@ -70,7 +70,7 @@ def main():
 
     N = K = 8192
     W = torch.randn(N, K, device=dev, dtype=torch.bfloat16)
-    for M in (1, 16, 4096):
+    for M in (1, 16, 64, 128, 256, 4096):
         A = torch.randn(M, K, device=dev, dtype=torch.bfloat16)
         f = lambda: torch.matmul(A, W.t())
         us = timed(f, a.reps)
