@@ -19,7 +19,9 @@
 // tile (the 128-byte-swizzle K-major layout wgmma reads) is B. Activation tiles arrive by TMA (one thread
 // issues a 64 x bm box per chunk onto the stage's transaction mbarrier; Params::a_tmap), kStages - 2 chunks
 // ahead, so the stage being refilled is never one a wgmma may still read. Per 64-wide K chunk the warpgroup
-// issues 4 wgmma and keeps one chunk in flight while it decodes the next (fragments double-buffered).
+// issues 4 wgmma and keeps one chunk in flight while it decodes the next (fragments double-buffered). With kWK > 1
+// several warpgroups share the same 64 weight rows, each taking every kWK-th chunk (a stage holds one TMA box per
+// warpgroup); their partial sums meet in the shared-memory reduction of the mma.sync path.
 //
 // kNative (".mx", sm_120a, opt-in; compiled, never run here): the same loads and loop, but each 32-block is one
 // block-scaled m16n8k32 mma.sync (e2m1 weight x e4m3 activations, common/mma.cuh mma_mx_e2m1_e4m3): the weight
@@ -49,8 +51,8 @@ namespace kc = ::ktune_common;
 // simplifications (kDevNoEpilogue 1: no split-K reduction, each lane writes one float; kDevLoopPredicates 4:
 // loads predicated on the loop bound only; wgmma path: kDevNoDecode 8 raw words as fragments, kDevNoLoadA 16 no
 // activation copies after the prologue, kDevNoWgmma 32 no wgmma issued; mma.sync paths: kDevCheapDecode 64 a
-// shift and a mask per 16-bit pair instead of the decode, the cost of a bit layout made for it). Outputs are then wrong. The Specs that
-// spec.cpp generates have no kDev.
+// shift and a mask per 16-bit pair instead of the decode, the cost of a bit layout made for it). Outputs are then
+// wrong. The Specs that spec.cpp generates have no kDev.
 KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
 // The native block-scaled MMA path (".mx", sm_120a); Specs without kNative (the dev harnesses) are false.
 KTUNE_SPEC_KNOB(NativeOf, kNative, bool, false)
@@ -436,7 +438,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     constexpr int kAhead = kStages - 2;  // activation chunks in flight ahead of the one being computed
     unsigned af[2][4][4];                // decoded fragments: chunk it uses af[it % 2] (kDepth is even)
     const unsigned bar0 = kc::smem_u32(&tma_bar[0]);
-    auto fetch_a = [&](int chunk) {  // thread 0: chunk's activation box (rows m0.., k from 64 chunk) by TMA
+    auto fetch_a = [&](int chunk) {  // thread 0: iteration chunk's kWK activation boxes (rows m0..) by TMA
       const int st = chunk % kStages;
       kc::mbar_arrive_expect_tx(bar0 + 8 * st, KS::kStageBytes);
 #pragma unroll
