@@ -1,6 +1,7 @@
-// mxfp4_gemm compiles to CUBIN with NVRTC for sm_90a (the measured path) and, compile-only, sm_100a / sm_120a
-// (the same mma.sync kernel): bf16 dense, bf16 grouped, fp16 dense; and the native block-scaled MMA configs
-// (".mx": mma.sync kind::mxf8f6f4, e2m1 x e4m3) for sm_120a, never run here. No GPU needed.
+// mxfp4_gemm compiles to CUBIN with NVRTC for sm_90a (the measured path) and, compile-only, sm_80 / sm_89 /
+// sm_100a / sm_120a (the same mma.sync kernel): bf16 dense and grouped defaults on each, fp16 dense on sm_90a;
+// and the native block-scaled MMA configs (".mx": mma.sync kind::mxf8f6f4, e2m1 x e4m3) for sm_120a, never run
+// here. No GPU needed.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -13,7 +14,7 @@
 
 using namespace ktune;
 
-TEST_CASE("mxfp4_gemm compiles for sm_90a, sm_100a and sm_120a", "[mxfp4][compile]") {
+TEST_CASE("mxfp4_gemm compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "[mxfp4][compile]") {
   if (!detail::try_nvrtc()) {
     WARN("skipped: NVRTC not available");
     return;
@@ -27,7 +28,7 @@ TEST_CASE("mxfp4_gemm compiles for sm_90a, sm_100a and sm_120a", "[mxfp4][compil
   const std::string dense = fam.problem_from_json(R"({"n":8192,"k":8192})");
   const std::string moe = fam.problem_from_json(R"({"n":5760,"k":2880,"num_experts":128,"top_k":4})");
   const std::string fp16 = fam.problem_from_json(R"({"n":2880,"k":2880,"a_dtype":"fp16"})");
-  for (const char* a : {"sm_90a", "sm_100a", "sm_120a"}) {
+  for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120a"}) {
     const Arch arch = Arch::parse(a);
     jobs.push_back({dense, fam.default_config(dense, arch), arch});
     jobs.push_back({moe, fam.default_config(moe, arch), arch});
