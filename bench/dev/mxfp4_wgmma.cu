@@ -78,7 +78,7 @@ void run(const Bufs& b, const char* what) {
   for (auto& e : ev) CK(cudaEventDestroy(e));
 }
 
-// Session 8: `mxfp4_wgmma mid` runs M = 64, 128 and 256 instead: tiles with warpgroups splitting K (wk2, wk4)
+// Session 8: `mxfp4_wgmma mid` runs M = 64, 128, 256 and 512 instead: tiles with warpgroups splitting K (wk2, wk4)
 // against one warpgroup per 64 weight rows. (The session's first two versions of `mid` tried weight prefetch
 // depths up to 16, no faster, and the kDev attribution at M = 128: without the wgmma 24.5 us, without decode and
 // activation copies 65.3, everything 87.6; bench/results/2026-11-30-session8/wgmma-mid/.)
@@ -87,7 +87,7 @@ void mid(Bufs& b);
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   Bufs b{};
-  b.m = argc > 1 && std::strcmp(argv[1], "mid") == 0 ? 256 : 4096;
+  b.m = argc > 1 && std::strcmp(argv[1], "mid") == 0 ? 512 : 4096;  // buffers sized for the largest M
   b.n = 8192;
   b.k = 8192;
   const size_t wb = size_t(b.n) * b.k / 2, sb = size_t(b.n) * b.k / 32;
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(b.s, hs.data(), sb, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(b.a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
   using namespace ktune_mxfp4;
-  if (b.m == 256) {
+  if (b.m == 512) {
     mid(b);
     return 0;
   }
@@ -127,22 +127,25 @@ int main(int argc, char** argv) {
 
 void mid(Bufs& b) {
   using namespace ktune_mxfp4;
-  for (int m : {64, 128, 256}) {
+  for (int m : {64, 128, 256, 512}) {
     b.m = m;
     std::printf("M = %d\n", m);
-    run<64, 4, 4, 2, 0>(b, "bm64 wn4 (the M = 128 default)");
-    run<64, 4, 4, 2, 0, true, 2>(b, "bm64 wn4 wk2");
-    run<64, 4, 4, 2, 0, true, 4>(b, "bm64 wn4 wk4");
-    run<64, 4, 3, 2, 0, true, 4>(b, "bm64 wn4 wk4 s3");
-    run<64, 8, 4, 2, 0, true, 2>(b, "bm64 wn8 wk2");
+    if (m <= 128) {
+      run<64, 4, 4, 2, 0>(b, "bm64 wn4 (the M = 128 default until session 8)");
+      run<64, 4, 4, 2, 0, true, 2>(b, "bm64 wn4 wk2");
+      run<64, 4, 4, 2, 0, true, 4>(b, "bm64 wn4 wk4");
+      run<64, 8, 4, 2, 0, true, 2>(b, "bm64 wn8 wk2");
+    }
     if (m >= 128) {
       run<128, 4, 4, 2, 0>(b, "bm128 wn4");
       run<128, 4, 4, 2, 0, true, 2>(b, "bm128 wn4 wk2");
       run<128, 4, 3, 2, 0, true, 4>(b, "bm128 wn4 wk4 s3");
+      run<128, 8, 4, 2, 0, true, 2>(b, "bm128 wn8 wk2");
     }
     if (m >= 256) {
-      run<256, 4, 4, 2, 0>(b, "bm256 wn4 (the M = 256 default)");
+      run<256, 4, 4, 2, 0>(b, "bm256 wn4");
       run<256, 4, 3, 2, 0, true, 2>(b, "bm256 wn4 wk2 s3");
+      run<256, 8, 4, 2, 0>(b, "bm256 wn8 (the M >= 512 default)");
     }
   }
 }

@@ -51,6 +51,8 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
     if (s.bm != 64 && s.bm != 128 && s.bm != 256) return "wgmma: bm expected 64, 128 or 256";
     if (s.tn != 1 || (s.wn != 4 && s.wn != 8) || (s.wk != 1 && s.wk != 2 && s.wk != 4))
       return "wgmma: expected tn1, wn4 or wn8 (1 or 2 warpgroups along N) and wk1, wk2 or wk4 (warpgroups along K)";
+    // bm256: 128 accumulator registers per thread, which ptxas cannot fit under the 128-register cap of 512 threads
+    if (s.bm == 256 && s.threads > 256) return "wgmma: bm256 expected at most 8 warps (wn * wk <= 8)";
     if (s.stages < 3) return "wgmma: expected at least 3 stages (one chunk is read while the next two land)";
     if (s.depth != 2 && s.depth != 4) return "wgmma: d expected 2 or 4 (decoded fragments are double-buffered)";
     if (s.a_type != ktune_common::kBF16) return "wgmma: expected bf16 activations";

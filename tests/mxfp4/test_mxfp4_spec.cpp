@@ -70,6 +70,12 @@ TEST_CASE("mxfp4_gemm problem and config keys round-trip", "[mxfp4]") {
   }
   CHECK_THROWS_AS(Config::from_key("bm16.tn1.wn1.wk4.s3"), Error);
   CHECK(can_implement(Problem::from_key(dense), Config{128, 4, 4, 1, 3, 2}, sm90, default_limits(sm90)) != "");
+  // wgmma tiles with warpgroups along K; bm256 cannot take 16 warps (ptxas: 128 accumulators under a 128 cap)
+  CHECK(can_implement(Problem::from_key(dense), Config::from_key("bm128.tn1.wn4.wk4.s3.d2.wg"), sm90,
+                      default_limits(sm90)).empty());
+  CHECK_THAT(can_implement(Problem::from_key(dense), Config::from_key("bm256.tn1.wn8.wk2.s3.d2.wg"), sm90,
+                           default_limits(sm90)),
+             Catch::Contains("bm256 expected at most 8 warps"));
   // Defaults by token count: bandwidth shape for few tokens, wider tiles for many; all runnable.
   for (int64_t m : {1, 7, 16, 64, 1000, 4096})
     for (const std::string& pk : {dense, moe}) {
