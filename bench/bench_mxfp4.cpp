@@ -78,7 +78,8 @@ const std::vector<Row>& rows() {
                                         // warpgroups splitting K (session 8)
                                         "bm64.tn1.wn4.wk4.s4.d2.wg", "bm64.tn1.wn4.wk2.s4.d2.wg",
                                         "bm128.tn1.wn4.wk4.s3.d2.wg", "bm128.tn1.wn4.wk2.s4.d2.wg",
-                                        "bm256.tn1.wn4.wk2.s3.d2.wg"};
+                                        "bm256.tn1.wn4.wk2.s3.d2.wg", "bm32.tn1.wn4.wk4.s4.d2.wg",
+                                        "bm32.tn1.wn4.wk2.s4.d2.wg", "bm32.tn1.wn4.wk1.s4.d2.wg"};
   // 1..4 rows per expert (decode batches of 32..128 tokens): the search space's bm8 / bm16 grouped tiles.
   const std::vector<std::string> moe1 = {"bm8.tn2.wn4.wk1.s4.d4", "bm16.tn2.wn4.wk1.s3.d2", "bm8.tn2.wn4.wk1.s8.d4",
                                          "bm8.tn1.wn4.wk2.s8.d8", "bm8.tn2.wn4.wk1.s0.d4", "bm8.tn2.wn4.wk1.s0.d2",
@@ -87,7 +88,9 @@ const std::vector<Row>& rows() {
                                           "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk1.s4.d2.wg",
                                           "bm64.tn1.wn8.wk1.s4.d2.wg", "bm128.tn1.wn4.wk1.s4.d2.wg",
                                           "bm64.tn1.wn4.wk4.s4.d2.wg", "bm64.tn1.wn4.wk2.s4.d2.wg",
-                                          "bm128.tn1.wn4.wk4.s3.d2.wg", "bm128.tn1.wn4.wk2.s4.d2.wg"};
+                                          "bm128.tn1.wn4.wk4.s3.d2.wg", "bm128.tn1.wn4.wk2.s4.d2.wg",
+                                          "bm32.tn1.wn4.wk1.s4.d2.wg", "bm32.tn1.wn8.wk1.s4.d2.wg",
+                                          "bm32.tn1.wn4.wk2.s4.d2.wg"};
   const std::vector<std::string> moe256 = {"bm128.tn1.wn4.wk1.s4.d2.wg", "bm128.tn1.wn8.wk1.s4.d2.wg",
                                            "bm256.tn1.wn4.wk1.s4.d2.wg", "bm256.tn1.wn8.wk1.s4.d2.wg",
                                            "bm64.tn1.wn4.wk1.s4.d2.wg", "bm128.tn2.wn4.wk1.s4.d2",

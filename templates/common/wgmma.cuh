@@ -51,6 +51,19 @@ KT_DEV unsigned long long wg_desc_k128(unsigned smem_addr) {
 template <int N>
 KT_DEV void wgmma_rs_bf16(float* d, const unsigned (&a)[4], unsigned long long desc_b);
 template <>
+KT_DEV void wgmma_rs_bf16<32>(float* d, const unsigned (&a)[4], unsigned long long desc_b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "{%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+#endif
+}
+
+template <>
 KT_DEV void wgmma_rs_bf16<64>(float* d, const unsigned (&a)[4], unsigned long long desc_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(

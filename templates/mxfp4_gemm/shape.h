@@ -48,7 +48,7 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
 KT_HD constexpr const char* shape_error(const Shape& s) {
   if (s.native && s.wgmma) return ".mx (native block-scaled MMA, sm_120a) and .wg (wgmma, sm_90a) exclude each other";
   if (s.wgmma) {  // one m64 x bm x k16 wgmma per warpgroup and k16 step; warpgroups along N and K
-    if (s.bm != 64 && s.bm != 128 && s.bm != 256) return "wgmma: bm expected 64, 128 or 256";
+    if (s.bm != 32 && s.bm != 64 && s.bm != 128 && s.bm != 256) return "wgmma: bm expected 32, 64, 128 or 256";
     if (s.tn != 1 || (s.wn != 4 && s.wn != 8) || (s.wk != 1 && s.wk != 2 && s.wk != 4))
       return "wgmma: expected tn1, wn4 or wn8 (1 or 2 warpgroups along N) and wk1, wk2 or wk4 (warpgroups along K)";
     // bm256: 128 accumulator registers per thread, which ptxas cannot fit under the 128-register cap of 512 threads

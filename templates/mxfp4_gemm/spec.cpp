@@ -241,13 +241,14 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   // Session 8 (bench/results/2026-11-30-session8, N = K = 8192): below 512 rows one warpgroup per 64 weight rows
   // left each SM one or two chains of small wgmma; warpgroups splitting K (wk2 / wk4, reduced in shared memory)
   // took M = 64 from 83.7 to 39.4 us (bm64.wk4), M = 128 from 86.1 to 50.1 (bm128.wk4.s3), M = 256 from 96.1 to
-  // 73.4 (bm256.wk2.s3).
+  // 73.4 (bm256.wk2.s3); with the m64n32k16 tile, M = 32 from 49.1 (mma.sync bm32) to 34.4 (bm32.wk4).
   const bool hopper_bf16 = arch.sm() == 90 && arch.suffix == 'a' && p.a_dtype == kc::kBF16;
-  if (hopper_bf16 && !p.grouped() && rows >= 64) {
+  if (hopper_bf16 && !p.grouped() && rows >= 32) {
     c = rows >= 512   ? wgmma_tile(256, 8)
         : rows >= 256 ? wgmma_tile(256, 4, 2, 3)
         : rows >= 128 ? wgmma_tile(128, 4, 4, 3)
-                      : wgmma_tile(64, 4, 4);
+        : rows >= 64  ? wgmma_tile(64, 4, 4)
+                      : wgmma_tile(32, 4, 4);
   } else if (hopper_bf16 && p.grouped() && rows >= 32) {
     // GPT-OSS MoE (session 6): 32 rows per expert bm64.tn1.wn4 888 / 445 us (gate_up / down) vs 1495 / 744 for
     // the mma.sync bm32.tn1.wn4.wk2; 64 rows bm128.tn1.wn4 1250 / 641 vs 2180 / 1143; 256 rows bm256.tn1.wn8
@@ -316,6 +317,11 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   add(wgmma_tile(128, 4, 4, 3));
   add(wgmma_tile(128, 4, 2));
   add(wgmma_tile(256, 4, 2, 3));
+  // 32-token wgmma tiles (m64n32k16): MoE experts of 17..32 rows, dense 17..32 tokens
+  add(wgmma_tile(32, 4));
+  add(wgmma_tile(32, 8));
+  add(wgmma_tile(32, 4, 2));
+  add(wgmma_tile(32, 4, 4));
   // s0: activation fragments straight from global memory, no CTA barrier in the K loop (bm <= 16).
   add(Config{8, 4, 1, 16, 0, 2});  // 16 warps per CTA (<= 128 registers)
   for (int bm : {8, 16}) {

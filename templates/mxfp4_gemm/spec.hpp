@@ -38,8 +38,8 @@ struct KTUNE_API Problem {
 // A tile config "bm16.tn1.wn4.wk2.s3.d4": bm tokens per CTA (8..128), tn 16-row weight tiles per warp, wn warps
 // along N (tile N = 16 * tn * wn), wk warps along K (intra-CTA split-K, tile K = 64 * wk, reduced in shared
 // memory in a fixed order), s activation pipeline stages, d weight chunks prefetched into registers.
-// ".wg" (sm_90a, bf16): warpgroup MMA, e.g. bm256.tn1.wn8.wk1.s4.d2.wg: bm (64, 128, 256) tokens are the wgmma N,
-// each warpgroup of 4 warps owns 64 weight rows.
+// ".wg" (sm_90a, bf16): warpgroup MMA, e.g. bm256.tn1.wn8.wk1.s4.d2.wg: bm (32, 64, 128, 256) tokens are the
+// wgmma N, each warpgroup of 4 warps owns 64 weight rows; wk > 1: warpgroups along K (bm64.tn1.wn4.wk4.s4.d2.wg).
 // ".mx" (sm_120a only, opt-in): the native block-scaled MMA (mma.sync kind::mxf8f6f4, e2m1 weight x e4m3
 // activations, ue8m0 scales applied by the tensor core). The kernel quantizes the activations to MXFP8 (each
 // 32-block of a token row: one e8m0 scale, e4m3 elements; common/mxfp4.h mxfp8_scale_byte), so results differ
@@ -52,7 +52,7 @@ struct KTUNE_API Problem {
 // config has wn = wk = stages = depth = 0.
 struct KTUNE_API Config {
   int bm = 16, tn = 1, wn = 4, wk = 2, stages = 3, depth = 4;
-  bool wgmma = false;  // sm_90a, bf16 activations: warpgroup MMA (key suffix ".wg"; bm 64/128/256, tn1, wk1)
+  bool wgmma = false;  // sm_90a, bf16 activations: warpgroup MMA (key suffix ".wg"; bm 32..256, tn1, wk 1/2/4)
   bool native = false; // sm_120a: block-scaled e2m1 x e4m3 MMA, activations quantized to MXFP8 (suffix ".mx")
   int kt = 0;  // host only: K chunks per decode step
   std::string key() const;
