@@ -72,7 +72,8 @@ void run(const Bufs& b, const char* what) {
   for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
   std::sort(t.begin(), t.end());
   const double us = t[reps / 2] * 1e3;
-  std::printf("bm%-3d wn%d wk%d s%d d%d %-3s dev%-3d %-34s %8.1f us %6.1f TFLOP/s  regs %3d local %d\n", BM, WN, WK, ST, D,
+  std::printf("bm%-3d wn%d wk%d s%d d%d %-3s dev%-3d %-34s %8.1f us %6.1f TFLOP/s  regs %3d local %d\n", BM, WN, WK,
+              ST, D,
               WG ? "wg" : "mma", DEV, what, us, 2.0 * b.m * b.n * b.k / us / 1e6, fa.numRegs,
               int(fa.localSizeBytes));
   for (auto& e : ev) CK(cudaEventDestroy(e));

@@ -357,7 +357,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
           unsigned af[4];
           if constexpr ((DevOf<Spec>::v & kDevCheapDecode) != 0) {
 #pragma unroll
-            for (int x = 0; x < 4; ++x) af[x] = kc::bf16x2_fma((word >> (3 * x)) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
+            for (int x = 0; x < 4; ++x)
+              af[x] = kc::bf16x2_fma((word >> (3 * x)) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
           } else if constexpr (kBF16) {
             af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
             af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);

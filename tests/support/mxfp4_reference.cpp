@@ -101,7 +101,8 @@ std::vector<uint16_t> mxfp8_roundtrip(const std::vector<uint16_t>& a, int rows, 
       for (int i = 0; i < 32; ++i) {
         const float q = std::ldexp(kc::e4m3_to_float(kc::float_to_e4m3(to_f(a[base + i]) * f)), int(e) - 127);
         out[base + i] = from_f(q);
-        if (to_f(out[base + i]) != q) throw std::runtime_error("mxfp8_roundtrip: a dequantized value is not exact in the activation dtype");
+        if (to_f(out[base + i]) != q)
+          throw std::runtime_error("mxfp8_roundtrip: a dequantized value is not exact in the activation dtype");
       }
     }
   return out;

@@ -31,7 +31,8 @@ std::vector<uint16_t> random_16bit(size_t count, ::ktune_common::DType t, float 
 // The activations as the native ".mx" kernel (sm_120a) sees them: each 32-block of a row quantized to MXFP8
 // (e8m0 scale common/mxfp4.h mxfp8_scale_byte of the block's amax, elements RNE to e4m3) and dequantized. The
 // result is exact in dtype t for N(0, 1) data; throws if a value is not (the check would be meaningless).
-std::vector<uint16_t> mxfp8_roundtrip(const std::vector<uint16_t>& a, int rows, int k, int lda, ::ktune_common::DType t);
+std::vector<uint16_t> mxfp8_roundtrip(const std::vector<uint16_t>& a, int rows, int k, int lda,
+                                      ::ktune_common::DType t);
 
 // Grouped row counts: uneven, with empty experts (random); off[E] is the row count.
 std::vector<int> mxfp4_random_offsets(int experts, int total_hint, std::mt19937_64& rng);
