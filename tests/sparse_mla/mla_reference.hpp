@@ -150,6 +150,12 @@ inline MlaCase make_mla_case(const ktune::mla::Problem& p, const MlaCaseOptions&
 struct MlaRef {
   std::vector<float> out;  // [T, H, lat]
   std::vector<float> lse;  // [T, H]
+  // The LSE over the logits q . bf16(k): the kernel rounds each dequantized K element to bf16 before the tensor
+  // cores multiply it by the (bf16) query, so this is what it computes up to fp32 accumulation and ex2/lg2
+  // rounding. lse_tol bounds those per row: 2^-16 * scale * max over slots of sum |q_d k_d| (the accumulation
+  // over dim terms; 2^-16 leaves the tensor cores' fp32 adds ample room) + 2^-18 * (1 + |lse|) (the exponentials,
+  // the log and the final m + log l). Empty when the reference was built some other way (the host oracle).
+  std::vector<float> lse_k16, lse_tol;  // [T, H]
 };
 
 // fp64 reference; indices outside [0, num_slots) other than -1 are skipped too (what a checked kernel does).
@@ -161,12 +167,14 @@ inline MlaRef mla_reference(const MlaCase& c) {
   MlaRef r;
   r.out.assign(size_t(T) * H * lat, 0.f);
   r.lse.assign(size_t(T) * H, 0.f);
+  r.lse_k16.assign(size_t(T) * H, 0.f);
+  r.lse_tol.assign(size_t(T) * H, 0.f);
   const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   for (unsigned th = 0; th < threads; ++th)
     pool.emplace_back([&, th] {
-      std::vector<float> kvf;
-      std::vector<double> logit, acc(lat);
+      std::vector<float> kvf, kv16;
+      std::vector<double> logit, logit16, acc(lat);
       std::vector<float> qf(dim);
       for (int t = 0; t < T; ++t) {
         // rows of this token (decoded once per token per thread that handles some of its heads)
@@ -180,20 +188,42 @@ inline MlaRef mla_reference(const MlaCase& c) {
         }
         kvf.resize(sel.size() * dim);
         for (size_t i = 0; i < sel.size(); ++i) mla_decode_row(p, c.kv.data() + size_t(sel[i]) * rb, kvf.data() + i * dim);
+        kv16.resize(kvf.size());
+        for (size_t i = 0; i < kvf.size(); ++i) kv16[i] = kc::bf16_to_float(kc::float_to_bf16(kvf[i]));
         logit.resize(sel.size());
+        logit16.resize(sel.size());
         for (int h = 0; h < H; ++h) {
           if ((size_t(t) * H + h) % threads != th) continue;
           for (int i = 0; i < dim; ++i) qf[i] = kc::bf16_to_float(c.q[(size_t(t) * H + h) * dim + i]);
-          double m = -std::numeric_limits<double>::infinity();
+          double m = -std::numeric_limits<double>::infinity(), m16 = m, mag16 = 0;
           for (size_t i = 0; i < sel.size(); ++i) {
-            double s = 0;
+            double s = 0, s16 = 0, a16 = 0;
             const float* k = kvf.data() + i * dim;
-            for (int d = 0; d < dim; ++d) s += double(qf[d]) * k[d];
+            const float* k16 = kv16.data() + i * dim;
+            for (int d = 0; d < dim; ++d) {
+              s += double(qf[d]) * k[d];
+              s16 += double(qf[d]) * k16[d];
+              a16 += std::fabs(double(qf[d]) * k16[d]);
+            }
             logit[i] = s * c.softmax_scale;
+            logit16[i] = s16 * c.softmax_scale;
+            mag16 = std::max(mag16, a16 * c.softmax_scale);
             m = std::max(m, logit[i]);
+            m16 = std::max(m16, logit16[i]);
           }
           const bool sink = !c.sinks.empty();
           if (sink) m = std::max(m, double(c.sinks[h]));
+          if (sink) m16 = std::max(m16, double(c.sinks[h]));
+          double den16 = sink ? std::exp(double(c.sinks[h]) - m16) : 0.0;
+          for (size_t i = 0; i < sel.size(); ++i) den16 += std::exp(logit16[i] - m16);
+          const size_t row = size_t(t) * H + h;
+          if (den16 > 0) {
+            const double l16 = m16 + std::log(den16);
+            r.lse_k16[row] = float(l16);
+            r.lse_tol[row] = float(std::ldexp(mag16, -16) + std::ldexp(1.0 + std::fabs(l16), -18));
+          } else {
+            r.lse_k16[row] = -std::numeric_limits<float>::infinity();
+          }
           std::fill(acc.begin(), acc.end(), 0.0);
           double den = sink ? std::exp(double(c.sinks[h]) - m) : 0.0;
           for (size_t i = 0; i < sel.size(); ++i) {
@@ -217,7 +247,9 @@ inline MlaRef mla_reference(const MlaCase& c) {
 }
 
 struct MlaCompare {
-  double rel_l2 = 0, max_row_rel = 0, lse_max_abs = 0;
+  // lse_max_abs: against r.lse_k16 when the reference has it (else r.lse); lse_max_ratio: the largest
+  // |lse - lse_k16| / lse_tol (pass: < 1), 0 without lse_k16.
+  double rel_l2 = 0, max_row_rel = 0, lse_max_abs = 0, lse_max_ratio = 0;
   long long nonfinite = 0, lse_bad = 0;
 };
 
@@ -245,13 +277,16 @@ inline MlaCompare mla_compare(const MlaCase& c, const MlaRef& r, const uint16_t*
       m.max_row_rel = std::max(m.max_row_rel, std::sqrt(rn / rd));
     }
     if (lse) {
-      const float a = lse[row], b = r.lse[row];
+      const bool k16 = !r.lse_k16.empty();
+      const float a = lse[row], b = k16 ? r.lse_k16[row] : r.lse[row];
       if (std::isinf(b)) {
         if (!(std::isinf(a) && a < 0)) ++m.lse_bad;
       } else if (!std::isfinite(a)) {
         ++m.lse_bad;
       } else {
-        m.lse_max_abs = std::max(m.lse_max_abs, double(std::fabs(a - b)));
+        const double e = std::fabs(double(a) - b);
+        m.lse_max_abs = std::max(m.lse_max_abs, e);
+        if (k16) m.lse_max_ratio = std::max(m.lse_max_ratio, e / r.lse_tol[row]);
       }
     }
   }

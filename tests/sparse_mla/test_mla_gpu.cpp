@@ -10,8 +10,12 @@
 // sm_90a); needs no GPU.
 //
 // Tolerance: ||out - ref|| / ||ref|| < 1e-2 over a case, every (token, head) row < 3e-2, rows of a token with no
-// valid slot exactly 0 (LSE -inf, or the sink logit with sinks), |lse - ref| < 2e-2. The kernel rounds the
-// dequantized K/V and P to bf16 (relative 2^-9) and accumulates in fp32.
+// valid slot exactly 0 (LSE -inf, or the sink logit with sinks). The kernel rounds the dequantized K/V and P to
+// bf16 (relative 2^-9) and accumulates in fp32. The LSE is checked against the reference LSE of q . bf16(k) (the
+// products the kernel forms) within a bound derived per row from fp32 accumulation and ex2/lg2 rounding
+// (sparse_mla/mla_reference.hpp, MlaRef::lse_tol), not against the exact LSE with a fixed tolerance: the bf16
+// rounding of K moves the exact LSE by up to ~2e-2 on sharp 128-head rows, more than a fixed bound could allow
+// without hiding real errors.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -240,10 +244,10 @@ struct DevCase {
 
 bool passes(const test::MlaCompare& r, std::string* line) {
   char buf[200];
-  std::snprintf(buf, sizeof(buf), "rel %.2e row %.2e lse %.1e nonfinite %lld lse_bad %lld", r.rel_l2, r.max_row_rel,
-                r.lse_max_abs, r.nonfinite, r.lse_bad);
+  std::snprintf(buf, sizeof(buf), "rel %.2e row %.2e lse %.1e (%.2f of bound) nonfinite %lld lse_bad %lld", r.rel_l2,
+                r.max_row_rel, r.lse_max_abs, r.lse_max_ratio, r.nonfinite, r.lse_bad);
   *line = buf;
-  return r.rel_l2 < 1e-2 && r.max_row_rel < 3e-2 && r.lse_max_abs < 2e-2 && r.nonfinite == 0 && r.lse_bad == 0;
+  return r.rel_l2 < 1e-2 && r.max_row_rel < 3e-2 && r.lse_max_ratio < 1 && r.nonfinite == 0 && r.lse_bad == 0;
 }
 
 }  // namespace
@@ -275,7 +279,7 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", 
   }
   test::MlaRng rng(seed);
   int runs = 0, passed = 0;
-  double worst = 0;
+  double worst = 0, worst_lse = 0;
   std::vector<std::string> failures;
   for (const Combo& cb : all_combos()) {
     test::MlaCaseOptions o;
@@ -305,6 +309,7 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", 
         const test::MlaCompare r = dc.compare(ref);
         ok = passes(r, &line);
         if (ok) worst = std::max(worst, r.rel_l2);
+        worst_lse = std::max(worst_lse, r.lse_max_ratio);
       } catch (const std::exception& e) {
         line = std::string("threw: ") + e.what();
       }
@@ -318,8 +323,8 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", 
       else failures.push_back(std::string(head) + " " + line);
     }
   }
-  std::printf("SPARSE MLA GPU MATRIX: %d/%d runs passed, worst rel error %.2e, %.1f s, seed %llu\n", passed, runs,
-              worst, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+  std::printf("SPARSE MLA GPU MATRIX: %d/%d runs passed, worst rel error %.2e, worst lse %.2f of its bound, %.1f s, "
+              "seed %llu\n", passed, runs, worst, worst_lse, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               (unsigned long long)seed);
   for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
   CHECK(failures.empty());
