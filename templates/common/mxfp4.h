@@ -56,6 +56,21 @@ KT_HD unsigned mxfp8_scale_byte(float amax) {
 // block's values to its e4m3 grid.
 KT_HD float mxfp8_inv_scale(unsigned e) { return f32_from_bits((254u - e) << 23); }
 
+// Four e2m1 codes (the low nibble of each byte of `codes`; high nibbles zero) to the four e4m3 bytes of the same
+// values, exactly (every e2m1 value is an e4m3 value): magnitude m >= 2 (exponent 1..3 of e2m1) is e4m3
+// 0x30 + 4m (exponent m/2 + 6, mantissa bit (m & 1) << 2), m = 1 (0.5) is 0x30, m = 0 is 0; the sign moves from
+// bit 3 to bit 7. Byte-parallel: no shift carries across bytes. For the weight operand of the sm_100a
+// tcgen05 MMA (mxfp4_gemm ".tc"), which takes e4m3 from shared memory.
+KT_HD unsigned e2m1x4_to_e4m3x4(unsigned codes) {
+  const unsigned mag = codes & 0x07070707u;
+  const unsigned sign = (codes & 0x08080808u) << 4;
+  const unsigned ge2 = ((mag >> 1) | (mag >> 2)) & 0x01010101u;  // 1 in the bytes with m >= 2
+  const unsigned big = (mag << 2) + 0x30303030u;
+  const unsigned small = (mag & 0x01010101u) * 0x30u;              // m in {0, 1}: 0 or 0x30
+  const unsigned sel = ge2 * 0xFFu;
+  return (big & sel) | (small & ~sel) | sign;
+}
+
 #if defined(__CUDACC__)
 // Device decode used by the mxfp4_gemm kernel. A 32-bit word holds 8 codes; output register j (0..3) is the
 // 16-bit pair (code j, code j+4) (low half, high half). Each code's 3 magnitude bits are placed at the top of

@@ -1,5 +1,6 @@
 // Tensor-memory-accelerator loads and the transaction mbarriers they complete on (sm_90a only: every body
 // compiles to nothing elsewhere; callers guard their use with a Spec flag the host spec sets for sm_90a alone).
+// mbar_init and mbar_wait also build for sm_100a, where the tcgen05 MMA path (mxfp4_gemm ".tc") waits on them.
 //   mbar_init(bar, count): one phase completes after `count` arrivals and every expected transaction byte.
 //   mbar_arrive_expect_tx(bar, bytes): arrive, expecting `bytes` more bytes in the current phase.
 //   mbar_wait(bar, parity): spin until the phase with that parity (0 for the first) has completed.
@@ -11,7 +12,7 @@
 namespace ktune_common {
 
 KT_DEV void mbar_init(unsigned bar, unsigned count) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM100_ALL)
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #endif
@@ -23,7 +24,7 @@ KT_DEV void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
 #endif
 }
 KT_DEV void mbar_wait(unsigned bar, unsigned parity) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM100_ALL)
   unsigned done = 0;
   do {
     asm volatile(

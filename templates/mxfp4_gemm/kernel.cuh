@@ -56,6 +56,8 @@ namespace kc = ::ktune_common;
 KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
 // The native block-scaled MMA path (".mx", sm_120a); Specs without kNative (the dev harnesses) are false.
 KTUNE_SPEC_KNOB(NativeOf, kNative, bool, false)
+// The tensor-memory block-scaled MMA path (".tc", sm_100a, kernel_tc.cuh).
+KTUNE_SPEC_KNOB(TcOf, kTcgen05, bool, false)
 enum : int {
   kDevNoEpilogue = 1,
   kDevLoopPredicates = 4,
@@ -68,7 +70,7 @@ enum : int {
 template <class Spec>
 struct K {
   static constexpr Shape kS = make_shape(Spec::kBM, Spec::kTN, Spec::kWN, Spec::kWK, Spec::kStages, Spec::kDepth,
-                                         Spec::kAType, Spec::kWgmma, NativeOf<Spec>::v);
+                                         Spec::kAType, Spec::kWgmma, NativeOf<Spec>::v, TcOf<Spec>::v);
   static_assert(shape_error(kS) == nullptr, "invalid mxfp4_gemm shape (see shape_error)");
   static constexpr bool kBF16 = Spec::kAType == kc::kBF16;
   // BF16 with >= 32 tokens: the e8m0 scale goes into the decoded bf16 weight (cost per weight, shared by all
@@ -108,28 +110,16 @@ KT_DEV float load_bias(const void* b, long long i) {
   else return kc::fp16_to_float(h);
 }
 
-template <class Spec>
-__global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
-    gemm_kernel(const __grid_constant__ Params p) {
-  using KS = K<Spec>;
-  constexpr int kBM = Spec::kBM, kTN = Spec::kTN, kWK = Spec::kWK, kStages = Spec::kStages, kDepth = Spec::kDepth;
-  constexpr int kMT = KS::kMT;
-  constexpr bool kBF16 = KS::kBF16;
-  constexpr bool kPreScale = KS::kPreScale;
-  constexpr bool kDirect = KS::kDirect;
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ int tile_info[3];
-  __shared__ alignas(8) unsigned long long tma_bar[Spec::kWgmma ? Spec::kStages : 1];  // wgmma: stage full
-
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  // mma.sync: warp = wn * kWK + wk. wgmma: the 4 warps of a warpgroup share wk (their K slice) and own 4
-  // consecutive 16-row tiles, warpgroup = (wn / 4) * kWK + wk.
-  const int wk = Spec::kWgmma ? (warp / 4) % kWK : warp % kWK;
-  const int wn = Spec::kWgmma ? (warp / 4) / kWK * 4 + warp % 4 : warp / kWK;
-
-  // ---- which rows (and expert) this CTA computes
-  int m0, m1, expert = 0;
-  if constexpr (Spec::kGrouped) {
+// Which rows (and expert) CTA (blockIdx.x, blockIdx.y) computes: dense, rows blockIdx.y * kBM .. + kBM clipped
+// to m; grouped, blockIdx.y enumerates the (expert, kBM-row tile) pairs found from expert_offsets by warp 0
+// (prefix sums over the experts; the table is clamped and made non-decreasing, so a bad one cannot send a CTA out
+// of bounds). Returns false for a CTA with nothing to do (a spare tile of the upper-bound grid). Every thread of
+// the CTA calls it (grouped: one CTA barrier).
+template <int kBM, bool kGrouped>
+KT_DEV bool cta_rows(const Params& p, int* tile_info, int& expert, int& m0, int& m1) {
+  expert = 0;
+  if constexpr (kGrouped) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (warp == 0) {
       const int t = blockIdx.y;
       int found_e = -1, found_m0 = 0, found_m1 = 0, before = 0, prev_hi = 0;
@@ -176,14 +166,38 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     }
     __syncthreads();
     expert = tile_info[0];
-    if (expert < 0) return;  // a spare tile of the upper-bound grid
+    if (expert < 0) return false;
     m0 = tile_info[1];
     m1 = tile_info[2];
   } else {
     m0 = blockIdx.y * kBM;
     m1 = min(m0 + kBM, p.m);
   }
-  if (m0 >= m1) return;
+  return m0 < m1;
+}
+
+template <class Spec>
+__global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
+    gemm_kernel(const __grid_constant__ Params p) {
+  using KS = K<Spec>;
+  constexpr int kBM = Spec::kBM, kTN = Spec::kTN, kWK = Spec::kWK, kStages = Spec::kStages, kDepth = Spec::kDepth;
+  constexpr int kMT = KS::kMT;
+  constexpr bool kBF16 = KS::kBF16;
+  constexpr bool kPreScale = KS::kPreScale;
+  constexpr bool kDirect = KS::kDirect;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int tile_info[3];
+  __shared__ alignas(8) unsigned long long tma_bar[Spec::kWgmma ? Spec::kStages : 1];  // wgmma: stage full
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // mma.sync: warp = wn * kWK + wk. wgmma: the 4 warps of a warpgroup share wk (their K slice) and own 4
+  // consecutive 16-row tiles, warpgroup = (wn / 4) * kWK + wk.
+  const int wk = Spec::kWgmma ? (warp / 4) % kWK : warp % kWK;
+  const int wn = Spec::kWgmma ? (warp / 4) / kWK * 4 + warp % 4 : warp / kWK;
+
+  // ---- which rows (and expert) this CTA computes
+  int m0, m1, expert;
+  if (!cta_rows<kBM, Spec::kGrouped>(p, tile_info, expert, m0, m1)) return;
 
   const unsigned* __restrict__ wbase = p.w + (long long)expert * p.w_expert_words;
   const unsigned* __restrict__ sbase = p.s + (long long)expert * p.s_expert_words;

@@ -8,6 +8,7 @@ struct Shape {
   int bm, tn, wn, wk, stages, depth;  // config
   int wgmma;                           // sm_90a: warpgroup MMA, the decoded weight as the register A operand
   int native;                          // sm_120a: block-scaled e2m1 x e4m3 mma.sync (activations to MXFP8)
+  int tcgen05;                         // sm_100a: block-scaled tcgen05.mma from shared memory (kernel_tc.cuh)
   int a_type;                          // activation dtype (fp16 accumulates each 32-block separately)
   int threads, warps, bn, bk;          // tile N = 16 * tn * wn rows of W, tile K = 64 * wk per iteration
   int acc_regs, w_regs;                // per-thread estimates
@@ -17,11 +18,12 @@ struct Shape {
 };
 
 KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int depth, int a_type, bool wgmma = false,
-                                 bool native = false) {
+                                 bool native = false, bool tcgen05 = false) {
   Shape s{};
   s.bm = bm; s.tn = tn; s.wn = wn; s.wk = wk; s.stages = stages; s.depth = depth; s.a_type = a_type;
   s.wgmma = wgmma ? 1 : 0;
   s.native = native ? 1 : 0;
+  s.tcgen05 = tcgen05 ? 1 : 0;
   s.warps = wn * wk;
   s.threads = 32 * s.warps;
   s.bn = 16 * tn * wn;
@@ -37,6 +39,18 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
   if (wgmma) s.smem_total += 1024;  // wgmma's swizzled operand tiles start 1024-byte aligned
   s.smem_static = 16;
+  if (tcgen05) {  // kernel_tc.cuh: per stage the e4m3 weight tile (128 rows x 128 k), the e4m3 activation tile
+                  // (bm x 128 k) and the two 512-byte scale-factor staging blocks; + 128 bytes of alignment slack
+    s.smem_stage = 128 * 128 + bm * 128 + 2 * 512;
+    s.smem_pipe = stages * s.smem_stage;
+    s.smem_red = 0;
+    s.smem_total = s.smem_pipe + 128;
+    s.smem_static = 64;  // tile_info, two mbarriers, the TMEM address
+    s.acc_regs = 0;      // the accumulator lives in tensor memory
+    s.w_regs = 0;
+    s.min_blocks = 1;
+    return s;
+  }
   const int regs = s.acc_regs + s.w_regs + (bm / 8) * 4 + 40;
   s.min_blocks = regs * s.threads > 0 ? 65536 / (((regs + 7) / 8 * 8) * s.threads) : 1;
   if (s.min_blocks < 1) s.min_blocks = 1;
@@ -47,6 +61,13 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
 // Reason a shape cannot be built, or nullptr (device limits are checked by the host spec).
 KT_HD constexpr const char* shape_error(const Shape& s) {
   if (s.native && s.wgmma) return ".mx (native block-scaled MMA, sm_120a) and .wg (wgmma, sm_90a) exclude each other";
+  if (s.tcgen05) {  // one CTA of 4 warps: 128 weight rows (the MMA M) x bm tokens (the MMA N), K 128 per stage
+    if (s.native || s.wgmma) return ".tc (tcgen05, sm_100a) excludes .mx and .wg";
+    if (s.bm != 16 && s.bm != 32 && s.bm != 64 && s.bm != 128) return "tcgen05: bm expected 16, 32, 64 or 128";
+    if (s.tn != 2 || s.wn != 4 || s.wk != 1 || s.stages != 2 || s.depth != 1)
+      return "tcgen05: expected tn2.wn4.wk1.s2.d1 (128 weight rows per CTA, 4 warps, two shared-memory stages)";
+    return nullptr;
+  }
   if (s.wgmma) {  // one m64 x bm x k16 wgmma per warpgroup and k16 step; warpgroups along N and K
     if (s.bm != 32 && s.bm != 64 && s.bm != 128 && s.bm != 256) return "wgmma: bm expected 32, 64, 128 or 256";
     if (s.tn != 1 || (s.wn != 4 && s.wn != 8) || (s.wk != 1 && s.wk != 2 && s.wk != 4))

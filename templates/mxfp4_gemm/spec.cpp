@@ -32,7 +32,8 @@ bool parse_num(const std::string& tok, const std::string& prefix, int* out) {
 using key_parse::split_dots;
 
 ktune_mxfp4::Shape shape_of(const Problem& p, const Config& c) {
-  return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype), c.wgmma, c.native);
+  return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype), c.wgmma, c.native,
+                                 c.tcgen05);
 }
 
 std::string arch_name(const Arch& a) { return a.host ? std::string("host") : a.str(); }
@@ -111,14 +112,15 @@ std::string Config::key() const {
   o << "bm" << bm << ".tn" << tn << ".wn" << wn << ".wk" << wk << ".s" << stages << ".d" << depth;
   if (wgmma) o << ".wg";
   if (native) o << ".mx";
+  if (tcgen05) o << ".tc";
   return o.str();
 }
 
 Config Config::from_key(const std::string& key) {
   std::vector<std::string> t = split_dots(key);
   Config c;
-  if (t.size() == 7 && (t.back() == "wg" || t.back() == "mx")) {
-    (t.back() == "wg" ? c.wgmma : c.native) = true;
+  if (t.size() == 7 && (t.back() == "wg" || t.back() == "mx" || t.back() == "tc")) {
+    (t.back() == "wg" ? c.wgmma : t.back() == "mx" ? c.native : c.tcgen05) = true;
     t.pop_back();
   }
   if (t.size() == 3) {  // host: bm<B>.tn<T>.kt<K>
@@ -163,6 +165,8 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   if (c.wgmma && (arch.sm() != 90 || arch.suffix != 'a')) return "wgmma (.wg): only on sm_90a, got " + arch_name(arch);
   if (c.native && (arch.sm() != 120 || arch.suffix != 'a'))
     return "native block-scaled MMA (.mx): only on sm_120a (mma.sync kind::mxf8f6f4), got " + arch_name(arch);
+  if (c.tcgen05 && (arch.sm() != 100 || arch.suffix != 'a'))
+    return "tensor-memory block-scaled MMA (.tc): only on sm_100a (tcgen05.mma kind::mxf8f6f4), got " + arch_name(arch);
   const ktune_mxfp4::Shape s = shape_of(p, c);
   if (const char* why = ktune_mxfp4::shape_error(s)) return why;
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
@@ -374,7 +378,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   // problem with the same dtypes and form shares one binary per config.
   s << "// ktune mxfp4_gemm " << dtype_name(p.a_dtype) << '-' << dtype_name(p.out_dtype)
     << (p.grouped() ? " grouped" : " dense") << " / " << c.key() << "\n"
-    << "#include \"mxfp4_gemm/kernel.cuh\"\n"
+    << "#include \"mxfp4_gemm/" << (c.tcgen05 ? "kernel_tc.cuh" : "kernel.cuh") << "\"\n"
     << "namespace ktune_mxfp4 {\n"
     << "struct Spec {\n"
     << "  static constexpr int kAType = " << int(p.a_dtype) << ", kOutType = " << int(p.out_dtype) << ";\n"
@@ -383,6 +387,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
     << ", kStages = " << c.stages << ", kDepth = " << c.depth << ";\n"
     << "  static constexpr bool kWgmma = " << (c.wgmma ? "true" : "false") << ";\n"
     << "  static constexpr bool kNative = " << (c.native ? "true" : "false") << ";\n"
+    << "  static constexpr bool kTcgen05 = " << (c.tcgen05 ? "true" : "false") << ";\n"
     << "};\n"
     << "}  // namespace ktune_mxfp4\n";
   GeneratedKernel k;
@@ -390,7 +395,8 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   k.problem_key = p.key();
   k.config_key = c.key();
   k.source = s.str();
-  k.entry_points = {"ktune_mxfp4::gemm_kernel<ktune_mxfp4::Spec>"};
+  k.entry_points = {c.tcgen05 ? "ktune_mxfp4::gemm_kernel_tc<ktune_mxfp4::Spec>"
+                              : "ktune_mxfp4::gemm_kernel<ktune_mxfp4::Spec>"};
   k.options = {"-std=c++17"};
   return k;
 }

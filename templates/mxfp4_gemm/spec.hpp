@@ -45,6 +45,9 @@ struct KTUNE_API Problem {
 // 32-block of a token row: one e8m0 scale, e4m3 elements; common/mxfp4.h mxfp8_scale_byte), so results differ
 // from the exact W4A16 ones by that rounding: never a default, never in the search space; an engine asks for it
 // with Mxfp4GemmArgs::config. Compiled for sm_120a in CI, never run (no sm_120 device here).
+// ".tc" (sm_100a only, opt-in, same MXFP8 activations and the same reasons): the tensor-memory block-scaled MMA
+// (tcgen05.mma kind::mxf8f6f4.block_scale, templates/mxfp4_gemm/kernel_tc.cuh), only as bm{16,32,64,128}.tn2.wn4.
+// wk1.s2.d1.tc: 128 weight rows x bm tokens per CTA. Compiled for sm_100a in CI, never run (no sm_100 device).
 //
 // Host (CPU, Arch "host") configs "bm4.tn2.kt4" (templates/mxfp4_gemm/host_kernel.h) reuse bm and tn and add kt:
 // bm activation rows per register block (1, 2, 4, 8), tn 16-row weight tiles per work item (N tile = 16 * tn
@@ -54,6 +57,7 @@ struct KTUNE_API Config {
   int bm = 16, tn = 1, wn = 4, wk = 2, stages = 3, depth = 4;
   bool wgmma = false;  // sm_90a, bf16 activations: warpgroup MMA (key suffix ".wg"; bm 32..256, tn1, wk 1/2/4)
   bool native = false; // sm_120a: block-scaled e2m1 x e4m3 MMA, activations quantized to MXFP8 (suffix ".mx")
+  bool tcgen05 = false; // sm_100a: block-scaled tcgen05.mma, activations quantized to MXFP8 (suffix ".tc")
   int kt = 0;  // host only: K chunks per decode step
   std::string key() const;
   static Config from_key(const std::string& key);
@@ -63,7 +67,7 @@ struct KTUNE_API Config {
   int tile_n() const { return host() ? 16 * tn : 16 * tn * wn; }
   bool operator==(const Config& o) const {
     return bm == o.bm && tn == o.tn && wn == o.wn && wk == o.wk && stages == o.stages && depth == o.depth &&
-           wgmma == o.wgmma && native == o.native && kt == o.kt;
+           wgmma == o.wgmma && native == o.native && tcgen05 == o.tcgen05 && kt == o.kt;
   }
 };
 

@@ -1,7 +1,7 @@
 // mxfp4_gemm compiles to CUBIN with NVRTC for sm_90a (the measured path) and, compile-only, sm_80 / sm_89 /
 // sm_100a / sm_120a (the same mma.sync kernel): bf16 dense and grouped defaults on each, fp16 dense on sm_90a;
-// and the native block-scaled MMA configs (".mx": mma.sync kind::mxf8f6f4, e2m1 x e4m3) for sm_120a, never run
-// here. No GPU needed.
+// and the native block-scaled MMA configs (".mx": mma.sync kind::mxf8f6f4, e2m1 x e4m3) for sm_120a and (".tc":
+// tcgen05.mma kind::mxf8f6f4 from shared memory, e4m3 x e4m3) for sm_100a, never run here. No GPU needed.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -43,6 +43,15 @@ TEST_CASE("mxfp4_gemm compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "
            {fp16, "bm32.tn2.wn4.wk1.s3.d2.mx"},
            {dense, "bm64.tn2.wn4.wk1.s4.d2.mx"}})
     jobs.push_back({prob, cfg, Arch::parse("sm_120a")});
+  // sm_100a tensor-memory block-scaled MMA (tcgen05): every tile width, grouped, fp16 activations / output
+  for (const auto& [prob, cfg] : std::vector<std::pair<std::string, const char*>>{
+           {dense, "bm16.tn2.wn4.wk1.s2.d1.tc"},
+           {dense, "bm32.tn2.wn4.wk1.s2.d1.tc"},
+           {dense, "bm64.tn2.wn4.wk1.s2.d1.tc"},
+           {dense, "bm128.tn2.wn4.wk1.s2.d1.tc"},
+           {moe, "bm16.tn2.wn4.wk1.s2.d1.tc"},
+           {fp16, "bm32.tn2.wn4.wk1.s2.d1.tc"}})
+    jobs.push_back({prob, cfg, Arch::parse("sm_100a")});
   test::TempDir dir;
   RuntimeOptions o;
   o.cache_path = dir.file("m.db");

@@ -167,6 +167,58 @@ TEST_CASE("mxfp4_gemm native MMA configs (.mx): sm_120a only, opt-in", "[mxfp4]"
              Catch::Contains("kNative = false"));
 }
 
+TEST_CASE("mxfp4_gemm tensor-memory MMA configs (.tc): sm_100a only, opt-in, one tiling", "[mxfp4]") {
+  const Problem dense = Problem::from_key("n8192.k8192.bf16-bf16");
+  const Arch sm100 = Arch::parse("sm_100a");
+  const Config tc = Config::from_key("bm64.tn2.wn4.wk1.s2.d1.tc");
+  CHECK(tc.tcgen05);
+  CHECK_FALSE(tc.native);
+  CHECK_FALSE(tc.wgmma);
+  CHECK(tc.key() == "bm64.tn2.wn4.wk1.s2.d1.tc");
+  CHECK_FALSE(tc == Config::from_key("bm64.tn2.wn4.wk1.s2.d1"));
+  CHECK_THROWS_AS(Config::from_key("bm64.tn2.wn4.wk1.s2.d1.mx.tc"), Error);
+  for (int bm : {16, 32, 64, 128}) {
+    const Config c = Config::from_key("bm" + std::to_string(bm) + ".tn2.wn4.wk1.s2.d1.tc");
+    CHECK(can_implement(dense, c, sm100, default_limits(sm100)).empty());
+  }
+  for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_120a"})
+    CHECK_THAT(can_implement(dense, tc, Arch::parse(a), default_limits(Arch::parse(a))),
+               Catch::Contains("(.tc): only on sm_100a"));
+  // one CTA shape: 128 weight rows (tn2 x wn4 x 16), 4 warps, two stages; bm is the MMA N
+  CHECK_THAT(can_implement(dense, Config::from_key("bm8.tn2.wn4.wk1.s2.d1.tc"), sm100, default_limits(sm100)),
+             Catch::Contains("tcgen05: bm expected 16, 32, 64 or 128"));
+  for (const char* bad : {"bm64.tn1.wn4.wk1.s2.d1.tc", "bm64.tn2.wn4.wk2.s2.d1.tc", "bm64.tn2.wn4.wk1.s3.d1.tc"})
+    CHECK_THAT(can_implement(dense, Config::from_key(bad), sm100, default_limits(sm100)),
+               Catch::Contains("tcgen05: expected tn2.wn4.wk1.s2.d1"));
+  // It changes the numerics (activations rounded to MXFP8): never chosen by a default or the tuner.
+  for (int64_t m : {1, 16, 4096}) CHECK_FALSE(default_config(dense, sm100, m).tcgen05);
+  for (const Config& c : search_space(dense, sm100)) CHECK_FALSE(c.tcgen05);
+  const GeneratedKernel k = generate(dense, tc, sm100);
+  CHECK_THAT(k.source, Catch::Contains("mxfp4_gemm/kernel_tc.cuh"));
+  CHECK_THAT(k.source, Catch::Contains("kTcgen05 = true"));
+  REQUIRE(k.entry_points.size() == 1);
+  CHECK(k.entry_points[0] == "ktune_mxfp4::gemm_kernel_tc<ktune_mxfp4::Spec>");
+  CHECK(generate(dense, Config::from_key("bm16.tn2.wn4.wk1.s3.d2"), sm100).entry_points[0] ==
+        "ktune_mxfp4::gemm_kernel<ktune_mxfp4::Spec>");
+}
+
+TEST_CASE("e2m1x4_to_e4m3x4 gives the same values, in every byte", "[mxfp4]") {
+  namespace kc = ::ktune_common;
+  for (unsigned code = 0; code < 16; ++code)
+    for (int byte = 0; byte < 4; ++byte) {
+      // the other bytes hold other codes, to catch carries between bytes
+      const unsigned others = 0x0F070901u & ~(0xFFu << (8 * byte));
+      const unsigned out = kc::e2m1x4_to_e4m3x4(others | (code << (8 * byte)));
+      const float got = kc::e4m3_to_float((unsigned char)(out >> (8 * byte)));
+      INFO("code " << code << " byte " << byte);
+      CHECK(got == kc::e2m1_to_float(code));
+      CHECK(std::signbit(got) == ((code & 8u) != 0));
+      for (int o = 0; o < 4; ++o)
+        if (o != byte)
+          CHECK(kc::e4m3_to_float((unsigned char)(out >> (8 * o))) == kc::e2m1_to_float((others >> (8 * o)) & 0xFu));
+    }
+}
+
 TEST_CASE("mxfp4_gemm validation names the field", "[mxfp4]") {
   const FamilyInfo& f = family("mxfp4_gemm");
   CHECK_THAT(error_of([&] { f.problem_from_json(R"({"n":64,"k":48})"); }), Catch::Contains("k: expected a positive multiple of 32"));
