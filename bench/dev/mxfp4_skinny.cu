@@ -503,9 +503,10 @@ void run_tma(const Bufs& b, int m, int n, int k, float* ref) {
 
 // ---- the library kernel (templates/mxfp4_gemm/kernel.cuh), built by nvcc here, on the same buffers ----------
 namespace lib {
-template <int kBMv, int kTNv, int kWKv, int kStagesv, int kDepthv, int kDevv = 0>
+template <int kBMv, int kTNv, int kWKv, int kStagesv, int kDepthv, int kDevv = 0, int kL2v = 0>
 struct Spec {
   static constexpr int kDev = kDevv;
+  static constexpr int kL2Ahead = kL2v;
   static constexpr int kAType = ::ktune_common::kBF16, kOutType = ::ktune_common::kBF16;
   static constexpr bool kGrouped = false;
   static constexpr int kBM = kBMv, kTN = kTNv, kWN = 1, kWK = kWKv, kStages = kStagesv, kDepth = kDepthv;
@@ -513,9 +514,9 @@ struct Spec {
 };
 }  // namespace lib
 
-template <int BM, int TN, int WK, int ST, int D, int DEV = 0>
+template <int BM, int TN, int WK, int ST, int D, int DEV = 0, int L2 = 0>
 void run_lib(const Bufs& b, int m, int n, int k, const char* tag) {
-  using S = lib::Spec<BM, TN, WK, ST, D, DEV>;
+  using S = lib::Spec<BM, TN, WK, ST, D, DEV, L2>;
   constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
   auto kern = ktune_mxfp4::gemm_kernel<S>;
   const cudaFuncAttributes fa = allow_smem(kern, sh.smem_total);
@@ -528,8 +529,8 @@ void run_lib(const Bufs& b, int m, int n, int k, const char* tag) {
     kern<<<grid, sh.threads, sh.smem_total>>>(p);
   }, int(b.w.size()), &us, &b2b);
   const double bytes = double(n) * k / 2 + double(n) * k / 32 + 2.0 * m * k + 2.0 * m * n;
-  std::printf("%-7s dev%d m%-3d bm%d tn%d wk%d s%d d%d %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s | regs %3d  local %d B\n",
-              tag, DEV, m, BM, TN, WK, ST, D, us, bytes / us / 1e6, b2b, bytes / b2b / 1e6, fa.numRegs, int(fa.localSizeBytes));
+  std::printf("%-7s dev%d l2+%d m%-3d bm%d tn%d wk%d s%d d%d %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s | regs %3d  local %d B\n",
+              tag, DEV, L2, m, BM, TN, WK, ST, D, us, bytes / us / 1e6, b2b, bytes / b2b / 1e6, fa.numRegs, int(fa.localSizeBytes));
 }
 
 template <int MT, int TN, int WK, int D>
@@ -594,34 +595,24 @@ int main() {
     std::printf("read_all %4d x 512      %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s\n", blocks, us,
                 bytes / us / 1e6, b2b, bytes / b2b / 1e6);
   }
-  // Session 8: warps per SM. At N = 8192 a tn4 CTA (64 weight rows) makes 128 CTAs, one per SM, so wk sets the
-  // warps per SM: wk8 = 8 (the M <= 8 default is tn2: 256 CTAs), wk16 = 16 (512 threads, <= 128 registers).
-  run_lib<8, 4, 8, 0, 2, 0>(b, 1, n, k, "library");
+  // Session 9: does an L2 bulk prefetch ahead of the register prefetch (kL2Ahead iterations past it), or the
+  // L2::256B hint on the weight loads (dev 128), let the decode overlap the stream? Defaults first: M = 1
+  // bm8.tn4.wn1.wk16.s0.d2, M = 16 the s0 form of the same tiling.
   run_lib<8, 4, 16, 0, 2, 0>(b, 1, n, k, "library");
-  run_lib<8, 4, 16, 0, 4, 0>(b, 1, n, k, "library");
-  run_lib<8, 2, 16, 0, 2, 0>(b, 1, n, k, "library");
-  run_lib<8, 2, 16, 0, 4, 0>(b, 1, n, k, "library");
-  run_lib<16, 4, 16, 0, 2, 0>(b, 16, n, k, "library");
-  run_lib<16, 4, 16, 3, 2, 0>(b, 16, n, k, "library");
-  run_lib<8, 4, 16, 0, 2, 64>(b, 1, n, k, "library");
-  run_lib<8, 2, 8, 0, 2, 64>(b, 1, n, k, "library");
-  run_lib<16, 4, 8, 3, 2, 64>(b, 16, n, k, "library");
-  run_lib<8, 4, 16, 0, 2, 1>(b, 1, n, k, "library");
-  run_lib<8, 4, 16, 0, 2, 5>(b, 1, n, k, "library");
-  // The library kernel (nvcc) next to the harness's own "direct" kernel of the same tiling, and the library
-  // kernel with each kDev simplification (templates/mxfp4_gemm/kernel.cuh: DevOf).
-  run<3, 1, 2, 8, 2>(b, 1, n, k, "direct");
+  run_lib<8, 4, 16, 0, 2, 128>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 0, 1>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 0, 2>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 0, 4>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 128, 2>(b, 1, n, k, "library");
   run_lib<8, 2, 8, 0, 2, 0>(b, 1, n, k, "library");
-  run_lib<8, 2, 8, 0, 2, 1>(b, 1, n, k, "library");
-  run_lib<8, 2, 8, 0, 2, 4>(b, 1, n, k, "library");
-  run_lib<8, 2, 8, 0, 2, 5>(b, 1, n, k, "library");
-  run<3, 1, 2, 8, 4>(b, 1, n, k, "direct");
-  run_lib<8, 2, 8, 0, 4, 0>(b, 1, n, k, "library");
-  run_lib<8, 2, 8, 0, 4, 1>(b, 1, n, k, "library");
-  run_lib<8, 2, 8, 0, 4, 4>(b, 1, n, k, "library");
-  run_lib<8, 2, 8, 0, 4, 5>(b, 1, n, k, "library");
-  run_lib<8, 2, 8, 5, 4, 0>(b, 1, n, k, "library");
-  run_lib<16, 2, 8, 3, 4, 0>(b, 16, n, k, "library");
-  run_lib<16, 4, 8, 3, 2, 0>(b, 16, n, k, "library");
+  run_lib<8, 2, 8, 0, 2, 0, 2>(b, 1, n, k, "library");
+  run_lib<8, 2, 8, 0, 2, 0, 4>(b, 1, n, k, "library");
+  run_lib<8, 2, 8, 0, 2, 0, 8>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 64>(b, 1, n, k, "library");
+  run_lib<8, 4, 16, 0, 2, 64, 2>(b, 1, n, k, "library");
+  run_lib<16, 4, 16, 0, 2, 0>(b, 16, n, k, "library");
+  run_lib<16, 4, 16, 0, 2, 0, 2>(b, 16, n, k, "library");
+  run_lib<16, 4, 16, 0, 2, 0, 4>(b, 16, n, k, "library");
+  run_lib<16, 4, 16, 0, 2, 128, 2>(b, 16, n, k, "library");
   return 0;
 }

@@ -58,13 +58,17 @@ KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
 KTUNE_SPEC_KNOB(NativeOf, kNative, bool, false)
 // The tensor-memory block-scaled MMA path (".tc", sm_100a, kernel_tc.cuh).
 KTUNE_SPEC_KNOB(TcOf, kTcgen05, bool, false)
+// Dev harness only (s0 path): lane 0 of each warp asks L2 for the warp's weight chunks kL2Ahead iterations past
+// its register prefetch (cp.async.bulk.prefetch.L2); 0 = off.
+KTUNE_SPEC_KNOB(L2AheadOf, kL2Ahead, int, 0)
 enum : int {
   kDevNoEpilogue = 1,
   kDevLoopPredicates = 4,
   kDevNoDecode = 8,
   kDevNoLoadA = 16,
   kDevNoWgmma = 32,
-  kDevCheapDecode = 64
+  kDevCheapDecode = 64,
+  kDevL2Hint256 = 128  // weight loads with the L2::256B prefetch-size hint
 };
 
 template <class Spec>
@@ -236,7 +240,10 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       const bool ok = (DevOf<Spec>::v & kDevLoopPredicates) ? it < nit : c < p.kc && nt < p.n16;
       q[i] = make_uint4(0u, 0u, 0u, 0u);
       s[i] = 0x7F7F7F7Fu;
-      kc::ld_stream_v4(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
+      if constexpr ((DevOf<Spec>::v & kDevL2Hint256) != 0)
+        kc::ld_stream_v4_l2_256(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
+      else
+        kc::ld_stream_v4(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
       kc::ld_cached_u32(s[i], sbase + ((long long)nt * groups + (c >> 2)) * 32 + lane, ok);
     }
   };
@@ -486,6 +493,12 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       load_b(d, bq[d]);
     }
     for_each_chunk<kDepth>(nit, [&](int it, int d) {
+      if constexpr (L2AheadOf<Spec>::v > 0) {
+        const int c = (it + kDepth + L2AheadOf<Spec>::v) * kWK + wk;
+        const int tiles = min(kTN, p.n16 - ntile0);
+        if (lane == 0 && c < p.kc && tiles > 0)
+          kc::prefetch_l2_bulk(wbase + ((long long)c * p.n16 + ntile0) * 128, unsigned(tiles) * 512u);
+      }
       compute(0, it, wq[d], ws[d], bq[d]);
       load_w(it + kDepth, wq[d], ws[d]);
       load_b(it + kDepth, bq[d]);

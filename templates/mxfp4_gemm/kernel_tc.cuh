@@ -43,7 +43,7 @@ template <class Spec>
 __global__ void __launch_bounds__(128, 1) gemm_kernel_tc(const __grid_constant__ Params p) {
   using T = TcTile<Spec>;
   constexpr int kBM = T::kBM;
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem[];  // (kernel.cuh declares it; aligned to 128 below)
   __shared__ int tile_info[3];
   __shared__ alignas(8) unsigned long long mma_done[2];  // per stage: its four MMAs completed
   __shared__ unsigned tmem_slot;
