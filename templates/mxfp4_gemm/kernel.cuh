@@ -68,7 +68,8 @@ enum : int {
   kDevNoLoadA = 16,
   kDevNoWgmma = 32,
   kDevCheapDecode = 64,
-  kDevL2Hint256 = 128  // weight loads with the L2::256B prefetch-size hint
+  kDevL2Hint256 = 128,  // weight loads with the L2::256B prefetch-size hint
+  kDevV2Decode = 256    // the instruction mix of the cheapest decode a new bit layout allows (values wrong)
 };
 
 template <class Spec>
@@ -380,6 +381,14 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
 #pragma unroll
             for (int x = 0; x < 4; ++x)
               af[x] = kc::bf16x2_fma((word >> (3 * x)) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
+          } else if constexpr ((DevOf<Spec>::v & kDevV2Decode) != 0) {
+            // the fewest-ALU decode a bit layout can give: three pairs are left shifts (IMAD.SHL on the FMA pipe)
+            // by 0, 3, 6 and one mask each; the fourth needs three shifts and three masks (no layout does better)
+            af[0] = kc::bf16x2_fma(word & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
+            af[1] = kc::bf16x2_fma((word * 8u) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
+            af[2] = kc::bf16x2_fma((word * 64u) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
+            af[3] = kc::bf16x2_fma(((word >> 3) & 0x00C000C0u) | ((word >> 7) & 0x01000100u) | ((word * 32u) & 0x80008000u),
+                                   0x7E807E80u, 0x80008000u);
           } else if constexpr (kBF16) {
             af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
             af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);
