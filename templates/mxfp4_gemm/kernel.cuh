@@ -51,8 +51,9 @@ namespace kc = ::ktune_common;
 // simplifications (kDevNoEpilogue 1: no split-K reduction, each lane writes one float; kDevLoopPredicates 4:
 // loads predicated on the loop bound only; wgmma path: kDevNoDecode 8 raw words as fragments, kDevNoLoadA 16 no
 // activation copies after the prologue, kDevNoWgmma 32 no wgmma issued; mma.sync paths: kDevCheapDecode 64 a
-// shift and a mask per 16-bit pair instead of the decode, the cost of a bit layout made for it). Outputs are then
-// wrong. The Specs that spec.cpp generates have no kDev.
+// shift and a mask per 16-bit pair instead of the decode (fewer instructions than any bit layout allows),
+// kDevL2Hint256 128 the L2::256B hint on the weight loads, kDevV2Decode 256 the instruction mix of the cheapest
+// decode a bit layout allows). Outputs are then wrong (except 128). The Specs that spec.cpp generates have no kDev.
 KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
 // The native block-scaled MMA path (".mx", sm_120a); Specs without kNative (the dev harnesses) are false.
 KTUNE_SPEC_KNOB(NativeOf, kNative, bool, false)
