@@ -49,7 +49,10 @@ struct KTUNE_API Mxfp4GemmArgs {
   int ldc = 0;                   // elements; 0 = n
   int m = 0;                     // rows of A and C (grouped: all experts' rows; >= 0, 0 = nothing to do)
   const int32_t* expert_offsets = nullptr;  // grouped: [num_experts + 1] on the device; dense: null
-  const char* config = nullptr;  // force a config key (tuner, benches); nullptr = tuned or default
+  // Force a config key (tuner, benches); nullptr = tuned or default. The opt-in native block-scaled MMA paths
+  // are only reached this way: "....mx" on sm_120a, "bm{16,32,64,128}.tn2.wn4.wk1.s2.d1.tc" on sm_100a; both
+  // quantize the activations to MXFP8 first (docs/mxfp4_gemm.md), and neither has run on hardware yet.
+  const char* config = nullptr;
 };
 
 struct KTUNE_API Mxfp4GemmPlan {
