@@ -581,9 +581,8 @@ int main(int argc, char** argv) {
   if (ncu) {  // the M = 1 default, its decode stand-ins, an M = 16 tiling, and the pure read
     g_profile_once = true;
     run_lib<8, 4, 16, 0, 2, 0>(b, 1, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 64>(b, 1, n, k, "library");
+    run_lib<8, 4, 16, 0, 2, 512>(b, 1, n, k, "library");
     run_lib<8, 4, 16, 0, 2, 256>(b, 1, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 256 + 4>(b, 1, n, k, "library");
     run_lib<16, 4, 8, 3, 2, 0>(b, 16, n, k, "library");
     read_all<<<528, 512>>>(reinterpret_cast<const uint4*>(b.w[0]), (long long)(wb / 16),
                            reinterpret_cast<const uint4*>(b.s[0]), (long long)(sb / 16),
@@ -620,21 +619,19 @@ int main(int argc, char** argv) {
     std::printf("read_all %4d x 512      %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s\n", blocks, us,
                 bytes / us / 1e6, b2b, bytes / b2b / 1e6);
   }
-  // Session 9, third call: M = 16 with the weight loads predicated on the loop bound only (dev 4: what a
-  // full-tile specialization gives when N and K divide the tile), each variant twice (the spread).
+  // Session 9, fourth call: fp32 per-block scales looked up in a shared-memory table (the library default now)
+  // against the register conversion (dev 512), M = 1 / 8 / 16 defaults, fp16-like tilings; each twice.
   for (int rep = 0; rep < 2; ++rep) {
-    run_lib<16, 4, 8, 3, 2, 0>(b, 16, n, k, "library");
-    run_lib<16, 4, 8, 3, 2, 4>(b, 16, n, k, "library");
-    run_lib<16, 2, 8, 3, 2, 0>(b, 16, n, k, "library");
-    run_lib<16, 2, 8, 3, 2, 4>(b, 16, n, k, "library");
-    run_lib<16, 4, 16, 3, 2, 0>(b, 16, n, k, "library");
-    run_lib<16, 4, 16, 3, 2, 4>(b, 16, n, k, "library");
-    run_lib<16, 2, 16, 0, 2, 0>(b, 16, n, k, "library");
-    run_lib<16, 2, 16, 0, 2, 4>(b, 16, n, k, "library");
     run_lib<8, 4, 16, 0, 2, 0>(b, 1, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 4>(b, 1, n, k, "library");
+    run_lib<8, 4, 16, 0, 2, 512>(b, 1, n, k, "library");
     run_lib<8, 4, 16, 0, 2, 0>(b, 8, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 4>(b, 8, n, k, "library");
+    run_lib<8, 4, 16, 0, 2, 512>(b, 8, n, k, "library");
+    run_lib<8, 2, 8, 0, 2, 0>(b, 1, n, k, "library");
+    run_lib<8, 2, 8, 0, 2, 512>(b, 1, n, k, "library");
+    run_lib<16, 4, 8, 3, 2, 0>(b, 16, n, k, "library");
+    run_lib<16, 4, 8, 3, 2, 512>(b, 16, n, k, "library");
+    run_lib<8, 4, 16, 0, 2, 256>(b, 1, n, k, "library");
+    run_lib<8, 4, 16, 0, 2, 256 + 512>(b, 1, n, k, "library");
   }
   return 0;
 }

@@ -53,7 +53,8 @@ namespace kc = ::ktune_common;
 // activation copies after the prologue, kDevNoWgmma 32 no wgmma issued; mma.sync paths: kDevCheapDecode 64 a
 // shift and a mask per 16-bit pair instead of the decode (fewer instructions than any bit layout allows),
 // kDevL2Hint256 128 the L2::256B hint on the weight loads, kDevV2Decode 256 the instruction mix of the cheapest
-// decode a bit layout allows). Outputs are then wrong (except 128). The Specs that spec.cpp generates have no kDev.
+// decode a bit layout allows, kDevScaleConvert 512 the e8m0 -> fp32 conversion instead of the table). Outputs are
+// then wrong (except 128 and 512). The Specs that spec.cpp generates have no kDev.
 KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
 // The native block-scaled MMA path (".mx", sm_120a); Specs without kNative (the dev harnesses) are false.
 KTUNE_SPEC_KNOB(NativeOf, kNative, bool, false)
@@ -70,7 +71,8 @@ enum : int {
   kDevNoWgmma = 32,
   kDevCheapDecode = 64,
   kDevL2Hint256 = 128,  // weight loads with the L2::256B prefetch-size hint
-  kDevV2Decode = 256    // the instruction mix of the cheapest decode a new bit layout allows (values wrong)
+  kDevV2Decode = 256,   // the instruction mix of the cheapest decode a new bit layout allows (values wrong)
+  kDevScaleConvert = 512  // fp32 per-block scales converted in registers (as before session 9), not looked up
 };
 
 template <class Spec>
@@ -194,6 +196,14 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int tile_info[3];
   __shared__ alignas(8) unsigned long long tma_bar[Spec::kWgmma ? Spec::kStages : 1];  // wgmma: stage full
+  // s0 (few tokens, fp32 per-block scaling): 2^(e-127) for every e8m0 byte is looked up in shared memory instead
+  // of converted. The conversion's two special cases (0 -> the subnormal 2^-127, 0xFF -> NaN) cost ~5 ALU-pipe
+  // instructions per scale, and the ALU pipe is what limits this kernel: M = 1, N = K = 8192 on the H200 20.6-20.7
+  // us against 22.0-22.2 (bench/results/2026-11-30-session9/mxfp4-few-tokens-ncu.md). The ring configs (M = 16)
+  // measured 1.5-2% slower with it, so they keep the conversion.
+  constexpr bool kScaleTable = kDirect && !kPreScale && !KS::kNative && !Spec::kWgmma &&
+                               !(DevOf<Spec>::v & kDevScaleConvert);
+  __shared__ float e8m0_f32[kScaleTable ? 256 : 1];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   // mma.sync: warp = wn * kWK + wk. wgmma: the 4 warps of a warpgroup share wk (their K slice) and own 4
@@ -204,6 +214,10 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   // ---- which rows (and expert) this CTA computes
   int m0, m1, expert;
   if (!cta_rows<kBM, Spec::kGrouped>(p, tile_info, expert, m0, m1)) return;
+  if constexpr (kScaleTable) {
+    for (int e = tid; e < 256; e += KS::kThreads) e8m0_f32[e] = kc::e8m0_to_f32(unsigned(e));
+    __syncthreads();
+  }
 
   const unsigned* __restrict__ wbase = p.w + (long long)expert * p.w_expert_words;
   const unsigned* __restrict__ sbase = p.s + (long long)expert * p.s_expert_words;
@@ -419,8 +433,10 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       if constexpr (!kPreScale) {  // one 32-block done: scale in fp32
 #pragma unroll
         for (int i = 0; i < kTN; ++i) {
-          const unsigned kb = (sc[i] >> (16 * (sp >> 1))) & 0xFFFFu;
-          const float f0 = kc::e8m0_to_f32(kb & 0xFFu), f1 = kc::e8m0_to_f32(kb >> 8);
+          // bytes (row r0, block), (row r1, block) of the chunk's 32-block sp / 2
+          const unsigned e0 = (sc[i] >> (8 * sp)) & 0xFFu, e1 = (sc[i] >> (8 * sp + 8)) & 0xFFu;
+          const float f0 = kScaleTable ? e8m0_f32[e0] : kc::e8m0_to_f32(e0);
+          const float f1 = kScaleTable ? e8m0_f32[e1] : kc::e8m0_to_f32(e1);
 #pragma unroll
           for (int j = 0; j < kMT; ++j) {
             acc[i][j][0] = fmaf(tmp[i][j][0], f0, acc[i][j][0]);

@@ -13,7 +13,7 @@ struct Shape {
   int threads, warps, bn, bk;          // tile N = 16 * tn * wn rows of W, tile K = 64 * wk per iteration
   int acc_regs, w_regs;                // per-thread estimates
   int smem_stage, smem_pipe, smem_red, smem_total;  // dynamic shared memory (bytes)
-  int smem_static;                                   // static: the kernel's tile_info (grouped M-tile lookup)
+  int smem_static;                                   // static: tile_info, the e8m0 table (kernel.cuh)
   int min_blocks;
 };
 
@@ -39,6 +39,8 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
   if (wgmma) s.smem_total += 1024;  // wgmma's swizzled operand tiles start 1024-byte aligned
   s.smem_static = 16;
+  // kernel.cuh kScaleTable: s0 configs with fp32 per-block scaling (not .mx) look the scales up in 1 KB
+  if (stages == 0 && !((a_type == ktune_common::kBF16 && bm > 16) || native || wgmma)) s.smem_static += 1024;
   if (tcgen05) {  // kernel_tc.cuh: per stage the e4m3 weight tile (128 rows x 128 k), the e4m3 activation tile
                   // (bm x 128 k) and the two 512-byte scale-factor staging blocks; + 128 bytes of alignment slack
     s.smem_stage = 128 * 128 + bm * 128 + 2 * 512;
