@@ -83,7 +83,7 @@ const std::vector<Row>& rows() {
   // 1..4 rows per expert (decode batches of 32..128 tokens): the search space's bm8 / bm16 grouped tiles.
   const std::vector<std::string> moe1 = {"bm8.tn2.wn4.wk1.s4.d4", "bm16.tn2.wn4.wk1.s3.d2", "bm8.tn2.wn4.wk1.s8.d4",
                                          "bm8.tn1.wn4.wk2.s8.d8", "bm8.tn2.wn4.wk1.s0.d4", "bm8.tn2.wn4.wk1.s0.d2",
-                                         "bm8.tn4.wn2.wk1.s4.d2", "bm16.tn2.wn4.wk1.s4.d4"};
+                                         "bm8.tn4.wn2.wk1.s4.d2", "bm16.tn2.wn4.wk1.s4.d4", "bm8.tn4.wn2.wk1.s0.d2"};
   const std::vector<std::string> moe32 = {"bm32.tn1.wn4.wk2.s6.d4", "bm64.tn1.wn4.wk2.s6.d4", "bm64.tn2.wn4.wk1.s4.d2",
                                           "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk1.s4.d2.wg",
                                           "bm64.tn1.wn8.wk1.s4.d2.wg", "bm128.tn1.wn4.wk1.s4.d2.wg",
