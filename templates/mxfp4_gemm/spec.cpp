@@ -224,12 +224,12 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
     }
   } else if (rows <= 16) {
     // Grouped, GPT-OSS MoE on the H200 (2026-11-30): 5..16 rows per expert bm16.tn2.wn4.wk1.s3.d2 (8 tok/expert,
-    // four runs: gate_up 575-577 us / down 306-308 against 600-607 / 319-322 for s4.d4); <= 4 rows bm8.tn2.wn4.s0.d2,
-    // activations straight from global memory with the e8m0 table (session 9, one run: 1 tok/expert gate_up / down
-    // 277.9 / 153.1 us, 4 tok/expert 430.5 / 236.2, against 297.5 / 175.6 and 456.3 / 257.2 for the previous
-    // default bm8.tn4.wn2.s4.d2, which had beaten bm8.tn2.wn4.s4.d4 by 10-18% in session 6; without the table,
-    // session 8, the s0 tile was 1-4% slower than it).
-    c = rows <= 4 ? Config{8, 2, 4, 1, 0, 2} : Config{16, 2, 4, 1, 3, 2};
+    // four runs: gate_up 575-577 us / down 306-308 against 600-607 / 319-322 for s4.d4); <= 4 rows bm8.tn4.wn2.s0.d2,
+    // activations straight from global memory with the e8m0 table (session 9, bench/results/2026-11-30-session9/:
+    // in the first run bm8.tn2.wn4.s0.d2 took 1 tok/expert gate_up / down to 277.9 / 153.1 us and 4 tok/expert to
+    // 430.5 / 236.2 against 297.5 / 175.6 and 456.3 / 257.2 for the previous default bm8.tn4.wn2.s4.d2; in the
+    // second bm8.tn4.wn2.s0.d2 ran 263.1 / 153.3 and 409.4 / 227.8 against 279.4 / 153.2 and 441.0 / 236.6).
+    c = rows <= 4 ? Config{8, 4, 2, 1, 0, 2} : Config{16, 2, 4, 1, 3, 2};
   } else if (rows <= 64) {
     // 32-token tiles up to 64 rows (H200, dense 8192^2 M = 64: bm32 59.9 us vs 70.5 for bm64; session 6).
     c = Config{32, 1, 4, 2, 6, 4};
@@ -339,6 +339,7 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
     add(Config{bm, 2, 2, 4, 0, 4});
     add(Config{bm, 2, 4, 1, 0, 4});
     add(Config{bm, 2, 4, 1, 0, 2});
+    add(Config{bm, 4, 2, 1, 0, 2});  // the grouped <= 4 rows default (session 9)
   }
   return out;
 }
