@@ -14,8 +14,8 @@ cp "$PK/all.db" /tmp/all.db
 export KTUNE_CACHE=/tmp/all.db
 export LD_LIBRARY_PATH=$PWD/$PK/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for seed in 15079260310257546088 1 2 3 4; do
-  KTUNE_TEST_SEED=$seed timeout 120 "$PK/bin/ktune_tests" "sparse_mla_decode matches the fp64 reference over the issue matrix" \
-    >"$OUT/mla_seed_$seed.txt" 2>&1
+  KTUNE_TEST_SEED=$seed timeout 120 "$PK/bin/ktune_tests" \
+    "sparse_mla_decode matches the fp64 reference over the issue matrix" >"$OUT/mla_seed_$seed.txt" 2>&1
   echo "=== mla seed $seed: exit $?"
   grep -E "MATRIX|FAILED" "$OUT/mla_seed_$seed.txt" | head -3
 done

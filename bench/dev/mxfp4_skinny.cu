@@ -540,8 +540,10 @@ void run_lib(const Bufs& b, int m, int n, int k, const char* tag) {
     kern<<<grid, sh.threads, sh.smem_total>>>(p);
   }, int(b.w.size()), &us, &b2b);
   const double bytes = double(n) * k / 2 + double(n) * k / 32 + 2.0 * m * k + 2.0 * m * n;
-  std::printf("%-7s dev%d l2+%d m%-3d bm%d tn%d wk%d s%d d%d %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s | regs %3d  local %d B\n",
-              tag, DEV, L2, m, BM, TN, WK, ST, D, us, bytes / us / 1e6, b2b, bytes / b2b / 1e6, fa.numRegs, int(fa.localSizeBytes));
+  std::printf("%-7s dev%d l2+%d m%-3d bm%d tn%d wk%d s%d d%d %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s"
+              " | regs %3d  local %d B\n",
+              tag, DEV, L2, m, BM, TN, WK, ST, D, us, bytes / us / 1e6, b2b, bytes / b2b / 1e6, fa.numRegs,
+              int(fa.localSizeBytes));
 }
 
 template <int MT, int TN, int WK, int D>

@@ -14,5 +14,6 @@ echo "=== ncu: exit $?"
 ncu -i "$OUT/skinny.ncu-rep" --page details --print-details all >"$OUT/details.txt" 2>&1
 ncu -i "$OUT/skinny.ncu-rep" --page source --csv --print-source sass >"$OUT/source_sass.csv" 2>&1
 ncu -i "$OUT/skinny.ncu-rep" --page raw --csv >"$OUT/raw.csv" 2>&1
-grep -E "^  (void|read_all)|    Duration  |SM Active Cycles|    Elapsed Cycles  |Issue Slots Busy|Pipe Alu Cycles|Pipe Fmaheavy Cycles|Stall (Long Scoreboard|Math Pipe Throttle|Not Selected|Wait) " \
-  "$OUT/details.txt" | sed -e 's/(ktune_mxfp4::Params).*//' -e 's/  */ /g'
+KEYS='^  (void|read_all)|    Duration  |SM Active Cycles|    Elapsed Cycles  |Issue Slots Busy|Pipe Alu Cycles'
+KEYS="$KEYS|Pipe Fmaheavy Cycles|Stall (Long Scoreboard|Math Pipe Throttle|Not Selected|Wait) "
+grep -E "$KEYS" "$OUT/details.txt" | sed -e 's/(ktune_mxfp4::Params).*//' -e 's/  */ /g'

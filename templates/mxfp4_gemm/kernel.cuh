@@ -402,8 +402,9 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
             af[0] = kc::bf16x2_fma(word & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
             af[1] = kc::bf16x2_fma((word * 8u) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
             af[2] = kc::bf16x2_fma((word * 64u) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
-            af[3] = kc::bf16x2_fma(((word >> 3) & 0x00C000C0u) | ((word >> 7) & 0x01000100u) | ((word * 32u) & 0x80008000u),
-                                   0x7E807E80u, 0x80008000u);
+            const unsigned raw3 =
+                ((word >> 3) & 0x00C000C0u) | ((word >> 7) & 0x01000100u) | ((word * 32u) & 0x80008000u);
+            af[3] = kc::bf16x2_fma(raw3, 0x7E807E80u, 0x80008000u);
           } else if constexpr (kBF16) {
             af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
             af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);

@@ -324,7 +324,9 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", 
     }
   }
   std::printf("SPARSE MLA GPU MATRIX: %d/%d runs passed, worst rel error %.2e, worst lse %.2f of its bound, %.1f s, "
-              "seed %llu\n", passed, runs, worst, worst_lse, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              "seed %llu\n",
+              passed, runs, worst, worst_lse,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               (unsigned long long)seed);
   for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
   CHECK(failures.empty());
