@@ -219,6 +219,49 @@ TEST_CASE("mxfp4_gemm grouped (MoE): uneven and empty experts, one launch", "[gp
   }
 }
 
+namespace {
+
+// The matrix both native block-scaled paths (MXFP8 activations) run against the MXFP8-activation reference:
+// every config on the ragged small shape at M = 1 / 37 / 300, N = K = 8192 at M = 1 and `big_m`, fp16
+// activations at M = 64, grouped with empty experts. `tag` names the path in the messages.
+struct NativeMatrix {
+  const char* tag;
+  std::vector<const char*> configs;
+  const char *m1, *big;  // configs for N = K = 8192 at M = 1 and M = big_m
+  int big_m;
+  const char *fp16, *grouped;
+};
+void check_native_matrix(const NativeMatrix& nm, std::mt19937_64& rng) {
+  const std::string tag = nm.tag;
+  {
+    const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng);
+    for (const char* cfg : nm.configs)
+      for (int m : {1, 37, 300})
+        check_result(run_case(kSmall, W, m, m != 37, rng, cfg, {}, 0, 0, -1, true),
+                     tag + " small m " + std::to_string(m) + " " + cfg);
+  }
+  {
+    const Problem p = problem(8192, 8192);
+    const Weight W = make_weight(p.n, p.k, 1, rng);
+    check_result(run_case(p, W, 1, true, rng, nm.m1, {}, 0, 0, -1, true), tag + " 8192 m 1");
+    check_result(run_case(p, W, nm.big_m, false, rng, nm.big, {}, 0, 0, -1, true),
+                 tag + " 8192 m " + std::to_string(nm.big_m));
+  }
+  {
+    const Problem p16 = problem(2880, 2880, 1, 1, kc::kFP16);
+    const Weight W = make_weight(p16.n, p16.k, 1, rng);
+    check_result(run_case(p16, W, 64, true, rng, nm.fp16, {}, 0, 0, -1, true), tag + " fp16 m 64");
+  }
+  {
+    const Problem p = problem(kSmall.n, kSmall.k, 5, 2);
+    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+    const std::vector<int> off = {0, 0, 17, 17, 18, 90};
+    check_result(run_case(p, W, off.back(), true, rng, nm.grouped, off, 0, 0, -1, true), tag + " grouped");
+  }
+}
+
+}  // namespace
+
 // The native block-scaled MMA path (".mx") runs only on sm_120a; no such device was available, so on every
 // machine this project has used the case below skipped. It is written to run as is on one.
 TEST_CASE("mxfp4_gemm native block-scaled MMA (.mx, sm_120a) against the MXFP8-activation reference", "[gpu][mxfp4]") {
@@ -229,38 +272,22 @@ TEST_CASE("mxfp4_gemm native block-scaled MMA (.mx, sm_120a) against the MXFP8-a
     return;
   }
   std::mt19937_64 rng(run_seed() + 3);
-  const char* configs[] = {"bm8.tn2.wn1.wk8.s0.d2.mx", "bm16.tn4.wn1.wk8.s3.d2.mx", "bm16.tn2.wn4.wk1.s3.d2.mx",
-                           "bm32.tn2.wn4.wk1.s3.d2.mx", "bm64.tn2.wn4.wk1.s4.d2.mx"};
-  {
-    const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng);
-    for (const char* cfg : configs)
-      for (int m : {1, 37, 300})
-        check_result(run_case(kSmall, W, m, m != 37, rng, cfg, {}, 0, 0, -1, true),
-                     "mx small m " + std::to_string(m) + " " + cfg);
-  }
-  {
-    const Problem p = problem(8192, 8192);
-    const Weight W = make_weight(p.n, p.k, 1, rng);
-    check_result(run_case(p, W, 1, true, rng, configs[0], {}, 0, 0, -1, true), "mx 8192 m 1");
-    check_result(run_case(p, W, 16, false, rng, configs[1], {}, 0, 0, -1, true), "mx 8192 m 16");
-  }
-  {
-    const Problem p16 = problem(2880, 2880, 1, 1, kc::kFP16);
-    const Weight W = make_weight(p16.n, p16.k, 1, rng);
-    check_result(run_case(p16, W, 64, true, rng, configs[3], {}, 0, 0, -1, true), "mx fp16 m 64");
-  }
-  {
-    const Problem p = problem(kSmall.n, kSmall.k, 5, 2);
-    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
-    const std::vector<int> off = {0, 0, 17, 17, 18, 90};
-    check_result(run_case(p, W, off.back(), true, rng, configs[2], off, 0, 0, -1, true), "mx grouped");
-  }
+  NativeMatrix nm;
+  nm.tag = "mx";
+  nm.configs = {"bm8.tn2.wn1.wk8.s0.d2.mx", "bm16.tn4.wn1.wk8.s3.d2.mx", "bm16.tn2.wn4.wk1.s3.d2.mx",
+                "bm32.tn2.wn4.wk1.s3.d2.mx", "bm64.tn2.wn4.wk1.s4.d2.mx"};
+  nm.m1 = nm.configs[0];
+  nm.big = nm.configs[1];
+  nm.big_m = 16;
+  nm.fp16 = nm.configs[3];
+  nm.grouped = nm.configs[2];
+  check_native_matrix(nm, rng);
 }
 
 // The tensor-memory block-scaled MMA path (".tc", kernel_tc.cuh) runs only on sm_100a; no such device was
 // available, so on every machine this project has used the case below skipped. It is written to run as is on one:
-// every tile width on ragged shapes, N = K = 8192, fp16, grouped with empty experts, and a NaN scale (its column
-// must be NaN, the others exact: what OCP asks of 0xFF, not yet seen on the hardware).
+// the native matrix with every tile width, and a NaN scale (its column must be NaN, the others exact: what OCP
+// asks of 0xFF, not yet seen on the hardware).
 TEST_CASE("mxfp4_gemm tensor-memory block-scaled MMA (.tc, sm_100a) against the MXFP8-activation reference",
           "[gpu][mxfp4]") {
   KTUNE_REQUIRE_GPU();
@@ -270,36 +297,18 @@ TEST_CASE("mxfp4_gemm tensor-memory block-scaled MMA (.tc, sm_100a) against the 
     return;
   }
   std::mt19937_64 rng(run_seed() + 4);
-  const char* configs[] = {"bm16.tn2.wn4.wk1.s2.d1.tc", "bm32.tn2.wn4.wk1.s2.d1.tc", "bm64.tn2.wn4.wk1.s2.d1.tc",
-                           "bm128.tn2.wn4.wk1.s2.d1.tc"};
-  {
-    const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng);
-    for (const char* cfg : configs)
-      for (int m : {1, 37, 300})
-        check_result(run_case(kSmall, W, m, m != 37, rng, cfg, {}, 0, 0, -1, true),
-                     "tc small m " + std::to_string(m) + " " + cfg);
-  }
-  {
-    const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng, 37, 1);  // scale 0xFF at (row 37, block 1)
-    check_result(run_case(kSmall, W, 16, true, rng, configs[0], {}, 0, 0, 37, true), "tc NaN scale m 16");
-  }
-  {
-    const Problem p = problem(8192, 8192);
-    const Weight W = make_weight(p.n, p.k, 1, rng);
-    check_result(run_case(p, W, 1, true, rng, configs[0], {}, 0, 0, -1, true), "tc 8192 m 1");
-    check_result(run_case(p, W, 1000, false, rng, configs[3], {}, 0, 0, -1, true), "tc 8192 m 1000");
-  }
-  {
-    const Problem p16 = problem(2880, 2880, 1, 1, kc::kFP16);
-    const Weight W = make_weight(p16.n, p16.k, 1, rng);
-    check_result(run_case(p16, W, 64, true, rng, configs[2], {}, 0, 0, -1, true), "tc fp16 m 64");
-  }
-  {
-    const Problem p = problem(kSmall.n, kSmall.k, 5, 2);
-    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
-    const std::vector<int> off = {0, 0, 17, 17, 18, 90};
-    check_result(run_case(p, W, off.back(), true, rng, configs[0], off, 0, 0, -1, true), "tc grouped");
-  }
+  NativeMatrix nm;
+  nm.tag = "tc";
+  nm.configs = {"bm16.tn2.wn4.wk1.s2.d1.tc", "bm32.tn2.wn4.wk1.s2.d1.tc", "bm64.tn2.wn4.wk1.s2.d1.tc",
+                "bm128.tn2.wn4.wk1.s2.d1.tc"};
+  nm.m1 = nm.configs[0];
+  nm.big = nm.configs[3];
+  nm.big_m = 1000;
+  nm.fp16 = nm.configs[2];
+  nm.grouped = nm.configs[0];
+  check_native_matrix(nm, rng);
+  const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng, 37, 1);  // scale 0xFF at (row 37, block 1)
+  check_result(run_case(kSmall, W, 16, true, rng, nm.configs[0], {}, 0, 0, 37, true), "tc NaN scale m 16");
 }
 
 TEST_CASE("precompile the mxfp4_gemm test kernels", "[.][mxfp4_precompile]") {
