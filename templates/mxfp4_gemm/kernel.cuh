@@ -200,9 +200,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   // of converted. The conversion's two special cases (0 -> the subnormal 2^-127, 0xFF -> NaN) cost ~5 ALU-pipe
   // instructions per scale, and the ALU pipe is what limits this kernel: M = 1, N = K = 8192 on the H200 20.6-20.7
   // us against 22.0-22.2 (bench/results/2026-11-30-session9/mxfp4-few-tokens-ncu.md). The ring configs (M = 16)
-  // measured 1.5-2% slower with it, so they keep the conversion.
-  constexpr bool kScaleTable = kDirect && !kPreScale && !KS::kNative && !Spec::kWgmma &&
-                               !(DevOf<Spec>::v & kDevScaleConvert);
+  // measured 1.5-2% slower with it, so they keep the conversion (shape.h: Shape::scale_table).
+  constexpr bool kScaleTable = KS::kS.scale_table && !(DevOf<Spec>::v & kDevScaleConvert);
   __shared__ float e8m0_f32[kScaleTable ? 256 : 1];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;

@@ -4,6 +4,13 @@
 
 namespace ktune_mxfp4 {
 
+// The sm_100a tcgen05 path's shared-memory stage (kernel_tc.cuh; layout in tc_stage.h): 128 k of 128 weight rows
+// and bm tokens, both as e4m3 bytes, plus the two 512-byte scale-factor blocks.
+constexpr int kTcRows = 128;     // weight rows per CTA: the MMA M
+constexpr int kTcKStep = 128;    // k per stage
+constexpr int kTcSfBytes = 512;  // one scale block
+KT_HD constexpr int tc_stage_bytes(int bm) { return kTcRows * kTcKStep + bm * kTcKStep + 2 * kTcSfBytes; }
+
 struct Shape {
   int bm, tn, wn, wk, stages, depth;  // config
   int wgmma;                           // sm_90a: warpgroup MMA, the decoded weight as the register A operand
@@ -14,6 +21,7 @@ struct Shape {
   int acc_regs, w_regs;                // per-thread estimates
   int smem_stage, smem_pipe, smem_red, smem_total;  // dynamic shared memory (bytes)
   int smem_static;                                   // static: tile_info, the e8m0 table (kernel.cuh)
+  int scale_table;  // s0 with fp32 per-block scaling: e8m0 scales looked up in a 1 KB shared table (kernel.cuh)
   int min_blocks;
 };
 
@@ -38,12 +46,12 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.smem_red = wk > 1 ? wk * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;  // every warp's partial sums (kernel epilogue)
   s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
   if (wgmma) s.smem_total += 1024;  // wgmma's swizzled operand tiles start 1024-byte aligned
-  s.smem_static = 16;
-  // kernel.cuh kScaleTable: s0 configs with fp32 per-block scaling (not .mx) look the scales up in 1 KB
-  if (stages == 0 && !((a_type == ktune_common::kBF16 && bm > 16) || native || wgmma)) s.smem_static += 1024;
-  if (tcgen05) {  // kernel_tc.cuh: per stage the e4m3 weight tile (128 rows x 128 k), the e4m3 activation tile
-                  // (bm x 128 k) and the two 512-byte scale-factor staging blocks; + 128 bytes of alignment slack
-    s.smem_stage = 128 * 128 + bm * 128 + 2 * 512;
+  // s0 configs with fp32 per-block scaling (not .mx; the ring configs measured slower with the table)
+  s.scale_table = stages == 0 && !((a_type == ktune_common::kBF16 && bm > 16) || native || wgmma) ? 1 : 0;
+  s.smem_static = 16 + (s.scale_table ? 1024 : 0);
+  if (tcgen05) {  // kernel_tc.cuh: two stages (tc_stage_bytes) + 128 bytes of alignment slack
+    s.scale_table = 0;
+    s.smem_stage = tc_stage_bytes(bm);
     s.smem_pipe = stages * s.smem_stage;
     s.smem_red = 0;
     s.smem_total = s.smem_pipe + 128;

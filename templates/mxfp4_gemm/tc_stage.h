@@ -16,13 +16,10 @@
 #include "common/dtype.h"
 #include "common/mxfp4.h"
 #include "common/numerics.cuh"
+#include "mxfp4_gemm/shape.h"  // kTcRows, kTcKStep, kTcSfBytes, tc_stage_bytes
 
 namespace ktune_mxfp4 {
 
-constexpr int kTcRows = 128;     // weight rows per CTA: the MMA M
-constexpr int kTcKStep = 128;    // k per stage
-constexpr int kTcSfBytes = 512;  // one scale block
-KT_HD constexpr int tc_stage_bytes(int bm) { return kTcRows * kTcKStep + bm * kTcKStep + 2 * kTcSfBytes; }
 KT_HD constexpr int tc_b_offset() { return kTcRows * kTcKStep; }
 KT_HD constexpr int tc_sfa_offset(int bm) { return kTcRows * kTcKStep + bm * kTcKStep; }
 KT_HD constexpr int tc_sfb_offset(int bm) { return tc_sfa_offset(bm) + kTcSfBytes; }
