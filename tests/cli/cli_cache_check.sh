@@ -46,23 +46,8 @@ default="$(json 'd["keys"][0]["default_config"]' <<<"$out")"
 
 # 3. A tuning row for the H200 at b1 whose winner is not compiled: found by name and by fingerprint, and the
 #    missing winner binary fails the check.
-# The row as ktune writes it (schema v2: a row digest over its columns, cache/src/integrity.cpp).
-tuning_row() {  # tuning_row WINNER: replaces the H200 row of key b1
-  python3 - "$db" "$P|b1.l1024" "$H200" "$1" <<'PY'
-import hashlib, sqlite3, sys
-con = sqlite3.connect(sys.argv[1])
-row = {"family": "xqa_decode", "problem_key": sys.argv[2], "device_fingerprint": sys.argv[3],
-       "ktune_version": "0", "winner_config": sys.argv[4], "candidates_json": "[]", "tuned_at": 1}
-if "row_digest" in [r[1] for r in con.execute("PRAGMA table_info(tuning)")]:
-    h = hashlib.sha256()
-    for f in ["ktune-tuning-row-v2"] + [str(v) for v in row.values()]:
-        b = f.encode()
-        h.update(b"%d:" % len(b) + b)
-    row["row_digest"] = h.hexdigest()
-con.execute(f"INSERT OR REPLACE INTO tuning({','.join(row)}) VALUES ({','.join('?' * len(row))})",
-            list(row.values()))
-con.commit()
-PY
+tuning_row() {  # tuning_row WINNER: the H200 row of key b1, as ktune writes it
+  python3 "$(dirname "$0")/../support/put_tuning_row.py" "$db" xqa_decode "$P|b1.l1024" "$H200" "$1"
 }
 tuning_row t64.s2.w4
 out="$(check 1 --arch sm_90a --device "NVIDIA H200")"

@@ -44,7 +44,7 @@ default="$("$ktune" compile --family xqa_decode --arch host --problem "${key%%|*
   json 'd["kernels"][0]["name"].split("/")[-1]')"
 
 # 2. A row whose winner the family cannot run: not forced; the engine's default runs and is reported.
-sql "UPDATE tuning SET winner_config = 't4096.v3.u9'"
+python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - t4096.v3.u9  # digest ok
 out="$(KTUNE_JIT=0 "$ktune" replay --preset "$preset" --arch host --json)" || {
   echo "FAIL: replay with an unusable tuning row exited $?: $out"; exit 1; }
 echo "replay (unusable row): $out"
