@@ -1,5 +1,6 @@
 // mxfp4_gemm on the host CPU: the GPU call's argument check -> expert-offset check (host memory) -> config
-// (forced / tuned on this host / default) -> Runtime::get_host -> row slabs from the (host) expert offsets -> (slab, N tile) items over the host pool.
+// (forced / tuned on this host / default) -> Runtime::get_host -> row slabs from the (host) expert offsets ->
+// (slab, N tile) items over the host pool.
 // The host kernel's entry point is void(const ktune_mxfp4::HostWork&, int begin, int end).
 #include "ktune/mxfp4_gemm_host.hpp"
 

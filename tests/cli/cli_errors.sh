@@ -99,7 +99,8 @@ expect 1 "REJECTED sm_90a xqa_decode attn: .*page_size: expected 16, 32, 64 or 1
 sed 's/"page_size": 32/"page_size": 32, "checked": true/' "$small" >"$tmp/checked.json"
 expect 1 "MISSING sm_90a attn d128\.h32\.kv8\.p32\.hnd\.bf16-bf16-bf16\.q1\.none\.chk\|b1\.l1024" -- \
   cache check --preset "$tmp/checked.json" --arch sm_90a
-grep -q '`checked`' "$SRC/docs/presets.md" || { echo "FAIL: docs/presets.md no longer documents checked"; fails=$((fails + 1)); }
+grep -q '`checked`' "$SRC/docs/presets.md" ||
+  { echo "FAIL: docs/presets.md no longer documents checked"; fails=$((fails + 1)); }
 
 # No --help text names a doc that does not exist.
 for cmd in info compile warmup tune replay presets cache prepack report; do

@@ -88,7 +88,8 @@ TEST_CASE("C API xqa_decode host: bad block-table entries, seq_lens and q_cu_seq
          "block_tables[0][0] (request 0, page 0 of 2): expected a page index in [0, 4) (num_pages), got -5"},
         {"seq_len past max_seq_len", [](XqaCase& x) { x.seq_lens[1] = 33; },
          "seq_lens[1] (request 1): expected 0..max_seq_len (32), got 33"},
-        {"negative seq_len", [](XqaCase& x) { x.seq_lens[0] = -7; }, "seq_lens[0] (request 0): expected 0..max_seq_len"},
+        {"negative seq_len", [](XqaCase& x) { x.seq_lens[0] = -7; },
+         "seq_lens[0] (request 0): expected 0..max_seq_len"},
     };
     for (const Bad& b : cases) {
       INFO(b.what);

@@ -24,42 +24,47 @@ cat >"$preset" <<'JSON'
           "problem": {"head_dim": 64, "num_q_heads": 4, "num_kv_heads": 1, "page_size": 16}}]}
 JSON
 key='d64.h4.kv1.p16.hnd.bf16-bf16-bf16.q1.none|b1.l256'
-sql() { python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()' "$KTUNE_CACHE" "$1"; }
+sql() { python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()' \
+  "$KTUNE_CACHE" "$1"; }
 json() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1], {"d": d}))' "$1"; }
+want() {  # want JSON EXPR EXPECTED WHAT: EXPR over the JSON output must print EXPECTED
+  local got
+  got="$(json "$2" <<<"$1")"
+  [[ "$got" == "$3" ]] || { echo "FAIL: $4: $2 is $got, want $3"; exit 1; }
+}
+replay() { KTUNE_JIT=0 "$ktune" replay --preset "$preset" --arch host "$@"; }
 
 warm="$("$ktune" warmup --preset "$preset" --arch host --json)"
 echo "warmup: $warm"
-[[ "$(json 'd["tuned"]' <<<"$warm")" == 1 ]] || { echo "FAIL: warmup tuned $(json 'd["tuned"]' <<<"$warm") keys, want 1"; exit 1; }
+want "$warm" 'd["tuned"]' 1 "warmup"
 winner="$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
   "SELECT winner_config FROM tuning").fetchone()[0])' "$KTUNE_CACHE")"
 
 # 1. Tuned: the runtime picks the row's winner.
-out="$(KTUNE_JIT=0 "$ktune" replay --preset "$preset" --arch host --json)"
+out="$(replay --json)"
 echo "replay (tuned): $out"
-[[ "$(json '(d["compiles"], d["tunings"], len(d["ops"]))' <<<"$out")" == "(0, 0, 1)" ]] || { echo "FAIL: tuned replay"; exit 1; }
-[[ "$(json '(d["ops"][0]["key"], d["ops"][0]["source"], d["ops"][0]["config"])' <<<"$out")" == \
-   "('$key', 'tuned', '$winner')" ]] || { echo "FAIL: tuned replay did not report the winner $winner"; exit 1; }
+want "$out" '(d["compiles"], d["tunings"], len(d["ops"]))' "(0, 0, 1)" "tuned replay"
+want "$out" '(d["ops"][0]["key"], d["ops"][0]["source"], d["ops"][0]["config"])' "('$key', 'tuned', '$winner')" \
+  "tuned replay"
 
 default="$("$ktune" compile --family xqa_decode --arch host --problem "${key%%|*}" --json |
   json 'd["kernels"][0]["name"].split("/")[-1]')"
 
-# 2. A row whose winner the family cannot run: not forced; the engine's default runs and is reported.
-python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - t4096.v3.u9  # digest ok
-out="$(KTUNE_JIT=0 "$ktune" replay --preset "$preset" --arch host --json)" || {
-  echo "FAIL: replay with an unusable tuning row exited $?: $out"; exit 1; }
+# 2. A row (with a valid row digest) whose winner the family cannot run: not forced; the engine's default runs
+#    and is reported.
+python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - t4096.v3.u9
+out="$(replay --json)" || { echo "FAIL: replay with an unusable tuning row exited $?: $out"; exit 1; }
 echo "replay (unusable row): $out"
-[[ "$(json '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' <<<"$out")" == "(0, 'default', '$default')" ]] ||
-  { echo "FAIL: replay with an unusable row did not report the default config $default"; exit 1; }
+want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'default', '$default')" \
+  "replay with an unusable row"
 
 # 3. No tuning rows (binaries only): replay passes on the default config, which it names.
 sql "DELETE FROM tuning"
-out="$(KTUNE_JIT=0 "$ktune" replay --preset "$preset" --arch host --json)" || {
-  echo "FAIL: replay of a cache without tuning rows exited $?: $out"; exit 1; }
+out="$(replay --json)" || { echo "FAIL: replay of a cache without tuning rows exited $?: $out"; exit 1; }
 echo "replay (no tuning rows): $out"
-[[ "$(json '(d["compiles"], d["tunings"], len(d["ops"]))' <<<"$out")" == "(0, 0, 1)" ]] || { echo "FAIL: untuned replay"; exit 1; }
-[[ "$(json '(d["ops"][0]["source"], d["ops"][0]["config"])' <<<"$out")" == "('default', '$default')" ]] ||
-  { echo "FAIL: untuned replay did not report the default config $default"; exit 1; }
-text="$(KTUNE_JIT=0 "$ktune" replay --preset "$preset" --arch host)"
+want "$out" '(d["compiles"], d["tunings"], len(d["ops"]))' "(0, 0, 1)" "untuned replay"
+want "$out" '(d["ops"][0]["source"], d["ops"][0]["config"])' "('default', '$default')" "untuned replay"
+text="$(replay)"
 echo "$text"
 grep -qF "| attn | $key | $default | default |" <<<"$text" || { echo "FAIL: the table names no chosen config"; exit 1; }
 echo "host replay: tuned, unusable-row and untuned caches replay with 0 compiles under KTUNE_JIT=0, chosen config named"

@@ -15,8 +15,8 @@
 namespace ktune::cli {
 namespace {
 
-const char* kHelp = R"(usage: ktune replay --preset NAME|FILE [--arch host] [--kv-dtype D] [--max-batch N] [--max-seq-len N]
-                    [--spec-tokens K] [--no-preload] [--cache PATH] [--json]
+const char* kHelp = R"(usage: ktune replay --preset NAME|FILE [--arch host] [--kv-dtype D] [--max-batch N]
+                    [--max-seq-len N] [--spec-tokens K] [--no-preload] [--cache PATH] [--json]
   Runs every request bucket of a preset once from the cache through the family call an engine makes (no forced
   config; kernels preloaded at start unless --no-preload), and reports per op the config the runtime chose and
   why ("tuned": this device's tuning row; "default": none), first-call vs steady-state time, and in total the
