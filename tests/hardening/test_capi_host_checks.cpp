@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host/host_support.hpp"
@@ -114,14 +115,21 @@ TEST_CASE("C API xqa_decode host: bad block-table entries, seq_lens and q_cu_seq
     CHECK_THAT(ktune_last_error(), Catch::Contains("got 5"));
   }
 
-  // The engine entry point on the host device (not the *_host name) runs the same check.
-  REQUIRE(ktune_use_device(KTUNE_HOST_DEVICE) == KTUNE_OK);
-  XqaCase x;
-  x.block_tables[3] = 1000000000;
-  ktune_xqa_args a = x.args();
-  CHECK(ktune_xqa_decode(c.rt, kXqaKey, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(ktune_last_error(), Catch::Contains("block_tables[1][0]"));
-  REQUIRE(ktune_use_device(0) != KTUNE_ERROR_INTERNAL);  // back to GPU 0 (an error without a GPU is fine)
+  // The engine entry point on the host device (not the *_host name) runs the same check. On a thread of its
+  // own: the host device is per thread, and this one must not stay on it for later cases.
+  ktune_status use = KTUNE_ERROR_INTERNAL, call = KTUNE_OK;
+  std::string message;
+  std::thread([&] {
+    use = ktune_use_device(KTUNE_HOST_DEVICE);
+    XqaCase x;
+    x.block_tables[3] = 1000000000;
+    ktune_xqa_args a = x.args();
+    call = ktune_xqa_decode(c.rt, kXqaKey, &a, nullptr);
+    message = ktune_last_error();
+  }).join();
+  REQUIRE(use == KTUNE_OK);
+  CHECK(call == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(message, Catch::Contains("block_tables[1][0]"));
 
   // The same arrays with valid entries run, and every output is finite (the check refuses only bad input).
   XqaCase good;
