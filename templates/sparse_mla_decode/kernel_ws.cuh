@@ -16,7 +16,10 @@
 // warp skips the O rescale when all its rows' factors are 1 (the running max held; x * 1 = x, so the result is
 // the same): 128 multiplies per thread and tile that would take issue slots from the producer.
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
-// Hand-offs are named barriers (bar.arrive on the signalling side, bar.sync on the waiting side; ids below).
+// Hand-offs are named barriers (barrier.arrive on the signalling side, barrier.sync on the waiting side; ids
+// below). The roles reach each barrier from different code, so the barriers are the non-.aligned forms: bar.sync
+// and bar.arrive mean barrier.sync.aligned / barrier.arrive.aligned, which require every thread to execute the
+// same barrier instruction (compute-sanitizer's synccheck reports the .aligned forms here as divergent).
 // Registers: ptxas fits every role within the launch bound's 168 per thread (warpgroup 0 holds 160 accumulator
 // values: half of O and the scores). The setmaxnreg calls (208 / 160 / 136) only repartition the hardware
 // allocation; they do not let ptxas give a role more than the bound (with 512 threads, a bound of 128, warpgroup
@@ -49,8 +52,12 @@ enum : int { kBarFull = 1, kBarEmpty = 3, kBarPReady = 5, kBarPFree = 6, kBarEpi
 constexpr int kAll = 384, kConsumers = 256;
 constexpr int kRegsQK = 208, kRegsPV = 160, kRegsProducer = 136;
 
-KT_DEV void bar_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
-KT_DEV void bar_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+KT_DEV void bar_sync(int id, int threads) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+KT_DEV void bar_arrive(int id, int threads) {
+  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 template <int kRegs>
 KT_DEV void regs_dec() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
