@@ -1,6 +1,6 @@
 """PyTorch tests (skip without torch; the GPU ones skip without CUDA): the README story (warm up a preset, call
 the XQA op from PyTorch, right answer vs a torch reference), fake (meta) kernels, CUDA-graph capture + replay of
-each op with fresh inputs, and a torch.compile(fullgraph=True) function calling them. bench/run_h200_python.sh
+each op with fresh inputs, and a torch.compile(fullgraph=True) function calling them. bench/run_h200.sh python
 runs them on the H200."""
 
 import math
