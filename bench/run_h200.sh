@@ -13,7 +13,7 @@
 #   mla       bench_sparse_mla + bench/peers_sparse_mla.py (PyTorch gather + bmm)
 #   mxfp4     bench_mxfp4 + bench/peers_mxfp4.py (cuBLAS BF16 on the dequantized weight)
 #   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys
-#   python    the Python package's GPU tests (python/tests), installed with pip --no-index --target
+#   python    the Python package's GPU tests (python/tests) with KTUNE_TEST_REQUIRE=gpu, installed with pip --target
 #   sanitize  checked kernels + memcheck, the host oracle dump (tests/data/xqa_h200_oracle.bin), racecheck and
 #             synccheck over the whole GPU suite as parallel processes (matrices sharded with KTUNE_TEST_SHARD),
 #             the multi-process runtime stress
@@ -135,6 +135,7 @@ part_python() {
   rm -rf "$WORK/py" && python3 -m pip install --no-index --no-deps --quiet --target "$WORK/py" ./python
   # The installed package, not the checkout's: the tests run from /tmp with PYTHONPATH at the install.
   step python_gpu 200 env -C /tmp PYTHONPATH="$WORK/py" KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CACHE="$WORK/py.db" \
+    KTUNE_TEST_REQUIRE=gpu \
     KTUNE_EXPECT_NO_JIT=1 KTUNE_LOG=warn python3 -m unittest discover -s "$PWD/python/tests" -t "$PWD/python/tests" -v
   grep -E "^(Ran |OK|FAILED)" "$OUT/python_gpu.txt" | tail -3
 }

@@ -24,7 +24,7 @@ report "dev knobs in templates/" "$(grep -rnE "kDev|KTUNE_SPEC_KNOB|spec_knob" t
 if [[ -d bench/results ]]; then
   missing=$(for f in bench/results/*; do
     name=$(basename "$f")
-    [[ $name == README.md ]] || grep -qF "($name)" bench/results/README.md || echo "$f"
+    [[ $name == README.md ]] || grep -qsF "($name)" bench/results/README.md || echo "$f"
   done)
   report "results files missing from bench/results/README.md" "$missing"
 fi
