@@ -12,7 +12,7 @@
 # through it. Exit 0 = PASS, 77 = no GPU (skip), else FAIL.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-db=$HOME/.cache/ktune/ktune.db
+db=${XDG_CACHE_HOME:-$HOME/.cache}/ktune/ktune.db
 echo "readme story: default cache $db: $( [[ -e $db ]] && echo "exists, $(du -k "$db" | cut -f1) KiB" || echo absent)"
 if [[ ! -f build/lib/libktune.so.0 ]]; then
   tools/setup.sh
