@@ -185,7 +185,9 @@ LayeredCache::~LayeredCache() = default;
 
 std::string LayeredCache::default_search_path() {
   if (const char* env = std::getenv("KTUNE_CACHE"); env && *env) return env;
-  return home_dir() + "/.cache/ktune/ktune.db";
+  // XDG base directories: $XDG_CACHE_HOME when absolute (the spec ignores relative ones), else ~/.cache.
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  return (xdg && xdg[0] == '/' ? std::string(xdg) : home_dir() + "/.cache") + "/ktune/ktune.db";
 }
 
 std::vector<LayeredCache::LayerInfo> LayeredCache::layers() const {

@@ -153,7 +153,7 @@ class KTUNE_API Runtime {
 // Makes the primary context of device `ordinal` current on the calling thread (what PyTorch does too).
 // Engines that manage their own contexts never need this.
 //
-// use_device(kHostDevice) makes the host CPU the calling thread's device instead (issue 5: the same public
+// use_device(kHostDevice) makes the host CPU the calling thread's device instead (the same public
 // API on the `host` target): the family launches called on that thread -- xqa_decode, sparse_mla_decode,
 // mxfp4_gemm -- then take HOST pointers and run their host variants through the LLVM host backend
 // (libktune_host.so), synchronously on all hardware threads; `stream` is ignored. It is exactly the
