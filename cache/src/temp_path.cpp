@@ -19,7 +19,8 @@ TempPath::TempPath(const std::string& dest, const std::string& tag) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     const uint64_t r = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
     std::string candidate = fmt::format("{}.{}.{}.{:016x}", dest, tag, static_cast<long>(::getpid()), r);
-    // 0666 less the umask, like any file SQLite creates: the result is linked into place as the export.
+    // 0666 less the umask: the file is linked into place as the export, so it gets a database file's usual
+    // mode, not a private temporary's.
     int fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
       ::close(fd);

@@ -145,7 +145,8 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
   return cache_call([&] {
     std::error_code ec;
     if (std::filesystem::exists(std::filesystem::symlink_status(dest, ec)))
-      throw Error(Status::invalid_argument, "cache", fmt::format("export destination {} exists; refusing to overwrite", dest));
+      throw Error(Status::invalid_argument, "cache",
+                  fmt::format("export destination {} exists; refusing to overwrite", dest));
     const std::filesystem::path parent = std::filesystem::path(dest).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // export_to reports a failure
     // Every layer is merged into a staging file of this export's own (removed whatever happens), which

@@ -73,7 +73,8 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
     if (!layer.write_problem.empty()) {
       log(LogLevel::warn, "cache layer {}: cannot store new entries: {}", layer.path, layer.write_problem);
     } else if (layer.writable && !layered.trusted_keys.empty() && !layer.note.empty()) {
-      log(LogLevel::info, "cache layer {}: {}", layer.path, layer.note);  // rows it will not serve
+      // Rows it holds but will not serve (e.g. an unsigned image listed without ?ro): worth a warning.
+      log(LogLevel::warn, "cache layer {}: {}", layer.path, layer.note);
     }
   }
 }

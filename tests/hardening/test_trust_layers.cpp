@@ -12,6 +12,8 @@
 #include "ktune/cache_admin.hpp"
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
+#include "nvrtc_api.hpp"
+#include "support/test_kernels.hpp"
 
 using namespace ktune;
 using namespace ktune::cache;
@@ -237,4 +239,40 @@ TEST_CASE("trust: cache merge --pubkey imports only a source validly signed by a
   CHECK(m.damaged_skipped == 0);
   // Without --pubkey the unsigned source is imported as before.
   CHECK(cache_merge(dir.file("second.db"), unsigned_src).binaries_added == 6);
+}
+
+TEST_CASE("trust: the runtime loads nothing from an unsigned file at a writable path under trusted keys",
+          "[attack][trust][hardening][runtime]") {
+  std::string why;
+  if (!ktune::detail::try_nvrtc(&why)) {
+    WARN("skipped: " << why);
+    return;
+  }
+  TempDir dir;
+  const std::string work = dir.file("work.db"), image = dir.file("image.db");
+  const GeneratedKernel kernel = ktune::test::scale_kernel(71);
+  const Arch arch = Arch::parse("sm_90a");
+  {
+    RuntimeOptions o;
+    o.cache_path = work;
+    Runtime(o).ensure_binary(kernel, arch);
+  }
+  cache_export(work, image);
+  const std::string key = dir.file("ship.key");
+  cache_keygen(key, key + ".pub");
+  cache_sign(image, key);
+  raw_exec(image, "DELETE FROM signatures");  // now unsigned, at a path without ?ro that this user can write
+
+  RuntimeOptions o;
+  o.cache_path = image;
+  o.allow_jit = false;
+  o.trusted_keys = key + ".pub";
+  Runtime rt(o);
+  try {
+    rt.ensure_binary(kernel, arch);
+    FAIL("a binary from an unsigned writable layer was used under KTUNE_TRUSTED_KEYS");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::jit_disabled);
+  }
+  CHECK(rt.stats().cache_hits == 0);
 }
