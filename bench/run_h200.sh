@@ -40,8 +40,10 @@ if [[ "${1:-}" == "--pack" ]]; then
   export LD_LIBRARY_PATH=$PWD/$PACK/lib:${LD_LIBRARY_PATH:-} KTUNE_LOG=error
   export KTUNE_CACHE=$PWD/$PACK/all.db
   "$B/bin/ktune_tests" "[xqa_precompile],[mla_precompile],[mxfp4_precompile]" | tail -2
-  for b in bench_xqa bench_sparse_mla bench_mxfp4; do "$B/bin/$b" prepare --cache "$KTUNE_CACHE" --arch sm_90a | tail -1; done
-  "$B/bin/bench_runtime" prepare --cache "$PACK/runtime.db" --arch sm_90a | tail -1
+  for b in bench_xqa bench_sparse_mla bench_mxfp4; do
+    [[ -x $B/bin/$b ]] && "$B/bin/$b" prepare --cache "$KTUNE_CACHE" --arch sm_90a | tail -1
+  done
+  [[ -x $B/bin/bench_runtime ]] && "$B/bin/bench_runtime" prepare --cache "$PACK/runtime.db" --arch sm_90a | tail -1
   "$B/bin/ktune" warmup --preset llama-3.1-8b --max-batch 64 --max-seq-len 16384 --arch sm_90a \
     --cache "$PACK/warmup.db" --json | tail -1
   export KTUNE_LIBRARY=$PWD/$PACK/lib/libktune.so.0
