@@ -44,7 +44,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   o.read_only = env_flag("KTUNE_CACHE_READONLY", false);
   o.allow_jit = env_flag("KTUNE_JIT", true);
   if (const char* d = std::getenv("KTUNE_DUMP")) o.dump_dir = d;
-  if (const char* k = std::getenv("KTUNE_TRUSTED_KEYS")) o.trusted_keys = k;
+  if (const char* k = std::getenv("KTUNE_TRUSTED_KEYS")) o.trusted_keys = std::string(k);  // "" is an error
   o.checked = env_flag("KTUNE_CHECKED", false);
   return o;
 }
@@ -54,19 +54,29 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
   options.cache_path = path;
   cache::LayeredOptions layered;
   layered.force_read_only = options.read_only;
-  if (!options.trusted_keys.empty()) {
+  if (options.trusted_keys) {
+    const std::string& list = *options.trusted_keys;
     try {
-      layered.trusted_keys = cache::read_public_keys(options.trusted_keys);
+      layered.trusted_keys = cache::read_public_keys(list);
     } catch (const cache::CacheError& e) {
-      throw Error(Status::invalid_argument, "cache",
-                  fmt::format("KTUNE_TRUSTED_KEYS={}: {}", options.trusted_keys, e.what()));
+      throw Error(Status::invalid_argument, "cache", fmt::format("KTUNE_TRUSTED_KEYS={}: {}", list, e.what()));
     }
     if (layered.trusted_keys.empty())
       throw Error(Status::invalid_argument, "cache",
-                  fmt::format("KTUNE_TRUSTED_KEYS={} names no key file", options.trusted_keys));
+                  fmt::format("KTUNE_TRUSTED_KEYS='{}' names no key file: set it to the public key file(s) that "
+                              "sign your caches, or unset it to run without signature checks",
+                              list));
   }
   cache = cache_call([&] { return std::make_unique<cache::LayeredCache>(path, layered); });
   for (const std::string& why : cache->refused()) log(LogLevel::warn, "cache layer not used: {}", why);
+  for (const auto& layer : cache->layers()) {
+    if (!layer.write_problem.empty()) {
+      log(LogLevel::warn, "cache layer {}: cannot store new entries: {}", layer.path, layer.write_problem);
+    } else if (layer.writable && !layered.trusted_keys.empty() && !layer.note.empty()) {
+      // Rows it holds but will not serve (e.g. an unsigned image listed without ?ro): worth a warning.
+      log(LogLevel::warn, "cache layer {}: {}", layer.path, layer.note);
+    }
+  }
 }
 
 Runtime::Impl::~Impl() = default;  // modules are unloaded in ~Runtime (module_table.cpp)
