@@ -11,6 +11,7 @@
 
 #include "cache/cache_test_util.hpp"
 #include "cache/src/store_impl.hpp"  // row digest functions (internal to cache/)
+#include "ktune/cache/sha256.hpp"
 #include "ktune/cache/store.hpp"
 
 namespace ktune::hardening {
@@ -50,6 +51,25 @@ inline void reseal_binary_row(const std::string& path, const std::string& digest
   const int64_t size = raw_int(path, "SELECT blob_size FROM binaries WHERE digest = '" + digest + "'");
   const std::string rd = cache::detail::binary_row_digest(r, blob_sha, size);
   raw_exec(path, "UPDATE binaries SET row_digest = '" + rd + "' WHERE digest = '" + digest + "'");
+}
+
+// Replaces a row's blob and recomputes blob_sha256, blob_size and the row digest: what anyone with write access
+// can do, since none of them carries a secret. The row stays self-consistent.
+inline void forge_blob(const std::string& path, const std::string& digest, const std::vector<uint8_t>& blob) {
+  const std::string sha = cache::sha256_hex(blob.data(), blob.size());
+  raw_exec(path,
+           "UPDATE binaries SET blob = ?1, blob_sha256 = '" + sha + "', blob_size = " + std::to_string(blob.size()) +
+               " WHERE digest = '" + digest + "'",
+           &blob);
+  reseal_binary_row(path, digest);
+}
+
+// The blob stored under `digest` (read raw, unchecked).
+inline std::vector<uint8_t> raw_blob(const std::string& path, const std::string& digest) {
+  auto db = cache::CacheDb::open(path, {});
+  cache::BinaryLookup l = db->get_binary(digest);
+  REQUIRE(l.status == cache::LookupStatus::hit);
+  return l.record.blob;
 }
 
 }  // namespace ktune::hardening

@@ -14,6 +14,7 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
+#include "offline_store.hpp"
 #include "progress.hpp"
 
 namespace ktune::cli {
@@ -21,7 +22,9 @@ namespace {
 
 const char* kHelp = R"(usage: ktune compile --family F --arch A[,A...] [--problem KEY | --config JSON] [--all-configs]
                      [--cache PATH] [-j N] [--json]
-  Compiles family F for each arch (e.g. sm_90a,sm_100a,sm_120a) into the first writable cache layer.
+  Compiles family F for each arch (e.g. sm_90a,sm_100a,sm_120a) into the first writable cache layer; exits 1
+  naming the path and the reason when no layer is writable or a result could not be stored, and refuses to
+  run under KTUNE_JIT=0.
   --problem KEY   a readable problem key (as `ktune cache ls` prints it); repeatable with ';'
   --config JSON   a JSON object of problem fields (docs/families.md); without --problem/--config the family's
                   example problems are compiled
@@ -69,10 +72,8 @@ int cmd_compile(const std::vector<std::string>& argv) {
       }
     }
 
-  RuntimeOptions opts = RuntimeOptions::from_env();
-  if (args.has("cache")) opts.cache_path = args.get("cache");
-  opts.allow_jit = true;  // compiling is the point of this command
-  Runtime rt(opts);
+  Runtime rt(offline_runtime_options("compile", args.get("cache")));
+  require_writable_layer(rt, "compile");
 
   int workers = args.get_int("jobs", static_cast<int>(std::thread::hardware_concurrency()));
   if (workers < 1) workers = 1;
@@ -88,6 +89,8 @@ int cmd_compile(const std::vector<std::string>& argv) {
       std::string label = fmt::format("{}/{}/{}/{}", fam.name, j.arch.str(), j.problem, j.config);
       try {
         EnsureResult r = rt.ensure_binary(fam.generate(j.problem, j.config, j.arch), j.arch);
+        if (!r.not_stored.empty())
+          throw Error(Status::cache_error, "compile", "compiled but not stored: " + r.not_stored);
         (r.compiled ? compiled : hits)++;
         std::lock_guard<std::mutex> lock(out_mutex);
         kernel_json.push_back(JsonObject().str("name", r.name).str("digest", r.digest)

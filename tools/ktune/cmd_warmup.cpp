@@ -9,6 +9,7 @@
 #include "json_writer.hpp"
 #include "ktune/device.hpp"
 #include "ktune/runtime.hpp"
+#include "offline_store.hpp"
 #include "progress.hpp"
 
 namespace ktune::cli {
@@ -25,6 +26,8 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   batch x seq_len <= 8192 (sparse_mla_decode: batch x max_q_len x topk) and GEMM tokens <= 4 on it (larger
   keys are skipped: the host cap), GPU or not.
   --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}.
+  Exits 1 naming the path and the reason when no cache layer is writable or a binary could not be stored;
+  refuses to run under KTUNE_JIT=0 (warmup compiles by design).
 )";
 
 const char* kReplayHelp = R"(usage: ktune replay --preset NAME|FILE [--arch host] [warmup's bucket options] [--no-preload] [--cache PATH] [--json]
@@ -75,11 +78,10 @@ int cmd_warmup(const std::vector<std::string>& argv) {
   Args args(argv, {"preset", "arch", "kv-dtype", "max-batch", "max-seq-len", "spec-tokens", "budget", "cache", "jobs"},
             {"json", "default-only"});
   autotune::Preset preset = load(args);
-  RuntimeOptions o = RuntimeOptions::from_env();
-  if (args.has("cache")) o.cache_path = args.get("cache");
-  o.allow_jit = true;
+  RuntimeOptions o = offline_runtime_options("warmup", args.get("cache"));
   bool gpu = has_gpu();
   Runtime rt(o);
+  require_writable_layer(rt, "warmup");
   autotune::WarmupOptions w;
   if (args.has("arch")) w.arches = split(args.get("arch"), ',');
   w.all_candidates = !args.has("default-only");
@@ -119,6 +121,10 @@ int cmd_warmup(const std::vector<std::string>& argv) {
                r.compile_wall_ms / 1000, r.tune_ms / 1000, r.wall_ms / 1000);
     for (const auto& it : r.items)
       if (it.status.rfind("failed", 0) == 0) fmt::print("  {} {}: {}\n", it.family, it.tuning_key, it.status);
+  }
+  if (const std::string unstored = unstored_results(rt); !unstored.empty()) {
+    fmt::print(stderr, "ktune warmup: {}\n", unstored);
+    return 1;
   }
   return (r.failed || r.compile_failed) ? 1 : 0;
 }
