@@ -114,7 +114,15 @@ cache::BinaryLookup Runtime::Impl::lookup(const GeneratedKernel& kernel, const B
     });
     if (cache->damaged_seen() != damaged_before)
       log(LogLevel::warn, "{}: a damaged cache entry was skipped (not loaded): {}", key.name, cache->last_problem());
-    if (found.status != cache::LookupStatus::hit) return found;
+    if (found.status != cache::LookupStatus::hit) {
+      // A copy quarantined earlier may have been deleted from the writable layer: the miss still says why.
+      std::lock_guard<std::mutex> lock(binaries_mutex);
+      if (auto it = quarantine_notes.find(key.name); it != quarantine_notes.end()) {
+        found.status = cache::LookupStatus::damaged;
+        found.detail = it->second + (found.detail.empty() ? "" : "; " + found.detail);
+      }
+      return found;
+    }
     // The blob must define the symbols this key expects (read from its symbol table, nothing loaded): a valid
     // blob of another config filed under this row is damaged, not served.
     const std::string why = binding_problem(found.record, kernel.entry_points.size(), key.binding_symbol);
@@ -231,6 +239,8 @@ void Runtime::Impl::quarantine(const cache::BinaryRecord& rec, const std::string
   {
     std::lock_guard<std::mutex> lock(binaries_mutex);
     if (auto it = binaries.find(rec.digest); it != binaries.end() && it->second.get() == &rec) binaries.erase(it);
+    std::string& note = quarantine_notes[rec.name];
+    note += fmt::format("{}quarantined {} ({}): {}", note.empty() ? "" : "; ", rec.name, rec.digest, why);
   }
   stats.quarantined++;
   const std::string blob_sha =

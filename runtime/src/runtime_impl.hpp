@@ -39,6 +39,8 @@ struct Runtime::Impl {
   // Binaries compiled but not stored (no writable layer, or the write failed), by digest: why.
   std::unordered_map<std::string, std::string> not_stored_by_digest;
   std::string last_store_failure;
+  // Why copies of a binary (by readable name) were quarantined, for the error of a later miss.
+  std::unordered_map<std::string, std::string> quarantine_notes;
   // Cross-process single flight on the writable layer (null without one).
   std::unique_ptr<detail::CompileLocks> compile_locks;
   static constexpr double kCompileLockWait_s = 600;  // a compile that takes longer is stuck, not slow

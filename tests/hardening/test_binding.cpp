@@ -113,61 +113,80 @@ TEST_CASE("binding: a CUBIN defines its key's binding symbol, and a swapped CUBI
   CHECK(issues[0].digest == key3.digest);
   CHECK_THAT(issues[0].problem, Catch::Contains("binding symbol"));
 
+  const std::vector<uint8_t> forged = raw_blob(db, key3.digest);
+  {
+    Runtime rt(opts(db));
+    CHECK(rt.ensure_binary(k3, a).compiled);  // rebuilt, and the swapped row replaced
+    CHECK(rt.stats().quarantined == 1);
+  }
+  CHECK(cache_verify(db).empty());
+  CHECK(raw_blob(db, key3.digest) == blob3);
+
+  // KTUNE_JIT=0: an error naming the key and why; the swapped row is deleted from the writable layer.
+  forge_blob(db, key3.digest, forged);
+  Runtime strict(opts(db, false));
   try {
-    Runtime strict(opts(db, false));
     strict.ensure_binary(k3, a);
     FAIL("a swapped CUBIN was served");
   } catch (const Error& e) {
     CHECK(e.status() == Status::jit_disabled);
     CHECK_THAT(e.what(), Catch::Contains(key3.name) && Catch::Contains("binding symbol"));
   }
-  Runtime rt(opts(db));
-  CHECK(rt.ensure_binary(k3, a).compiled);  // rebuilt, and the swapped row replaced
-  CHECK(rt.stats().quarantined == 1);
-  CHECK(cache_verify(db).empty());
-  CHECK(raw_blob(db, key3.digest) == blob3);
+  CHECK(strict.stats().quarantined == 1);
+  CHECK(cache_list(db).size() == 1);
 }
 
 TEST_CASE("binding: a host object of another config under a row is never run", "[attack][tamper][binding][host]") {
   KTUNE_REQUIRE_HOST();
   TempDir dir;
-  const std::string db = dir.file("k.db");
   const GeneratedKernel one = adder(1), two = adder(2);
-  {
-    Runtime rt(opts(db));
-    rt.ensure_binary(one, Arch::host_cpu());
-    rt.ensure_binary(two, Arch::host_cpu());
-  }
-  forge_blob(db, host_digest(one), raw_blob(db, host_digest(two)));  // same entry point `add_one`, returns x + 2
-  const auto issues = cache_verify(db);
+  // Both configs compiled, then one's row given two's object (same entry point `add_one`, returns x + 2).
+  auto swapped_cache = [&](const std::string& db) {
+    {
+      Runtime rt(opts(db));
+      rt.ensure_binary(one, Arch::host_cpu());
+      rt.ensure_binary(two, Arch::host_cpu());
+    }
+    forge_blob(db, host_digest(one), raw_blob(db, host_digest(two)));
+  };
+  const std::string strict_db = dir.file("strict.db"), db = dir.file("k.db");
+  swapped_cache(strict_db);
+  const auto issues = cache_verify(strict_db);
   REQUIRE(issues.size() == 1);
+  CHECK(issues[0].digest == host_digest(one));
   CHECK_THAT(issues[0].problem, Catch::Contains("binding symbol"));
-  const CacheLoadReport loads = cache_verify_loads(db);
+  const CacheLoadReport loads = cache_verify_loads(strict_db);
   CHECK(loads.loaded == 1);
   CHECK(loads.failed == 1);
-
-  try {
-    Runtime strict(opts(db, false));
-    strict.get_host("bind/one", [&] { return one; });
-    FAIL("a swapped host object was served");
-  } catch (const Error& e) {
-    CHECK(e.status() == Status::jit_disabled);
-    CHECK_THAT(e.what(), Catch::Contains("test_bind/host/add1") && Catch::Contains("binding symbol"));
+  {
+    Runtime strict(opts(strict_db, false));
+    try {
+      strict.get_host("bind/one", [&] { return one; });
+      FAIL("a swapped host object was served");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::jit_disabled);
+      CHECK_THAT(e.what(), Catch::Contains("test_bind/host/add1") && Catch::Contains("binding symbol"));
+    }
+    CHECK(strict.stats().quarantined == 1);
   }
-  Runtime rt(opts(db));
-  const LoadedKernel& lk = rt.get_host("bind/one", [&] { return one; });
-  REQUIRE(lk.functions.size() == 1);
-  CHECK(reinterpret_cast<int (*)(int)>(lk.functions[0])(41) == 42);
-  CHECK(rt.stats().compiles == 1);
-  CHECK(rt.stats().quarantined == 1);
+  CHECK(cache_list(strict_db).size() == 1);  // the swapped row is deleted from the writable layer
+
+  swapped_cache(db);
+  {
+    Runtime rt(opts(db));
+    const LoadedKernel& lk = rt.get_host("bind/one", [&] { return one; });
+    REQUIRE(lk.functions.size() == 1);
+    CHECK(reinterpret_cast<int (*)(int)>(lk.functions[0])(41) == 42);
+    CHECK(rt.stats().compiles == 1);
+    CHECK(rt.stats().quarantined == 1);
+  }
   CHECK(cache_verify(db).empty());
 
   // A row that lists the other key's binding symbol (its entry points rewritten too) fails at the runtime,
   // which knows the symbol its key expects.
-  const std::string two_entries = raw_text(db, "SELECT entry_points FROM binaries WHERE digest = '" +
-                                                   host_digest(two) + "'");
   forge_blob(db, host_digest(one), raw_blob(db, host_digest(two)));
-  raw_exec(db, "UPDATE binaries SET entry_points = '" + two_entries + "' WHERE digest = '" + host_digest(one) + "'");
+  raw_exec(db, "UPDATE binaries SET entry_points = (SELECT entry_points FROM binaries WHERE digest = '" +
+                   host_digest(two) + "') WHERE digest = '" + host_digest(one) + "'");
   reseal_binary_row(db, host_digest(one));
   CHECK(cache_verify(db).empty());  // consistent in itself: only the key can tell
   Runtime again(opts(db));

@@ -34,12 +34,14 @@ bool have_nvrtc() {
   return false;
 }
 
-// Forks a child that waits for `gate` to close, runs fn and exits with its result (never returns in the child).
+// Forks a child that waits until every write end of the gate pipe is closed, runs fn and exits with its result
+// (never returns in the child). gate_write: the parent's write end (-1 if already closed), closed in the child.
 template <class F>
-pid_t spawn(int gate, F&& fn) {
+pid_t spawn(int gate, int gate_write, F&& fn) {
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    if (gate_write >= 0) ::close(gate_write);
     char c;
     while (::read(gate, &c, 1) > 0) {
     }
@@ -84,12 +86,13 @@ TEST_CASE("single flight: N processes warming one cache compile every missing ke
   int gate[2];
   REQUIRE(::pipe(gate) == 0);
   std::vector<pid_t> pids;
-  for (int p = 0; p < kProcs; ++p) pids.push_back(spawn(gate[0], [&] { return warm(db, 7100, kKeys); }));
+  for (int p = 0; p < kProcs; ++p) pids.push_back(spawn(gate[0], gate[1], [&] { return warm(db, 7100, kKeys); }));
   ::close(gate[1]);  // all start together
   ::close(gate[0]);
   int compiles = 0;
   for (pid_t pid : pids) {
     const int rc = wait_exit(pid, 300);
+    if (rc < 0) ::kill(pid, SIGKILL);
     REQUIRE(rc >= 0);
     REQUIRE(rc <= kKeys);
     compiles += rc;
@@ -112,7 +115,7 @@ TEST_CASE("single flight: a holder SIGKILLed mid-compile does not block the othe
   REQUIRE(::pipe(ready) == 0);
   REQUIRE(::pipe(gate) == 0);
   ::close(gate[1]);
-  const pid_t holder = spawn(gate[0], [&] {
+  const pid_t holder = spawn(gate[0], -1, [&] {
     detail::CompileLocks locks(db);
     std::string note;
     detail::CompileLocks::Held held = locks.acquire(digest, 10, &note);
@@ -125,11 +128,13 @@ TEST_CASE("single flight: a holder SIGKILLed mid-compile does not block the othe
   int worker_gate[2];
   REQUIRE(::pipe(worker_gate) == 0);
   ::close(worker_gate[1]);
-  const pid_t worker = spawn(worker_gate[0], [&] { return warm(db, 7200, 1); });
+  const pid_t worker = spawn(worker_gate[0], -1, [&] { return warm(db, 7200, 1); });
   CHECK(wait_exit(worker, 1.5) == -1);  // waiting for the holder, not compiling beside it
   ::kill(holder, SIGKILL);
   CHECK(wait_exit(holder, 10) == 128);
-  CHECK(wait_exit(worker, 120) == 1);  // took the dead holder's lock and compiled
+  const int worker_rc = wait_exit(worker, 120);
+  if (worker_rc < 0) ::kill(worker, SIGKILL);
+  CHECK(worker_rc == 1);  // took the dead holder's lock and compiled
   CHECK(cache_list(db).size() == 1);
   for (int fd : {ready[0], ready[1], gate[0], worker_gate[0]}) ::close(fd);
 }
