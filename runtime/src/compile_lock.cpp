@@ -62,8 +62,8 @@ CompileLocks::Held CompileLocks::acquire(const std::string& digest, double wait_
   const long long offset = offset_of(digest);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   auto pause = std::chrono::milliseconds(2);
-  for (;;) {
-    if (set_lock(fd, F_WRLCK, offset) == 0) return Held(fd, offset);
+  for (bool waited = false;; waited = true) {
+    if (set_lock(fd, F_WRLCK, offset) == 0) return Held(fd, offset, waited);
     if (errno != EAGAIN && errno != EACCES && errno != EINTR) break;  // e.g. no OFD locks on this filesystem
     if (std::chrono::steady_clock::now() >= deadline) {
       *note = fmt::format("waited {:.0f} s for another process compiling it (lock {}); compiling here too", wait_s,

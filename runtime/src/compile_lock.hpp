@@ -25,22 +25,25 @@ class CompileLocks {
   class Held {
    public:
     Held() = default;
-    Held(Held&& o) noexcept : fd_(o.fd_), offset_(o.offset_) { o.fd_ = -1; }
+    Held(Held&& o) noexcept : fd_(o.fd_), offset_(o.offset_), waited_(o.waited_) { o.fd_ = -1; }
     Held& operator=(Held&& o) noexcept {
       std::swap(fd_, o.fd_);
       std::swap(offset_, o.offset_);
+      std::swap(waited_, o.waited_);
       return *this;
     }
     Held(const Held&) = delete;
     Held& operator=(const Held&) = delete;
     ~Held();
     bool held() const { return fd_ >= 0; }
+    bool waited() const { return waited_; }  // another holder had it: it may have stored the binary meanwhile
 
    private:
     friend class CompileLocks;
-    Held(int fd, long long offset) : fd_(fd), offset_(offset) {}
+    Held(int fd, long long offset, bool waited) : fd_(fd), offset_(offset), waited_(waited) {}
     int fd_ = -1;
     long long offset_ = 0;
+    bool waited_ = false;
   };
 
   // Waits for the lock of `digest` (up to wait_s seconds; then *note says so and an unheld Held is returned).

@@ -166,7 +166,10 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
     std::string note;
     flight = compile_locks->acquire(key.digest, kCompileLockWait_s, &note);
     if (!note.empty()) log(LogLevel::warn, "{}: {}", key.name, note);
-    if (flight.held()) {
+    // Look again when another process may have stored it since: it held the lock, or our miss was plain (it
+    // may have stored and released between our lookup and our lock). A damaged copy met without waiting is
+    // not looked at (and counted) twice.
+    if (flight.held() && (flight.waited() || found.status == cache::LookupStatus::miss)) {
       found = lookup(kernel, key);
       if (found.status == cache::LookupStatus::hit) {
         stats.cache_hits++;
