@@ -48,15 +48,14 @@ DeviceCeilings current_device_ceilings() {
 
 // Measures every candidate in interleaved passes (one sample of each candidate per pass) rather than one
 // candidate after another: slow drift of the GPU's clocks or temperature during a tuning then shifts every
-// candidate alike instead of penalizing whichever came last — sequential sweeps showed such a bias on the
-// H200 (a consistent 4.6% wrong pick on one FP8 key, 2026-11-29). Candidates whose spread stays above
+// candidate alike instead of penalizing whichever came last (sequential sweeps showed such a bias: a consistent
+// wrong pick on one key, docs/architecture.md). Candidates whose spread stays above
 // max_spread get further passes, up to max_rounds * samples samples.
 //
 // Post-compile pruning: a candidate other than the default whose entry points use more than kMaxLocalBytes of
 // local memory per thread (an array demoted to local memory, heavy spilling) is recorded as pruned, not timed;
-// the default always stays in so a winner exists. Smaller spills are timed like any candidate: on the H200 the
-// fastest mxfp4_gemm configs for three buckets spilled 8..200 bytes per thread outside their hot loop
-// (bench/results/2026-11-29-mxfp4.md), and pruning them stored slower winners.
+// the default always stays in so a winner exists. Smaller spills are timed like any candidate: some of the
+// fastest mxfp4_gemm configs spill a little outside their hot loop, and pruning them stored slower winners.
 constexpr int64_t kMaxLocalBytes = 512;
 std::string spill_reason(Runtime& rt, const FamilyInfo& fam, const std::string& problem, const std::string& config,
                          const Arch& arch) {

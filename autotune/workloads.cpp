@@ -13,11 +13,11 @@ namespace ktune::autotune {
 std::unique_ptr<Workload> make_xqa_decode_workload(Runtime& rt, const std::string& problem_key,
                                                    const std::vector<std::pair<std::string, int64_t>>& buckets);
 
-// autotune/sparse_mla_workload.cpp (issue 6)
+// autotune/sparse_mla_workload.cpp
 std::unique_ptr<Workload> make_sparse_mla_decode_workload(Runtime& rt, const std::string& problem_key,
                                                           const std::vector<std::pair<std::string, int64_t>>& buckets);
 
-// autotune/mxfp4_workload.cpp (issue 7)
+// autotune/mxfp4_workload.cpp
 std::unique_ptr<Workload> make_mxfp4_gemm_workload(Runtime& rt, const std::string& problem_key,
                                                    const std::vector<std::pair<std::string, int64_t>>& buckets);
 

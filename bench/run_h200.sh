@@ -1,97 +1,228 @@
 #!/usr/bin/env bash
-# One device call on the H200: builds nothing (the build folder is carried, with a cache of every kernel the
-# tests and benches use, compiled ahead on a machine without a GPU), runs
-#   ktune info -> bench_xqa (prepare: cache hits, + run) -> peers_sdpa.py -> bench_runtime (prepare + run) -> GPU tests
-# and writes everything under $OUT (at most 8 files): log.txt (all output), tests.txt, bench_xqa.json,
-# peers.json, bench_runtime.json, summary.md. The combined table is printed last.
-#   KTUNE_BUILD=build-h200 bench/run_h200.sh        # build folder (default build)
-#   KTUNE_H200_BUDGET=450                           # seconds for the whole script (steps are cut to fit)
+# The H200 driver: every GPU measurement and GPU test run of ktune, as parts of one script.
+#
+#   bench/run_h200.sh --pack [BUILD_DIR]   on the machine without a GPU: fills $PACK (default h200pack, gitignored)
+#       with stripped bin/ + lib/, all.db (every kernel the GPU tests and benches use, compiled for sm_90a),
+#       warmup.db (the llama-3.1-8b preset's candidates) and py.db (the Python tests' kernels), so nothing is
+#       compiled on the device. Needs a build with ktune_cli ktune_tests ktune_stress and the bench_* targets.
+#   bench/run_h200.sh PART...              on the H200 (the `run` tool, carry $PACK): runs the parts in order.
+#
+# Parts:
+#   tests     the whole [gpu] suite with KTUNE_TEST_REQUIRE=gpu (a skipped GPU test fails the run)
+#   xqa       bench_xqa + bench/peers_sdpa.py (cuDNN / flash SDPA) + bench_runtime (load and launch overhead)
+#   mla       bench_sparse_mla + bench/peers_sparse_mla.py (PyTorch gather + bmm)
+#   mxfp4     bench_mxfp4 + bench/peers_mxfp4.py (cuBLAS BF16 on the dequantized weight)
+#   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys
+#   python    the Python package's GPU tests (python/tests) with KTUNE_TEST_REQUIRE=gpu, installed with pip --target
+#   sanitize  checked kernels + memcheck, the host oracle dump (tests/data/xqa_h200_oracle.bin), racecheck and
+#             synccheck over the whole GPU suite as parallel processes (matrices sharded with KTUNE_TEST_SHARD),
+#             the multi-process runtime stress
+#   shipping  docs/shipping.md's commands (warm up, export, sign, verify, the read-only image), then the
+#             deepseek-v3.2 and gpt-oss-120b presets on fresh caches
+#   readme    tests/readme/readme_story.sh with the pack's library (the README's new-user story)
+#
+# Every part writes under $OUT (default /tmp/ktune-h200): PART_STEP.txt per step, the benches' JSON, summary.md
+# (one row per step, then each bench's table). One device call is limited to 10 minutes; split the parts over
+# calls when they do not fit (tests + mxfp4 + tune take ~5 minutes). Environment: PACK, OUT,
+# KTUNE_H200_BUDGET (seconds for the whole call, default 560; every step's limit is cut to fit), REPS.
 set -u
 cd "$(dirname "$0")/.."
-B=${KTUNE_BUILD:-build}
+PACK=${PACK:-h200pack}
+
+if [[ "${1:-}" == "--pack" ]]; then
+  set -eo pipefail
+  B=${2:-build}
+  rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/lib"
+  for t in ktune ktune_tests ktune_stress bench_xqa bench_runtime bench_sparse_mla bench_mxfp4 bench_autotune; do
+    if [[ -x $B/bin/$t ]]; then strip --strip-unneeded -o "$PACK/bin/$t" "$B/bin/$t"; else echo "no $B/bin/$t"; fi
+  done
+  strip --strip-unneeded -o "$PACK/lib/libktune.so.0" "$(readlink -f "$B/lib/libktune.so.0")"
+  export LD_LIBRARY_PATH=$PWD/$PACK/lib:${LD_LIBRARY_PATH:-} KTUNE_LOG=error
+  export KTUNE_CACHE=$PWD/$PACK/all.db
+  "$B/bin/ktune_tests" "[xqa_precompile],[mla_precompile],[mxfp4_precompile]" | tail -2
+  for b in bench_xqa bench_sparse_mla bench_mxfp4; do
+    [[ -x $B/bin/$b ]] && "$B/bin/$b" prepare --cache "$KTUNE_CACHE" --arch sm_90a | tail -1
+  done
+  [[ -x $B/bin/bench_runtime ]] && "$B/bin/bench_runtime" prepare --cache "$PACK/runtime.db" --arch sm_90a | tail -1
+  "$B/bin/ktune" warmup --preset llama-3.1-8b --max-batch 64 --max-seq-len 16384 --arch sm_90a \
+    --cache "$PACK/warmup.db" --json | tail -1
+  export KTUNE_LIBRARY=$PWD/$PACK/lib/libktune.so.0
+  "$B/bin/ktune" warmup --preset llama-3.1-8b --arch sm_90a --max-batch 4 --max-seq-len 1024 --cache "$PACK/py.db" \
+    --json | tail -1
+  PYDB=$PACK/py.db PYTHONPATH=python:python/tests python3 - <<'PY'
+import os, ktune, gpu_problems
+rt = ktune.Runtime(cache=os.environ["PYDB"], allow_jit=True)
+todo = [("xqa_decode", ktune.xqa_problem(**f)) for f in gpu_problems.ALL]
+todo += [("sparse_mla_decode", ktune.mla_problem(**f)) for f in gpu_problems.MLA_PROBLEMS]
+todo += [("mxfp4_gemm", ktune.mxfp4_problem(**f)) for f in gpu_problems.MXFP4_PROBLEMS]
+print(sum(bool(rt.compile(fam, key, "sm_90a")) for fam, key in todo), "python-test kernels compiled")
+PY
+  du -sh "$PACK"
+  exit 0
+fi
+
+(($# > 0)) || { sed -n '2,27p' "$0"; exit 2; }
 OUT=${OUT:-/tmp/ktune-h200}
 mkdir -p "$OUT"
-export KTUNE_CACHE=${KTUNE_CACHE:-$PWD/$B/h200.db}
-export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+P=$PWD/$PACK
+K=$P/bin/ktune
+T=$P/bin/ktune_tests
+export LD_LIBRARY_PATH=$P/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
-SB=()
-command -v stdbuf >/dev/null 2>&1 && SB=(stdbuf -oL -eL)
-LOG=$OUT/log.txt
-: >"$LOG"
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+WORK=/tmp/ktune-h200-work
+rm -rf "$WORK" && mkdir -p "$WORK"
+[[ -f $P/all.db ]] && cp "$P/all.db" "$WORK/all.db"  # a writable copy: tuning rows land in it
+export KTUNE_CACHE=$WORK/all.db
 t_start=$(date +%s)
-budget=${KTUNE_H200_BUDGET:-450}
+budget=${KTUNE_H200_BUDGET:-560}
+REPS=${REPS:-40}
+declare -a ROWS
 
-# step NAME MAX_SECONDS OUTFILE CMD...: runs CMD with a timeout that fits the remaining budget, tees output.
+# step NAME MAX_SECONDS CMD...: runs CMD with a limit cut to the time left, output to $OUT/NAME.txt.
 step() {
-  local name=$1 max=$2 file=$3
-  shift 3
-  local left=$((budget - ($(date +%s) - t_start) - 15))
+  local name=$1 max=$2
+  shift 2
+  local left=$((budget - ($(date +%s) - t_start) - 10))
   local lim=$((max < left ? max : left))
   if ((lim < 5)); then
-    echo "=== $name: SKIPPED (no time left)" | tee -a "$LOG"
+    ROWS+=("| $name | skipped (no time left) | |")
     return
   fi
-  echo "=== $name (limit ${lim}s): $*" | tee -a "$LOG"
+  echo "=== $name (limit ${lim}s): $*"
   local t0=$(date +%s)
-  timeout --signal=INT --kill-after=10 "$lim" "${SB[@]}" "$@" 2>&1 | tee -a "$file" >>"$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $name: exit $rc after $(($(date +%s) - t0))s" | tee -a "$LOG"
+  timeout --signal=INT --kill-after=10 "$lim" "$@" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc after $(($(date +%s) - t0))s"
+  ROWS+=("| $name | $rc | $(($(date +%s) - t0))s |")
+  return $rc
 }
 
-echo "ktune H200 run $(date -u +%Y-%m-%dT%H:%M:%SZ), build $B, cache $KTUNE_CACHE" | tee -a "$LOG"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | tee -a "$LOG"
-step info 30 /dev/null "$B/bin/ktune" info
-step bench_xqa_prepare 90 /dev/null "$B/bin/bench_xqa" prepare --cache "$KTUNE_CACHE" --arch sm_90a
-step bench_xqa 120 /dev/null "$B/bin/bench_xqa" run --json "$OUT/bench_xqa.json" --reps 60
-step peers 150 /dev/null python3 bench/peers_sdpa.py --json "$OUT/peers.json" --reps 50
-step bench_runtime_prepare 60 /dev/null "$B/bin/bench_runtime" prepare --cache "$B/bench_runtime.db" --arch sm_90a
-step bench_runtime 60 /dev/null "$B/bin/bench_runtime" run --cache "$B/bench_runtime.db" --json "$OUT/bench_runtime.json"
-: >"$OUT/tests.txt"
-step gpu_tests 400 "$OUT/tests.txt" "$B/bin/ktune_tests" "[gpu]" --durations yes
+part_tests() {
+  KTUNE_TEST_REQUIRE=gpu step tests_gpu 300 "$T" "[gpu]" --durations yes
+  grep -E "MATRIX|test cases|assertions|FAILED|REQUIRE" "$OUT/tests_gpu.txt" | tail -8
+}
 
-python3 - "$OUT" <<'EOF' 2>&1 | tee "$OUT/summary.md" | tee -a "$LOG"
-import json, os, re, sys
-out = sys.argv[1]
-def load(name):
-    try:
-        return json.load(open(os.path.join(out, name)))
-    except Exception as e:
-        return {"_error": str(e)}
-bx, pe, br = load("bench_xqa.json"), load("peers.json"), load("bench_runtime.json")
-print(f"## ktune xqa_decode on {bx.get('device', '?')} ({bx.get('arch', '?')}), NVRTC {bx.get('nvrtc', '?')}")
-print(f"copy bandwidth (read+write): ktune cuMemcpyDtoD {bx.get('copy_tbs', float('nan')):.2f} TB/s, "
-      f"torch copy_ {pe.get('copy_tbs', float('nan')):.2f} TB/s")
-peer = {}
-for r in pe.get("rows", []):
-    if "kv_tbs" in r:
-        peer[(r["label"], r["backend"])] = r
-print()
-print("| shape | ktune launch choice | TB/s | ktune best | TB/s | cuDNN TB/s | flash TB/s | bar | vs best peer |")
-print("|---|---|---|---|---|---|---|---|---|")
-for r in bx.get("rows", []):
-    c = [x for x in r["candidates"] if x["config"] == r["launch_choice"]][0]
-    b = [x for x in r["candidates"] if x["config"] == r["best_config"]][0]
-    cu, fl = peer.get((r["label"], "cudnn")), peer.get((r["label"], "flash"))
-    f = lambda p: (f"{p['kv_tbs']:.2f}" + ("*" if p.get("gqa") == "repeat_interleave" else "") +
-                   (f" ({p['nomask_kv_tbs']:.2f} no mask)" if "nomask_kv_tbs" in p else "")) if p else "n/a"
-    best_peer = max([max(p["kv_tbs"], p.get("nomask_kv_tbs", 0)) for p in (cu, fl) if p] or [0])
-    vs = f"{b['kv_tbs'] / best_peer:.2f}x" if best_peer else "-"
-    bar = f"{r['bar_tbs']:.1f}" if r["bar_tbs"] else "-"
-    print(f"| {r['label']} | {c['config']} s{c['splits']} | {c['kv_tbs']:.2f} | {b['config']} s{b['splits']} | "
-          f"{b['kv_tbs']:.2f} | {f(cu)} | {f(fl)} | {bar} | {vs} |")
-print("(* = the peer ran with K/V expanded by repeat_interleave: it read group-times more bytes)")
-st = bx.get("stats", {})
-print(f"\nbench_xqa runtime stats: compiles {st.get('compiles')}, loads {st.get('loads')}, "
-      f"cache_hits {st.get('cache_hits')}, memory_hits {st.get('memory_hits')}")
-if "_error" not in br:
-    print(f"bench_runtime: load 100 cached kernels {br.get('load_ms_median', 0):.2f} ms (compiles {br.get('compiles')}), "
-          f"ktune launch {br.get('ktune_launch_us', 0):.3f} us vs bare cuLaunchKernel {br.get('bare_launch_us', 0):.3f} us")
-try:
-    t = open(os.path.join(out, "tests.txt")).read()
-    for pat in (r"XQA GPU MATRIX:.*", r"test cases:.*", r"assertions:.*", r"All tests passed.*"):
-        for m in re.findall(pat, t):
-            print("tests:", m.strip())
-except Exception as e:
-    print("tests: no output", e)
-EOF
-echo "total $(($(date +%s) - t_start))s" | tee -a "$LOG"
+part_xqa() {
+  step xqa_prepare 90 "$P/bin/bench_xqa" prepare --cache "$KTUNE_CACHE" --arch sm_90a
+  step xqa_bench 120 "$P/bin/bench_xqa" run --json "$OUT/xqa_bench.json" --reps 60
+  step xqa_peers 150 python3 bench/peers_sdpa.py --json "$OUT/xqa_peers.json" --reps 50
+  cp "$P/runtime.db" "$WORK/runtime.db" 2>/dev/null
+  step runtime_bench 60 "$P/bin/bench_runtime" run --cache "$WORK/runtime.db" --json "$OUT/runtime_bench.json"
+}
+
+part_mla() {
+  step mla_bench 120 "$P/bin/bench_sparse_mla" run --json "$OUT/mla_bench.json" --reps "$REPS"
+  step mla_peers 80 python3 bench/peers_sparse_mla.py --json "$OUT/mla_peers.json" --reps 20
+}
+
+part_mxfp4() {
+  step mxfp4_bench 240 "$P/bin/bench_mxfp4" run --json "$OUT/mxfp4_bench.json" --reps "$REPS"
+  step mxfp4_peers 60 python3 bench/peers_mxfp4.py --json "$OUT/mxfp4_peers.json" --reps 30
+}
+
+part_tune() {
+  cp "$P/warmup.db" "$WORK/warmup.db"
+  local db=$WORK/warmup.db range=(--preset llama-3.1-8b --max-batch 64 --max-seq-len 16384)
+  step tune_warmup 150 "$K" warmup "${range[@]}" --cache "$db" --json
+  step tune_replay 60 "$K" replay "${range[@]}" --cache "$db" --json
+  KTUNE_JIT=0 step tune_replay_nojit 60 "$K" replay "${range[@]}" --cache "$db" --no-preload
+  step tune_autotune_bench 200 "$P/bin/bench_autotune" --cache "$db" --json "$OUT/autotune.json"
+  step tune_mxfp4_dense 90 "$K" tune --family mxfp4_gemm --problem n8192.k8192.bf16-bf16 --tokens 4096
+  step tune_mxfp4_moe 45 "$K" tune --family mxfp4_gemm --problem n2880.k2880.e128.top4.bf16-bf16 --tokens 256
+}
+
+part_python() {
+  cp "$P/py.db" "$WORK/py.db"
+  rm -rf "$WORK/py" && python3 -m pip install --no-index --no-deps --quiet --target "$WORK/py" ./python
+  # The installed package, not the checkout's: the tests run from /tmp with PYTHONPATH at the install.
+  step python_gpu 200 env -C /tmp PYTHONPATH="$WORK/py" KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CACHE="$WORK/py.db" \
+    KTUNE_TEST_REQUIRE=gpu \
+    KTUNE_EXPECT_NO_JIT=1 KTUNE_LOG=warn python3 -m unittest discover -s "$PWD/python/tests" -t "$PWD/python/tests" -v
+  grep -E "^(Ran |OK|FAILED)" "$OUT/python_gpu.txt" | tail -3
+}
+
+part_sanitize() {
+  step san_checked 40 "$T" "[checked]" --durations yes
+  step san_checked_memcheck 60 "$CS" --tool memcheck --error-exitcode 9 "$T" "[checked]"
+  KTUNE_ORACLE_OUT=$OUT/xqa_h200_oracle.bin \
+    KTUNE_ORACLE_HEADER="xqa_decode outputs recorded on $(nvidia-smi --query-gpu=name,driver_version \
+      --format=csv,noheader | head -1), $(date -u +%Y-%m-%d), bench/run_h200.sh sanitize" \
+    step san_oracle_dump 50 "$T" "[xqa_oracle_dump]"
+  # racecheck and synccheck over the whole GPU suite, side by side on the one GPU; the xqa and mxfp4 matrices
+  # are split with KTUNE_TEST_SHARD=i/n (tests/support/gpu.hpp). A shard cut by the limit shows exit 124.
+  local lim=$((budget - ($(date +%s) - t_start) - 60)) m7="mxfp4_gemm matches the exact reference (issue 7 matrix)"
+  local specs=(
+    "racecheck xqa0 KTUNE_TEST_SHARD=0/2 [gpu][xqa]" "racecheck xqa1 KTUNE_TEST_SHARD=1/2 [gpu][xqa]"
+    "racecheck mla - [gpu][sparse_mla]"
+    "racecheck mx0 KTUNE_TEST_SHARD=0/4 $m7" "racecheck mx1 KTUNE_TEST_SHARD=1/4 $m7"
+    "racecheck mx2 KTUNE_TEST_SHARD=2/4 $m7" "racecheck mx3 KTUNE_TEST_SHARD=3/4 $m7"
+    "racecheck mxrest - [gpu][mxfp4]~$m7" "racecheck rt - [gpu][runtime]"
+    "synccheck xqa - [gpu][xqa]" "synccheck mla - [gpu][sparse_mla]" "synccheck mx - [gpu][mxfp4]"
+    "synccheck rt - [gpu][runtime]")
+  declare -A pids
+  local spec tool name envv filter k
+  for spec in "${specs[@]}"; do
+    read -r tool name envv filter <<<"$spec"
+    [[ $envv == - ]] && envv=KTUNE_NOTHING=1
+    env "$envv" timeout --signal=INT --kill-after=5 "$lim" "$CS" --tool "$tool" --error-exitcode 9 "$T" "$filter" \
+      >"$OUT/san_$tool-$name.txt" 2>&1 &
+    pids[$tool-$name]=$!
+  done
+  for k in "${!pids[@]}"; do
+    wait "${pids[$k]}"
+    ROWS+=("| san_$k | $? | $(grep -hE "RACECHECK SUMMARY|ERROR SUMMARY|^test cases" "$OUT/san_$k.txt" | tr '\n' ' ') |")
+  done
+  step san_stress_gpu_load 50 "$P/bin/ktune_stress" runtime --procs 4 --threads 32 --kernels 4 --load
+}
+
+part_shipping() {
+  local s=$WORK/ship
+  mkdir -p "$s"
+  export KTUNE_LOG=warn KTUNE_CACHE=$s/ktune-build.db
+  step ship_warmup 120 "$K" warmup --preset llama-3.1-8b
+  step ship_replay 60 "$K" replay --preset llama-3.1-8b
+  step ship_report 30 "$K" report --cache "$s/ktune-build.db" -o "$s/tuning-report.html"
+  step ship_keygen 10 "$K" cache keygen --out "$s/ship.key"
+  step ship_export 30 "$K" cache export --cache "$s/ktune-build.db" --out "$s/ktune-llama.db"
+  step ship_sign 10 "$K" cache sign --cache "$s/ktune-llama.db" --key "$s/ship.key"
+  step ship_verify 10 "$K" cache verify --cache "$s/ktune-llama.db" --pubkey "$s/ship.key.pub"
+  chmod 0444 "$s/ktune-llama.db"
+  KTUNE_CACHE="$s/ktune-llama.db?ro" KTUNE_JIT=0 KTUNE_TRUSTED_KEYS=$s/ship.key.pub \
+    step ship_image_replay 60 "$K" replay --preset llama-3.1-8b
+  "$K" cache keygen --out "$s/other.key" >/dev/null 2>&1
+  # Expected to fail (exit 1): the only trusted key is another one, so the signed layer is refused.
+  KTUNE_CACHE="$s/ktune-llama.db?ro" KTUNE_JIT=0 KTUNE_TRUSTED_KEYS=$s/other.key.pub \
+    step ship_image_untrusted 60 "$K" replay --preset llama-3.1-8b
+  local preset
+  for preset in deepseek-v3.2 gpt-oss-120b; do
+    KTUNE_CACHE=$s/$preset.db step "ship_warmup_$preset" 200 "$K" warmup --preset "$preset" --budget 150s
+    KTUNE_CACHE=$s/$preset.db step "ship_replay_$preset" 60 "$K" replay --preset "$preset"
+  done
+  export KTUNE_CACHE=$WORK/all.db
+}
+
+part_readme() {
+  mkdir -p build/lib && cp "$P/lib/libktune.so.0" build/lib/libktune.so.0
+  step readme_story 300 bash tests/readme/readme_story.sh
+}
+
+echo "ktune H200 run $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)," \
+  "pack $PACK, parts: $*"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
+for part in "$@"; do
+  if ! declare -F "part_$part" >/dev/null; then
+    echo "unknown part '$part' (expected tests xqa mla mxfp4 tune python sanitize shipping readme)"
+    exit 2
+  fi
+  "part_$part"
+done
+
+{
+  echo "| step | exit | time / summary |"
+  echo "| --- | --- | --- |"
+  printf '%s\n' "${ROWS[@]}"
+  echo
+  python3 bench/h200_summary.py "$OUT"
+} | tee "$OUT/summary.md"
+echo "total $(($(date +%s) - t_start))s"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5's host bench in one run: for each family, the JIT-specialized host kernel vs the same source built
+# The host benches in one run: for each family, the JIT-specialized host kernel vs the same source built
 # ahead of time with run-time shapes (g++ -O3 -march=native) vs the run-time-shape code through the JIT's clang,
 # at one realistic shape each, plus the compile time per host specialization (each bench prints its table):
 #   xqa_decode         B=4, 32/8 heads, D=128, L=4096, bf16            (bench_host)

@@ -5,8 +5,8 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "templates/xqa_decode/family.hpp"
-#include "templates/sparse_mla_decode/family.hpp"  // sparse_mla_decode (issue 6)
-#include "templates/mxfp4_gemm/family.hpp"         // mxfp4_gemm (issue 7)
+#include "templates/sparse_mla_decode/family.hpp"  // sparse_mla_decode
+#include "templates/mxfp4_gemm/family.hpp"         // mxfp4_gemm
 
 namespace ktune {
 

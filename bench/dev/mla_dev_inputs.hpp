@@ -1,4 +1,4 @@
-// Inputs of the sparse MLA dev harnesses (mla_attrib.cu, mla_ws.cu): 128 heads, kv_lora_rank 512 + rope 64, an
+// Inputs of the sparse MLA dev harnesses (mla_ws.cu): 128 heads, kv_lora_rank 512 + rope 64, an
 // fp8_ds_mla cache of `pages` x `page` random rows (e4m3 latent, never NaN; rope bf16 around 1), random bf16 Q and
 // random top-k slots, uploaded and wired into a Params (out, LSE and a split workspace allocated, NaN-free).
 #pragma once

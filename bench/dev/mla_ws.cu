@@ -29,10 +29,6 @@ struct BaseSpec {
 struct WsSpec : BaseSpec {
   static constexpr int kStages = 2;
 };
-template <int kMask>
-struct WsSkip : WsSpec {
-  static constexpr int kSkip = kMask;
-};
 }  // namespace ktune_mla
 using namespace ktune_mla;
 
@@ -122,21 +118,12 @@ int main() {
                   bad ? "  NON-FINITE OR -inf MISMATCH" : "");
     }
   }
-  // Time attribution (outputs meaningless): the WS kernel with pieces left out, 64 tokens, one split.
+  // One head group per token: how the time scales with the CTA count, 64 tokens, one split.
   p.num_tokens = 64;
   p.num_splits = 1;
-  auto skip = [&](auto kern, const char* what) {
-    const Run w = run(kern, 384, ws.smem_total, p, 64, 1);
-    std::printf("ws without %-28s %8.1f us\n", what, w.us);
-  };
-  std::printf("ws, one head group per token (64 CTAs) %8.1f us\n", run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, 64, 1, 1).us);
-  std::printf("ws, 128 tokens x one head group (128 CTAs) %8.1f us\n", run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, 128, 1, 1).us);
-  skip(decode_kernel_ws<WsSkip<kSkipGather>>, "row loads");
-  skip(decode_kernel_ws<WsSkip<kSkipDequant>>, "conversion");
-  skip(decode_kernel_ws<WsSkip<kSkipGather | kSkipDequant>>, "loads + conversion");
-  skip(decode_kernel_ws<WsSkip<kSkipQK>>, "Q K^T");
-  skip(decode_kernel_ws<WsSkip<kSkipPV>>, "P V");
-  skip(decode_kernel_ws<WsSkip<kSkipQK | kSkipPV>>, "Q K^T + P V");
-  skip(decode_kernel_ws<WsSkip<kSkipGather | kSkipDequant | kSkipQK | kSkipPV>>, "all four");
+  std::printf("ws, one head group per token (64 CTAs) %8.1f us\n",
+              run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, 64, 1, 1).us);
+  std::printf("ws, 128 tokens x one head group (128 CTAs) %8.1f us\n",
+              run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, 128, 1, 1).us);
   return 0;
 }

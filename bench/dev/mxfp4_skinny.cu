@@ -1,4 +1,4 @@
-// Time attribution for the few-token mxfp4_gemm path (issue 7): where do the ~26 us of an M <= 16,
+// Time attribution for the few-token mxfp4_gemm path: where does the time of an M <= 16,
 // N = K = 8192 call go? Same prepacked layout and decode as templates/mxfp4_gemm (params.h, common/mxfp4.h),
 // one kernel with stages switched on one at a time:
 //   mode 0  stream   weight + scale loads only (kDepth chunks ahead), folded into one word per lane
@@ -514,10 +514,9 @@ void run_tma(const Bufs& b, int m, int n, int k, float* ref) {
 
 // ---- the library kernel (templates/mxfp4_gemm/kernel.cuh), built by nvcc here, on the same buffers ----------
 namespace lib {
-template <int kBMv, int kTNv, int kWKv, int kStagesv, int kDepthv, int kDevv = 0, int kL2v = 0>
+template <int kBMv, int kTNv, int kWKv, int kStagesv, int kDepthv>
 struct Spec {
-  static constexpr int kDev = kDevv;
-  static constexpr int kL2Ahead = kL2v;
+  static constexpr bool kNative = false, kTcgen05 = false;
   static constexpr int kAType = ::ktune_common::kBF16, kOutType = ::ktune_common::kBF16;
   static constexpr bool kGrouped = false;
   static constexpr int kBM = kBMv, kTN = kTNv, kWN = 1, kWK = kWKv, kStages = kStagesv, kDepth = kDepthv;
@@ -525,9 +524,9 @@ struct Spec {
 };
 }  // namespace lib
 
-template <int BM, int TN, int WK, int ST, int D, int DEV = 0, int L2 = 0>
+template <int BM, int TN, int WK, int ST, int D>
 void run_lib(const Bufs& b, int m, int n, int k, const char* tag) {
-  using S = lib::Spec<BM, TN, WK, ST, D, DEV, L2>;
+  using S = lib::Spec<BM, TN, WK, ST, D>;
   constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
   auto kern = ktune_mxfp4::gemm_kernel<S>;
   const cudaFuncAttributes fa = allow_smem(kern, sh.smem_total);
@@ -540,9 +539,9 @@ void run_lib(const Bufs& b, int m, int n, int k, const char* tag) {
     kern<<<grid, sh.threads, sh.smem_total>>>(p);
   }, int(b.w.size()), &us, &b2b);
   const double bytes = double(n) * k / 2 + double(n) * k / 32 + 2.0 * m * k + 2.0 * m * n;
-  std::printf("%-7s dev%d l2+%d m%-3d bm%d tn%d wk%d s%d d%d %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s"
+  std::printf("%-7s m%-3d bm%d tn%d wk%d s%d d%d %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s"
               " | regs %3d  local %d B\n",
-              tag, DEV, L2, m, BM, TN, WK, ST, D, us, bytes / us / 1e6, b2b, bytes / b2b / 1e6, fa.numRegs,
+              tag, m, BM, TN, WK, ST, D, us, bytes / us / 1e6, b2b, bytes / b2b / 1e6, fa.numRegs,
               int(fa.localSizeBytes));
 }
 
@@ -580,12 +579,10 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&b.a, ha.size() * 2));
   CK(cudaMemcpy(b.a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&b.out, size_t(1) << 24));
-  if (ncu) {  // the M = 1 default, its decode stand-ins, an M = 16 tiling, and the pure read
+  if (ncu) {  // the M = 1 default, an M = 16 tiling, and the pure read
     g_profile_once = true;
-    run_lib<8, 4, 16, 0, 2, 0>(b, 1, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 512>(b, 1, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 256>(b, 1, n, k, "library");
-    run_lib<16, 4, 8, 3, 2, 0>(b, 16, n, k, "library");
+    run_lib<8, 4, 16, 0, 2>(b, 1, n, k, "library");
+    run_lib<16, 4, 8, 3, 2>(b, 16, n, k, "library");
     read_all<<<528, 512>>>(reinterpret_cast<const uint4*>(b.w[0]), (long long)(wb / 16),
                            reinterpret_cast<const uint4*>(b.s[0]), (long long)(sb / 16),
                            reinterpret_cast<unsigned*>(b.out));
@@ -621,19 +618,12 @@ int main(int argc, char** argv) {
     std::printf("read_all %4d x 512      %7.2f us  %5.2f TB/s  | back-to-back %7.2f us  %5.2f TB/s\n", blocks, us,
                 bytes / us / 1e6, b2b, bytes / b2b / 1e6);
   }
-  // Session 9, fourth call: fp32 per-block scales looked up in a shared-memory table (the library default now)
-  // against the register conversion (dev 512), M = 1 / 8 / 16 defaults, fp16-like tilings; each twice.
+  // The library's few-token tiles: the M = 1 / 8 / 16 defaults and the tn2.wk8 form, each twice.
   for (int rep = 0; rep < 2; ++rep) {
-    run_lib<8, 4, 16, 0, 2, 0>(b, 1, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 512>(b, 1, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 0>(b, 8, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 512>(b, 8, n, k, "library");
-    run_lib<8, 2, 8, 0, 2, 0>(b, 1, n, k, "library");
-    run_lib<8, 2, 8, 0, 2, 512>(b, 1, n, k, "library");
-    run_lib<16, 4, 8, 3, 2, 0>(b, 16, n, k, "library");
-    run_lib<16, 4, 8, 3, 2, 512>(b, 16, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 256>(b, 1, n, k, "library");
-    run_lib<8, 4, 16, 0, 2, 256 + 512>(b, 1, n, k, "library");
+    run_lib<8, 4, 16, 0, 2>(b, 1, n, k, "library");
+    run_lib<8, 4, 16, 0, 2>(b, 8, n, k, "library");
+    run_lib<8, 2, 8, 0, 2>(b, 1, n, k, "library");
+    run_lib<16, 4, 8, 3, 2>(b, 16, n, k, "library");
   }
   return 0;
 }

@@ -1,6 +1,6 @@
-// Time attribution for the mxfp4_gemm wgmma path (issue 7, M = 4096, N = K = 8192): the library kernel
-// (templates/mxfp4_gemm/kernel.cuh) built here with one piece left out at a time through the Spec's kDev mask
-// (kernel.cuh: DevOf). Timing only: outputs are not checked (the GPU tests do that for the real configs).
+// Tile timing for the mxfp4_gemm wgmma path (M = 4096, N = K = 8192; `mid`: M = 64..512): the library kernel
+// (templates/mxfp4_gemm/kernel.cuh) built here for tiles the search space may not hold, with Specs of this file.
+// Timing only: outputs are not checked (the GPU tests do that for the real configs).
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev bench/dev/mxfp4_wgmma.cu \
 //        -o mxfp4_wgmma -L/usr/local/cuda/lib64/stubs -lcuda
 #include <cuda.h>
@@ -17,9 +17,9 @@
 #include "mxfp4_gemm/kernel.cuh"
 
 namespace dev {
-template <int kBMv, int kWNv, int kStagesv, int kDepthv, int kDevv, bool kWg = true, int kWKv = 1>
+template <int kBMv, int kWNv, int kStagesv, int kDepthv, bool kWg = true, int kWKv = 1>
 struct Spec {
-  static constexpr int kDev = kDevv;
+  static constexpr bool kNative = false, kTcgen05 = false;
   static constexpr int kAType = ::ktune_common::kBF16, kOutType = ::ktune_common::kBF16;
   static constexpr bool kGrouped = false;
   static constexpr int kBM = kBMv, kTN = kWg ? 1 : 2, kWN = kWNv, kWK = kWKv, kStages = kStagesv, kDepth = kDepthv;
@@ -33,9 +33,9 @@ struct Bufs {
   int m, n, k;
 };
 
-template <int BM, int WN, int ST, int D, int DEV, bool WG = true, int WK = 1>
+template <int BM, int WN, int ST, int D, bool WG = true, int WK = 1>
 void run(const Bufs& b, const char* what) {
-  using S = dev::Spec<BM, WN, ST, D, DEV, WG, WK>;
+  using S = dev::Spec<BM, WN, ST, D, WG, WK>;
   constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
   auto kern = ktune_mxfp4::gemm_kernel<S>;
   const cudaFuncAttributes fa = allow_smem(kern, sh.smem_total);
@@ -72,17 +72,14 @@ void run(const Bufs& b, const char* what) {
   for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
   std::sort(t.begin(), t.end());
   const double us = t[reps / 2] * 1e3;
-  std::printf("bm%-3d wn%d wk%d s%d d%d %-3s dev%-3d %-34s %8.1f us %6.1f TFLOP/s  regs %3d local %d\n", BM, WN, WK,
-              ST, D,
-              WG ? "wg" : "mma", DEV, what, us, 2.0 * b.m * b.n * b.k / us / 1e6, fa.numRegs,
+  std::printf("bm%-3d wn%d wk%d s%d d%d %-3s %-34s %8.1f us %6.1f TFLOP/s  regs %3d local %d\n", BM, WN, WK, ST,
+              D, WG ? "wg" : "mma", what, us, 2.0 * b.m * b.n * b.k / us / 1e6, fa.numRegs,
               int(fa.localSizeBytes));
   for (auto& e : ev) CK(cudaEventDestroy(e));
 }
 
-// Session 8: `mxfp4_wgmma mid` runs M = 64, 128, 256 and 512 instead: tiles with warpgroups splitting K (wk2, wk4)
-// against one warpgroup per 64 weight rows. (The session's first two versions of `mid` tried weight prefetch
-// depths up to 16, no faster, and the kDev attribution at M = 128: without the wgmma 24.5 us, without decode and
-// activation copies 65.3, everything 87.6; bench/results/2026-11-30-session8/wgmma-mid/.)
+// `mxfp4_wgmma mid` runs M = 64, 128, 256 and 512 instead: tiles with warpgroups splitting K (wk2, wk4) against
+// one warpgroup per 64 weight rows (bench/results/2026-11-30-h200-mxfp4-mid-m.md).
 void mid(Bufs& b);
 
 int main(int argc, char** argv) {
@@ -110,19 +107,14 @@ int main(int argc, char** argv) {
     mid(b);
     return 0;
   }
-  run<128, 4, 4, 2, 0, false>(b, "mma.sync bm128.tn2.wn4 (default)");
-  run<256, 8, 4, 2, 0>(b, "full");
-  run<128, 8, 4, 2, 0>(b, "full bm128");
-  run<128, 4, 4, 2, 0>(b, "full bm128 wn4");
-  run<256, 4, 4, 2, 0>(b, "full bm256 wn4");
-  run<256, 8, 6, 2, 0>(b, "full s6");
-  run<256, 8, 4, 2, kDevNoDecode>(b, "no decode");
-  run<256, 8, 4, 2, kDevNoLoadA>(b, "no activation copies");
-  run<256, 8, 4, 2, kDevNoWgmma>(b, "no wgmma");
-  run<256, 8, 4, 2, kDevNoDecode | kDevNoLoadA>(b, "no decode, no copies");
-  run<256, 8, 4, 2, kDevNoDecode | kDevNoLoadA>(b, "wgmma + weight loads only");
-  run<256, 8, 5, 2, 0>(b, "full s5");
-  run<256, 8, 3, 2, 0>(b, "full s3");
+  run<128, 4, 4, 2, false>(b, "mma.sync bm128.tn2.wn4 (default)");
+  run<256, 8, 4, 2>(b, "full");
+  run<128, 8, 4, 2>(b, "full bm128");
+  run<128, 4, 4, 2>(b, "full bm128 wn4");
+  run<256, 4, 4, 2>(b, "full bm256 wn4");
+  run<256, 8, 6, 2>(b, "full s6");
+  run<256, 8, 5, 2>(b, "full s5");
+  run<256, 8, 3, 2>(b, "full s3");
   return 0;
 }
 
@@ -132,21 +124,21 @@ void mid(Bufs& b) {
     b.m = m;
     std::printf("M = %d\n", m);
     if (m <= 128) {
-      run<64, 4, 4, 2, 0>(b, "bm64 wn4 (the M = 128 default until session 8)");
-      run<64, 4, 4, 2, 0, true, 2>(b, "bm64 wn4 wk2");
-      run<64, 4, 4, 2, 0, true, 4>(b, "bm64 wn4 wk4");
-      run<64, 8, 4, 2, 0, true, 2>(b, "bm64 wn8 wk2");
+      run<64, 4, 4, 2>(b, "bm64 wn4 (one warpgroup along K)");
+      run<64, 4, 4, 2, true, 2>(b, "bm64 wn4 wk2");
+      run<64, 4, 4, 2, true, 4>(b, "bm64 wn4 wk4");
+      run<64, 8, 4, 2, true, 2>(b, "bm64 wn8 wk2");
     }
     if (m >= 128) {
-      run<128, 4, 4, 2, 0>(b, "bm128 wn4");
-      run<128, 4, 4, 2, 0, true, 2>(b, "bm128 wn4 wk2");
-      run<128, 4, 3, 2, 0, true, 4>(b, "bm128 wn4 wk4 s3");
-      run<128, 8, 4, 2, 0, true, 2>(b, "bm128 wn8 wk2");
+      run<128, 4, 4, 2>(b, "bm128 wn4");
+      run<128, 4, 4, 2, true, 2>(b, "bm128 wn4 wk2");
+      run<128, 4, 3, 2, true, 4>(b, "bm128 wn4 wk4 s3");
+      run<128, 8, 4, 2, true, 2>(b, "bm128 wn8 wk2");
     }
     if (m >= 256) {
-      run<256, 4, 4, 2, 0>(b, "bm256 wn4");
-      run<256, 4, 3, 2, 0, true, 2>(b, "bm256 wn4 wk2 s3");
-      run<256, 8, 4, 2, 0>(b, "bm256 wn8 (the M >= 512 default)");
+      run<256, 4, 4, 2>(b, "bm256 wn4");
+      run<256, 4, 3, 2, true, 2>(b, "bm256 wn4 wk2 s3");
+      run<256, 8, 4, 2>(b, "bm256 wn8 (the M >= 512 default)");
     }
   }
 }

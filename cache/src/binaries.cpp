@@ -57,9 +57,10 @@ BinaryInfo to_info(BinaryRecord&& r, int64_t blob_size) {
   return i;
 }
 
-// Binds every column of `r` in kBinaryColumns order, then the row digest (v2 only), then the blob.
-void bind_record(Stmt& s, int schema_version, const BinaryRecord& r, const std::string& blob_sha256,
-                 int64_t created_at) {
+// Binds every column of `r` in kBinaryColumns order, then the row digest (v2 only), then the blob. Returns the
+// row digest bound ("" in a v1 file).
+std::string bind_record(Stmt& s, int schema_version, const BinaryRecord& r, const std::string& blob_sha256,
+                        int64_t created_at) {
   s.bind(1, r.digest)
       .bind(2, r.family)
       .bind(3, r.name)
@@ -75,15 +76,17 @@ void bind_record(Stmt& s, int schema_version, const BinaryRecord& r, const std::
       .bind(13, r.compile_ms)
       .bind(14, created_at)
       .bind(15, static_cast<int64_t>(r.blob.size()));
-  if (schema_version >= 2) {
-    BinaryRecord stored_as = r;  // the columns as they will be stored (created_at filled in)
-    stored_as.blob.clear();
-    stored_as.created_at = created_at;
-    s.bind(16, binary_row_digest(stored_as, blob_sha256, static_cast<int64_t>(r.blob.size())));
-    s.bind_blob(17, r.blob);
-  } else {
+  if (schema_version < 2) {
     s.bind_blob(16, r.blob);
+    return {};
   }
+  BinaryRecord stored_as = r;  // the columns as they will be stored (created_at filled in)
+  stored_as.blob.clear();
+  stored_as.created_at = created_at;
+  std::string row_digest = binary_row_digest(stored_as, blob_sha256, static_cast<int64_t>(r.blob.size()));
+  s.bind(16, row_digest);
+  s.bind_blob(17, r.blob);
+  return row_digest;
 }
 
 std::string insert_sql(int schema_version, const char* verb) {
@@ -123,6 +126,7 @@ std::optional<StoredBinary> load_binary_locked(CacheDb::Impl& db, const std::str
   if (!s.step()) return std::nullopt;
   StoredBinary row;
   read_row_columns(s, row.record, row.blob_size);
+  row.hidden = db.own_rows_only && !db.own_rows.count(row.record.row_digest);
   row.record.blob = s.blob(16);
   return row;
 }
@@ -154,7 +158,7 @@ BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool lo
                            const BinaryExpectation* expect) {
   try {
     std::optional<StoredBinary> row = locked ? load_binary_locked(db, digest) : load_binary(db, digest);
-    if (!row) return BinaryLookup{};
+    if (!row || row->hidden) return BinaryLookup{};
     return check_binary(db, std::move(*row), expect);
   } catch (const SqliteFailure& e) {
     if (!e.corrupt()) throw;
@@ -212,7 +216,7 @@ bool CacheDb::put_binary(const BinaryRecord& r) {
   const int version = impl_->schema_version;
   WriteTransaction tx(impl_->conn);
   Stmt ins(impl_->conn, detail::insert_sql(version, "INSERT OR IGNORE"));
-  detail::bind_record(ins, version, r, actual, created_at);
+  const std::string row_digest = detail::bind_record(ins, version, r, actual, created_at);
   ins.run();
   bool stored = sqlite3_changes(impl_->conn.get()) > 0;
   if (!stored) {
@@ -224,7 +228,8 @@ bool CacheDb::put_binary(const BinaryRecord& r) {
       std::optional<detail::StoredBinary> old = detail::load_binary_locked(*impl_, r.digest);
       if (old) {
         // Rows outside a signed-row restriction are not damaged for this purpose: the restriction is about
-        // serving, and a restricted CacheDb is read-only anyway.
+        // serving, and a restricted CacheDb is read-only anyway. Another writer's intact row (hidden under
+        // serve_only_rows_stored_here) is kept too: it is only not served here.
         damaged = detail::check_binary(*impl_, std::move(*old), &same_key).status != LookupStatus::hit;
       }
     } catch (const detail::SqliteFailure& e) {
@@ -238,6 +243,7 @@ bool CacheDb::put_binary(const BinaryRecord& r) {
     }
   }
   tx.commit();
+  if (stored) detail::note_own_row_locked(*impl_, row_digest);
   return stored;
 }
 

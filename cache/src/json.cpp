@@ -261,7 +261,7 @@ void dump_value(std::string& out, const Json& j, int indent, int level) {
       }
       out.push_back('[');
       for (size_t i = 0; i < a.size(); ++i) {
-        if (i) out.push_back(',');
+        if (i) out += indent == Json::kOneLine ? ", " : ",";
         newline(out, indent, level + 1);
         dump_value(out, a[i], indent, level + 1);
       }
@@ -277,10 +277,10 @@ void dump_value(std::string& out, const Json& j, int indent, int level) {
       }
       out.push_back('{');
       for (size_t i = 0; i < o.size(); ++i) {
-        if (i) out.push_back(',');
+        if (i) out += indent == Json::kOneLine ? ", " : ",";
         newline(out, indent, level + 1);
         dump_string(out, o[i].first);
-        out += indent < 0 ? ":" : ": ";
+        out += indent >= 0 || indent == Json::kOneLine ? ": " : ":";
         dump_value(out, o[i].second, indent, level + 1);
       }
       newline(out, indent, level);

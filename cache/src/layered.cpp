@@ -86,8 +86,22 @@ LayeredCache::LayeredCache(const std::string& search_path, const LayeredOptions&
   open_layers(search_path, options);
 }
 
+namespace {
+
+// A symbolic link whose target does not exist: never a cache file, and never created at its target.
+bool is_dangling_link(const std::string& path) {
+  std::error_code ec;
+  return fs::is_symlink(fs::symlink_status(path, ec)) && !fs::exists(fs::status(path, ec));
+}
+
+}  // namespace
+
 void LayeredCache::open_layers(const std::string& search_path, const LayeredOptions& options) {
-  const bool force_read_only = options.force_read_only;
+  force_read_only_ = options.force_read_only;
+  const bool trust = !options.trusted_keys.empty();
+  // The layer picked to receive new entries, whether or not it could be opened writable: once a usable cache
+  // is picked, no later layer takes its place, so entries never silently go to a different file.
+  std::string writer_path;
   for (const PathEntry& entry : split_search_path(search_path)) {
     const std::string& path = entry.path;
     Layer layer;
@@ -95,14 +109,22 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
     layer.info.marked_read_only = entry.read_only;
     std::error_code ec;
     layer.info.present = fs::exists(path, ec);
-    const bool marked_read_only = entry.read_only;
-    const bool may_write = !force_read_only && !marked_read_only && writable_ == nullptr;
+    const bool may_write = !options.force_read_only && !entry.read_only && writer_path.empty();
+    const auto fail_writer = [&](const std::string& why) {
+      writer_path = path;
+      layer.info.write_problem = why;
+    };
 
-    if (!layer.info.present) {
-      if (force_read_only || marked_read_only) {
+    if (is_dangling_link(path)) {
+      layer.info.refused = true;
+      layer.info.note = fmt::format("a symbolic link to {}, which does not exist; refused (a cache file is never "
+                                    "created at a link's target)",
+                                    fs::read_symlink(path, ec).string());
+    } else if (!layer.info.present) {
+      if (options.force_read_only || entry.read_only) {
         layer.info.note = "missing; skipped (read-only)";
       } else if (!may_write) {
-        layer.info.note = fmt::format("missing; not created (new entries go to {})", writable_->path());
+        layer.info.note = fmt::format("missing; not created (new entries go to {})", writer_path);
       } else if (!can_create(path)) {
         layer.info.note = "missing, and its directory cannot be created or written; skipped";
       } else {
@@ -110,37 +132,37 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
           layer.db = CacheDb::open(path, OpenOptions{});
           layer.info.present = true;
           layer.info.note = "created";
+          writer_path = path;
         } catch (const CacheError& e) {
           layer.info.note = fmt::format("could not be created; skipped: {}", e.what());
         }
       }
     } else {
       std::string why_read_only;
-      if (force_read_only) {
+      if (options.force_read_only) {
         why_read_only = "read-only mode";
-      } else if (marked_read_only) {
+      } else if (entry.read_only) {
         why_read_only = "marked ?ro in the search path";
       } else if (!may_write) {
-        why_read_only = fmt::format("new entries go to {}", writable_->path());
+        why_read_only = fmt::format("new entries go to {}", writer_path);
       } else if (!can_write_existing(path)) {
         why_read_only = "the file or its directory is not writable";
       } else {
-        // A signed file is looked at read-only first: opening it writable would already change its header
-        // (WAL mode), and a shipped, signed file must stay byte-for-byte as built.
-        bool is_signed = false;
         try {
-          is_signed = !detail::open_for_reading(path)->signatures().empty();
-        } catch (const CacheError&) {
-          // not readable as a current cache (an older schema, damage): the writable open decides
-        }
-        if (is_signed) {
+          layer.db = CacheDb::open(path, OpenOptions{});
+          writer_path = path;
+        } catch (const SignedCacheError&) {
+          // Checked before any write: the file is left exactly as it was signed.
           why_read_only = "it is signed, and a write would void its signature";
-        } else {
-          try {
-            layer.db = CacheDb::open(path, OpenOptions{});
-          } catch (const CacheError& e) {
-            why_read_only = fmt::format("opening it writable failed: {}", e.what());
-          }
+        } catch (const detail::SqliteFailure& e) {
+          why_read_only = fmt::format("opening it writable failed: {}", e.what());
+          // Locked by another writer, an I/O error, a full disk: the file is still where new entries belong,
+          // so it is reported and no later layer takes its place. A damaged file is skipped instead.
+          if (!e.corrupt()) fail_writer(e.what());
+        } catch (const CacheError& e) {
+          // Not a usable cache at all (not SQLite, another application's, a newer schema): skipped like a
+          // missing file, and the next layer may take new entries.
+          why_read_only = fmt::format("opening it writable failed: {}", e.what());
         }
       }
       if (!layer.db) {
@@ -152,7 +174,7 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
           layer.info.refused = true;
         }
       }
-      if (layer.db && layer.db->read_only() && !options.trusted_keys.empty()) {
+      if (layer.db && layer.db->read_only() && trust) {
         try {
           SignatureCheck check = layer.db->check_signature(options.trusted_keys, /*hash_blobs=*/false);
           if (check.ok()) {
@@ -175,6 +197,17 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
     if (layer.db && !layer.db->read_only()) {
       writable_ = layer.db.get();
       layer.info.writable = true;
+      if (trust) {
+        // Nobody vouches for what is already in a writable file: anyone who can write it could have put it
+        // there. Only what this process stores from now on is served from it.
+        const CacheDb::Counts before = layer.db->counts();
+        layer.db->serve_only_rows_stored_here();
+        if (before.binaries + before.tuning > 0)
+          layer.info.note = fmt::format("writable; KTUNE_TRUSTED_KEYS: only entries this process stores are "
+                                        "served from it (the {} binaries and {} tuning rows already in it are not "
+                                        "used)",
+                                        before.binaries, before.tuning);
+      }
     }
     layer.info.open = layer.db != nullptr;
     layers_.push_back(std::move(layer));
@@ -185,7 +218,9 @@ LayeredCache::~LayeredCache() = default;
 
 std::string LayeredCache::default_search_path() {
   if (const char* env = std::getenv("KTUNE_CACHE"); env && *env) return env;
-  return home_dir() + "/.cache/ktune/ktune.db";
+  // XDG base directories: $XDG_CACHE_HOME when absolute (the spec ignores relative ones), else ~/.cache.
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  return (xdg && xdg[0] == '/' ? std::string(xdg) : home_dir() + "/.cache") + "/ktune/ktune.db";
 }
 
 std::vector<LayeredCache::LayerInfo> LayeredCache::layers() const {
@@ -314,13 +349,30 @@ std::string LayeredCache::quarantine(const std::string& digest, const std::strin
   return {};
 }
 
-void LayeredCache::throw_no_writable_layer(const char* operation) const {
-  std::string why;
+std::string LayeredCache::layer_notes() const {
+  std::string out;
   for (const auto& l : layers_)
-    why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", l.info.path, l.info.note.empty() ? "?" : l.info.note);
-  throw CacheError(fmt::format("ktune cache: cannot {}: no writable cache layer in KTUNE_CACHE={} ({}); add a "
-                               "writable path to KTUNE_CACHE",
-                               operation, search_path_, why.empty() ? "no layers" : why));
+    out += fmt::format("{}{}: {}", out.empty() ? "" : "; ", l.info.path, l.info.note.empty() ? "?" : l.info.note);
+  return out.empty() ? "no layers" : out;
+}
+
+std::string LayeredCache::write_problem() const {
+  if (writable_ || force_read_only_) return {};
+  for (const auto& l : layers_)
+    if (!l.info.write_problem.empty())
+      return fmt::format("no writable cache layer in KTUNE_CACHE={}: new entries go to {}, which could not be "
+                         "opened writable: {}",
+                         search_path_, l.info.path, l.info.write_problem);
+  return fmt::format("no writable cache layer in KTUNE_CACHE={} ({}); add a writable path to KTUNE_CACHE",
+                     search_path_, layer_notes());
+}
+
+void LayeredCache::throw_no_writable_layer(const char* operation) const {
+  std::string why = write_problem();
+  if (why.empty())
+    why = fmt::format("no writable cache layer in KTUNE_CACHE={}: it was opened read-only ({})", search_path_,
+                      layer_notes());
+  throw CacheError(fmt::format("ktune cache: cannot {}: {}", operation, why));
 }
 
 bool LayeredCache::put_binary(const BinaryRecord& r) {

@@ -3,11 +3,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "ktune/cache/signing.hpp"
+#include "ktune/cache/temp_path.hpp"
 #include "store_impl.hpp"
 
 namespace ktune::cache {
@@ -104,23 +105,6 @@ int CacheDb::prune(const PruneCriteria& c) {
 
 namespace {
 
-// Removes a temporary file on scope exit unless released.
-struct TempFile {
-  std::string path;
-  bool keep = false;
-  ~TempFile() {
-    if (keep) return;
-    std::error_code ec;
-    fs::remove(path, ec);
-    fs::remove(path + "-journal", ec);
-  }
-};
-
-std::string temp_name_for(const std::string& dest) {
-  static std::atomic<unsigned> counter{0};
-  return fmt::format("{}.tmp.{}.{}", dest, static_cast<long>(::getpid()), counter.fetch_add(1));
-}
-
 void fsync_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw CacheError(fmt::format("ktune cache export {}: cannot reopen to sync: {}", path, std::strerror(errno)));
@@ -173,16 +157,16 @@ void CacheDb::export_to(const std::string& dest_path) {
     damaged.push_back(issue.digest);
   }
 
-  TempFile tmp{temp_name_for(dest_path)};
+  TempPath tmp(dest_path, "tmp");
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     // A read-only connection was opened with URI names enabled, so the target must be spelled as a URI there.
     Stmt vac(impl_->conn, "VACUUM INTO ?");
-    vac.bind(1, impl_->read_only ? "file:" + detail::uri_path(tmp.path) : tmp.path).run();
+    vac.bind(1, impl_->read_only ? "file:" + detail::uri_path(tmp.path()) : tmp.path()).run();
   }
   {
     detail::Connection copy =
-        detail::open_connection(tmp.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, tmp.path);
+        detail::open_connection(tmp.path(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, tmp.path());
     if (!damaged.empty() || !damaged_tuning.empty()) {
       WriteTransaction tx(copy);
       Stmt del(copy, "DELETE FROM binaries WHERE digest = ?");
@@ -205,14 +189,34 @@ void CacheDb::export_to(const std::string& dest_path) {
     Stmt mode(copy, "PRAGMA journal_mode = DELETE");
     mode.run();
   }
-  fsync_file(tmp.path);
-  publish_no_replace(tmp.path, dest_path);
-  tmp.keep = true;  // it is dest now (or was unlinked after linking)
+  fsync_file(tmp.path());
+  publish_no_replace(tmp.path(), dest_path);
+  tmp.keep();  // it is dest now (or was unlinked after linking)
 }
 
 CacheDb::MergeResult CacheDb::merge_from(const std::string& src_path) {
   detail::require_writable(*impl_, "merge into it");
+  return merge_rows_from(*detail::open_for_reading(src_path));
+}
+
+CacheDb::MergeResult CacheDb::merge_signed_from(const std::string& src_path,
+                                               const std::vector<PublicKey>& trusted) {
+  detail::require_writable(*impl_, "merge into it");
+  if (trusted.empty())
+    throw CacheError(fmt::format("ktune cache merge {}: no trusted public key given to check it against", src_path));
+  // Checked and read through one connection, and restricted to the rows the signature covers, so nothing
+  // written to the source after the check is imported.
   std::unique_ptr<CacheDb> src = detail::open_for_reading(src_path);
+  const SignatureCheck check = src->check_signature(trusted, /*hash_blobs=*/true);
+  if (!check.ok())
+    throw CacheError(fmt::format("ktune cache merge: refusing {}: its signature is {}: {}", src_path,
+                                 signature_result_name(check.result), check.detail));
+  src->restrict_to_rows(check.rows);
+  return merge_rows_from(*src);
+}
+
+CacheDb::MergeResult CacheDb::merge_rows_from(CacheDb& source) {
+  CacheDb* src = &source;  // get_binary and the tuning list apply src's row checks (and signed-row restriction)
   MergeResult result;
 
   for (const BinaryInfo& info : src->list_binaries()) {

@@ -338,6 +338,7 @@ SignatureRecord sign_file(const std::string& path, const SecretKey& key) {
   }
   OpenOptions o;
   o.create = false;
+  o.allow_signed = true;  // signing again (or with a second key) replaces or adds a signature row
   auto db = CacheDb::open(path, o);
   SignatureRecord rec = db->sign(key);
   if (!was_wal) db->use_rollback_journal();

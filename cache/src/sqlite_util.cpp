@@ -13,7 +13,7 @@ const char* advice(int rc) {
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return "another process kept the database locked too long; retry, or look for a stuck process using it";
+      return "locked by another writer for longer than ktune waits; retry, or look for a stuck process holding it";
     case SQLITE_READONLY:
     case SQLITE_PERM:
     case SQLITE_AUTH:
@@ -127,7 +127,7 @@ WriteTransaction::WriteTransaction(Connection& c) : c_(c) {
   // busy_timeout already waits inside SQLite; this outer loop also covers the cases where SQLite returns BUSY
   // without calling the busy handler (WAL recovery, a deadlock-avoidance refusal).
   using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::seconds(60);
+  const auto deadline = clock::now() + std::chrono::seconds(kLockWaitSeconds);
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
     int rc = sqlite3_exec(c_.get(), "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);

@@ -76,8 +76,8 @@ class Stmt {
   std::string sql_;
 };
 
-// BEGIN IMMEDIATE (retried while another process holds the write lock, up to 60 s); rolls back on destruction
-// unless commit() was called, so an exception anywhere inside leaves the file unchanged.
+// BEGIN IMMEDIATE (retried while another process holds the write lock, up to kLockWaitSeconds); rolls back on
+// destruction unless commit() was called, so an exception anywhere inside leaves the file unchanged.
 class WriteTransaction {
  public:
   explicit WriteTransaction(Connection& c);

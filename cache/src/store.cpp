@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kBusyTimeoutMs = 15000;
+constexpr int kBusyTimeoutMs = kLockWaitSeconds * 1000;
 constexpr int64_t kApplicationId = 0x6b74756e;  // "ktun", so `file` and tools can tell a ktune cache apart
 
 // The checks SQLite would only make at the first query, made up front so the message is plain.
@@ -52,6 +52,45 @@ int read_schema_version(Connection& c) {
   return s.empty() ? -1 : version;
 }
 
+// What decides whether a file may be opened at all, and written: read with plain queries, before any write.
+struct FileState {
+  int version = 0;          // read_schema_version
+  bool foreign_id = false;  // an application id that is neither unset nor ktune's
+  bool has_signatures_table = false;
+  int64_t signatures = 0;   // rows in the signatures table
+};
+
+FileState inspect_locked(Connection& c) {
+  FileState st;
+  st.version = read_schema_version(c);
+  Stmt id(c, "PRAGMA application_id");
+  st.foreign_id = id.step() && id.int64(0) != 0 && id.int64(0) != kApplicationId;
+  Stmt t(c, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'signatures'");
+  t.step();
+  st.has_signatures_table = t.int64(0) > 0;
+  if (st.has_signatures_table) {
+    Stmt n(c, "SELECT count(*) FROM signatures");
+    n.step();
+    st.signatures = n.int64(0);
+  }
+  return st;
+}
+
+// One read snapshot, so that a migration committed by another process between two of the queries cannot make
+// the file look half-migrated. Inside a write transaction the snapshot is that transaction's.
+FileState inspect(Connection& c, bool in_transaction = false) {
+  if (in_transaction) return inspect_locked(c);
+  c.exec("BEGIN", "starting a read transaction");
+  try {
+    FileState st = inspect_locked(c);
+    c.exec("COMMIT", "ending a read transaction");
+    return st;
+  } catch (...) {
+    sqlite3_exec(c.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
 void check_version_supported(int version, const std::string& path) {
   if (version < 0)
     throw CacheError(fmt::format(
@@ -63,6 +102,22 @@ void check_version_supported(int version, const std::string& path) {
         "ktune cache {}: the file has cache schema version {}, newer than the {} this ktune understands; "
         "upgrade ktune, or point KTUNE_CACHE at a separate file for this version",
         path, version, kCacheSchemaVersion));
+}
+
+// Refuses what no ktune would open: a foreign file, a newer schema, and a file whose label contradicts its
+// contents (signatures exist only from schema v2 on, so an older label on a signed file means it was
+// relabelled, and migrating it would recompute row digests over whatever its columns now hold).
+void check_file_state(const FileState& st, const std::string& path) {
+  if (st.foreign_id)
+    throw CacheError(fmt::format("ktune cache {}: this SQLite database belongs to another application (its "
+                                 "application_id is not ktune's); point KTUNE_CACHE at another file",
+                                 path));
+  check_version_supported(st.version, path);
+  if (st.signatures > 0 && st.version < 2)
+    throw CacheError(fmt::format("ktune cache {}: labelled cache schema version {} but it carries signatures, "
+                                 "which only version 2 files have: the file was altered; refusing to migrate "
+                                 "or use it",
+                                 path, st.version));
 }
 
 void create_schema_v1(Connection& c) {
@@ -222,7 +277,7 @@ void set_busy_wait(Connection& c) { sqlite3_busy_handler(c.get(), busy_handler, 
 
 // Runs a statement that needs the database lock outside a transaction, retrying while another process has it.
 void exec_retrying_busy(Connection& c, const char* sql, const char* what) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kLockWaitSeconds);
   for (;;) {
     int rc = sqlite3_exec(c.get(), sql, nullptr, nullptr, nullptr);
     if (rc == SQLITE_OK) return;
@@ -232,8 +287,18 @@ void exec_retrying_busy(Connection& c, const char* sql, const char* what) {
   }
 }
 
+// A symbolic link whose target is missing: opening it with create would make a file wherever it points.
+void refuse_dangling_link(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(path, ec)) || fs::exists(fs::status(path, ec))) return;
+  throw CacheError(fmt::format("ktune cache {}: a symbolic link to {}, which does not exist; refusing to create a "
+                               "cache file at a link's target (remove the link or create its target)",
+                               path, fs::read_symlink(path, ec).string()));
+}
+
 std::unique_ptr<CacheDb::Impl> open_writable(const std::string& path, const OpenOptions& opts,
                                              int target_version = kCacheSchemaVersion) {
+  refuse_dangling_link(path);
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (fs::is_directory(st)) throw CacheError(fmt::format("ktune cache {}: is a directory, not a database file", path));
@@ -251,14 +316,32 @@ std::unique_ptr<CacheDb::Impl> open_writable(const std::string& path, const Open
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (opts.create ? SQLITE_OPEN_CREATE : 0);
   Connection c = detail::open_connection(path, flags, path);
   set_busy_wait(c);
+
+  // Every check is made with plain reads first: switching to WAL rewrites the file's header, so it comes
+  // only after the file is known to be one this process may write.
+  FileState state = inspect(c);
+  check_file_state(state, path);
+  if (state.version > target_version)
+    throw CacheError(fmt::format("ktune cache {}: schema version {} is above the {} asked for", path,
+                                 state.version, target_version));
+  if (state.signatures > 0 && !opts.allow_signed)
+    throw SignedCacheError(fmt::format("ktune cache {}: the file carries a signature, and any write would void "
+                                       "it; it is only opened read-only",
+                                       path));
   exec_retrying_busy(c, "PRAGMA journal_mode = WAL", "switching to WAL mode");
   c.exec("PRAGMA synchronous = NORMAL", "setting synchronous=NORMAL");
 
-  int version;
-  {
+  int version = state.version;
+  if (version < target_version) {
+    // Creating or migrating needs the write lock; a file already at the current schema never takes it here,
+    // so opening does not wait for another process's write. Checked again under the lock: another process
+    // may have migrated (or replaced) the file meanwhile.
     WriteTransaction tx(c);
-    version = read_schema_version(c);
-    check_version_supported(version, path);
+    state = inspect(c, /*in_transaction=*/true);
+    check_file_state(state, path);
+    if (state.signatures > 0 && !opts.allow_signed)
+      throw SignedCacheError(fmt::format("ktune cache {}: the file carries a signature; not migrated", path));
+    version = state.version;
     if (version > target_version)
       throw CacheError(fmt::format("ktune cache {}: schema version {} is above the {} asked for", path, version,
                                    target_version));
@@ -266,6 +349,14 @@ std::unique_ptr<CacheDb::Impl> open_writable(const std::string& path, const Open
     tx.commit();
   }
   return std::make_unique<CacheDb::Impl>(std::move(c), path, false, version);
+}
+
+// Byte 18 of the SQLite header: 2 when the file is in WAL mode.
+bool header_says_wal(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char header[20] = {};
+  f.read(header, sizeof header);
+  return f.gcount() == sizeof header && header[18] == 2;
 }
 
 std::unique_ptr<CacheDb::Impl> open_read_only(const std::string& path, const OpenOptions& opts) {
@@ -276,19 +367,27 @@ std::unique_ptr<CacheDb::Impl> open_read_only(const std::string& path, const Ope
                                  path));
   if (fs::is_directory(st)) throw CacheError(fmt::format("ktune cache {}: is a directory, not a database file", path));
   check_is_sqlite_file(path);
+  // An immutable open reads the main file only. Commits still in a -wal file would be silently missing, so
+  // such a file is refused rather than served in part.
+  const std::string wal = path + "-wal";
+  if (opts.immutable && header_says_wal(path) && fs::file_size(wal, ec) > 0 && !ec)
+    throw CacheError(fmt::format("ktune cache {}: {} holds commits that cannot be read without locking (no -shm "
+                                 "file, and none can be created here); ship one self-contained file written by "
+                                 "`ktune cache export`, or make the directory writable",
+                                 path, wal));
   const std::string uri =
       "file:" + detail::uri_path(path) + (opts.immutable ? "?mode=ro&immutable=1" : "?mode=ro");
   Connection c = detail::open_connection(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, path);
   set_busy_wait(c);
-  int version = read_schema_version(c);
-  if (version == 0)
+  const FileState state = inspect(c);
+  if (state.version == 0)
     throw CacheError(fmt::format("ktune cache {}: the file is empty, not a ktune cache", path));
-  check_version_supported(version, path);
-  if (version < kCacheSchemaVersion)
+  check_file_state(state, path);
+  if (state.version < kCacheSchemaVersion)
     throw CacheError(fmt::format("ktune cache {}: cache schema version {} needs upgrading to {}; open it "
                                  "writable once, or re-export it with this ktune",
-                                 path, version, kCacheSchemaVersion));
-  return std::make_unique<CacheDb::Impl>(std::move(c), path, true, version);
+                                 path, state.version, kCacheSchemaVersion));
+  return std::make_unique<CacheDb::Impl>(std::move(c), path, true, state.version);
 }
 
 }  // namespace
@@ -311,6 +410,12 @@ int CacheDb::schema_version() const { return impl_->schema_version; }
 void CacheDb::restrict_to_rows(std::shared_ptr<const std::unordered_set<std::string>> rows) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->allowed_rows = std::move(rows);
+}
+
+void CacheDb::serve_only_rows_stored_here() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->own_rows_only = true;
+  impl_->own_rows.clear();
 }
 
 void CacheDb::use_rollback_journal() {
@@ -352,6 +457,10 @@ std::unique_ptr<CacheDb> open_at_schema_version(const std::string& path, int ver
   if (version < 1 || version > kCacheSchemaVersion)
     throw CacheError(fmt::format("ktune cache {}: no schema version {} to open at", path, version));
   return std::unique_ptr<CacheDb>(new CacheDb(open_writable(path, OpenOptions{}, version)));
+}
+
+void note_own_row_locked(CacheDb::Impl& db, const std::string& row_digest) {
+  if (db.own_rows_only && !row_digest.empty()) db.own_rows.insert(row_digest);
 }
 
 void require_writable(const CacheDb::Impl& db, const char* operation) {

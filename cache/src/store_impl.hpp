@@ -23,6 +23,10 @@ struct CacheDb::Impl {
   // restrict_to_rows: only rows whose row digest is in here are served (null: no restriction). Set once,
   // before the CacheDb is shared; read under mu.
   std::shared_ptr<const std::unordered_set<std::string>> allowed_rows;
+  // serve_only_rows_stored_here: lookups serve only rows whose row digest is in own_rows, the digests this
+  // CacheDb computed over what it stored itself. Read and written under mu.
+  bool own_rows_only = false;
+  std::unordered_set<std::string> own_rows;
 };
 
 namespace detail {
@@ -49,6 +53,9 @@ std::string check_expectation(const BinaryRecord& r, const BinaryExpectation& e)
 struct StoredBinary {
   BinaryRecord record;
   int64_t blob_size = 0;  // the column, to compare with the blob actually read
+  // own_rows_only and the row's stored row digest is not one this CacheDb wrote: not served (a miss). A row
+  // whose columns were forged to carry an own digest still fails its row-digest check in check_binary.
+  bool hidden = false;
 };
 
 // Reads the row (blob included) under the lock. nullopt when absent. Throws SqliteFailure.
@@ -62,8 +69,10 @@ BinaryLookup check_binary(const CacheDb::Impl& db, StoredBinary&& row, const Bin
 BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool locked = false,
                            const BinaryExpectation* expect = nullptr);
 // INSERT ... ON CONFLICT DO UPDATE of one whole tuning row (row digest computed here; tuned_at as given).
-// Caller holds db.mu and a write transaction.
-void upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row);
+// Caller holds db.mu and a write transaction. Returns the row digest written ("" in a v1 file).
+std::string upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row);
+// Under own_rows_only, remembers a row digest this CacheDb stored. Caller holds db.mu.
+void note_own_row_locked(CacheDb::Impl& db, const std::string& row_digest);
 // Every tuning row with its integrity problem ("" when intact), ordered by primary key. Caller holds db.mu.
 std::vector<std::pair<TuningRecord, std::string>> list_tuning_checked_locked(CacheDb::Impl& db,
                                                                            const std::string& family_filter);

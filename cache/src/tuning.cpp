@@ -63,6 +63,7 @@ std::optional<TuningRecord> CacheDb::get_tuning_checked(const std::string& famil
   s.bind(1, family).bind(2, problem_key).bind(3, device_fingerprint);
   if (!s.step()) return std::nullopt;
   TuningRecord r = read_tuning(s);
+  if (impl_->own_rows_only && !impl_->own_rows.count(r.row_digest)) return std::nullopt;  // not stored here
   std::string why = detail::check_tuning_row(*impl_, r);
   if (!why.empty()) {
     if (problem)
@@ -80,7 +81,7 @@ std::optional<TuningRecord> CacheDb::get_tuning(const std::string& family, const
 
 namespace detail {
 
-void upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row) {
+std::string upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row) {
   const bool v2 = db.schema_version >= 2;
   // One statement, so a concurrent writer of the same key can never leave a mix of two rows.
   Stmt s(db.conn,
@@ -97,8 +98,10 @@ void upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row) {
       .bind(5, row.winner_config)
       .bind(6, row.candidates_json)
       .bind(7, row.tuned_at);
-  if (v2) s.bind(8, tuning_row_digest(row));
+  std::string row_digest = v2 ? tuning_row_digest(row) : std::string();
+  if (v2) s.bind(8, row_digest);
   s.run();
+  return row_digest;
 }
 
 }  // namespace detail
@@ -109,8 +112,9 @@ void CacheDb::put_tuning(const TuningRecord& r) {
   row.tuned_at = r.tuned_at != 0 ? r.tuned_at : detail::unix_now();
   std::lock_guard<std::mutex> lock(impl_->mu);
   WriteTransaction tx(impl_->conn);
-  detail::upsert_tuning_locked(*impl_, row);
+  const std::string row_digest = detail::upsert_tuning_locked(*impl_, row);
   tx.commit();
+  detail::note_own_row_locked(*impl_, row_digest);
 }
 
 std::vector<TuningRecord> CacheDb::list_tuning(const std::string& family_filter) {

@@ -1,14 +1,21 @@
 """A minimal PEP 517 / PEP 660 build backend using only the standard library (no setuptools, no network).
 
-Builds a pure-Python wheel (py3-none-any) of the `ktune` package beside this folder. The metadata below must
-match pyproject.toml's [project] table (checked by python/tests/test_packaging.py)."""
+Builds a pure-Python wheel (py3-none-any) of the `ktune` package beside this folder. With KTUNE_WHEEL_BUNDLE=1
+it builds a platform wheel instead (py3-none-<platform>) that carries libktune.so.0 and, when built, the LLVM
+host plugin libktune_host.so in ktune/lib/, where ktune._lib looks first after $KTUNE_LIBRARY; the libraries
+come from KTUNE_WHEEL_LIBDIR (default <checkout>/build/lib) and are stripped of debug info (`strip`). The
+metadata below must match pyproject.toml's [project] table (checked by python/tests/test_packaging.py)."""
 
 import base64
 import hashlib
 import io
 import os
 import re
+import shutil
+import subprocess
+import sysconfig
 import tarfile
+import tempfile
 import time
 import zipfile
 
@@ -39,8 +46,44 @@ def _metadata():
     return "\n".join(lines) + "\n"
 
 
+BUNDLED_LIBS = ("libktune.so.0", "libktune_host.so")  # the second is optional (no LLVM 19: not built)
+
+
+def _bundle():
+    return os.environ.get("KTUNE_WHEEL_BUNDLE", "") not in ("", "0")
+
+
+def _tag():
+    if not _bundle():
+        return "py3-none-any"
+    return "py3-none-" + sysconfig.get_platform().replace("-", "_").replace(".", "_")
+
+
 def _wheel_file():
-    return "Wheel-Version: 1.0\nGenerator: ktune_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    purelib = "false" if _bundle() else "true"
+    return f"Wheel-Version: 1.0\nGenerator: ktune_build\nRoot-Is-Purelib: {purelib}\nTag: {_tag()}\n"
+
+
+def _bundled_libs():
+    """[(arcname, bytes)] of the stripped libraries for ktune/lib/; raises when libktune.so.0 is missing."""
+    libdir = os.environ.get("KTUNE_WHEEL_LIBDIR") or os.path.join(os.path.dirname(ROOT), "build", "lib")
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in BUNDLED_LIBS:
+            src = os.path.join(libdir, name)
+            if not os.path.exists(src):
+                if name == BUNDLED_LIBS[0]:
+                    raise RuntimeError(f"ktune_build: KTUNE_WHEEL_BUNDLE=1 but {src} does not exist "
+                                       "(build libktune first, or set KTUNE_WHEEL_LIBDIR to its lib/ folder)")
+                continue
+            dst = os.path.join(tmp, name)
+            strip = shutil.which("strip")
+            if strip:
+                subprocess.run([strip, "--strip-unneeded", "-o", dst, os.path.realpath(src)], check=True)
+            else:
+                shutil.copyfile(os.path.realpath(src), dst)
+            out.append((f"{NAME}/lib/{name}", _read(dst)))
+    return out
 
 
 def _dist_info():
@@ -68,13 +111,13 @@ def _write_wheel(wheel_directory, entries):
     entries = list(entries) + [(f"{di}/METADATA", _metadata().encode()), (f"{di}/WHEEL", _wheel_file().encode())]
     record = [_record_line(a, d) for a, d in entries] + [f"{di}/RECORD,,"]
     entries.append((f"{di}/RECORD", ("\n".join(record) + "\n").encode()))
-    name = f"{NAME}-{_version()}-py3-none-any.whl"
+    name = f"{NAME}-{_version()}-{_tag()}.whl"
     os.makedirs(wheel_directory, exist_ok=True)
     stamp = (2020, 1, 1, 0, 0, 0)  # reproducible archives
     with zipfile.ZipFile(os.path.join(wheel_directory, name), "w", zipfile.ZIP_DEFLATED) as z:
         for arc, data in entries:
             info = zipfile.ZipInfo(arc, stamp)
-            info.external_attr = 0o644 << 16
+            info.external_attr = (0o755 if arc.endswith((".so", ".so.0")) else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
     return name
@@ -112,7 +155,10 @@ prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    return _write_wheel(wheel_directory, [(arc, _read(full)) for full, arc in _package_files()])
+    entries = [(arc, _read(full)) for full, arc in _package_files() if not arc.startswith(f"{NAME}/lib/")]
+    if _bundle():
+        entries += _bundled_libs()
+    return _write_wheel(wheel_directory, entries)
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):

@@ -21,7 +21,8 @@ def version() -> str:
 class Runtime:
     """A ktune runtime: cache layers, module table and JIT policy (ktune_runtime_create).
 
-    cache: search path of cache databases (like $KTUNE_CACHE); None: $KTUNE_CACHE or ~/.cache/ktune/ktune.db.
+    cache: search path of cache databases (like $KTUNE_CACHE); None: $KTUNE_CACHE, else
+        $XDG_CACHE_HOME/ktune/ktune.db (~/.cache/ktune/ktune.db when XDG_CACHE_HOME is unset).
     read_only / allow_jit: None takes the environment's ($KTUNE_CACHE_READONLY, $KTUNE_JIT)."""
 
     def __init__(self, cache: Optional[str] = None, read_only: Optional[bool] = None,

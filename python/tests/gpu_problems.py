@@ -1,4 +1,4 @@
-"""Problems the torch/GPU tests launch (bench/run_h200_python.sh precompiles them for sm_90a on the CPU machine so
+"""Problems the torch/GPU tests launch (bench/run_h200.sh python precompiles them for sm_90a on the CPU machine so
 no JIT happens on the GPU). The README story's preset is warmed up separately (README_PRESET)."""
 
 README_PRESET = dict(preset="llama-3.1-8b", max_batch=4, max_seq_len=1024)

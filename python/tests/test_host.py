@@ -17,6 +17,7 @@ from ktune import numerics
 from ktune.xqa import parse_key
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gating import skip_test  # noqa: E402
 from xqa_reference import make_case, reference, rel_l2  # noqa: E402
 
 SEED = int(os.environ.get("KTUNE_TEST_SEED", np.random.SeedSequence().entropy % (1 << 31)))
@@ -43,7 +44,7 @@ def tearDownModule():
 def need_host(test):
     def wrapper(self):
         if HOST_WHY:
-            self.skipTest(f"host backend unavailable: {HOST_WHY}")
+            skip_test(self, "host", f"host backend unavailable: {HOST_WHY}")
         return test(self)
     wrapper.__name__ = test.__name__
     return wrapper

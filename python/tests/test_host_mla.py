@@ -13,6 +13,9 @@ import numpy as np
 import ktune
 from ktune import numerics
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gating import skip_test  # noqa: E402
+
 SEED = int(os.environ.get("KTUNE_TEST_SEED", np.random.SeedSequence().entropy % (1 << 31)))
 print(f"python host MLA tests: seed {SEED} (KTUNE_TEST_SEED={SEED} replays)", file=sys.stderr)
 _TMP = tempfile.TemporaryDirectory(prefix="ktune-pytest-mla-")
@@ -80,7 +83,7 @@ def reference(q, rows, idx, sinks, scale):
 class MlaHost(unittest.TestCase):
     def setUp(self):
         if HOST_WHY:
-            self.skipTest(f"host backend unavailable: {HOST_WHY}")
+            skip_test(self, "host", f"host backend unavailable: {HOST_WHY}")
 
     def run_case(self, fmt, heads, topk, page, tokens, sinks, **kw):
         key = ktune.mla_problem(heads, 512, 64, topk, page_size=page, kv_dtype=fmt)

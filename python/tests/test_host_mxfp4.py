@@ -14,6 +14,9 @@ import ktune
 from ktune import mxfp4, numerics
 from ktune.mxfp4_host import host_weight
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gating import skip_test  # noqa: E402
+
 SEED = int(os.environ.get("KTUNE_TEST_SEED", np.random.SeedSequence().entropy % (1 << 31)))
 print(f"python host mxfp4 tests: seed {SEED} (KTUNE_TEST_SEED={SEED} replays)", file=sys.stderr)
 _TMP = tempfile.TemporaryDirectory(prefix="ktune-pytest-mxfp4-")
@@ -33,7 +36,7 @@ def setUpModule():
 def need_host(test):
     def wrapper(self):
         if HOST_WHY:
-            self.skipTest(f"host backend unavailable: {HOST_WHY}")
+            skip_test(self, "host", f"host backend unavailable: {HOST_WHY}")
         return test(self)
     wrapper.__name__ = test.__name__
     return wrapper

@@ -58,6 +58,38 @@ class Packaging(unittest.TestCase):
                     self.assertEqual(int(size), len(data), path)
                 self.assertIn("Root-Is-Purelib: true", z.read(f"{di}/WHEEL").decode())
 
+    def test_bundled_wheel_carries_the_libraries(self):
+        # KTUNE_WHEEL_BUNDLE=1: a platform wheel with ktune/lib/ (any ELF stands in for the libraries here)
+        import shutil
+        import sysconfig
+        b = load_backend()
+        elf = shutil.which("true") or "/bin/true"
+        with tempfile.TemporaryDirectory() as d:
+            libdir = os.path.join(d, "lib")
+            os.makedirs(libdir)
+            shutil.copyfile(elf, os.path.join(libdir, "libktune.so.0"))
+            old = {k: os.environ.get(k) for k in ("KTUNE_WHEEL_BUNDLE", "KTUNE_WHEEL_LIBDIR")}
+            os.environ.update(KTUNE_WHEEL_BUNDLE="1", KTUNE_WHEEL_LIBDIR=libdir)
+            try:
+                name = b.build_wheel(os.path.join(d, "out"))
+                plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+                self.assertEqual(name, f"ktune-{b._version()}-py3-none-{plat}.whl")
+                with zipfile.ZipFile(os.path.join(d, "out", name)) as z:
+                    self.assertIn("ktune/lib/libktune.so.0", z.namelist())
+                    self.assertNotIn("ktune/lib/libktune_host.so", z.namelist())  # optional: absent here
+                    wheel = z.read(f"ktune-{b._version()}.dist-info/WHEEL").decode()
+                    self.assertIn("Root-Is-Purelib: false", wheel)
+                    self.assertIn(f"Tag: py3-none-{plat}", wheel)
+                os.remove(os.path.join(libdir, "libktune.so.0"))
+                with self.assertRaisesRegex(RuntimeError, "libktune.so.0 does not exist"):
+                    b.build_wheel(os.path.join(d, "out2"))
+            finally:
+                for k, v in old.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,6 +1,6 @@
 """PyTorch tests (skip without torch; the GPU ones skip without CUDA): the README story (warm up a preset, call
 the XQA op from PyTorch, right answer vs a torch reference), fake (meta) kernels, CUDA-graph capture + replay of
-each op with fresh inputs, and a torch.compile(fullgraph=True) function calling them. bench/run_h200_python.sh
+each op with fresh inputs, and a torch.compile(fullgraph=True) function calling them. bench/run_h200.sh python
 runs them on the H200."""
 
 import math
@@ -21,6 +21,7 @@ from ktune.xqa import parse_key
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_problems  # noqa: E402
+from gating import skip_unless  # noqa: E402
 from xqa_reference import make_case, reference, rel_l2  # noqa: E402
 
 SEED = int(os.environ.get("KTUNE_TEST_SEED", np.random.SeedSequence().entropy % (1 << 31)))
@@ -156,7 +157,7 @@ class TorchOps(unittest.TestCase):
         self.assertIn("q:", c.exception.message)
 
 
-@unittest.skipUnless(HAVE_CUDA, "needs torch with CUDA")
+@skip_unless("gpu", HAVE_CUDA, "needs torch with CUDA")
 class TorchGpu(unittest.TestCase):
     dev = "cuda"
 
@@ -360,7 +361,7 @@ def mla_reference(q, idx, k_rows, r, scale):
     return out
 
 
-@unittest.skipUnless(HAVE_CUDA, "needs torch with CUDA")
+@skip_unless("gpu", HAVE_CUDA, "needs torch with CUDA")
 class TorchGpuFamilies(unittest.TestCase):
     @unittest.skipUnless(_family("sparse_mla_decode"), "no sparse_mla_decode in this libktune")
     def test_sparse_mla_eager_graph_compile(self):

@@ -159,7 +159,7 @@ ktune_status ktune_use_device(int ordinal) {
 
 }  // extern "C"
 
-// ---- Language bindings (issue 9: python/, docs/python.md) ---------------------------------------------------
+// ---- Language bindings (python/, docs/python.md) ---------------------------------------------------------
 // Own includes and helpers, kept together so this section can be read (and moved) as one piece.
 #include <cstring>
 #include <mutex>
@@ -388,7 +388,7 @@ ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, const uint8_t
 }  // extern "C"
 // ---- end of language bindings section -------------------------------------------------------------------
 
-// ---- mxfp4_gemm (issue 7) -------------------------------------------------------------------------------
+// ---- mxfp4_gemm -----------------------------------------------------------------------------------------
 #include "ktune/mxfp4_gemm.hpp"
 #include "ktune/mxfp4_gemm_host.hpp"
 
@@ -471,7 +471,7 @@ ktune_status ktune_mxfp4_grouped_gemm_host(ktune_runtime* runtime, const char* p
 }  // extern "C"
 // ---- end of mxfp4_gemm section ----
 
-// ---- sparse_mla_decode section (issue 6) ----
+// ---- sparse_mla_decode section ----
 #include "ktune/sparse_mla_decode.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
 

@@ -11,6 +11,7 @@
 #include "ktune/cache/layered.hpp"
 #include "ktune/cache/signing.hpp"
 #include "ktune/cache/store.hpp"
+#include "ktune/cache/temp_path.hpp"
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
 
@@ -157,38 +158,47 @@ int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_
 
 CacheMergeSummary cache_export(const std::string& search_path, const std::string& dest) {
   return cache_call([&] {
-    if (std::filesystem::exists(dest))
-      throw Error(Status::invalid_argument, "cache", fmt::format("export destination {} exists; refusing to overwrite", dest));
-    std::string staging = dest + ".staging";
-    std::filesystem::remove(staging);
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::symlink_status(dest, ec)))
+      throw Error(Status::invalid_argument, "cache",
+                  fmt::format("export destination {} exists; refusing to overwrite", dest));
+    const std::filesystem::path parent = std::filesystem::path(dest).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // export_to reports a failure
+    // Every layer is merged into a staging file of this export's own (removed whatever happens), which
+    // export_to then compacts into one self-contained file and links into place.
+    cache::TempPath staging(dest, "staging");
     CacheMergeSummary total;
-    {
-      auto out = cache::CacheDb::open(staging, cache::OpenOptions{false, true});
-      cache::LayeredCache layered(search_path, true);
-      for (const auto& info : layered.layers()) {
-        if (!info.present) continue;
-        auto m = out->merge_from(info.path);
-        total.binaries_added += m.binaries_added;
-        total.binaries_skipped += m.binaries_skipped;
-        total.tuning_added += m.tuning_added;
-        total.tuning_updated += m.tuning_updated;
-        total.damaged_skipped += m.damaged_skipped;
-      }
-      out->export_to(dest);  // compacted copy in rollback-journal mode
+    auto out = cache::CacheDb::open(staging.path(), cache::OpenOptions{});
+    cache::LayeredCache layered(search_path, true);
+    for (const auto& info : layered.layers()) {
+      if (!info.present) continue;
+      auto m = out->merge_from(info.path);
+      total.binaries_added += m.binaries_added;
+      total.binaries_skipped += m.binaries_skipped;
+      total.tuning_added += m.tuning_added;
+      total.tuning_updated += m.tuning_updated;
+      total.damaged_skipped += m.damaged_skipped;
     }
-    std::filesystem::remove(staging);
-    std::filesystem::remove(staging + "-wal");
-    std::filesystem::remove(staging + "-shm");
+    out->export_to(dest);  // compacted copy in rollback-journal mode
     return total;
   });
 }
 
-CacheMergeSummary cache_merge(const std::string& search_path, const std::string& src) {
+CacheMergeSummary cache_merge(const std::string& search_path, const std::string& src,
+                              const std::optional<std::string>& public_key_paths) {
   return cache_call([&] {
+    std::vector<cache::PublicKey> keys;
+    if (public_key_paths) {
+      keys = cache::read_public_keys(*public_key_paths);
+      if (keys.empty())
+        throw Error(Status::invalid_argument, "cache",
+                    fmt::format("merge --from {}: --pubkey '{}' names no public key file to check it against", src,
+                                *public_key_paths));
+    }
     cache::LayeredCache layered(search_path, false);
     cache::CacheDb* db = layered.writable_layer();
-    if (!db) throw Error(Status::cache_error, "cache", fmt::format("no writable layer in {}", search_path));
-    return to_summary(db->merge_from(src));
+    if (!db) throw Error(Status::cache_error, "cache", layered.write_problem());
+    return to_summary(public_key_paths ? db->merge_signed_from(src, keys) : db->merge_from(src));
   });
 }
 

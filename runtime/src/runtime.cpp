@@ -46,7 +46,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   o.read_only = env_flag("KTUNE_CACHE_READONLY", false);
   o.allow_jit = env_flag("KTUNE_JIT", true);
   if (const char* d = std::getenv("KTUNE_DUMP")) o.dump_dir = d;
-  if (const char* k = std::getenv("KTUNE_TRUSTED_KEYS")) o.trusted_keys = k;
+  if (const char* k = std::getenv("KTUNE_TRUSTED_KEYS")) o.trusted_keys = std::string(k);  // "" is an error
   o.checked = env_flag("KTUNE_CHECKED", false);
   return o;
 }
@@ -56,19 +56,29 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
   options.cache_path = path;
   cache::LayeredOptions layered;
   layered.force_read_only = options.read_only;
-  if (!options.trusted_keys.empty()) {
+  if (options.trusted_keys) {
+    const std::string& list = *options.trusted_keys;
     try {
-      layered.trusted_keys = cache::read_public_keys(options.trusted_keys);
+      layered.trusted_keys = cache::read_public_keys(list);
     } catch (const cache::CacheError& e) {
-      throw Error(Status::invalid_argument, "cache",
-                  fmt::format("KTUNE_TRUSTED_KEYS={}: {}", options.trusted_keys, e.what()));
+      throw Error(Status::invalid_argument, "cache", fmt::format("KTUNE_TRUSTED_KEYS={}: {}", list, e.what()));
     }
     if (layered.trusted_keys.empty())
       throw Error(Status::invalid_argument, "cache",
-                  fmt::format("KTUNE_TRUSTED_KEYS={} names no key file", options.trusted_keys));
+                  fmt::format("KTUNE_TRUSTED_KEYS='{}' names no key file: set it to the public key file(s) that "
+                              "sign your caches, or unset it to run without signature checks",
+                              list));
   }
   cache = cache_call([&] { return std::make_unique<cache::LayeredCache>(path, layered); });
   for (const std::string& why : cache->refused()) log(LogLevel::warn, "cache layer not used: {}", why);
+  for (const auto& layer : cache->layers()) {
+    if (!layer.write_problem.empty()) {
+      log(LogLevel::warn, "cache layer {}: cannot store new entries: {}", layer.path, layer.write_problem);
+    } else if (layer.writable && !layered.trusted_keys.empty() && !layer.note.empty()) {
+      // Rows it holds but will not serve (e.g. an unsigned image listed without ?ro): worth a warning.
+      log(LogLevel::warn, "cache layer {}: {}", layer.path, layer.note);
+    }
+  }
   if (cache::CacheDb* w = cache->writable_layer()) {
     compile_locks = std::make_unique<CompileLocks>(w->path());
     if (!compile_locks->enabled()) compile_locks.reset();
@@ -159,6 +169,14 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
     throw Error(Status::no_compiler, "runtime", fmt::format("{} is in no cache layer and {}", key.name, why));
   }
 
+  if (options.require_store) {
+    std::lock_guard<std::mutex> lock(binaries_mutex);
+    if (!last_store_failure.empty())
+      throw Error(Status::cache_error, "runtime",
+                  fmt::format("{}: not compiled, because an earlier result could not be stored ({})", key.name,
+                              last_store_failure));
+  }
+
   // Other processes warming the same cache: the first to take this key's lock compiles, the others wait and
   // find its row on the second look.
   CompileLocks::Held flight;
@@ -226,13 +244,16 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
     std::lock_guard<std::mutex> lock(binaries_mutex);
     not_stored_by_digest[key.digest] = not_stored;
     last_store_failure = key.name + ": " + not_stored;
+    if (options.require_store)
+      throw Error(Status::cache_error, "runtime", fmt::format("{}: compiled but not stored: {}", key.name, not_stored));
   }
   *compiled = true;
   return rec;
 }
 
 std::string Runtime::Impl::no_writable_layer_reason() const {
-  std::string why;
+  if (std::string problem = cache->write_problem(); !problem.empty()) return problem;
+  std::string why;  // opened read-only on purpose (KTUNE_CACHE_READONLY=1): every layer and why
   for (const auto& l : cache->layers())
     why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", l.path, l.note.empty() ? "not writable" : l.note);
   return fmt::format("no writable cache layer in {} ({})", options.cache_path, why.empty() ? "no layers" : why);

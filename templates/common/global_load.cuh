@@ -19,22 +19,6 @@ KT_DEV void ld_stream_v4(uint4& v, const void* p, bool ok) {
       : "l"(p), "r"(int(ok)));
 }
 
-// The same with the L2::256B prefetch-size hint (dev harness experiments).
-KT_DEV void ld_stream_v4_l2_256(uint4& v, const void* p, bool ok) {
-  asm volatile(
-      "{ .reg .pred q; setp.ne.b32 q, %5, 0; @q ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4]; }"
-      : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-      : "l"(p), "r"(int(ok)));
-}
-
-// Asks L2 to fetch `bytes` (a multiple of 16) from global address p (16-byte aligned) without waiting for them:
-// one instruction for a whole contiguous range (sm_90+; nothing elsewhere).
-KT_DEV void prefetch_l2_bulk(const void* p, unsigned bytes) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
 // 4 bytes, read-only path, cached in L1 (data many warps of the SM read: activations, scales).
 KT_DEV void ld_cached_u32(unsigned& v, const void* p, bool ok) {
   asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.u32 %0, [%1]; }" : "+r"(v) : "l"(p), "r"(int(ok)));

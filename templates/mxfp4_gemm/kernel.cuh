@@ -1,4 +1,4 @@
-// mxfp4_gemm device template (sm_80+; the sm_90a path of issue 7): W4A16 GEMM with OCP MXFP4 weights.
+// mxfp4_gemm device template (sm_80+; measured on sm_90a): W4A16 GEMM with OCP MXFP4 weights.
 //
 // "Swap AB" on m16n8k16 mma.sync: the weight is the 16-row A operand (rows = output columns n), the
 // activations are the 8-column B operand (columns = tokens), so a 1..16 token GEMM wastes no weight bandwidth.
@@ -37,7 +37,6 @@
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
 #include "common/numerics.cuh"
-#include "common/spec_knob.h"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "mxfp4_gemm/params.h"
@@ -47,44 +46,16 @@ namespace ktune_mxfp4 {
 
 namespace kc = ::ktune_common;
 
-// Time attribution (bench/dev/mxfp4_skinny.cu and mxfp4_wgmma.cu only): a Spec may carry `kDev`, a mask of
-// simplifications (kDevNoEpilogue 1: no split-K reduction, each lane writes one float; kDevLoopPredicates 4:
-// loads predicated on the loop bound only; wgmma path: kDevNoDecode 8 raw words as fragments, kDevNoLoadA 16 no
-// activation copies after the prologue, kDevNoWgmma 32 no wgmma issued; mma.sync paths: kDevCheapDecode 64 a
-// shift and a mask per 16-bit pair instead of the decode (fewer instructions than any bit layout allows),
-// kDevL2Hint256 128 the L2::256B hint on the weight loads, kDevV2Decode 256 the instruction mix of the cheapest
-// decode a bit layout allows, kDevScaleConvert 512 the e8m0 -> fp32 conversion instead of the table). Outputs are
-// then wrong (except 128 and 512). The Specs that spec.cpp generates have no kDev.
-KTUNE_SPEC_KNOB(DevOf, kDev, int, 0)
-// The native block-scaled MMA path (".mx", sm_120a); Specs without kNative (the dev harnesses) are false.
-KTUNE_SPEC_KNOB(NativeOf, kNative, bool, false)
-// The tensor-memory block-scaled MMA path (".tc", sm_100a, kernel_tc.cuh).
-KTUNE_SPEC_KNOB(TcOf, kTcgen05, bool, false)
-// Dev harness only (s0 path): lane 0 of each warp asks L2 for the warp's weight chunks kL2Ahead iterations past
-// its register prefetch (cp.async.bulk.prefetch.L2); 0 = off.
-KTUNE_SPEC_KNOB(L2AheadOf, kL2Ahead, int, 0)
-enum : int {
-  kDevNoEpilogue = 1,
-  kDevLoopPredicates = 4,
-  kDevNoDecode = 8,
-  kDevNoLoadA = 16,
-  kDevNoWgmma = 32,
-  kDevCheapDecode = 64,
-  kDevL2Hint256 = 128,  // weight loads with the L2::256B prefetch-size hint
-  kDevV2Decode = 256,   // the instruction mix of the cheapest decode a new bit layout allows (values wrong)
-  kDevScaleConvert = 512  // fp32 per-block scales converted in registers (as before session 9), not looked up
-};
-
 template <class Spec>
 struct K {
   static constexpr Shape kS = make_shape(Spec::kBM, Spec::kTN, Spec::kWN, Spec::kWK, Spec::kStages, Spec::kDepth,
-                                         Spec::kAType, Spec::kWgmma, NativeOf<Spec>::v, TcOf<Spec>::v);
+                                         Spec::kAType, Spec::kWgmma, Spec::kNative, Spec::kTcgen05);
   static_assert(shape_error(kS) == nullptr, "invalid mxfp4_gemm shape (see shape_error)");
   static constexpr bool kBF16 = Spec::kAType == kc::kBF16;
   // BF16 with >= 32 tokens: the e8m0 scale goes into the decoded bf16 weight (cost per weight, shared by all
   // tokens). Few tokens or FP16: each 32-block is accumulated on its own and scaled in fp32 (cheaper when the
   // weight feeds only one or two 8-token mma tiles; fp16 cannot hold the scales).
-  static constexpr bool kNative = NativeOf<Spec>::v;
+  static constexpr bool kNative = Spec::kNative;
   static constexpr bool kPreScale = kBF16 && Spec::kBM > 16 && !kNative;
   // Activation fragments from global memory, no shared-memory ring (few tokens).
   static constexpr bool kDirect = Spec::kStages == 0;
@@ -198,10 +169,9 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   __shared__ alignas(8) unsigned long long tma_bar[Spec::kWgmma ? Spec::kStages : 1];  // wgmma: stage full
   // s0 (few tokens, fp32 per-block scaling): 2^(e-127) for every e8m0 byte is looked up in shared memory instead
   // of converted. The conversion's two special cases (0 -> the subnormal 2^-127, 0xFF -> NaN) cost ~5 ALU-pipe
-  // instructions per scale, and the ALU pipe is what limits this kernel: M = 1, N = K = 8192 on the H200 20.6-20.7
-  // us against 22.0-22.2 (bench/results/2026-11-30-session9/mxfp4-few-tokens-ncu.md). The ring configs (M = 16)
-  // measured 1.5-2% slower with it, so they keep the conversion (shape.h: Shape::scale_table).
-  constexpr bool kScaleTable = KS::kS.scale_table && !(DevOf<Spec>::v & kDevScaleConvert);
+  // instructions per scale, and the ALU pipe is what limits this kernel at few tokens. The ring configs measured
+  // slower with the table, so they keep the conversion (shape.h: Shape::scale_table; docs/mxfp4_gemm.md).
+  constexpr bool kScaleTable = KS::kS.scale_table;
   __shared__ float e8m0_f32[kScaleTable ? 256 : 1];
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -252,13 +222,10 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
 #pragma unroll
     for (int i = 0; i < kTN; ++i) {
       const int nt = ntile0 + i;
-      const bool ok = (DevOf<Spec>::v & kDevLoopPredicates) ? it < nit : c < p.kc && nt < p.n16;
+      const bool ok = c < p.kc && nt < p.n16;
       q[i] = make_uint4(0u, 0u, 0u, 0u);
       s[i] = 0x7F7F7F7Fu;
-      if constexpr ((DevOf<Spec>::v & kDevL2Hint256) != 0)
-        kc::ld_stream_v4_l2_256(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
-      else
-        kc::ld_stream_v4(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
+      kc::ld_stream_v4(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
       kc::ld_cached_u32(s[i], sbase + ((long long)nt * groups + (c >> 2)) * 32 + lane, ok);
     }
   };
@@ -283,7 +250,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       const unsigned short* src = arow[j] + c * 64;
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
-        const bool ok = (DevOf<Spec>::v & kDevLoopPredicates) ? it < nit && rok[j] : rok[j] && okc && (s < 2 || okh);
+        const bool ok = rok[j] && okc && (s < 2 || okh);
         b[j][2 * s] = 0u;
         b[j][2 * s + 1] = 0u;
         kc::ld_cached_u32(b[j][2 * s], src + 16 * s, ok);
@@ -351,8 +318,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
                      const unsigned (&bd)[kMT][8]) {
     const int c = it * kWK + wk;
     // No early exit for a K slot past the end (c >= kc, last iteration only): its weights and scales were loaded
-    // as 0 and 1.0 and its activations as 0, so it adds nothing — and a branch here (around the shuffle) cost 2 us
-    // of 24 at M = 1, N = K = 8192 (bench/results/2026-11-29-mxfp4-session4.md).
+    // as 0 and 1.0 and its activations as 0, so it adds nothing, and a branch here (around the shuffle) costs
+    // ~8% at few tokens.
     unsigned sc[kTN];
 #pragma unroll
     for (int i = 0; i < kTN; ++i) sc[i] = __shfl_sync(0xffffffffu, sw[i], (lane & ~3) | (c & 3));
@@ -391,20 +358,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
         for (int i = 0; i < kTN; ++i) {
           const unsigned word = s == 0 ? q[i].x : s == 1 ? q[i].y : s == 2 ? q[i].z : q[i].w;
           unsigned af[4];
-          if constexpr ((DevOf<Spec>::v & kDevCheapDecode) != 0) {
-#pragma unroll
-            for (int x = 0; x < 4; ++x)
-              af[x] = kc::bf16x2_fma((word >> (3 * x)) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
-          } else if constexpr ((DevOf<Spec>::v & kDevV2Decode) != 0) {
-            // the fewest-ALU decode a bit layout can give: three pairs are left shifts (IMAD.SHL on the FMA pipe)
-            // by 0, 3, 6 and one mask each; the fourth needs three shifts and three masks (no layout does better)
-            af[0] = kc::bf16x2_fma(word & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
-            af[1] = kc::bf16x2_fma((word * 8u) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
-            af[2] = kc::bf16x2_fma((word * 64u) & 0x81C081C0u, 0x7E807E80u, 0x80008000u);
-            const unsigned raw3 =
-                ((word >> 3) & 0x00C000C0u) | ((word >> 7) & 0x01000100u) | ((word * 32u) & 0x80008000u);
-            af[3] = kc::bf16x2_fma(raw3, 0x7E807E80u, 0x80008000u);
-          } else if constexpr (kBF16) {
+          if constexpr (kBF16) {
             af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
             af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);
             af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), 0x7E807E80u, 0x80008000u);
@@ -465,17 +419,14 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
                              : x == 1 ? kc::e2m1x2_raw<1, true>(word)
                              : x == 2 ? kc::e2m1x2_raw<2, true>(word)
                                       : kc::e2m1x2_raw<3, true>(word);
-          if constexpr ((DevOf<Spec>::v & kDevNoDecode) != 0) af[s][x] = word ^ x;
-          else af[s][x] = kc::bf16x2_fma(kc::bf16x2_fma(v, 0x7E807E80u, 0x80008000u), x % 2 ? s1 : s0, 0x80008000u);
+          af[s][x] = kc::bf16x2_fma(kc::bf16x2_fma(v, 0x7E807E80u, 0x80008000u), x % 2 ? s1 : s0, 0x80008000u);
         }
       }
       // this warpgroup's K slice: sub-tile wk (bm rows x 64 k) of the stage
       const unsigned long long desc = kc::wg_desc_k128(smem_base + slot * KS::kStageBytes + wk * kBM * 128);
       kc::wg_fence();
 #pragma unroll
-      for (int s = 0; s < 4; ++s)
-        if constexpr ((DevOf<Spec>::v & kDevNoWgmma) == 0)
-          kc::wgmma_rs_bf16<kBM>(&acc[0][0][0], af[s], desc + (unsigned)((s * 32) >> 4));
+      for (int s = 0; s < 4; ++s) kc::wgmma_rs_bf16<kBM>(&acc[0][0][0], af[s], desc + (unsigned)((s * 32) >> 4));
       kc::wg_commit();
     }
   };
@@ -497,16 +448,15 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     if (tid == 0)
       for (int st = 0; st < kStages; ++st) kc::mbar_init(bar0 + 8 * st, 1);
     __syncthreads();
-    if (tid == 0 && (DevOf<Spec>::v & kDevNoLoadA) == 0)
+    if (tid == 0)
       for (int st = 0; st < kAhead && st < nit; ++st) fetch_a(st);
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
     for_each_chunk<kDepth>(nit, [&](int it, int d) {
-      if constexpr ((DevOf<Spec>::v & kDevNoLoadA) == 0)
-        kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
+      kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
       __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
       const int nx = it + kAhead;
-      if (tid == 0 && nx < nit && (DevOf<Spec>::v & kDevNoLoadA) == 0) fetch_a(nx);
+      if (tid == 0 && nx < nit) fetch_a(nx);
       compute_wg(it % kStages, it, wq[d], ws[d], af[d % 2]);
       load_w(it + kDepth, wq[d], ws[d]);
       kc::wg_wait<1>();  // chunk it - 1 done: its fragments and stage may be reused
@@ -519,12 +469,6 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       load_b(d, bq[d]);
     }
     for_each_chunk<kDepth>(nit, [&](int it, int d) {
-      if constexpr (L2AheadOf<Spec>::v > 0) {
-        const int c = (it + kDepth + L2AheadOf<Spec>::v) * kWK + wk;
-        const int tiles = min(kTN, p.n16 - ntile0);
-        if (lane == 0 && c < p.kc && tiles > 0)
-          kc::prefetch_l2_bulk(wbase + ((long long)c * p.n16 + ntile0) * 128, unsigned(tiles) * 512u);
-      }
       compute(0, it, wq[d], ws[d], bq[d]);
       load_w(it + kDepth, wq[d], ws[d]);
       load_b(it + kDepth, bq[d]);
@@ -550,20 +494,11 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     kc::cp_async_wait<0>();
   }
 
-  if constexpr ((DevOf<Spec>::v & kDevNoEpilogue) != 0) {
-    float v = 0.f;
-#pragma unroll
-    for (int i = 0; i < kTN; ++i)
-#pragma unroll
-      for (int j = 0; j < kMT; ++j) v += acc[i][j][0] + acc[i][j][1] + acc[i][j][2] + acc[i][j][3];
-    static_cast<float*>(p.c)[(blockIdx.x * KS::kThreads + tid) % (p.m * p.n / 2)] = v;
-    return;
-  }
   // ---- intra-CTA split-K reduction (fixed order) and epilogue. Every warp parks its partial sums in shared
   // memory; then all threads of the CTA share the outputs, each summing the kWK partials of its elements in warp
   // order (((w0 + w1) + w2) ...: deterministic) and storing them. Only elements inside [m0, m1) x [0, n) are
-  // summed (at M = 1, one in eight). (Before: warp 0 alone summed every element after the others had parked
-  // theirs; 1.1 us of a 22 us M = 1 call at wk16, bench/results/2026-11-30-session8.)
+  // summed (at M = 1, one in eight). Sharing the sums keeps the epilogue short at wk16, where one warp summing
+  // every element took a noticeable part of a few-token call.
   if constexpr (kWK > 1) {
     __syncthreads();  // the ring's stages are reused
     float* red = reinterpret_cast<float*>(smem);

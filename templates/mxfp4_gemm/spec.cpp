@@ -1,6 +1,7 @@
 #include "mxfp4_gemm/spec.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "key_parse.hpp"
@@ -176,16 +177,8 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   return "";
 }
 
-// Defaults (sm_80+), from the H200 runs of 2026-11-29 (bench/results/2026-11-29-mxfp4.md and
-// 2026-11-29-mxfp4-session4.md). Few tokens, dense: two 16-row weight tiles per warp (two independent decode +
-// mma chains) and K split over 8 warps per CTA (bm8.tn2.wn1.wk8 / bm16.tn2.wn1.wk8 were the fastest of 12
-// candidates at M = 1 / 16, N = K = 8192; at M = 1 the s0 form with d2 was 4% faster than the ring in the later run). Few
-// tokens per expert, grouped (many CTAs already): 4-warp bm8 / bm16 tiles (measured choices in default_config).
-// Many tokens: wider CTA tiles (bm64 / bm128 with tn2.wn4) so each decoded weight feeds more mma; on sm_90a with
-// bf16 the wgmma tiles (wgmma_tile).
-// Host default, measured with `ktune tune --arch host` on the 2-core Zen 5 (AVX-512) dev VM at n2880.k2880 for
-// m = 1, 16 and 64 (bench/results/2026-11-29-host-mxfp4.md): 4 rows x 64 columns (16 vector accumulators) and
-// one 64-wide K chunk decoded per step (a 16 KiB tile that stays in L1) won all three. The tuner picks per key.
+// Host default (the tuner picks per key among the rest): 4 rows x 64 columns (16 vector accumulators) and one
+// 64-wide K chunk decoded per step (a 16 KiB fp32 tile that stays in L1).
 static Config default_host_config(const Problem&) { return Config::host_config(4, 4, 1); }
 
 // A wgmma tile (sm_90a, bf16): bm tokens x (64 * wn / 4) weight rows per CTA, wk warpgroups splitting each K step
@@ -197,71 +190,97 @@ static Config wgmma_tile(int bm, int wn, int wk = 1, int stages = 4) {
   return c;
 }
 
+namespace {
+
+// One row of a default table: the config for problems of at most `max_rows` rows (the tuning bucket: dense M;
+// grouped, rows per expert), written as its key (bm, tn, wn, wk, s = stages, d = depth; .wg = wgmma), and why.
+// The measurements behind each choice: docs/mxfp4_gemm.md ("Defaults", "Measured").
+struct DefaultRow {
+  int64_t max_rows;
+  Config config;
+  const char* why;
+};
+constexpr int64_t kAnyRows = INT64_MAX;
+
+const Config& pick(const std::vector<DefaultRow>& table, int64_t rows) {
+  for (const DefaultRow& r : table)
+    if (rows <= r.max_rows) return r.config;
+  return table.back().config;
+}
+
+// mma.sync (sm_80+), more than 16 rows, dense or grouped.
+const std::vector<DefaultRow>& mma_tiles() {
+  static const std::vector<DefaultRow> t = {
+      {64, Config::from_key("bm32.tn1.wn4.wk2.s6.d4"), "32-token tiles: up to 64 rows faster than bm64"},
+      {1023, Config::from_key("bm64.tn2.wn4.wk1.s4.d2"), "two weight tiles per warp: a decoded weight feeds more mma"},
+      {kAnyRows, Config::from_key("bm128.tn2.wn4.wk1.s4.d2"), "many tokens: the widest tile, fewest weight re-reads"},
+  };
+  return t;
+}
+
+// Grouped (MoE) with few rows per expert: the grid already has many CTAs, so 4-warp tiles along N, K unsplit.
+const std::vector<DefaultRow>& grouped_few_row_tiles() {
+  static const std::vector<DefaultRow> t = {
+      {4, Config::from_key("bm8.tn4.wn2.wk1.s0.d2"), "activations straight from global memory: no CTA barrier"},
+      {16, Config::from_key("bm16.tn2.wn4.wk1.s3.d2"), "the cp.async ring (s0 would hold twice the registers)"},
+  };
+  return t;
+}
+
+// sm_90a with bf16 activations, 32 rows or more: warpgroup MMA fed by TMA.
+const std::vector<DefaultRow>& dense_wgmma_tiles() {
+  static const std::vector<DefaultRow> t = {
+      {63, wgmma_tile(32, 4, 4), "the m64n32k16 tile, 4 warpgroups splitting K: parallel wgmma chains"},
+      {127, wgmma_tile(64, 4, 4), "4 warpgroups splitting K keep more than one wgmma chain per SM"},
+      {255, wgmma_tile(128, 4, 4, 3), "as above; 3 stages fit the 4 K slices of a 128-token stage"},
+      {511, wgmma_tile(256, 4, 2, 3), "256-token tiles, K over 2 warpgroups"},
+      {kAnyRows, wgmma_tile(256, 8), "many tokens: 256 x 128 tiles, 2 warpgroups along N, no K split"},
+  };
+  return t;
+}
+
+// Grouped, sm_90a bf16, 32 rows per expert or more: grouped tiles already have many CTAs per SM, so no K split.
+const std::vector<DefaultRow>& grouped_wgmma_tiles() {
+  static const std::vector<DefaultRow> t = {
+      {63, wgmma_tile(64, 4), "one warpgroup, 64-token tiles"},
+      {255, wgmma_tile(128, 4), "128-token tiles"},
+      {kAnyRows, wgmma_tile(256, 8), "256-token tiles, 2 warpgroups along N"},
+  };
+  return t;
+}
+
+// Dense, at most 16 tokens: the weight read is the cost, so warps split K and several weight tiles per warp
+// give independent decode + mma chains.
+Config dense_few_token_tile(const Problem& p, int64_t rows) {
+  const int kc = (p.k + 63) / 64;
+  Config c;
+  c.bm = rows <= 8 ? 8 : 16;               // one or two 8-token mma tiles
+  c.tn = rows <= 8 ? 2 : 4;                // weight tiles per warp: independent chains
+  c.wn = 1;
+  c.wk = kc >= 16 ? 8 : kc >= 8 ? 4 : 2;   // K over the CTA's warps (at most one chunk each)
+  c.stages = rows <= 8 ? 0 : small_stages(c.bm, c.wk);  // <= 8 tokens: no ring, no CTA barrier in the K loop
+  c.depth = 2;                             // weight chunks in flight per lane
+  if (rows <= 8 && p.n >= 8192 && kc >= 128) {  // wide, deep weight: 16 warps per SM at N / 64 CTAs
+    c.tn = 4;
+    c.wk = 16;
+  }
+  return c;
+}
+
+}  // namespace
+
 Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   p.validate();
   if (arch.host) return default_host_config(p);
   const DeviceLimits lim = default_limits(arch);
-  const int kc = (p.k + 63) / 64;
   const int64_t rows = m_hint > 0 ? m_hint : 16;
-  Config c;
-  if (rows <= 16 && !p.grouped()) {
-    c.bm = rows <= 8 ? 8 : 16;
-    c.tn = rows <= 8 ? 2 : 4;
-    c.wn = 1;
-    c.wk = kc >= 16 ? 8 : kc >= 8 ? 4 : 2;
-    // <= 8 tokens: activation fragments straight from global memory (s0, no CTA barrier per K step), 2 chunks
-    // ahead; 16 tokens: the cp.async ring (s0 carries twice the activation registers there and ran 10% slower),
-    // four weight tiles per warp, 2 chunks ahead (bm16.tn4.wn1.wk8.s3.d2: 27.4 and 28.4 us against 30.5 for the
-    // tn2.d4 form in the two H200 runs of 2026-11-30, bench/results/2026-11-30-session5).
-    c.stages = rows <= 8 ? 0 : small_stages(c.bm, c.wk);
-    c.depth = 2;
-    // <= 8 tokens on a wide, deep weight: four weight tiles per warp and K over 16 warps (512 threads), so the
-    // 128 CTAs of N = 8192 put 16 warps on each SM instead of 8 (H200, 2026-11-30 session 8, bench/dev/
-    // mxfp4_skinny.cu, M = 1, N = K = 8192, three runs: 21.7-21.9 us against 22.4-22.9 for tn2.wk8).
-    if (rows <= 8 && p.n >= 8192 && kc >= 128) {
-      c.tn = 4;
-      c.wk = 16;
-    }
-  } else if (rows <= 16) {
-    // Grouped, GPT-OSS MoE on the H200 (2026-11-30): 5..16 rows per expert bm16.tn2.wn4.wk1.s3.d2 (8 tok/expert,
-    // four runs: gate_up 575-577 us / down 306-308 against 600-607 / 319-322 for s4.d4); <= 4 rows bm8.tn4.wn2.s0.d2,
-    // activations straight from global memory with the e8m0 table (session 9, bench/results/2026-11-30-session9/:
-    // in the first run bm8.tn2.wn4.s0.d2 took 1 tok/expert gate_up / down to 277.9 / 153.1 us and 4 tok/expert to
-    // 430.5 / 236.2 against 297.5 / 175.6 and 456.3 / 257.2 for the previous default bm8.tn4.wn2.s4.d2; in the
-    // second bm8.tn4.wn2.s0.d2 ran 263.1 / 153.3 and 409.4 / 227.8 against 279.4 / 153.2 and 441.0 / 236.6).
-    c = rows <= 4 ? Config{8, 4, 2, 1, 0, 2} : Config{16, 2, 4, 1, 3, 2};
-  } else if (rows <= 64) {
-    // 32-token tiles up to 64 rows (H200, dense 8192^2 M = 64: bm32 59.9 us vs 70.5 for bm64; session 6).
-    c = Config{32, 1, 4, 2, 6, 4};
-  } else if (rows < 1024) {
-    c = Config{64, 2, 4, 1, 4, 2};
-  } else {
-    c = Config{128, 2, 4, 1, 4, 2};
-  }
-  // sm_90a, bf16: warpgroup MMA fed by TMA (H200, 2026-11-30, bench/results/2026-11-30-session5): dense M = 4096,
-  // N = K = 8192: bm256.tn1.wn8 614 TFLOP/s vs 313 for bm128.tn2.wn4 (cuBLAS bf16 780); GPT-OSS MoE at 128
-  // tokens per expert (128 rows each): bm128.tn1.wn4 259 / 284 vs 205 / 201 for bm64.tn2.wn4.
-  // Dense 128..1023 rows (H200, 2026-11-30 session 6, bench/results/2026-11-30-session6/mxfp4-mid-m.md, N = K =
-  // 8192): M = 128 bm64.tn1.wn4 88.6 us vs 134.3 for the mma.sync bm64.tn2.wn4; M = 256 bm256.tn1.wn4 100.0 vs
-  // 151.3; M = 512 bm256.tn1.wn8 120.9 vs 341.6.
-  // Session 8 (bench/results/2026-11-30-session8, N = K = 8192): below 512 rows one warpgroup per 64 weight rows
-  // left each SM one or two chains of small wgmma; warpgroups splitting K (wk2 / wk4, reduced in shared memory)
-  // took M = 64 from 83.7 to 39.4 us (bm64.wk4), M = 128 from 86.1 to 50.1 (bm128.wk4.s3), M = 256 from 96.1 to
-  // 73.4 (bm256.wk2.s3); with the m64n32k16 tile, M = 32 from 49.1 (mma.sync bm32) to 34.4 (bm32.wk4).
   const bool hopper_bf16 = arch.sm() == 90 && arch.suffix == 'a' && p.a_dtype == kc::kBF16;
-  if (hopper_bf16 && !p.grouped() && rows >= 32) {
-    c = rows >= 512   ? wgmma_tile(256, 8)
-        : rows >= 256 ? wgmma_tile(256, 4, 2, 3)
-        : rows >= 128 ? wgmma_tile(128, 4, 4, 3)
-        : rows >= 64  ? wgmma_tile(64, 4, 4)
-                      : wgmma_tile(32, 4, 4);
-  } else if (hopper_bf16 && p.grouped() && rows >= 32) {
-    // GPT-OSS MoE (session 6): 32 rows per expert bm64.tn1.wn4 888 / 445 us (gate_up / down) vs 1495 / 744 for
-    // the mma.sync bm32.tn1.wn4.wk2; 64 rows bm128.tn1.wn4 1250 / 641 vs 2180 / 1143; 256 rows bm256.tn1.wn8
-    // 2992-3183 / 1556-1571 vs 3189-3423 / 1571-1686 for bm128.tn1.wn4 (three runs).
-    c = rows >= 256 ? wgmma_tile(256, 8) : rows >= 64 ? wgmma_tile(128, 4) : wgmma_tile(64, 4);
-  }
-  if (!can_implement(p, c, arch, lim).empty()) c = Config{16, 1, 4, 1, 3, 2};
+  Config c;
+  if (hopper_bf16 && rows >= 32) c = pick(p.grouped() ? grouped_wgmma_tiles() : dense_wgmma_tiles(), rows);
+  else if (rows <= 16) c = p.grouped() ? pick(grouped_few_row_tiles(), rows) : dense_few_token_tile(p, rows);
+  else c = pick(mma_tiles(), rows);
+  // The smallest ring tile fits every problem can_implement accepts on sm_80+.
+  if (!can_implement(p, c, arch, lim).empty()) c = Config::from_key("bm16.tn1.wn4.wk1.s3.d2");
   const std::string why = can_implement(p, c, arch, lim);
   if (!why.empty()) fail("config", "no default config fits " + p.key() + " on " + arch_name(arch) + ": " + why);
   return c;
@@ -339,7 +358,7 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
     add(Config{bm, 2, 2, 4, 0, 4});
     add(Config{bm, 2, 4, 1, 0, 4});
     add(Config{bm, 2, 4, 1, 0, 2});
-    add(Config{bm, 4, 2, 1, 0, 2});  // the grouped <= 4 rows default (session 9)
+    add(Config{bm, 4, 2, 1, 0, 2});  // the grouped <= 4 rows default
   }
   return out;
 }

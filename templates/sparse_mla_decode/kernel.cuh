@@ -29,25 +29,12 @@
 #include "common/softmax.cuh"
 #include "common/wgmma.cuh"
 #include "common/checked.h"
-#include "common/spec_knob.h"
 #include "sparse_mla_decode/params.h"
 #include "sparse_mla_decode/shape.h"
 
 namespace ktune_mla {
 
 namespace kc = ::ktune_common;
-
-// Time attribution (bench/dev/mla_attrib.cu only): a Spec may carry `kSkip`, a mask of phases to leave out
-// (kSkipGather 1: no KV gather, kSkipDequant 2, kSkipQK 4, kSkipSoftmax 8, kSkipPV 16). Outputs are then
-// meaningless. The Specs that spec.cpp generates have no kSkip, so every phase runs.
-KTUNE_SPEC_KNOB(SkipOf, kSkip, int, 0)
-// Items each thread loads before it converts them (dequant_tile); a Spec may set kDequantBatch (dev harness).
-// H200, 128 heads / top-k 2048 / 64 tokens, t64.s1.g64.wg: batches of 1, 2, 5 and 10 all ran in 170-171 us
-// (the fixed, fully unrolled item loop is what made dequantization 9 us cheaper); 5 spills at 16 warps.
-KTUNE_SPEC_KNOB(DequantBatchOf, kDequantBatch, int, 1)
-// mma.sync Q K^T with two accumulators (1), one (0), or by the tile size (-1, the default: small tiles get two).
-KTUNE_SPEC_KNOB(QkTwoAccOf, kQkTwoAcc, int, -1)
-enum : int { kSkipGather = 1, kSkipDequant = 2, kSkipQK = 4, kSkipSoftmax = 8, kSkipPV = 16 };
 
 template <class S>
 struct Traits {
@@ -147,8 +134,9 @@ KT_DEV void store_item(const RawItem& it, unsigned char* kvt, int r, int c) {
   }
 }
 // A raw tile (TN rows of RB bytes) into the bf16 K/V tile by NT threads, thread tid taking items tid, tid + NT, ...
-// U items are loaded before any of them is stored: the raw and K/V tiles are both shared memory, so the
-// compiler would otherwise keep each load behind the previous item's stores and pay one load latency per item.
+// U items are loaded before any of them is stored (the raw and K/V tiles are both shared memory, so stores
+// fence later loads). The library uses U = 1: the fixed, fully unrolled item loop is what makes this fast, larger
+// batches ran no faster and spill at 16 warps.
 template <int LAT, int ROPE, int TN, int RB, int NT, int U>
 KT_DEV void dequant_tile(const unsigned char* raw, unsigned char* kvt, int tid) {
   constexpr int ITEMS = LAT / 16 + ROPE / 8, TOTAL = TN * ITEMS, PER = (TOTAL + NT - 1) / NT;
@@ -525,7 +513,7 @@ KT_DEV void decode_body(const Params& p) {
       const int slot = slot_of(r, false);
       const unsigned dst = FP8 ? dst0 + (r * RCH + c) * 16 : dst0 + tile_off(TN, r, c);
       const char* src = slot >= 0 ? kvb + (long long)slot * RB + c * 16 : kvb;
-      if constexpr (!(SkipOf<S>::v & kSkipGather)) kc::cp_async_16(dst, src, slot >= 0 ? 16 : 0);
+      kc::cp_async_16(dst, src, slot >= 0 ? 16 : 0);
     }
     for (int r = tid; r < TN; r += NT) s_slot[(j % SB) * TN + r] = slot_of(r, true);
     fetch_idx(j + PRO);  // same commit group as this gather
@@ -570,8 +558,7 @@ KT_DEV void decode_body(const Params& p) {
     unsigned sK;
     if constexpr (FP8) {
       const unsigned char* raw = smem + sh.off_raw + buf * RAW_TILE;
-      if constexpr (!(SkipOf<S>::v & kSkipDequant))
-        dequant_tile<LAT, S::kRope, TN, RB, NT, DequantBatchOf<S>::v>(raw, smem + sh.off_kv, tid);
+      dequant_tile<LAT, S::kRope, TN, RB, NT, 1>(raw, smem + sh.off_kv, tid);
       if constexpr (S::kWgmma) kc::fence_proxy_async();
       __syncthreads();
       if constexpr (ST == 1) {
@@ -587,26 +574,21 @@ KT_DEV void decode_body(const Params& p) {
     if constexpr (WGPV) {
       // ---- S = Q K^T in registers, online softmax on them, P to smem ----
       float d[TN / NWG / 2];
-      if constexpr ((SkipOf<S>::v & kSkipQK) == 0)
-        qk_wgmma_regs<HG, TN, TN / NWG, D>(d, sb + sh.off_q, sK, warp >> 2);
-      else
-        for (int i = 0; i < TN / NWG / 2; ++i) d[i] = 0.f;
-      if constexpr ((SkipOf<S>::v & kSkipSoftmax) == 0)
-        softmax_regs<HG, TN, TN / NWG, NWG>(d, s_slot + sbuf * TN, warp >> 2, orow0 + g, t4, scale_log2, m_run2,
-                                            l_run2, alpha, s_S, smem + sh.off_p);
+      qk_wgmma_regs<HG, TN, TN / NWG, D>(d, sb + sh.off_q, sK, warp >> 2);
+      softmax_regs<HG, TN, TN / NWG, NWG>(d, s_slot + sbuf * TN, warp >> 2, orow0 + g, t4, scale_log2, m_run2,
+                                          l_run2, alpha, s_S, smem + sh.off_p);
       kc::fence_proxy_async();  // P is read by wgmma (async proxy)
       __syncthreads();
     } else {
       // ---- S = Q K^T (fp32 scores to smem) ----
-      if constexpr ((SkipOf<S>::v & kSkipQK) != 0) {
-      } else if constexpr (S::kWgmma) {
+      if constexpr (S::kWgmma) {
         // one warpgroup per N = TN / (warps / 4) tokens, all 64 heads, K = 576 in 36 steps of 16
         constexpr int NWG = sh.threads / 128;
         qk_wgmma<HG, TN, TN / NWG, D>(sb + sh.off_q, sK, warp >> 2, warp & 3, lane, s_S, SS);
       } else if (warp < sh.s_warps) {
         // Small score tiles (16-head groups: one 16x8 tile per warp) are a chain of 36 dependent mma.sync; the odd
-        // k steps go to a second accumulator (QkTwoAcc) to halve it, added at the end.
-        constexpr bool TWO = QkTwoAccOf<S>::v < 0 ? MTW * NTW <= 2 : QkTwoAccOf<S>::v != 0;
+        // k steps go to a second accumulator to halve it, added at the end.
+        constexpr bool TWO = MTW * NTW <= 2;
         float sacc[MTW][NTW][4], sacc2[MTW][NTW][4];
 #pragma unroll
         for (int j = 0; j < MTW; ++j)
@@ -656,8 +638,7 @@ KT_DEV void decode_body(const Params& p) {
       __syncthreads();
 
       // ---- online softmax: TPR threads per head row ----
-      if constexpr (!(SkipOf<S>::v & kSkipSoftmax))
-        softmax_tile<TN, TPR>(tid, s_S, SS, s_slot + sbuf * TN, scale_log2, m_run, l_run, s_alpha, smem + sh.off_p);
+      softmax_tile<TN, TPR>(tid, s_S, SS, s_slot + sbuf * TN, scale_log2, m_run, l_run, s_alpha, smem + sh.off_p);
       __syncthreads();
     }
 
@@ -674,8 +655,7 @@ KT_DEV void decode_body(const Params& p) {
         o[mt][n][3] *= a1;
       }
     }
-    if constexpr ((SkipOf<S>::v & kSkipPV) != 0) {
-    } else if constexpr (WGPV) {
+    if constexpr (WGPV) {
       pv_wgmma<TN, LAT / NWG>(o, sb + sh.off_p, sK, ocol0);
     } else {
 #pragma unroll

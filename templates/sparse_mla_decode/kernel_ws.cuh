@@ -1,7 +1,7 @@
 // sparse_mla_decode, warp-specialized (config ".ws"): sm_90a, fp8_ds_mla cache, 64 heads per CTA, 64-slot tiles.
 //
 // The kernel in kernel.cuh runs every phase in the same eight warps, one after another between CTA barriers, and
-// the FP8 dequantization sits between the tensor-core phases (bench/results/2026-11-30-session5: 40 of its 159 us).
+// the FP8 dequantization sits between the tensor-core phases (about a quarter of its time at 128 heads, fp8).
 // Here the dequantization runs beside them. 384 threads = three warpgroups:
 //   warpgroup 2, the producer: loads each tile's rows from global memory straight into registers (16-byte
 //            loads, all of a tile's in flight at once, issued right after the last tile's hand-off; no raw tile
@@ -16,15 +16,16 @@
 // warp skips the O rescale when all its rows' factors are 1 (the running max held; x * 1 = x, so the result is
 // the same): 128 multiplies per thread and tile that would take issue slots from the producer.
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
-// Hand-offs are named barriers (bar.arrive on the signalling side, bar.sync on the waiting side; ids below).
+// Hand-offs are named barriers (barrier.arrive on the signalling side, barrier.sync on the waiting side; ids
+// below). The roles reach each barrier from different code, so the barriers are the non-.aligned forms: bar.sync
+// and bar.arrive mean barrier.sync.aligned / barrier.arrive.aligned, which require every thread to execute the
+// same barrier instruction (compute-sanitizer's synccheck reports the .aligned forms here as divergent).
 // Registers: ptxas fits every role within the launch bound's 168 per thread (warpgroup 0 holds 160 accumulator
 // values: half of O and the scores). The setmaxnreg calls (208 / 160 / 136) only repartition the hardware
 // allocation; they do not let ptxas give a role more than the bound (with 512 threads, a bound of 128, warpgroup
 // 0 spilled 2.7 KB).
 // Only one CTA fits an SM (226 KB of shared memory).
 // Same results contract as decode_kernel: splits, sinks, LSE, -1 slots, checked slots, all-masked rows.
-// Time attribution (bench/dev/mla_ws.cu only): a Spec's kSkip (kernel.cuh: SkipOf) leaves out the row loads
-// (kSkipGather), the conversion (kSkipDequant: raw bytes stored), Q K^T (kSkipQK) or P V (kSkipPV).
 #pragma once
 
 #include "sparse_mla_decode/kernel.cuh"
@@ -44,13 +45,17 @@ namespace ws {
 // Named barrier ids (0 is __syncthreads): K/V buffer b full (producer arrives; both consumers wait) and empty
 // (consumers arrive; the producer waits), P of a tile ready (both consumers), P free again (warpgroup 1
 // arrives, warpgroup 0 waits), the epilogue's row statistics (both consumers). (An mbarrier for "empty", which
-// the producer polls, ran 127.3 us against 120.4: the polling takes issue slots from the consumers.)
+// the producer polls, is slower: the polling takes issue slots from the consumers.)
 enum : int { kBarFull = 1, kBarEmpty = 3, kBarPReady = 5, kBarPFree = 6, kBarEpilogue = 7 };
 constexpr int kAll = 384, kConsumers = 256;
 constexpr int kRegsQK = 208, kRegsPV = 160, kRegsProducer = 136;
 
-KT_DEV void bar_sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
-KT_DEV void bar_arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+KT_DEV void bar_sync(int id, int threads) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+KT_DEV void bar_arrive(int id, int threads) {
+  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 template <int kRegs>
 KT_DEV void regs_dec() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -64,7 +69,7 @@ KT_DEV void regs_inc() {
 #endif
 }
 // 16 bytes of a cache row into registers: read-only path, not kept in L1, the L2 fetching the 256 bytes around it
-// (H200: 119-121 us with this hint, 120-122 with L2::128B, 125-127 with none). Nothing is read when ok is false;
+// (faster than L2::128B or no hint: docs/sparse_mla_decode.md). Nothing is read when ok is false;
 // v keeps what the caller put there.
 KT_DEV void ld_row_v4(uint4& v, const void* p, bool ok) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -94,7 +99,6 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
   constexpr int LAT = S::kLat, TN = S::kTile, ST = S::kStages, TOPK = S::kTopk, RB = sh.raw_bytes;
   constexpr int ROWS = TN / 32, LPT = LAT / 16 / 4, RPT = S::kRope / 8 / 4, NSC = LAT / 128;
   static_assert(NSC <= 4 && LPT * 4 * 16 == LAT && RPT * 4 * 8 == S::kRope, "row split of the producer");
-  constexpr bool kNoLoads = SkipOf<S>::v & kSkipGather;
   const int lm = lane >> 3, lr = lane & 7;
   const int* idx = p.indices + (long long)token * TOPK;
   const char* kvb = static_cast<const char*>(p.kv_cache);
@@ -114,7 +118,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
         valid = e >= 0 && e < p.num_slots;
     }
     sh_.slot = valid ? e : -1;
-    const bool ok = valid && !kNoLoads;
+    const bool ok = valid;
     const char* row = kvb + (long long)(valid ? e : 0) * RB;
 #pragma unroll
     for (int k = 0; k < LPT; ++k) {
@@ -136,12 +140,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
 #pragma unroll
     for (int k = 0; k < LPT; ++k) {
       const int c = lm + 4 * k;
-      if constexpr (SkipOf<S>::v & kSkipDequant) {
-        *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = sh_.lat[k];
-        *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = sh_.lat[k];
-      } else {
-        store_item<LAT, TN>(RawItem{sh_.lat[k], sc[c >> 3] * kc::kE4m3Fold}, kvt, r, c);
-      }
+      store_item<LAT, TN>(RawItem{sh_.lat[k], sc[c >> 3] * kc::kE4m3Fold}, kvt, r, c);
     }
 #pragma unroll
     for (int k = 0; k < RPT; ++k) store_item<LAT, TN>(RawItem{sh_.rope[k], 0.f}, kvt, r, LAT / 16 + lm + 4 * k);
@@ -150,8 +149,8 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
 
   // A tile's loads are issued at the top of its iteration, just after the last tile was handed over, so they
   // are in flight while the producer waits for a free buffer. (The proxy fence before a hand-off is a MEMBAR in
-  // SASS, which would wait for any load in flight: issuing the next tile's loads before it, round by round, ran
-  // 153 us against 131. An L2 prefetch of the rows 1-3 tiles ahead ran 127-132 us against 119-121.)
+  // SASS, which would wait for any load in flight, so issuing the next tile's loads before it is slower; so is
+  // an L2 prefetch of the rows 1-3 tiles ahead.)
   int ecur[ROWS], enext[ROWS];  // entries of tiles j and j + 1 (loaded a tile ahead of their use)
 #pragma unroll
   for (int u = 0; u < ROWS; ++u) {
@@ -231,11 +230,7 @@ KT_DEV void decode_body_ws(const Params& p) {
       const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
       ws::bar_sync(ws::kBarFull + b, ws::kAll);
       float d[TN / 2];
-      if constexpr (SkipOf<S>::v & kSkipQK) {
-        for (int i = 0; i < TN / 2; ++i) d[i] = float(i & 3);
-      } else {
-        qk_wgmma_regs<HG, TN, TN, D>(d, sb + sh.off_q, sK, 0);
-      }
+      qk_wgmma_regs<HG, TN, TN, D>(d, sb + sh.off_q, sK, 0);
       if (it > 0) ws::bar_sync(ws::kBarPFree, ws::kConsumers);  // warpgroup 1 is done with the last P
       float alpha[2];
       softmax_regs<HG, TN, TN, 1>(d, s_slot + b * TN, 0, r0, t4, scale_log2, m_run, l_run, alpha, nullptr,
@@ -247,7 +242,7 @@ KT_DEV void decode_body_ws(const Params& p) {
       kc::fence_proxy_async();                               // P is read by wgmma
       ws::bar_sync(ws::kBarPReady, ws::kConsumers);          // ...of both warpgroups
       rescale_o_rows(o, alpha[0], alpha[1]);
-      if constexpr (!(SkipOf<S>::v & kSkipPV)) pv_wgmma<TN, COLS>(o, sP, sK, 0);
+      pv_wgmma<TN, COLS>(o, sP, sK, 0);
       if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
     }
     if (t4 == 0) {
@@ -265,7 +260,7 @@ KT_DEV void decode_body_ws(const Params& p) {
       ws::bar_sync(ws::kBarFull + b, ws::kAll);
       ws::bar_sync(ws::kBarPReady, ws::kConsumers);
       rescale_o_rows(o, s_alpha[r0], s_alpha[r0 + 8]);
-      if constexpr (!(SkipOf<S>::v & kSkipPV)) pv_wgmma<TN, COLS>(o, sP, sK, COLS);
+      pv_wgmma<TN, COLS>(o, sP, sK, COLS);
       if (it + 1 < ntiles) ws::bar_arrive(ws::kBarPFree, ws::kConsumers);
       if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
     }

@@ -217,14 +217,12 @@ Config default_config(const Problem& p, const Arch& arch) {
   const int g = std::min(p.num_heads, 64);
   // Largest head group (each gathered row serves the most heads), then the deepest ring that fits.
   std::vector<Config> prefs;
-  // Warps (H200, mma.sync path): 8 at 64-head groups (t64.s1.g64 162 vs 157 TFLOP/s with 16; bf16 163 vs 141),
-  // 16 at 16-head groups (t64.s1.g16.w16 1.11-1.25 TB/s vs 1.03-1.14 with 8); 32-head groups unmeasured: 16.
+  // Warps (mma.sync path, measured): 8 at 64-head groups, 16 at 16-head groups; 32-head groups unmeasured: 16.
   const auto warps_for = [](int gg) { return gg >= 64 ? std::vector<int>{8, 16} : std::vector<int>{16, 8}; };
   if (fp8) {
-    // 16-head groups (TP8 shards of 128 heads; memory-bound): 32-slot tiles, one raw tile, 8 warps — two CTAs per
-    // SM (H200: t32.s1.g16 71.6-72.0 us against 78.0-78.2 for t64.s2.g16.w16 at 64 tokens, 130.3-130.7 against
-    // 140.0-140.1 at 128; bench/results/2026-11-30-session6/final.md and session5/final.md).
-    if (g == 16) prefs.push_back(Config{32, 1, 16, 8});
+    // 16-head groups (TP8 shards of 128 heads; memory-bound): 32-slot tiles, one raw tile, 8 warps, so two CTAs
+    // share an SM (faster than the deep t64.s2.g16.w16 ring at 64 and 128 tokens).
+    if (g == 16) prefs.push_back(Config::from_key("t32.s1.g16"));
     for (int gg : {g, 32, 16})
       for (int t : {64, 32})
         for (int st : {gg >= 64 ? 1 : 2, 1, 2, 3, 4})
@@ -235,18 +233,15 @@ Config default_config(const Problem& p, const Arch& arch) {
         for (int st : {2, 3, 4})
           for (int w : warps_for(gg)) prefs.push_back(Config{t, st, gg, w});
   }
-  // sm_90a: S = Q K^T through wgmma when a 64-head group fits (H200, 2026-11-29: t64.s1.g64.wg 198 TFLOP/s vs
-  // 157 for the mma.sync t64.s1.g64.w16 at 128 heads / topk 2048 / 64 tokens; bf16 cache t32.s2.g64.wg 173 vs
-  // 141; bench/results/2026-11-29-sparse-mla.md).
-  // fp8_ds_mla at 64-head groups: the warp-specialized kernel, the dequantization beside the tensor cores (H200,
-  // dev harness bench/dev/mla_ws.cu: 119.2-119.6 us against 159.8-159.9 for t64.s1.g64.wg at 128 heads / topk
-  // 2048 / 64 tokens; bench/results/2026-11-30-session7/).
+  // sm_90a: S = Q K^T through wgmma when a 64-head group fits (faster than every mma.sync tile, fp8 and bf16
+  // caches). fp8_ds_mla at 64-head groups: the warp-specialized kernel, which runs the dequantization beside the
+  // tensor cores instead of between them (docs/sparse_mla_decode.md, "Measured").
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64 && fp8) {
     const Config ws = Config::warp_specialized();
     if (can_implement(p, ws, arch, lim).empty()) return ws;
   }
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64) {
-    const Config wg = fp8 ? Config{64, 1, 64, 8, true} : Config{32, 2, 64, 8, true};
+    const Config wg = Config::from_key(fp8 ? "t64.s1.g64.wg" : "t32.s2.g64.wg");
     if (can_implement(p, wg, arch, lim).empty()) return wg;
   }
   for (const Config& c : prefs)

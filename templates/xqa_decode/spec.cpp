@@ -205,9 +205,9 @@ int ctas_per_sm(const Problem& p, const Config& c, const DeviceLimits& lim) {
   return std::max(1, std::min({by_smem, by_threads, by_regs, 32}));
 }
 
-// Host default, measured on an AVX-512 x86-64 (Zen 5; bench/bench_host.cpp and docs/host_backend.md): 16 score
-// lanes (one 512-bit or two 256-bit registers per accumulator) run 3x faster than 8; 64-token tiles keep the
-// fp32 K/V tiles in L1/L2; 4 tokens a pass reuse each load of Q. The tuner picks per key among the rest.
+// Host default (measured on AVX-512 x86-64, docs/host_backend.md): 16 score lanes (one 512-bit or two 256-bit
+// registers per accumulator) beat 8; 64-token tiles keep the fp32 K/V tiles in L1/L2; 4 tokens a pass reuse
+// each load of Q. The tuner picks per key among the rest.
 static Config default_host_config(const Problem&) { return Config::host_config(64, 16, 4); }
 
 Config default_config(const Problem& p, const Arch& arch) {
@@ -216,10 +216,9 @@ Config default_config(const Problem& p, const Arch& arch) {
   const DeviceLimits lim = default_limits(arch);
   const int m_tiles = (p.max_q_len * p.group_size() + 15) / 16;
   const bool fp8 = kc::dtype_size(int(p.kv_dtype)) == 1;
-  // Measured on the H200 (B=64, L=4096, one 16-row tile): small CTAs that keep 4 per SM resident win
-  // (bf16 t32.s3.w2 4.2-4.4 TB/s, e4m3 t64.s3.w2 3.9 TB/s, vs 4.1-4.2 / 2.9-3.9 for 4-warp tiles). With more
-  // row tiles, one warp per row tile first, then larger tiles; rows are split over CTAs only when registers
-  // force it.
+  // Small CTAs that keep 4 per SM resident win on a memory-bound decode (measured against 4-warp tiles:
+  // docs/xqa_decode.md). With more row tiles, one warp per row tile first, then larger tiles; rows are split
+  // over CTAs only when registers force it.
   int w0 = 2;
   while (w0 < m_tiles && w0 < 8) w0 *= 2;
   std::vector<int> warps = {w0};

@@ -6,15 +6,13 @@
 #include "autotune/warmup.hpp"
 #include "ktune/cache_admin.hpp"
 #include "nvrtc_api.hpp"
+#include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
 
 TEST_CASE("warmup without a GPU compiles every config of a preset, then hits the cache", "[autotune][warmup]") {
-  if (!detail::try_nvrtc()) {
-    WARN("skipped: no NVRTC");
-    return;
-  }
+  KTUNE_REQUIRE_NVRTC();
   test::TempDir dir;
   RuntimeOptions o;
   o.cache_path = dir.file("w.db");

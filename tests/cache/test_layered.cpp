@@ -177,6 +177,7 @@ TEST_CASE("layered: read-only mode and unusable layers", "[cache][layered]") {
 TEST_CASE("layered: search path defaults and '~' expansion", "[cache][layered]") {
   TempDir dir;
   ScopedEnv home("HOME", dir.path().c_str());
+  ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
   {
     ScopedEnv env("KTUNE_CACHE", nullptr);
     CHECK(LayeredCache::default_search_path() == dir.path().string() + "/.cache/ktune/ktune.db");
@@ -190,6 +191,29 @@ TEST_CASE("layered: search path defaults and '~' expansion", "[cache][layered]")
   CHECK(cache.layers()[0].path == dir.path().string() + "/.cache/ktune/ktune.db");
   CHECK(cache.layers()[0].writable);
   CHECK(fs::exists(dir.path() / ".cache/ktune/ktune.db"));
+}
+
+TEST_CASE("layered: the default cache honours an absolute $XDG_CACHE_HOME", "[cache][layered]") {
+  TempDir dir;
+  ScopedEnv home("HOME", dir.file("home").c_str());
+  ScopedEnv env("KTUNE_CACHE", nullptr);
+  {
+    ScopedEnv xdg("XDG_CACHE_HOME", dir.file("xdg").c_str());
+    CHECK(LayeredCache::default_search_path() == dir.file("xdg") + "/ktune/ktune.db");
+  }
+  {
+    ScopedEnv xdg("XDG_CACHE_HOME", "relative/cache");  // not absolute: ignored, as the XDG spec says
+    CHECK(LayeredCache::default_search_path() == dir.file("home") + "/.cache/ktune/ktune.db");
+  }
+  {
+    ScopedEnv xdg("XDG_CACHE_HOME", "");
+    CHECK(LayeredCache::default_search_path() == dir.file("home") + "/.cache/ktune/ktune.db");
+  }
+  {
+    ScopedEnv xdg("XDG_CACHE_HOME", dir.file("xdg").c_str());
+    ScopedEnv explicit_path("KTUNE_CACHE", "/x/a.db");  // KTUNE_CACHE still wins
+    CHECK(LayeredCache::default_search_path() == "/x/a.db");
+  }
 }
 
 TEST_CASE("layered: many threads at once", "[cache][layered][concurrency]") {

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "ktune/cache/sha256.hpp"
 
@@ -49,4 +51,16 @@ TEST_CASE("sha256 hex_digest does not disturb the running state", "[cache][sha25
   h.update("c");
   CHECK(h.hex_digest() == sha256_hex("abc"));
   CHECK(h.hex_digest() == h.hex_digest());
+}
+
+TEST_CASE("sha256 of a committed fixture equals the digest recorded for it", "[cache][sha256]") {
+  // The digest was recorded with coreutils' sha256sum, independently of this code; the file is read in
+  // uneven chunks so the streaming path is exercised on real data.
+  std::ifstream in(std::string(KTUNE_TEST_DATA_DIR) + "/xqa_h200_oracle.bin", std::ios::binary);
+  REQUIRE(in.good());
+  Sha256 h;
+  std::vector<char> buf(4093);
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0)
+    h.update(buf.data(), static_cast<size_t>(in.gcount()));
+  CHECK(h.hex_digest() == "fcefd26e3e6cb7370944c220f064cf5a12744fbf5ba065b30d780e3933d1500d");
 }

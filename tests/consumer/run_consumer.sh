@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build tree into a temp prefix and builds + runs examples/consumer against it (find_package),
-# then checks pkg-config. Usage: run_consumer.sh <build dir> <source dir>
+# then builds and runs the C consumer with nothing but `pkg-config --cflags --libs ktune` from that prefix (the
+# .pc file is relocatable), and checks that the installed binaries carry no debug info (stripped install).
+# Usage: run_consumer.sh <build dir> <source dir>
 set -euo pipefail
 build=$1 src=$2
 tmp=$(mktemp -d)
@@ -13,5 +15,15 @@ export LD_LIBRARY_PATH="$tmp/prefix/lib"
 "$tmp/consumer/consumer" "$tmp/c.db" | grep -q "cached"
 "$tmp/consumer/consumer_c" "$tmp/c.db" | grep -q "compiled=0 compiles=0 cache_hits=1"
 "$tmp/prefix/bin/ktune" --help | grep -q "warmup"
-PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs ktune | grep -q -- "-lktune"
-echo "consumer OK"
+flags=$(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs ktune)
+grep -q -- "-lktune" <<<"$flags"
+# shellcheck disable=SC2086  # the flags are words
+cc -std=c11 -o "$tmp/consumer_pc" "$src/examples/consumer/main.c" $flags
+"$tmp/consumer_pc" "$tmp/c.db" | grep -q "compiled=0 compiles=0 cache_hits=1"
+for f in "$tmp/prefix/lib/libktune.so.0" "$tmp/prefix/bin/ktune"; do
+  if readelf -S "$(readlink -f "$f")" | grep -q "\.debug_info"; then
+    echo "FAIL: $f was installed with debug info (expected a stripped install)"
+    exit 1
+  fi
+done
+echo "consumer OK (find_package, pkg-config under --prefix $tmp/prefix, stripped install)"

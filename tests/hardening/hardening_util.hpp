@@ -12,6 +12,7 @@
 #include "cache/cache_test_util.hpp"
 #include "cache/src/store_impl.hpp"  // row digest functions (internal to cache/)
 #include "ktune/cache/sha256.hpp"
+#include "ktune/cache/signing.hpp"
 #include "ktune/cache/store.hpp"
 
 namespace ktune::hardening {
@@ -42,7 +43,9 @@ inline int64_t raw_int(const std::string& path, const std::string& sql) { return
 // Recomputes the stored row digest of a binaries row from its columns as they are now: what a forger who
 // knows the format does after editing a column.
 inline void reseal_binary_row(const std::string& path, const std::string& digest) {
-  auto db = cache::CacheDb::open(path, {});
+  cache::OpenOptions o;
+  o.allow_signed = true;  // the forger edits signed files too
+  auto db = cache::CacheDb::open(path, o);
   cache::BinaryLookup l = db->get_binary(digest);  // may be damaged: only the columns are needed
   db.reset();
   cache::BinaryRecord r = l.record;
@@ -51,6 +54,37 @@ inline void reseal_binary_row(const std::string& path, const std::string& digest
   const int64_t size = raw_int(path, "SELECT blob_size FROM binaries WHERE digest = '" + digest + "'");
   const std::string rd = cache::detail::binary_row_digest(r, blob_sha, size);
   raw_exec(path, "UPDATE binaries SET row_digest = '" + rd + "' WHERE digest = '" + digest + "'");
+}
+
+struct Keys {
+  std::string secret, pub;
+};
+
+inline Keys make_keys(const TempDir& dir, const std::string& name) {
+  Keys k{dir.file(name), dir.file(name + ".pub")};
+  cache::write_key_files(cache::generate_secret_key(), k.secret, k.pub);
+  return k;
+}
+
+// A shipped-style file: 6 binaries (sample_record 0..5), 2 tuning rows (sample_tuning 1, 2), exported
+// (rollback journal), signed by `key` unless it is null.
+inline std::string signed_image(const TempDir& dir, const std::string& name, const Keys* key) {
+  const std::string work = dir.file(name + ".work.db"), image = dir.file(name);
+  {
+    auto db = cache::CacheDb::open(work, {});
+    for (int i = 0; i < 6; ++i) db->put_binary(sample_record(i));
+    db->put_tuning(sample_tuning(1));
+    db->put_tuning(sample_tuning(2));
+    db->export_to(image);
+  }
+  if (key) cache::sign_file(image, cache::read_secret_key(key->secret));
+  return image;
+}
+
+// SHA-256 of a whole file, to show a refused file was not modified.
+inline std::string file_sha256(const std::string& path) {
+  const std::vector<char> bytes = read_bytes(path);
+  return cache::sha256_hex(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 
 // Replaces a row's blob and recomputes blob_sha256, blob_size and the row digest: what anyone with write access

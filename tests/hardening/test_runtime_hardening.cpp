@@ -12,6 +12,7 @@
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
 #include "nvrtc_compiler.hpp"
+#include "support/skip.hpp"
 #include "support/test_kernels.hpp"
 
 using namespace ktune;
@@ -22,7 +23,7 @@ namespace {
 bool have_nvrtc() {
   std::string why;
   if (detail::try_nvrtc(&why)) return true;
-  WARN("skipped: " << why);
+  test::skip_or_fail("nvrtc", why);
   return false;
 }
 

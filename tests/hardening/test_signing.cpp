@@ -16,28 +16,11 @@ using namespace ktune::hardening;
 
 namespace {
 
-struct Keys {
-  std::string secret, pub;
-};
-
-Keys make_keys(const TempDir& dir, const std::string& name) {
-  Keys k{dir.file(name), dir.file(name + ".pub")};
-  write_key_files(generate_secret_key(), k.secret, k.pub);
-  return k;
-}
-
-// A shipped-style file: 6 binaries, 2 tuning rows, exported (rollback journal), signed by `key`.
-std::string signed_image(const TempDir& dir, const std::string& name, const Keys* key) {
-  const std::string work = dir.file(name + ".work.db"), image = dir.file(name);
-  {
-    auto db = CacheDb::open(work, {});
-    for (int i = 0; i < 6; ++i) db->put_binary(sample_record(i));
-    db->put_tuning(sample_tuning(1));
-    db->put_tuning(sample_tuning(2));
-    db->export_to(image);
-  }
-  if (key) sign_file(image, read_secret_key(key->secret));
-  return image;
+// A writable open of a signed file, as a hostile writer using ktune's own code would make it.
+std::unique_ptr<CacheDb> open_signed_for_writing(const std::string& path) {
+  OpenOptions o;
+  o.allow_signed = true;
+  return CacheDb::open(path, o);
 }
 
 SignatureCheck check(const std::string& path, const std::vector<PublicKey>& keys, bool hash_blobs = true) {
@@ -138,8 +121,7 @@ TEST_CASE("hardening: every kind of tampering with a signed file is refused", "[
        SignatureCheck::Result::damaged},
       {"a row added",
        [](const std::string& p) {
-         auto db = CacheDb::open(p, {});
-         db->put_binary(sample_record(40));
+         open_signed_for_writing(p)->put_binary(sample_record(40));
        },
        SignatureCheck::Result::invalid},
       {"a row removed",
@@ -149,7 +131,7 @@ TEST_CASE("hardening: every kind of tampering with a signed file is refused", "[
        [](const std::string& p) {
          TuningRecord t = sample_tuning(1);
          t.winner_config = "t16.s2.w1";
-         CacheDb::open(p, {})->put_tuning(t);
+         open_signed_for_writing(p)->put_tuning(t);
        },
        SignatureCheck::Result::invalid},
       {"the signature bytes flipped",
@@ -244,7 +226,7 @@ TEST_CASE("hardening: trusted keys gate read-only layers; the writable layer and
     std::filesystem::copy_file(image, live);
     LayeredCache layered(live + "?ro", lo);
     REQUIRE(layered.refused().empty());
-    CacheDb::open(live, {})->put_binary(sample_record(41));
+    open_signed_for_writing(live)->put_binary(sample_record(41));
     BinaryLookup l = layered.get_binary(sample_record(41).digest);
     CHECK(l.status == LookupStatus::damaged);
     CHECK_THAT(l.detail, Catch::Contains("not covered by the file's trusted signature"));

@@ -12,14 +12,13 @@
 #include "ktune/runtime.hpp"
 #include "ktune/xqa_decode.hpp"
 #include "support/random_inputs.hpp"
+#include "support/skip.hpp"
 
-#define KTUNE_REQUIRE_HOST()                                                              \
-  do {                                                                                    \
-    std::string why_no_host;                                                              \
-    if (!::ktune::Runtime::host_available(&why_no_host)) {                                \
-      WARN("[host] test skipped: the LLVM host backend is absent (" << why_no_host << ")"); \
-      return;                                                                             \
-    }                                                                                     \
+#define KTUNE_REQUIRE_HOST()                                                                   \
+  do {                                                                                        \
+    std::string why_no_host;                                                                  \
+    const bool have_host = ::ktune::Runtime::host_available(&why_no_host);                    \
+    KTUNE_GATE("host", have_host, "the LLVM host backend is absent (" << why_no_host << ")"); \
   } while (0)
 
 namespace ktune::test {

@@ -50,7 +50,7 @@ TEST_CASE("host backend and H200 agree on the recorded xqa_decode oracle cases",
     REQUIRE(rec->problem_key == p.key());
     const test::XqaRandomCase c = test::make_oracle_case(oc, rec->seed);
     // A different digest means the input generator changed since the fixture was recorded: re-record it
-    // (bench/run_h200_oracle.sh) rather than compare outputs of different inputs.
+    // (bench/run_h200.sh sanitize) rather than compare outputs of different inputs.
     REQUIRE(test::oracle_input_digest(c) == rec->input_digest);
 
     const size_t rows = size_t(c.num_tokens) * p.num_q_heads;

@@ -10,15 +10,13 @@
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
+#include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
 
 TEST_CASE("mxfp4_gemm compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "[mxfp4][compile]") {
-  if (!detail::try_nvrtc()) {
-    WARN("skipped: NVRTC not available");
-    return;
-  }
+  KTUNE_REQUIRE_NVRTC();
   const FamilyInfo& fam = family("mxfp4_gemm");
   struct Job {
     std::string problem, config;

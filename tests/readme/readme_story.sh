@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's new-user story on a GPU machine, run from the README's own text (issue 9):
 #   1. set-up: `tools/setup.sh` (skipped when build/lib/libktune.so.0 is already there: the H200 machine has no
-#      network for apt, so bench/run_h200_readme.sh brings a build made by that same command on the CPU machine)
+#      network for apt, so bench/run_h200.sh readme brings a build made by that same command on the CPU machine)
 #   2. the shell block under "## Python (PyTorch engines)", extracted from README.md and run as written
 #      (`python3 -m pip install --no-index ./python`, `export KTUNE_LIBRARY=...`)
 #   3. the python block under the same heading, exec'd unchanged by tests/readme/readme_story.py with that same
@@ -12,7 +12,7 @@
 # through it. Exit 0 = PASS, 77 = no GPU (skip), else FAIL.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-db=$HOME/.cache/ktune/ktune.db
+db=${XDG_CACHE_HOME:-$HOME/.cache}/ktune/ktune.db
 echo "readme story: default cache $db: $( [[ -e $db ]] && echo "exists, $(du -k "$db" | cut -f1) KiB" || echo absent)"
 if [[ ! -f build/lib/libktune.so.0 ]]; then
   tools/setup.sh

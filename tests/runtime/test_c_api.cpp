@@ -4,6 +4,7 @@
 
 #include "ktune/ktune.h"
 #include "nvrtc_api.hpp"
+#include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 
 TEST_CASE("C API reports errors as status + message", "[capi]") {
@@ -38,7 +39,7 @@ TEST_CASE("C API reports errors as status + message", "[capi]") {
 }
 
 TEST_CASE("C API with KTUNE_JIT off reports jit_disabled on a miss", "[capi]") {
-  if (!ktune::detail::try_nvrtc()) return;
+  KTUNE_REQUIRE_NVRTC();
   ktune::test::TempDir dir;
   std::string db = dir.file("c.db");
   ktune_runtime_options o;

@@ -11,6 +11,7 @@
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
 #include "support/sqlite_poke.hpp"
+#include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_kernels.hpp"
 
@@ -27,7 +28,7 @@ RuntimeOptions opts_for(const std::string& path) {
 bool have_nvrtc() {
   std::string why;
   if (detail::try_nvrtc(&why)) return true;
-  WARN("skipped: " << why);
+  test::skip_or_fail("nvrtc", why);
   return false;
 }
 

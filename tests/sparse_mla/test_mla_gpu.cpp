@@ -383,7 +383,7 @@ TEST_CASE("a second sparse_mla_decode launch of the same key compiles and loads 
 }
 
 // The GPU half of the host-backend oracle (tests/support/family_oracle.hpp): records this kernel's outputs of
-// the fixed oracle cases for `[host][oracle]`. KTUNE_ORACLE_OUT=path (bench/run_h200_hardening.sh style).
+// the fixed oracle cases for `[host][oracle]`. KTUNE_ORACLE_OUT=path (bench/run_h200.sh sanitize style).
 TEST_CASE("sparse_mla_decode outputs for the host-backend oracle", "[.][mla_oracle_dump]") {
   KTUNE_REQUIRE_GPU();
   const char* path = std::getenv("KTUNE_ORACLE_OUT");

@@ -11,6 +11,7 @@
 #include "ktune/runtime.hpp"
 #include "ktune/sparse_mla_decode.hpp"
 #include "nvrtc_api.hpp"
+#include "support/skip.hpp"
 #include "sparse_mla/mla_reference.hpp"
 #include "support/temp_dir.hpp"
 
@@ -272,10 +273,7 @@ TEST_CASE("the fp8_ds_mla host codec round-trips within e4m3 precision", "[spars
 }
 
 TEST_CASE("sparse_mla_decode compiles for sm_90a, sm_100a and sm_120a", "[sparse_mla][compile]") {
-  if (!detail::try_nvrtc()) {
-    WARN("skipped: NVRTC not available");
-    return;
-  }
+  KTUNE_REQUIRE_NVRTC();
   const FamilyInfo& fam = family("sparse_mla_decode");
   // Two problems: the DeepSeek V3.2 shape (fp8_ds_mla, checked) and a 16-head BF16-cache shard.
   const char* problems[] = {

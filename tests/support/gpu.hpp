@@ -1,4 +1,4 @@
-// GPU test support: skip cleanly without a GPU; RAII device buffers over the runtime's dlopen'ed driver.
+// GPU test support: skip cleanly without a GPU (a failure under KTUNE_TEST_REQUIRE=gpu: support/skip.hpp);
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -13,6 +13,7 @@
 
 #include "driver_api.hpp"
 #include "ktune/runtime.hpp"
+#include "support/skip.hpp"
 
 namespace ktune::test {
 
@@ -29,13 +30,11 @@ inline bool gpu_ready(std::string* why) {
   return true;
 }
 
-#define KTUNE_REQUIRE_GPU()                                     \
-  do {                                                          \
-    std::string why_no_gpu;                                     \
-    if (!::ktune::test::gpu_ready(&why_no_gpu)) {               \
-      WARN("[gpu] test skipped: no GPU here (" << why_no_gpu << ")"); \
-      return;                                                   \
-    }                                                           \
+#define KTUNE_REQUIRE_GPU()                                                              \
+  do {                                                                                   \
+    std::string why_no_gpu;                                                              \
+    const bool have_gpu = ::ktune::test::gpu_ready(&why_no_gpu);                         \
+    KTUNE_GATE("gpu", have_gpu, "no GPU here (" << why_no_gpu << ")");                    \
   } while (0)
 
 #define CU_CHECK(call) ::ktune::detail::check_cu((call), #call)

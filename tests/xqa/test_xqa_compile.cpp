@@ -7,15 +7,13 @@
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
+#include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
 
 TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "[xqa][compile]") {
-  if (!detail::try_nvrtc()) {
-    WARN("skipped: NVRTC not available");
-    return;
-  }
+  KTUNE_REQUIRE_NVRTC();
   const FamilyInfo& fam = family("xqa_decode");
   // One problem per feature axis (head dims, GQA ratios, layouts, page sizes, KV/Q/out dtypes, spec-decode
   // masks, sinks, window, softcap, LSE, checked), each with its default config.

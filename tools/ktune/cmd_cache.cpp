@@ -1,5 +1,6 @@
 // ktune cache ls|stats|verify|prune|export|merge — operator's view of the cache layers.
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -25,8 +26,12 @@ const char* kHelp = R"(usage: ktune cache <ls|show|stats|verify|prune|export|mer
                                           that fail
   prune  [--stale-compiler] [--stale-ktune] [--family F] [--json]
                                           delete damaged entries (and stale ones) from the writable layer
-  export --out FILE [--json]              all intact entries of all layers into a new compact FILE to ship
-  merge  --from FILE [--json]             import the intact entries of FILE into the writable layer
+  export --out FILE [--json]              all intact entries of all layers into one new self-contained FILE
+                                          to ship (compacted, rollback journal, no -wal/-shm)
+  merge  --from FILE [--pubkey P[:P2...]] [--json]
+                                          import the intact entries of FILE into the writable layer.
+                                          --pubkey: FILE must be signed by one of these keys over exactly
+                                          its rows, else nothing is imported (exit 1)
   keygen --out K [--json]                 new Ed25519 key pair: secret key K (mode 0600), public key K.pub
   sign   --key K [--json]                 sign the --cache FILE (one file, e.g. an export) with secret key K;
                                           runtimes with KTUNE_TRUSTED_KEYS=K.pub accept it as a read-only layer
@@ -220,7 +225,9 @@ int cmd_cache(const std::vector<std::string>& argv) {
   }
   if (sub == "merge") {
     if (!args.has("from")) throw UsageError("merge needs --from FILE");
-    auto m = cache_merge(cache, args.get("from"));
+    std::optional<std::string> pubkeys;
+    if (args.has("pubkey")) pubkeys = args.get("pubkey");
+    auto m = cache_merge(cache, args.get("from"), pubkeys);
     if (args.has("json")) fmt::print("{}\n", merge_json(m));
     else fmt::print("merged: {} binaries added, {} already present, {} tuning rows, {} damaged skipped\n",
                     m.binaries_added, m.binaries_skipped, m.tuning_added + m.tuning_updated, m.damaged_skipped);

@@ -1,40 +1,48 @@
 #include "json_writer.hpp"
 
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
 namespace ktune::cli {
 
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
+using cache::Json;
+
+std::string json_quote(const std::string& s) { return Json(s).dump(); }
 
 JsonObject& JsonObject::raw(const std::string& key, const std::string& json_value) {
-  if (!body_.empty()) body_ += ", ";
-  body_ += json_quote(key) + ": " + json_value;
+  obj_.set(key, Json::parse(json_value));
+  return *this;
+}
+
+JsonObject& JsonObject::str(const std::string& key, const std::string& value) {
+  obj_.set(key, Json(value));
+  return *this;
+}
+
+JsonObject& JsonObject::num(const std::string& key, int64_t value) {
+  obj_.set(key, Json(value));
   return *this;
 }
 
 JsonObject& JsonObject::real(const std::string& key, double value) {
-  return raw(key, std::isfinite(value) ? fmt::format("{:.6g}", value) : "null");
+  // Round through the 6-significant-digit text so the shortest round-trip form prints those digits only.
+  obj_.set(key, std::isfinite(value) ? Json(std::strtod(fmt::format("{:.6g}", value).c_str(), nullptr)) : Json());
+  return *this;
 }
 
+JsonObject& JsonObject::boolean(const std::string& key, bool value) {
+  obj_.set(key, Json(value));
+  return *this;
+}
+
+std::string JsonObject::dump() const { return obj_.dump(Json::kOneLine); }
+
 std::string json_array(const std::vector<std::string>& json_values) {
-  return "[" + fmt::format("{}", fmt::join(json_values, ", ")) + "]";
+  Json a = Json::array();
+  for (const auto& v : json_values) a.push(Json::parse(v));
+  return a.dump(Json::kOneLine);
 }
 
 }  // namespace ktune::cli

@@ -9,6 +9,7 @@ namespace ktune::cli {
 RuntimeOptions offline_runtime_options(const std::string& command, const std::string& cache_flag) {
   RuntimeOptions o = RuntimeOptions::from_env();
   if (!cache_flag.empty()) o.cache_path = cache_flag;
+  o.require_store = true;  // stop at the first result that cannot be stored
   if (!o.allow_jit)
     throw Error(Status::jit_disabled, command,
                 fmt::format("KTUNE_JIT=0 forbids compiling, and `ktune {}` compiles; unset KTUNE_JIT to fill the "

@@ -13,7 +13,8 @@
 
 namespace ktune::cli {
 
-// RuntimeOptions::from_env() with --cache applied; throws Error(jit_disabled) under KTUNE_JIT=0.
+// RuntimeOptions::from_env() with --cache applied and require_store set (the first result that cannot be
+// stored is an error, and no further compile is attempted); throws Error(jit_disabled) under KTUNE_JIT=0.
 RuntimeOptions offline_runtime_options(const std::string& command, const std::string& cache_flag);
 // Throws Error(cache_error) naming the search path and each layer's reason when `rt` has no writable layer.
 void require_writable_layer(const Runtime& rt, const std::string& command);

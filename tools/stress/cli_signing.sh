@@ -43,4 +43,12 @@ if "$ktune" cache merge --cache "$tmp/image.db" --from "$tmp/more.db" >/dev/null
   echo "merged into a signed file"; exit 1
 fi
 "$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/ship.key.pub" >/dev/null
+# merge --pubkey imports a validly signed source and refuses an unsigned or tampered one.
+"$ktune" cache merge --cache "$tmp/from-signed.db" --from "$tmp/image.db" --pubkey "$tmp/ship.key.pub" >/dev/null
+for src in "$tmp/more.db" "$tmp/tampered.db"; do
+  [[ -f "$src" ]] || continue
+  if "$ktune" cache merge --cache "$tmp/from-bad.db" --from "$src" --pubkey "$tmp/ship.key.pub" >/dev/null 2>&1; then
+    echo "merge --pubkey imported $src"; exit 1
+  fi
+done
 echo "cli signing workflow: ok"

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,11 +79,15 @@ KTUNE_API CacheLoadReport cache_verify_loads(const std::string& search_path);
 // (stale_compiler: keep only the NVRTC version loaded now) or another ktune version. Returns the count.
 KTUNE_API int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_ktune,
                           const std::string& family = "");
-// Writes every intact entry of every layer into a new database at dest (refuses an existing file), compacted
-// and in rollback-journal mode, ready to ship read-only in an image.
+// Writes every intact entry of every layer into a new database at dest (refuses an existing file or link),
+// compacted, checkpointed and in rollback-journal mode: one self-contained file, ready to ship read-only in an
+// image. Concurrent exports use temporaries of their own (removed on failure); at most one creates dest.
 KTUNE_API CacheMergeSummary cache_export(const std::string& search_path, const std::string& dest);
-// Imports the intact entries of src into the first writable layer.
-KTUNE_API CacheMergeSummary cache_merge(const std::string& search_path, const std::string& src);
+// Imports the intact entries of src into the first writable layer. public_key_paths set (':'- or
+// ','-separated public key files): src must carry a valid signature by one of them over exactly its rows
+// (blobs hashed), else nothing is imported and Error names src and why; only signed rows are imported.
+KTUNE_API CacheMergeSummary cache_merge(const std::string& search_path, const std::string& src,
+                                        const std::optional<std::string>& public_key_paths = std::nullopt);
 
 // Writes a new Ed25519 key pair: the secret key to secret_path (created mode 0600; an existing file is never
 // overwritten) and the public key to public_path. Returns the key id (16 hex digits).

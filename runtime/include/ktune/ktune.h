@@ -94,7 +94,7 @@ KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* pr
 #define KTUNE_HOST_DEVICE (-1)
 KTUNE_C_API ktune_status ktune_use_device(int ordinal);
 
-/* ---- Language bindings (issue 9: the Python package in python/, docs/python.md) -------------------------
+/* ---- Language bindings (the Python package in python/, docs/python.md) ----------------------------------
  * Strings returned through `const char**` belong to ktune and stay valid until the next call of the same
  * function on the same thread. */
 
@@ -163,7 +163,7 @@ KTUNE_C_API ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, c
                                                  int k, int num_experts, uint8_t* w_packed, uint8_t* w_scale);
 /* ---- end of language bindings section ---------------------------------------------------------------- */
 
-/* ---- mxfp4_gemm (issue 7: W4A16 GEMM with OCP MXFP4 weights, docs/mxfp4_gemm.md) ----------------------
+/* ---- mxfp4_gemm (W4A16 GEMM with OCP MXFP4 weights, docs/mxfp4_gemm.md) ----------------------
  * C[m, n] = A[m, k] * W[n, k]^T (+ bias[n]); the problem is its key ("n8192.k8192.bf16-bf16",
  * "n5760.k2880.e128.top4.bf16-bf16") or JSON fields through ktune_problem_key. Weights must be prepacked
  * (ktune_mxfp4_prepack_host or `ktune prepack`) and carry layout_version == ktune_mxfp4_layout_version().
@@ -205,7 +205,7 @@ KTUNE_C_API ktune_status ktune_mxfp4_grouped_gemm_host(ktune_runtime* runtime, c
                                                        const ktune_mxfp4_args* args, int threads);
 /* ---- end of mxfp4_gemm section ---- */
 
-/* ---- sparse_mla_decode (issue 6: DeepSeek V3.2 sparse MLA decode, docs/sparse_mla_decode.md) -------------
+/* ---- sparse_mla_decode (DeepSeek V3.2 sparse MLA decode, docs/sparse_mla_decode.md) -------------
  * The problem is its key ("h128.r512.d64.k2048.p64.bf16-fp8ds.q1", or JSON fields through ktune_problem_key);
  * the fields mirror ktune::SparseMlaDecodeArgs (runtime/include/ktune/sparse_mla_decode.hpp). Enqueues on
  * `stream`; never reads device memory on the host, allocates or syncs: graph-capturable. Start args from

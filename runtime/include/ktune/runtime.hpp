@@ -19,16 +19,23 @@ namespace ktune {
 // writable one receives new entries), KTUNE_CACHE_READONLY=1, KTUNE_JIT=0 (a cache miss is an error, never a
 // compile), KTUNE_LOG=debug|info|warn|error, KTUNE_DUMP=DIR (write generated source and binaries there),
 // KTUNE_TRUSTED_KEYS=FILE[:FILE...] (public keys from `ktune cache keygen`: every read-only cache layer must
-// carry a valid signature by one of them, or it is refused), KTUNE_CHECKED=1 (bounds-checked kernels).
+// carry a valid signature by one of them, or it is refused, and the writable layer serves only what this
+// process stores; set but empty is an error), KTUNE_CHECKED=1 (bounds-checked kernels).
 struct KTUNE_API RuntimeOptions {
   std::string cache_path;   // empty => $KTUNE_CACHE, else ~/.cache/ktune/ktune.db
   bool read_only = false;   // never write to any cache layer
   bool allow_jit = true;    // false => a kernel missing from every layer raises Status::jit_disabled
   std::string dump_dir;     // non-empty => dump generated source + binary of every compile here
-  std::string trusted_keys; // non-empty => ':'-separated public key files; unsigned/tampered read-only layers
-                            // are refused (an unreadable key file is an error at Runtime creation)
+  // Set (even to "") => ':'-separated public key files that every read-only layer must be signed by; the
+  // writable layer then serves only what this process stores. A value naming no key file, or a key file that
+  // cannot be read, is an error at Runtime creation (never a silently unchecked runtime). Unset: no checks.
+  std::optional<std::string> trusted_keys;
   bool checked = false;     // KTUNE_CHECKED=1: every family launch uses its bounds-checked kernel variant
                             // (device-side index checks that report instead of faulting; docs/reliability.md)
+  // Offline tools: a compiled binary that cannot be stored is an error (Status::cache_error naming the path
+  // and why), and after one, every further compile is refused at once instead of repeating the failure.
+  // Serving processes leave it false: a binary that compiled but could not be stored still runs from memory.
+  bool require_store = false;
   static RuntimeOptions from_env();
 };
 
@@ -163,7 +170,7 @@ class KTUNE_API Runtime {
 // Makes the primary context of device `ordinal` current on the calling thread (what PyTorch does too).
 // Engines that manage their own contexts never need this.
 //
-// use_device(kHostDevice) makes the host CPU the calling thread's device instead (issue 5: the same public
+// use_device(kHostDevice) makes the host CPU the calling thread's device instead (the same public
 // API on the `host` target): the family launches called on that thread -- xqa_decode, sparse_mla_decode,
 // mxfp4_gemm -- then take HOST pointers and run their host variants through the LLVM host backend
 // (libktune_host.so), synchronously on all hardware threads; `stream` is ignored. It is exactly the

@@ -54,8 +54,11 @@ class Json {
   static Json object();
   static Json array();
   static Json parse(std::string_view text);  // throws JsonError
-  // indent < 0: compact, one line. indent >= 0: one member per line, nested by that many spaces.
-  std::string dump(int indent = -1) const;
+  // indent -1 (kCompact): one line, no spaces. kOneLine: one line with ", " and ": " between items (the CLI's
+  // --json output, easy to read and to grep). indent >= 0: one member per line, nested by that many spaces.
+  static constexpr int kCompact = -1;
+  static constexpr int kOneLine = -2;
+  std::string dump(int indent = kCompact) const;
 
   Type type() const { return static_cast<Type>(v_.index()); }
   const char* type_name() const;  // "null", "bool", "number", "string", "array", "object"

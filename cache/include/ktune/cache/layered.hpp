@@ -1,20 +1,28 @@
 // A search path of cache files, e.g. KTUNE_CACHE=/opt/image/ktune.db:~/.cache/ktune/ktune.db
 //
-// Lookups go through the layers in order. New entries go to exactly one layer: the first whose file (or, when
-// the file is missing, whose directory) this process can write, unless force_read_only. Every other layer is
-// opened read-only and is never modified, so a shipped image stays byte-for-byte as built. Read-only layers
-// are opened with normal locking when possible (a live cache other processes write is read correctly) and as
-// immutable otherwise (read-only filesystems).
+// Lookups go through the layers in order. New entries go to exactly one layer: the first that is not marked
+// "?ro", whose file (or, when the file is missing, whose directory) this process can write, and that carries
+// no signature, unless force_read_only. If that layer cannot be opened writable (locked by another writer
+// during a migration, a foreign file, an I/O error), no other layer takes its place: its LayerInfo and
+// write_problem() say why, so a caller that must store results can fail instead of losing them. Every other
+// layer is opened read-only and is never modified, so a shipped image stays byte-for-byte as built. Read-only
+// layers are opened with normal locking when possible (a live cache other processes write is read correctly)
+// and as immutable otherwise (read-only filesystems). Opening never waits for another process's write lock.
 //
-// A layer that cannot be used (not a database, newer schema, unreadable) is skipped and described in
-// layers(); a damaged entry or a failing read in one layer is counted and skipped and the search goes on, so
-// a bad layer costs a recompile, never a wrong binary or a failed lookup.
+// A layer that cannot be used (not a database, newer schema, unreadable, a dangling symbolic link) is skipped
+// and described in layers(); a damaged entry or a failing read in one layer is counted and skipped and the
+// search goes on, so a bad layer costs a recompile, never a wrong binary or a failed lookup.
 //
-// Trust (LayeredOptions::trusted_keys non-empty, from KTUNE_TRUSTED_KEYS): every layer opened read-only must
-// carry a valid signature by one of the trusted keys (signing.hpp), or it is refused — not opened, and the
-// reason is in its note ("refused: ...") and in refused(). A verified layer serves only the rows its signature
-// covers. The writable layer is this process's own cache and needs no signature. Whatever the trust setting, a
-// file that carries a signature is never made the writable layer (a write would void its signature).
+// Trust (LayeredOptions::trusted_keys non-empty, from KTUNE_TRUSTED_KEYS): nothing is served that neither a
+// trusted key signed nor this process stored itself.
+//   - Every layer opened read-only, whatever its path suffix or permissions, must carry a valid signature by
+//     one of the trusted keys (signing.hpp), or it is refused: not opened, the reason in its note
+//     ("refused: ...") and in refused(). A verified layer serves only the rows its signature covers.
+//   - The writable layer serves only the rows this process stored in it since it was opened
+//     (CacheDb::serve_only_rows_stored_here). Rows already in the file, or written by other processes, are
+//     never served: anyone who can write the file could have put them there.
+// Whatever the trust setting, a file that carries a signature is never made the writable layer (a write would
+// void its signature) and is never migrated or written.
 //
 // Thread-safe: any number of threads may call every method at once.
 #pragma once
@@ -36,7 +44,8 @@ namespace ktune::cache {
 
 struct LayeredOptions {
   bool force_read_only = false;
-  // Non-empty: read-only layers must be signed by one of these keys (see above).
+  // Non-empty: read-only layers must be signed by one of these keys, and the writable layer serves only what
+  // this process stored (see above).
   std::vector<PublicKey> trusted_keys;
 };
 
@@ -58,12 +67,21 @@ class LayeredCache {
     bool present = false;  // the file exists (or was created for the writable layer)
     std::string note;      // why read-only, why skipped, or that it was created; empty for a plain writable layer
     bool open = false;     // searched by lookups
-    bool refused = false;  // present but not used: unusable, or (with trusted keys) not validly signed
+    // not used: unusable, a dangling symbolic link, or (with trusted keys) not validly signed
+    bool refused = false;
     bool marked_read_only = false;  // "?ro" in the search path: never written, whatever the file's mode
     std::string signature; // with trusted keys: "signed by trusted key ID over N binaries ..." when verified
+    // Non-empty only for the layer meant to receive new entries when it could not be opened writable: why
+    // (e.g. "... locked by another writer ..."). The layer may still be open read-only for lookups.
+    std::string write_problem;
   };
   std::vector<LayerInfo> layers() const;
   CacheDb* writable_layer() { return writable_; }
+  // "" when new entries can be stored (a writable layer is open) or the cache was opened read-only on purpose
+  // (force_read_only). Otherwise one sentence naming the search path and why nothing can be stored: the layer
+  // meant to receive new entries and why it could not be opened writable, or every layer and why it is not
+  // writable. Commands that must store results fail with it.
+  std::string write_problem() const;
   const std::string& search_path() const { return search_path_; }
 
   // First intact hit in layer order. A hit found after skipping damaged copies says so in detail, and an intact
@@ -91,8 +109,8 @@ class LayeredCache {
   int64_t damaged_seen() const { return damaged_seen_.load(); }  // damaged entries met by lookups
   int64_t errors_seen() const { return errors_seen_.load(); }    // lookups a layer failed with an error
   std::string last_problem() const;                               // detail of the latest of either
-  // One line per present layer that is not used (unusable, or refused for want of a trusted signature),
-  // "path: why"; empty when every present layer is open. For error messages and start-up warnings.
+  // One line per layer that is not used (unusable, a dangling link, or refused for want of a trusted
+  // signature), "path: why"; empty when every present layer is open. For error messages and start-up warnings.
   std::vector<std::string> refused() const;
 
  private:
@@ -105,8 +123,10 @@ class LayeredCache {
   void record_problem(const std::string& what, bool damaged);
   void open_layers(const std::string& search_path, const LayeredOptions& options);
   [[noreturn]] void throw_no_writable_layer(const char* operation) const;
+  std::string layer_notes() const;  // "path: note; ..." for every layer
 
   std::string search_path_;
+  bool force_read_only_ = false;
   std::vector<Layer> layers_;  // fixed after construction
   CacheDb* writable_ = nullptr;
   std::atomic<int64_t> damaged_seen_{0};

@@ -1,4 +1,5 @@
-// SHA-256 (FIPS 180-4). Used for cache keys and for checking that a stored blob is the one that was written.
+// SHA-256 (FIPS 180-4), computed by libsodium's crypto_hash_sha256. Used for cache keys and for checking that a
+// stored blob is the one that was written.
 #pragma once
 
 #include <array>
@@ -20,11 +21,9 @@ class Sha256 {
   std::string hex_digest() const;  // 64 lowercase hex characters
 
  private:
-  void compress(const uint8_t* block);
-  std::array<uint32_t, 8> h_;
-  std::array<uint8_t, 64> buf_;
-  size_t buf_len_ = 0;
-  uint64_t total_bytes_ = 0;
+  // libsodium's crypto_hash_sha256_state, held as bytes so this header does not need sodium.h (the library
+  // links libsodium privately); sha256.cpp checks that it fits.
+  alignas(8) std::array<unsigned char, 128> state_;
 };
 
 std::string sha256_hex(const void* data, size_t n);

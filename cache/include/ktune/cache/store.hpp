@@ -12,8 +12,14 @@
 //
 // Concurrency: a CacheDb may be shared by any number of threads (calls are serialised on an internal mutex, and
 // blob hashing happens outside it). Any number of processes may open the same file: writable files use WAL
-// mode, a 15 s busy timeout and BEGIN IMMEDIATE transactions retried for up to 60 s. Do not carry an open
-// CacheDb across fork(); open a new one in the child.
+// mode and BEGIN IMMEDIATE transactions. A writer waits at most kLockWaitSeconds for another writer's lock,
+// then throws a CacheError naming the file and saying it is locked by another writer. Opening a file of the
+// current schema never takes the write lock (only creating or migrating one does), so opening never waits
+// for a writer. Do not carry an open CacheDb across fork(); open a new one in the child.
+//
+// Opening never writes before every check has passed: a file that is refused (not SQLite, not a ktune cache,
+// a newer schema, a signed file opened writable without allow_signed, a dangling symbolic link) is left
+// byte-for-byte as it was.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +41,15 @@ struct CacheError : std::runtime_error {
 // writable open (and refused read-only: re-export them). v1: binaries, tuning, meta. v2: + a row_digest
 // column in binaries and tuning, + the signatures table.
 constexpr int kCacheSchemaVersion = 2;
+
+// How long a write (or a migration at open) waits for another process's write lock before failing.
+constexpr int kLockWaitSeconds = 10;
+
+// Thrown by a writable CacheDb::open of a file that carries a signature (unless OpenOptions::allow_signed):
+// any write would void it, and a signed file is shipped to stay as it was signed.
+struct SignedCacheError : CacheError {
+  using CacheError::CacheError;
+};
 
 class CacheDb;
 struct SecretKey;
@@ -105,9 +120,13 @@ struct BinaryExpectation {
 struct OpenOptions {
   bool read_only = false;
   bool create = true;  // writable only: create the file (and its directory) when missing
+  // writable only: open a file that carries a signature (to sign it again). false: SignedCacheError.
+  bool allow_signed = false;
   // read_only only. true: open as `file:PATH?mode=ro&immutable=1`, which needs no locks and no -wal/-shm files,
   // so it works on read-only filesystems (container images); it must only be used on files nobody is writing.
   // false: `mode=ro` with normal locking, which sees a live WAL file's latest commits correctly.
+  // An immutable open of a WAL-mode file whose -wal file holds data is refused: those commits would be
+  // silently invisible (ship files written by export_to, which are self-contained).
   bool immutable = true;
 };
 
@@ -178,6 +197,10 @@ class CacheDb {
   };
   // Imports src's intact binaries (each blob verified first) and its tuning rows where src's tuned_at is newer.
   MergeResult merge_from(const std::string& src_path);
+  // The same for a source that must carry a valid signature by one of `trusted` over exactly its rows
+  // (blobs hashed); otherwise throws CacheError naming src and the signature's state, and imports nothing.
+  // Only rows the signature covers are imported.
+  MergeResult merge_signed_from(const std::string& src_path, const std::vector<PublicKey>& trusted);
 
   struct Counts {
     int64_t binaries = 0, tuning = 0, blob_bytes = 0;
@@ -193,6 +216,10 @@ class CacheDb {
   // From now on only rows whose row digest is in `rows` are served; any other row is `damaged` ("not covered
   // by the file's signature"). Used for read-only layers that must carry a trusted signature.
   void restrict_to_rows(std::shared_ptr<const std::unordered_set<std::string>> rows);
+  // From now on lookups (get_binary, find_binary_any_compiler_version, get_tuning) serve only rows this
+  // CacheDb stored itself (put_binary, put_tuning) since this call; every other row, already in the file or
+  // written by another process, is a miss. For the writable layer under trusted keys (layered.hpp).
+  void serve_only_rows_stored_here();
   // Checkpoints and switches a writable file to journal_mode=DELETE (what export_to writes), so it can be read
   // from a read-only filesystem without -wal/-shm files. Needs no other connection open on the file.
   void use_rollback_journal();
@@ -202,6 +229,7 @@ class CacheDb {
  private:
   friend std::unique_ptr<CacheDb> detail::open_at_schema_version(const std::string& path, int version);
   explicit CacheDb(std::unique_ptr<Impl> impl);
+  MergeResult merge_rows_from(CacheDb& src);
   std::unique_ptr<Impl> impl_;
 };
 

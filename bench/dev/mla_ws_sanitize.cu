@@ -1,0 +1,96 @@
+// One small launch of each sparse_mla_decode sm_90a kernel for compute-sanitizer (synccheck, racecheck, memcheck):
+// 128 heads, top-k 512, 6 tokens over a 512-slot fp8_ds_mla cache (so most rows are gathered several times), about
+// 5% of the entries -1 and token 4 with every entry -1; splits 1, 3 (uneven) and 5 (the last split has no tile).
+// The warp-specialized kernel's output and LSE are compared with the library's default wgmma kernel on the same
+// inputs; exit status 1 when they differ beyond bf16 rounding. Built with -lineinfo so the tools name lines.
+//   nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev \
+//        bench/dev/mla_ws_sanitize.cu -o .devbuild/mla_ws_sanitize
+//   compute-sanitizer --tool synccheck .devbuild/mla_ws_sanitize
+#include <cuda_runtime.h>
+
+#include "cuda_check.hpp"
+#include "mla_dev_inputs.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "sparse_mla_decode/kernel_ws.cuh"
+
+namespace ktune_mla {
+struct BaseSpec {
+  static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 512, kPageSize = 64;
+  static constexpr bool kFp8 = true;
+  static constexpr int kMaxQLen = 1;
+  static constexpr bool kChecked = false;
+  static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = 8;
+  static constexpr bool kWgmma = true;
+};
+struct WsSpec : BaseSpec {
+  static constexpr int kStages = 2;
+};
+}  // namespace ktune_mla
+using namespace ktune_mla;
+
+static double bf(unsigned short h) {
+  unsigned u = unsigned(h) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+template <class Kern>
+void launch(Kern kern, int threads, int smem, const Params& p, int tokens, int splits, std::vector<unsigned short>& out,
+            std::vector<float>& lse) {
+  allow_smem(kern, smem);
+  out.assign(size_t(tokens) * 128 * 512, 0);
+  lse.assign(size_t(tokens) * 128, 0.f);
+  CK(cudaMemset(p.out, 0xFF, out.size() * 2));
+  CK(cudaMemset(p.lse, 0xFF, lse.size() * 4));
+  kern<<<dim3(2, splits, tokens), threads, smem>>>(p);
+  if (splits > 1) combine_kernel<BaseSpec><<<dim3(128, tokens), 128>>>(p);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(out.data(), p.out, out.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(lse.data(), p.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+}
+
+int main() {
+  const int tokens = 6, all_skip = 4;
+  const MlaDevInputs host = make_mla_dev_inputs(tokens, 512, 8, 64, true, 5, all_skip);
+  Params p = upload_mla_dev_inputs(host, 8);
+  p.num_tokens = tokens;
+  constexpr Shape bs = Traits<BaseSpec>::sh;
+  constexpr Shape ws = WsTraits<WsSpec>::sh;
+  int failures = 0;
+  for (int splits : {1, 3, 5}) {
+    p.num_splits = splits;
+    std::vector<unsigned short> ref_out, ws_out;
+    std::vector<float> ref_lse, ws_lse;
+    launch(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits, ref_out, ref_lse);
+    launch(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, tokens, splits, ws_out, ws_lse);
+    double num = 0, den = 0, lse_worst = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < ws_out.size(); ++i) {
+      const double u = bf(ref_out[i]), v = bf(ws_out[i]);
+      if (std::isfinite(u) != std::isfinite(v)) ++bad;
+      if (!std::isfinite(u) || !std::isfinite(v)) continue;
+      num += (u - v) * (u - v);
+      den += u * u;
+    }
+    for (size_t i = 0; i < ws_lse.size(); ++i) {
+      if (std::isinf(ref_lse[i]) || std::isinf(ws_lse[i])) {
+        bad += ref_lse[i] != ws_lse[i];
+        continue;
+      }
+      lse_worst = std::fmax(lse_worst, std::fabs(double(ref_lse[i]) - ws_lse[i]));
+    }
+    const double rel = den > 0 ? std::sqrt(num / den) : 0;
+    const bool ok = bad == 0 && rel < 1e-2 && lse_worst < 1e-3;
+    failures += !ok;
+    std::printf("splits %d: rel L2 out %.2e, max |lse diff| %.2e, mismatched non-finite %zu: %s\n", splits, rel,
+                lse_worst, bad, ok ? "ok" : "FAILED");
+  }
+  return failures ? 1 : 0;
+}
