@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "host_compiler.hpp"
 #include "compile_lock.hpp"
+#include "host_compiler.hpp"
 #include "host_plugin_api.hpp"
 #include "ktune/cache/sha256.hpp"
 #include "ktune/error.hpp"
@@ -136,8 +136,10 @@ cache::BinaryLookup Runtime::Impl::lookup(const GeneratedKernel& kernel, const B
     // The blob must define the symbols this key expects (read from its symbol table, nothing loaded): a valid
     // blob of another config filed under this row is damaged, not served.
     const std::string why = binding_problem(found.record, kernel.entry_points.size(), key.binding_symbol);
-    if (why.empty() || attempt >= kMaxCopiesTried) {
-      if (!why.empty()) found.status = cache::LookupStatus::damaged, found.detail = why;
+    if (why.empty()) return found;
+    if (attempt >= kMaxCopiesTried) {
+      found.status = cache::LookupStatus::damaged;
+      found.detail = why;
       return found;
     }
     quarantine(found.record, why);
