@@ -17,6 +17,10 @@
 
 namespace ktune::autotune {
 
+// The largest bucket range end a preset or an override may give: launches round a value up to a power of
+// two, and 2^30 is the largest that is still an int.
+constexpr int kMaxBucketValue = 1 << 30;
+
 struct BucketSpec {
   std::string dim;  // "batch", "seq_len", "tokens"
   int min = 1;      // smallest bucket, >= 1

@@ -10,7 +10,6 @@
 
 #include "autotune/host_timer.hpp"
 #include "autotune/host_workload.hpp"
-#include "autotune/plan.hpp"
 #include "autotune/sweep.hpp"
 #include "autotune/tuning_record.hpp"
 #include "autotune/warmup.hpp"
@@ -28,20 +27,6 @@ namespace {
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 Arch host_arch() { return Arch::host_cpu(); }
-
-std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (const auto& b : item.buckets)
-    out.emplace_back(b.dim == "batch" ? "b" : b.dim == "seq_len" ? "l" : b.dim == "tokens" ? "m" : b.dim, b.value);
-  return out;
-}
-
-// The "tokens" bucket (GEMM rows per step) of an item, 0 when it has none.
-int64_t gemm_tokens(const WorkItem& item) {
-  for (const auto& b : item.buckets)
-    if (b.dim == "tokens") return b.value;
-  return 0;
-}
 
 }  // namespace
 
@@ -146,55 +131,6 @@ TuneOutcome tune_on_host(Runtime& rt, const std::string& family_name, const std:
   }
   rt.remember_host_tuned_config(family_name, out.tuning_key, out.winner);
   return out;
-}
-
-ReplayReport replay_on_host(Runtime& rt, const Preset& preset_in, int64_t max_total_tokens, bool preload) {
-  ReplayReport report;
-  const int64_t tunings_before = tunings_performed();
-  const Preset preset = with_pow2_buckets(preset_in);
-  struct Prepared {
-    std::unique_ptr<Workload> workload;
-    ReplayOp op;
-  };
-  std::vector<Prepared> ops;
-  for (const WorkItem& item : make_plan(preset, {"host"})) {
-    bool known = false;
-    for (const auto& f : families()) known |= f.name == item.family;
-    // The keys warmup tunes on the host (its caps, WarmupOptions): replaying others would only miss.
-    if (!known || item_kv_tokens(item) > max_total_tokens || gemm_tokens(item) > WarmupOptions{}.host_max_gemm_tokens)
-      continue;
-    const FamilyInfo& fam = family(item.family);
-    const std::string pk = fam.problem_from_json(item.problem_json);
-    Prepared p;
-    p.op.tuning_key = tuning_key(pk, short_buckets(item));
-    p.op.config = rt.host_tuned_config(item.family, p.op.tuning_key);
-    p.op.tuned = !p.op.config.empty();
-    if (!p.op.tuned) p.op.config = fam.default_config(pk, host_arch());
-    p.workload = host_workload_factory(item.family)(rt, pk, short_buckets(item));
-    ops.push_back(std::move(p));
-  }
-  if (preload) {
-    auto t0 = Clock::now();
-    for (auto& p : ops) p.workload->prepare(p.op.config);
-    report.load_all_ms = ms_since(t0);
-  }
-  for (auto& p : ops) {
-    auto t0 = Clock::now();
-    p.workload->launch(p.op.config, nullptr);
-    p.op.first_call_ms = ms_since(t0);
-    std::vector<double> steady;
-    for (int i = 0; i < 5; ++i) {
-      t0 = Clock::now();
-      p.workload->launch(p.op.config, nullptr);
-      steady.push_back(ms_since(t0));
-    }
-    std::sort(steady.begin(), steady.end());
-    p.op.steady_call_ms = steady[steady.size() / 2];
-    report.ops.push_back(p.op);
-  }
-  report.stats = rt.stats();
-  report.tunings = tunings_performed() - tunings_before;
-  return report;
 }
 
 }  // namespace ktune::autotune

@@ -1,7 +1,7 @@
 // Tuning and replay on the host CPU target (Arch "host", the LLVM backend): the GPU flow of tuner.cpp /
 // warmup.cpp with the host's pieces — host fingerprint (target id + cores), host workload, wall-clock timer,
-// host tuned-config memo. tune() and replay() dispatch here (TuneOptions::host, replay's arch "host"); the
-// GPU paths are untouched.
+// host tuned-config memo. tune() dispatches here (TuneOptions::host); the GPU paths are untouched. replay()
+// (replay.cpp) runs host and GPU alike.
 #pragma once
 
 #include <string>
@@ -23,9 +23,8 @@ KTUNE_API MeasureOptions host_measure_options();
 // (all hardware threads summing a 128 MiB buffer, best of 4 passes, 0.2-1 s); peak_flops 0 (not measured).
 KTUNE_API DeviceCeilings host_ceilings();
 
-// What tune() / replay() run for the host (no CUDA context needed).
+// What tune() runs for the host (no CUDA context needed).
 KTUNE_API TuneOutcome tune_on_host(Runtime& rt, const std::string& family, const std::string& problem_key,
                          const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options);
-KTUNE_API ReplayReport replay_on_host(Runtime& rt, const Preset& preset, int64_t max_total_tokens, bool preload);
 
 }  // namespace ktune::autotune

@@ -84,6 +84,11 @@ class Mxfp4Workload final : public Workload {
     check_cu(driver().cuCtxSynchronize(), "mxfp4_gemm workload: first call");
   }
 
+  ChosenConfig chosen(const std::string& config) override {
+    const Mxfp4GemmPlan plan = mxfp4_gemm_plan(rt_, p_, rows_, forced_config(config));
+    return {plan.config, plan.source};
+  }
+
   void launch(const std::string& config, void* stream) override {
     const Copy& c = copies_[next_];
     next_ = (next_ + 1) % copies_.size();
@@ -93,7 +98,7 @@ class Mxfp4Workload final : public Workload {
     a.c = c.c.get();
     a.m = rows_;
     a.expert_offsets = p_.grouped() ? static_cast<const int32_t*>(offsets_.get()) : nullptr;
-    a.config = config.c_str();
+    a.config = forced_config(config);
     mxfp4_gemm(rt_, p_, a, stream);
   }
 

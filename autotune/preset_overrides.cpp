@@ -31,7 +31,10 @@ void edit_problems(Preset& p, Edit&& edit) {
 }
 
 void shrink_max(BucketSpec& spec, int max, const char* option) {
-  if (max < 1) bad(option, "a positive integer", std::to_string(max));
+  if (max < 1 || max > kMaxBucketValue)
+    bad(option, fmt::format("an integer in 1..{} (buckets are rounded up to a power of two that fits in int)",
+                            kMaxBucketValue),
+        std::to_string(max));
   spec.max = max;
   if (spec.min > max) spec.min = max;
 }

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <sys/stat.h>
 
 #include <fmt/format.h>
@@ -52,14 +51,21 @@ int int_at_least(const Json& v, int min, const std::string& path, const PresetIs
   return static_cast<int>(v.as_int());
 }
 
+// A bucket range end: >= min and at most kMaxBucketValue, so the power of two it rounds up to is an int.
+int bucket_end(const Json& v, int min, const std::string& path, const PresetIssue& issue) {
+  if (!v.is_int() || v.as_int() < min || v.as_int() > kMaxBucketValue)
+    issue.expected(path, fmt::format("an integer in {}..{}", min, kMaxBucketValue), v);
+  return static_cast<int>(v.as_int());
+}
+
 BucketSpec parse_bucket(const Json& buckets, const char* dim, const PresetIssue& issue) {
   std::string path = std::string("buckets.") + dim;
   const Json& b = required(buckets, "buckets", dim, "an object {\"min\": N, \"max\": N}", issue);
   if (!b.is_object()) issue.expected(path, "an object {\"min\": N, \"max\": N}", b);
   issue.only_known(b, path, {"min", "max"});
   BucketSpec spec{dim, 1, 1};
-  if (const Json* min = b.find("min")) spec.min = int_at_least(*min, 1, path + ".min", issue);
-  spec.max = int_at_least(required(b, path, "max", "an integer >= min", issue), spec.min, path + ".max", issue);
+  if (const Json* min = b.find("min")) spec.min = bucket_end(*min, 1, path + ".min", issue);
+  spec.max = bucket_end(required(b, path, "max", "an integer >= min", issue), spec.min, path + ".max", issue);
   return spec;
 }
 
@@ -110,16 +116,30 @@ PresetOp parse_op(const Json& op, size_t index, int tp, const PresetIssue& issue
   return out;
 }
 
+// A preset file is a small regular file: anything else (a device such as /dev/zero, a FIFO, a directory) or a
+// file above kMaxPresetFileBytes is refused before it is read, and at most that many bytes are ever read.
 std::string read_file(const std::string& path) {
+  const auto cannot = [&](const std::string& why) {
+    return Error(Status::not_found, "presets",
+                 fmt::format("{}: cannot read the preset file ({}); pass an existing JSON file or one of the names "
+                             "`ktune presets` lists", path, why));
+  };
+  const auto too_large = [&] {
+    return Error(Status::invalid_argument, "presets",
+                 fmt::format("{}: the preset file is larger than {} bytes (the cap for a preset)", path,
+                             kMaxPresetFileBytes));
+  };
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) throw cannot(std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw cannot("not a regular file");
+  if (st.st_size > static_cast<off_t>(kMaxPresetFileBytes)) throw too_large();
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error(Status::not_found, "presets",
-                fmt::format("{}: cannot read the preset file ({}); pass an existing JSON file or one of the names "
-                            "`ktune presets` lists", path, std::strerror(errno)));
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  if (!in) throw cannot(std::strerror(errno));
+  std::string text(kMaxPresetFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxPresetFileBytes) throw too_large();  // it grew after the stat
+  return text;
 }
 
 bool is_file(const std::string& path) {

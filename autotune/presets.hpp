@@ -37,9 +37,13 @@ struct Preset {
 // Names of the embedded presets, including the listed tensor-parallel variants ("llama-3.1-70b-tp8").
 KTUNE_API std::vector<std::string> preset_names();
 
+// Preset files larger than this are refused before they are read.
+constexpr size_t kMaxPresetFileBytes = size_t{16} << 20;
+
 // An embedded preset by name, "NAME-tpN" for any embedded NAME, or a JSON file (a path: contains '/', ends in
 // ".json", or names an existing file). tp, when given, overrides the preset's. Throws Error(not_found) for an
-// unknown name or unreadable file, Error(invalid_argument) for invalid content.
+// unknown name, an unreadable file or one that is not a regular file, Error(invalid_argument) for a file above
+// kMaxPresetFileBytes or invalid content.
 KTUNE_API Preset load_preset(const std::string& name_or_path, std::optional<int> tp = std::nullopt);
 
 // Parses and validates preset JSON; origin prefixes every error message. Throws Error(invalid_argument).

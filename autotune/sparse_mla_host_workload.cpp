@@ -52,8 +52,13 @@ class SparseMlaHostWorkload final : public Workload {
   }
 
   void prepare(const std::string& config) override {
-    sparse_mla_decode_host_kernel(rt_, p_, config);  // load (or compile) first: timing never includes it
-    launch(config, nullptr);                         // and touch the inputs once
+    sparse_mla_decode_host_kernel(rt_, p_, chosen(config).config);  // load (or compile) first: not timed
+    launch(config, nullptr);                                        // and touch the inputs once
+  }
+
+  ChosenConfig chosen(const std::string& config) override {
+    const SparseMlaHostPlan plan = sparse_mla_decode_host_plan(rt_, p_, num_tokens_, 0, forced_config(config));
+    return {plan.config, plan.source};
   }
 
   void launch(const std::string& config, void*) override {
@@ -62,7 +67,7 @@ class SparseMlaHostWorkload final : public Workload {
     next_ = (next_ + 1) % copies_.size();
     a.q = c.q.data();
     a.kv_cache = c.kv.data();
-    a.config = config.c_str();
+    a.config = forced_config(config);
     sparse_mla_decode_host(rt_, p_, a, 0);
   }
 

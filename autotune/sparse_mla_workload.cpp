@@ -92,10 +92,15 @@ class SparseMlaWorkload final : public Workload {
   }
 
   void prepare(const std::string& config) override {
-    const SparseMlaDecodePlan plan = sparse_mla_decode_plan(rt_, p_, num_tokens_, config.c_str());
+    const SparseMlaDecodePlan plan = sparse_mla_decode_plan(rt_, p_, num_tokens_, forced_config(config));
     grow_workspace(plan.workspace_bytes);
     launch(config, nullptr);  // loads (or compiles) the kernel; timing never includes it
     check_cu(driver().cuCtxSynchronize(), "sparse_mla_decode workload: first call");
+  }
+
+  ChosenConfig chosen(const std::string& config) override {
+    const SparseMlaDecodePlan plan = sparse_mla_decode_plan(rt_, p_, num_tokens_, forced_config(config));
+    return {plan.config, plan.source};
   }
 
   void launch(const std::string& config, void* stream) override {
@@ -105,7 +110,7 @@ class SparseMlaWorkload final : public Workload {
     a.q = c.q.get();
     a.kv_cache = c.kv.get();
     a.out = c.out.get();
-    a.config = config.c_str();
+    a.config = forced_config(config);
     sparse_mla_decode(rt_, p_, a, stream);
   }
 

@@ -101,6 +101,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
   std::vector<CompileJob> jobs;
   std::set<std::string> seen;
   std::map<std::string, std::string> problem_keys;  // problem_json -> key, per family
+  std::map<std::string, std::string> rejected;      // problem_json -> the family's reason, per family
   for (const WorkItem& item : plan) {
     if (!known_family(item.family)) continue;
     const FamilyInfo& fam = family(item.family);
@@ -108,7 +109,8 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     try {
       pk = fam.problem_from_json(item.problem_json);
     } catch (const Error& e) {
-      continue;  // reported per item below
+      rejected.emplace(item.family + "\n" + item.problem_json, e.what());  // reported once per op below
+      continue;
     }
     problem_keys[item.family + "\n" + item.problem_json] = pk;
     Arch arch = Arch::parse(item.arch);
@@ -153,7 +155,12 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     }
     auto pk_it = problem_keys.find(item.family + "\n" + item.problem_json);
     if (pk_it == problem_keys.end()) {
-      w.status = "failed: the family rejected the problem";
+      // One failure per rejected op (not per bucket), naming the op and the family's reason.
+      auto why = rejected.find(item.family + "\n" + item.problem_json);
+      if (why == rejected.end() || why->second.empty()) continue;
+      w.status = fmt::format("failed: {} {}: the family rejected the problem: {}",
+                             item.labels.size() == 1 ? "op" : "ops", fmt::join(item.labels, ", "), why->second);
+      why->second.clear();
       report.failed++;
       report.items.push_back(w);
       continue;
@@ -218,62 +225,6 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     if (opt.progress) opt.progress(w.tuning_key, done, plan.size());
   }
   report.wall_ms = ms_since(wall0);
-  return report;
-}
-
-ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_tokens, bool preload,
-                    const std::string& arch_in) {
-  if (arch_in == "host") return replay_on_host(rt, preset_in, max_total_tokens, preload);
-  ReplayReport report;
-  int64_t tunings_before = tunings_performed();
-  Preset preset = with_pow2_buckets(preset_in);
-  std::string arch = rt.current_arch().str();
-  const DriverApi& cu = driver();
-  CUstream stream = nullptr;
-  check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-
-  struct Prepared {
-    std::unique_ptr<Workload> workload;
-    ReplayOp op;
-  };
-  std::vector<Prepared> ops;
-  for (const WorkItem& item : make_plan(preset, {arch})) {
-    if (!known_family(item.family) || total_tokens(item) > max_total_tokens) continue;
-    const FamilyInfo& fam = family(item.family);
-    std::string pk = fam.problem_from_json(item.problem_json);
-    Prepared p;
-    p.op.tuning_key = tuning_key(pk, short_buckets(item));
-    p.op.config = rt.tuned_config(item.family, p.op.tuning_key);
-    p.op.tuned = !p.op.config.empty();
-    p.workload = workload_factory(item.family)(rt, pk, short_buckets(item));
-    ops.push_back(std::move(p));
-  }
-  auto sync = [&] { check_cu(cu.cuStreamSynchronize(stream), "cuStreamSynchronize"); };
-  if (preload) {
-    auto t0 = Clock::now();
-    for (auto& p : ops) p.workload->prepare(p.op.config);
-    report.load_all_ms = ms_since(t0);
-  }
-  for (auto& p : ops) {
-    sync();
-    auto t0 = Clock::now();
-    p.workload->launch(p.op.config, stream);
-    sync();
-    p.op.first_call_ms = ms_since(t0);
-    std::vector<double> steady;
-    for (int i = 0; i < 15; ++i) {
-      t0 = Clock::now();
-      p.workload->launch(p.op.config, stream);
-      sync();
-      steady.push_back(ms_since(t0));
-    }
-    std::sort(steady.begin(), steady.end());
-    p.op.steady_call_ms = steady[steady.size() / 2];
-    report.ops.push_back(p.op);
-  }
-  cu.cuStreamDestroy(stream);
-  report.stats = rt.stats();
-  report.tunings = tunings_performed() - tunings_before;
   return report;
 }
 

@@ -52,8 +52,11 @@ struct WarmupReport {
 KTUNE_API WarmupReport warmup(Runtime& rt, const Preset& preset, const WarmupOptions& options);
 
 struct ReplayOp {
-  std::string tuning_key, config;
-  bool tuned = false;            // a tuned config was found (else the default was used)
+  std::string family, tuning_key;
+  std::vector<std::string> labels;  // the preset ops this key serves
+  std::string config;            // the config the runtime chose for the engine call (its plan)
+  std::string source;            // why: "tuned" (this device's row) or "default" (no usable row)
+  bool tuned = false;            // source == "tuned"
   double first_call_ms = 0;      // the first call: module load from the cache + launch + completion
   double steady_call_ms = 0;     // median of later calls (launch + completion)
 };
@@ -65,9 +68,11 @@ struct ReplayReport {
   double load_all_ms = 0;        // preloading every op's kernel from the cache (what a server does at start)
 };
 
-// Needs a current CUDA context. preload: load every op's kernel before timing first calls (a server would);
-// otherwise the first call includes the module load. arch "host": replays the host keys on the CPU instead
-// (no GPU needed; pass WarmupOptions::host_max_total_tokens as max_total_tokens to replay what warmup tuned).
+// Every op is called through the family's engine entry point with no forced config; the config the runtime
+// chose and its source are reported per op. Needs a current CUDA context. preload: load every op's kernel
+// before timing first calls (a server would); otherwise the first call includes the module load. arch
+// "host": replays the host keys on the CPU instead (no GPU needed; pass WarmupOptions::host_max_total_tokens
+// as max_total_tokens to replay what warmup tuned). (replay.cpp)
 KTUNE_API ReplayReport replay(Runtime& rt, const Preset& preset, int64_t max_total_tokens, bool preload,
                               const std::string& arch = "");
 

@@ -82,8 +82,13 @@ class XqaHostWorkload final : public Workload {
   }
 
   void prepare(const std::string& config) override {
-    xqa_decode_host_kernel(rt_, p_, config);  // load (or compile) first: timing never includes it
-    launch(config, nullptr);                  // and touch the inputs once
+    xqa_decode_host_kernel(rt_, p_, chosen(config).config);  // load (or compile) first: timing never includes it
+    launch(config, nullptr);                                 // and touch the inputs once
+  }
+
+  ChosenConfig chosen(const std::string& config) override {
+    const XqaHostPlan plan = xqa_decode_host_plan(rt_, p_, batch_, seq_len_, 0, forced_config(config));
+    return {plan.config, plan.source};
   }
 
   void launch(const std::string& config, void*) override {
@@ -93,7 +98,7 @@ class XqaHostWorkload final : public Workload {
     a.q = c.q.data();
     a.kv_cache = c.kv.data();
     a.out = out_.data();
-    a.config = config.c_str();
+    a.config = forced_config(config);
     xqa_decode_host(rt_, p_, a, 0);
   }
 

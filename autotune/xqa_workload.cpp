@@ -121,11 +121,16 @@ class XqaWorkload final : public Workload {
   }
 
   void prepare(const std::string& config) override {
-    const XqaDecodePlan plan = xqa_decode_plan(rt_, p_, batch_, seq_len_, config.c_str());
+    const XqaDecodePlan plan = xqa_decode_plan(rt_, p_, batch_, seq_len_, forced_config(config));
     grow_workspace(plan.workspace_bytes);
     // One real call loads (or compiles) the kernel; timing never includes it.
     launch(config, nullptr);
     check_cu(driver().cuCtxSynchronize(), "xqa_decode workload: first call");
+  }
+
+  ChosenConfig chosen(const std::string& config) override {
+    const XqaDecodePlan plan = xqa_decode_plan(rt_, p_, batch_, seq_len_, forced_config(config));
+    return {plan.config, plan.source};
   }
 
   void launch(const std::string& config, void* stream) override {
@@ -135,7 +140,7 @@ class XqaWorkload final : public Workload {
     a.q = c.q.get();
     a.kv_cache = c.kv.get();
     a.out = c.out.get();
-    a.config = config.c_str();
+    a.config = forced_config(config);
     xqa_decode(rt_, p_, a, stream);
   }
 

@@ -1,5 +1,6 @@
-// mxfp4_gemm on the host CPU: the GPU call's argument check -> config (forced / tuned on this host / default)
-// -> Runtime::get_host -> row slabs from the (host) expert offsets -> (slab, N tile) items over the host pool.
+// mxfp4_gemm on the host CPU: the GPU call's argument check -> expert-offset check (host memory) -> config
+// (forced / tuned on this host / default) -> Runtime::get_host -> row slabs from the (host) expert offsets ->
+// (slab, N tile) items over the host pool.
 // The host kernel's entry point is void(const ktune_mxfp4::HostWork&, int begin, int end).
 #include "ktune/mxfp4_gemm_host.hpp"
 
@@ -62,8 +63,20 @@ Resolved resolve(Runtime& rt, const Problem& p, int64_t m, int threads, const ch
   return r;
 }
 
-// Row slabs [expert, first, end) of at most host_slab_rows() rows. Grouped offsets are clamped to [0, m] and made
-// non-decreasing as the device kernel does, so a bad table never reads or writes outside A and C.
+// The expert offsets are host memory here, so they are checked before the kernel reads rows through them:
+// 0 <= offsets[0] <= offsets[1] <= ... <= offsets[num_experts] <= m. The first bad entry is named.
+void check_offsets(const Problem& p, int m, const int32_t* offsets) {
+  if (!p.grouped()) return;
+  int32_t prev = 0;
+  for (int e = 0; e <= p.num_experts; ++e) {
+    if (offsets[e] < prev || offsets[e] > m)
+      bad(fmt::format("expert_offsets[{}]", e),
+          fmt::format("a row offset in [{}, {}] (non-decreasing, at most m)", prev, m), std::to_string(offsets[e]));
+    prev = offsets[e];
+  }
+}
+
+// Row slabs [expert, first, end) of at most host_slab_rows() rows, from checked offsets.
 void make_slabs(const Problem& p, int m, const int32_t* offsets, std::vector<int>& slabs) {
   slabs.clear();
   const auto add_rows = [&](int e, int lo, int hi) {
@@ -74,13 +87,7 @@ void make_slabs(const Problem& p, int m, const int32_t* offsets, std::vector<int
     }
   };
   if (!p.grouped()) return add_rows(0, 0, m);
-  int prev_hi = 0;
-  for (int e = 0; e < p.num_experts; ++e) {
-    const int lo = std::max(std::min(std::max(offsets[e], 0), m), prev_hi);
-    const int hi = std::max(std::min(std::max(offsets[e + 1], 0), m), lo);
-    add_rows(e, lo, hi);
-    prev_hi = hi;
-  }
+  for (int e = 0; e < p.num_experts; ++e) add_rows(e, offsets[e], offsets[e + 1]);
 }
 
 }  // namespace
@@ -103,6 +110,7 @@ const LoadedKernel& mxfp4_gemm_host_kernel(Runtime& rt, const Problem& p, const 
 
 void mxfp4_gemm_host(Runtime& rt, const Problem& p, const Mxfp4GemmArgs& a, int threads) {
   mxfp4_gemm_validate(p, a);
+  check_offsets(p, a.m, a.expert_offsets);
   const Resolved r = resolve(rt, p, a.m, threads, a.config);
   const LoadedKernel& kernel = mxfp4_gemm_host_kernel(rt, p, r.config.key());
   if (kernel.functions.empty())

@@ -1,6 +1,8 @@
-// xqa_decode on the host CPU: argument check (shared with the GPU call) -> config (forced / tuned on this
-// host / default) -> split plan from the thread count -> Runtime::get_host -> decode items (and combine rows)
-// over the host pool. The host kernel's entry points are void(const ktune_xqa::Params&, int begin, int end).
+// xqa_decode on the host CPU: argument check (shared with the GPU call) -> index check (host memory can be
+// read here, so a bad block-table entry, seq_len or q_cu_seq_lens value is an error instead of a stray read)
+// -> config (forced / tuned on this host / default) -> split plan from the thread count -> Runtime::get_host
+// -> decode items (and combine rows) over the host pool. The host kernel's entry points are
+// void(const ktune_xqa::Params&, int begin, int end).
 #include "ktune/xqa_decode_host.hpp"
 
 #include <algorithm>
@@ -70,6 +72,44 @@ Resolved resolve(Runtime& rt, const Problem& p, int batch, int max_seq_len, int 
   return r;
 }
 
+// The index arrays are host memory here, so they are checked before the kernel reads through them (a bad
+// entry is an error naming the argument, the request and the value, never a stray read): q_cu_seq_lens
+// non-decreasing in [0, num_tokens] with at most max_q_len tokens a request; each seq_len in [0, max_seq_len]
+// and, for a request with query tokens, at least its query length; and every block-table entry the request
+// reads (the first ceil(seq_len / page_size) of its row) a page in [0, num_pages).
+void check_indices(const Problem& p, const XqaDecodeArgs& a) {
+  if (a.q_cu_seq_lens) {
+    if (a.q_cu_seq_lens[0] != 0) bad("q_cu_seq_lens[0]", "0", std::to_string(a.q_cu_seq_lens[0]));
+    for (int b = 0; b < a.batch; ++b) {
+      const int32_t lo = a.q_cu_seq_lens[b], hi = a.q_cu_seq_lens[b + 1];
+      if (hi < lo || hi > a.num_tokens || hi - lo > p.max_q_len)
+        bad(fmt::format("q_cu_seq_lens[{}] (request {})", b + 1, b),
+            fmt::format("a value in [{}, {}] (non-decreasing, at most max_q_len {} tokens a request, total <= "
+                        "num_tokens {})", lo, std::min<int64_t>(a.num_tokens, int64_t{lo} + p.max_q_len),
+                        p.max_q_len, a.num_tokens),
+            std::to_string(hi));
+    }
+  }
+  for (int b = 0; b < a.batch; ++b) {
+    const int32_t len = a.seq_lens[b];
+    const int n = a.q_cu_seq_lens ? a.q_cu_seq_lens[b + 1] - a.q_cu_seq_lens[b] : a.q_len_per_req;
+    if (len < 0 || len > a.max_seq_len)
+      bad(fmt::format("seq_lens[{}] (request {})", b, b), fmt::format("0..max_seq_len ({})", a.max_seq_len),
+          std::to_string(len));
+    if (len == 0 || n == 0) continue;  // padding: the kernel reads nothing for it
+    if (len < n)
+      bad(fmt::format("seq_lens[{}] (request {})", b, b),
+          fmt::format(">= its {} query tokens (the KV length includes this step's tokens), or 0", n),
+          std::to_string(len));
+    const int32_t* row = a.block_tables + int64_t{b} * a.max_pages_per_req;
+    const int pages = (len + p.page_size - 1) / p.page_size;
+    for (int i = 0; i < pages; ++i)
+      if (row[i] < 0 || row[i] >= a.num_pages)
+        bad(fmt::format("block_tables[{}][{}] (request {}, page {} of {})", b, i, b, i, pages),
+            fmt::format("a page index in [0, {}) (num_pages)", a.num_pages), std::to_string(row[i]));
+  }
+}
+
 // Split-KV partials when the caller passes no workspace: one buffer per calling thread, grown as needed.
 float* scratch_workspace(size_t bytes) {
   thread_local std::vector<float> buf;
@@ -109,6 +149,7 @@ void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int 
     if (!v.workspace) v.num_splits = 0;
     xqa_decode_validate(p, v);
   }
+  check_indices(p, a);
   const Resolved r = resolve(rt, p, a.batch, a.max_seq_len, threads, a.config, a.num_splits);
   const LoadedKernel& kernel = xqa_decode_host_kernel(rt, p, r.config_key);
   if (kernel.functions.size() < 2)

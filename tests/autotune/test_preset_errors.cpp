@@ -93,7 +93,10 @@ TEST_CASE("autotune presets: bad input names the field path", "[autotune]") {
   expect_error(preset(R"({"label": "a", "family": "xqa_decode", "arches": ["sm_90a", "hopper"], "problem": {"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8}})"),
                R"(ops[0].arches[1]: expected an arch name like "sm_90a", got "hopper")");
   expect_error(preset(kAttn, R"({"batch": {"min": 8, "max": 4}, "seq_len": {"max": 8192}})"),
-               "buckets.batch.max: expected an integer >= 8, got 4");
+               "buckets.batch.max: expected an integer in 8..1073741824, got 4");
+  // 2^30 + 1 would round up to 2^31, which wraps to a negative int bucket.
+  expect_error(preset(kAttn, R"({"batch": {"max": 4}, "seq_len": {"max": 1073741825}})"),
+               "buckets.seq_len.max: expected an integer in 1..1073741824, got 1073741825");
   expect_error(preset(kAttn, R"({"batch": {"max": 4}})"), "buckets.seq_len: required field missing");
   expect_error(preset(kAttn, R"({"batch": {"max": 4, "step": 2}, "seq_len": {"max": 8192}})"),
                "buckets.batch.step: unknown field (expected one of min, max)");

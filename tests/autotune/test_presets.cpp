@@ -208,7 +208,9 @@ TEST_CASE("autotune presets: command-line overrides", "[autotune]") {
   CHECK_THROWS_WITH(with_overrides(base, std::string("int4"), std::nullopt, std::nullopt, std::nullopt),
                     Catch::Contains("kv_dtype: expected one of \"bf16\", \"fp16\", \"fp8\", got \"int4\""));
   CHECK_THROWS_WITH(with_overrides(base, std::nullopt, 0, std::nullopt, std::nullopt),
-                    Catch::Contains("max_batch: expected a positive integer, got 0"));
+                    Catch::Contains("max_batch: expected an integer in 1..1073741824"));
+  CHECK_THROWS_WITH(with_overrides(base, std::nullopt, std::nullopt, 1073741825, std::nullopt),
+                    Catch::Contains("max_seq_len: expected an integer in 1..1073741824"));
   CHECK_THROWS_WITH(with_overrides(base, std::nullopt, std::nullopt, -5, std::nullopt),
                     Catch::Contains("max_seq_len"));
   CHECK_THROWS_WITH(with_overrides(base, std::nullopt, std::nullopt, std::nullopt, -1),

@@ -50,6 +50,6 @@ replay="$("$ktune" replay --preset deepseek-v3.2 --arch host --max-batch 2 --jso
 echo "replay (deepseek-v3.2): $replay"
 [[ "$(field compiles "$replay")" == 0 && "$(field tunings "$replay")" == 0 && "$(field tuning_misses "$replay")" == 0 ]] ||
   { echo "FAIL: deepseek replay compiled, tuned or missed"; exit 1; }
-[[ "$(grep -o '"key": "h128.r512.d64.k2048.p64.bf16-fp8ds.q1|b' <<<"$replay" | wc -l)" == 2 ]] ||
+[[ "$(grep -o '"key": *"h128.r512.d64.k2048.p64.bf16-fp8ds.q1|b' <<<"$replay" | wc -l)" == 2 ]] ||
   { echo "FAIL: deepseek replay did not run the 2 sparse MLA keys"; exit 1; }
 echo "host deepseek-v3.2: 2 sparse MLA keys tuned; replay 0 compiles, 0 tunings"

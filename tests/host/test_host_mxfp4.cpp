@@ -232,12 +232,18 @@ TEST_CASE("host mxfp4_gemm grouped (MoE): uneven and empty experts", "[host][mxf
     a.m = 0;
     mxfp4_gemm_host(host_runtime(), p, a, 0);  // m = 0: nothing to do, nothing written
     CHECK(dummy[0] == 0);
-    // A bad table (decreasing, past m): clamped to [0, m] and made non-decreasing, as on the device.
-    Case bad;
-    bad.offsets = {-5, 50, 20, 200, 10, 60};
-    bad.check_offsets = {0, 50, 50, 60, 60, 60};
-    bad.m = 60;
-    check(p, W, bad, rng, "grouped bad offsets");
+    // A bad table (negative, decreasing, past m) is refused naming the first bad entry: the offsets are host
+    // memory, so the host call checks them before any row is read or written.
+    const std::vector<std::pair<std::vector<int32_t>, std::string>> bad_tables = {
+        {{-5, 50, 50, 60, 60, 60}, "expert_offsets[0]: expected a row offset in [0, 60]"},
+        {{0, 50, 20, 60, 60, 60}, "expert_offsets[2]: expected a row offset in [50, 60]"},
+        {{0, 10, 20, 200, 200, 200}, "expert_offsets[3]: expected a row offset in [20, 60]"}};
+    for (const auto& [table, message] : bad_tables) {
+      a.m = 60;
+      a.expert_offsets = table.data();
+      CHECK_THROWS_WITH(mxfp4_gemm_host(host_runtime(), p, a, 0), Catch::Contains(message));
+      CHECK(dummy[0] == 0);
+    }
   }
 }
 

@@ -5,7 +5,7 @@
 namespace ktune::cli {
 
 Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>& valued,
-           const std::vector<std::string>& flags) {
+           const std::vector<std::string>& flags, size_t max_positional) {
   auto known = [](const std::vector<std::string>& v, const std::string& n) {
     return std::find(v.begin(), v.end(), n) != v.end();
   };
@@ -30,11 +30,15 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>&
         if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");
         value = argv[++i];
       }
+      if (value.empty()) throw UsageError("--" + name + " needs a non-empty value");
       values_[name] = value;
     } else {
       throw UsageError("unknown option --" + name + " (see --help)");
     }
   }
+  if (positional_.size() > max_positional)
+    throw UsageError("unexpected argument '" + positional_[max_positional] +
+                     "' (options are --name value; see --help)");
 }
 
 std::string Args::get(const std::string& name, const std::string& fallback) const {
@@ -42,17 +46,22 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
   return it == values_.end() ? fallback : it->second;
 }
 
-int Args::get_int(const std::string& name, int fallback) const {
+int Args::get_int(const std::string& name, int fallback, int min, int max) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
+  const std::string range = min == INT_MIN && max == INT_MAX ? "an integer"
+                            : max == INT_MAX ? "an integer >= " + std::to_string(min)
+                                             : "an integer in " + std::to_string(min) + ".." + std::to_string(max);
+  long long v = 0;
   try {
     size_t used = 0;
-    int v = std::stoi(it->second, &used);
+    v = std::stoll(it->second, &used);
     if (used != it->second.size()) throw std::invalid_argument("trailing");
-    return v;
   } catch (const std::exception&) {
-    throw UsageError("--" + name + ": expected an integer, got '" + it->second + "'");
+    throw UsageError("--" + name + ": expected " + range + ", got '" + it->second + "'");
   }
+  if (v < min || v > max) throw UsageError("--" + name + ": expected " + range + ", got " + it->second);
+  return static_cast<int>(v);
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

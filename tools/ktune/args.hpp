@@ -1,6 +1,7 @@
 // Command-line parsing for ktune subcommands: `--name value`, `--name=value`, boolean `--flag`.
 #pragma once
 
+#include <climits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -14,12 +15,14 @@ struct UsageError : std::runtime_error {
 
 class Args {
  public:
-  // `flags` are options that take no value; every other --option takes one. Unknown options are errors.
+  // `flags` are options that take no value; every other --option takes one, and an empty value is an error.
+  // Unknown options are errors, and so are more than `max_positional` arguments that are not options.
   Args(const std::vector<std::string>& argv, const std::vector<std::string>& valued,
-       const std::vector<std::string>& flags);
+       const std::vector<std::string>& flags, size_t max_positional = 0);
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::string get(const std::string& name, const std::string& fallback = "") const;
-  int get_int(const std::string& name, int fallback) const;
+  // The integer value of --name (fallback when absent); a value outside [min, max] is a UsageError.
+  int get_int(const std::string& name, int fallback, int min = INT_MIN, int max = INT_MAX) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -12,10 +12,17 @@
 namespace ktune::cli {
 namespace {
 
-const char* kHelp = R"(usage: ktune cache <ls|show|stats|verify|prune|export|merge|keygen|sign> [options]
+const char* kHelp = R"(usage: ktune cache <ls|show|stats|check|verify|prune|export|merge|keygen|sign> [options]
   ls     [--family F] [--json]            one row per binary: readable name, arch, compiler, size, layer
   show   KEY [--json]                     tuning rows whose key contains KEY: every candidate and the winner
   stats  [--json]                         per layer: binaries, tuning rows, bytes; per family/arch counts
+  check  --preset NAME|FILE [--arch A[,A...]] [--device NAME | --fingerprint FILE] [warmup's bucket options]
+         [--json]                         coverage of a preset, no GPU needed: per key, whether the default and
+                                          the tuned binary are in a layer (the runtime's lookup, KTUNE_JIT=0)
+                                          and whether a tuning row exists for the device (--device: by name;
+                                          --fingerprint: a fingerprint line or `ktune info --json` output;
+                                          default: GPU 0 if any). --arch default: the fingerprint's arch, else
+                                          every default arch. Exit 1 when a binary is missing
   verify [--pubkey P[:P2...]] [--load] [--json]
                                           SQLite integrity + SHA-256 of every blob and row digest, and every
                                           blob's binding symbol and entry points in its symbol table; exit 1
@@ -200,8 +207,10 @@ int cmd_cache(const std::vector<std::string>& argv) {
       fmt::print("{}", kHelp);
       return 0;
     }
+  if (sub == "check") return cmd_cache_check(rest);
+  // `show KEY` is the one subcommand with a positional argument.
   Args args(rest, {"cache", "family", "out", "from", "key", "pubkey"},
-            {"json", "stale-compiler", "stale-ktune", "load"});
+            {"json", "stale-compiler", "stale-ktune", "load"}, sub == "show" ? 1 : 0);
   std::string cache = args.get("cache", default_cache_path());
   if (sub == "ls") return ls(args, cache);
   if (sub == "show") return show(args, cache);
@@ -233,7 +242,8 @@ int cmd_cache(const std::vector<std::string>& argv) {
                     m.binaries_added, m.binaries_skipped, m.tuning_added + m.tuning_updated, m.damaged_skipped);
     return 0;
   }
-  throw UsageError("unknown cache subcommand '" + sub + "' (ls, show, stats, verify, prune, export, merge, keygen, sign)");
+  throw UsageError("unknown cache subcommand '" + sub +
+                   "' (ls, show, stats, check, verify, prune, export, merge, keygen, sign)");
 }
 
 }  // namespace ktune::cli

@@ -1,10 +1,12 @@
 // ktune compile: build kernels for explicit arches into the cache, on a thread pool. Needs no GPU.
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "arch_options.hpp"
 #include "args.hpp"
 #include "commands.hpp"
 #include "json_writer.hpp"
@@ -26,8 +28,8 @@ const char* kHelp = R"(usage: ktune compile --family F --arch A[,A...] [--proble
   naming the path and the reason when no layer is writable or a result could not be stored, and refuses to
   run under KTUNE_JIT=0.
   --problem KEY   a readable problem key (as `ktune cache ls` prints it); repeatable with ';'
-  --config JSON   a JSON object of problem fields (docs/families.md); without --problem/--config the family's
-                  example problems are compiled
+  --config JSON   a JSON object of problem fields (as in a preset's ops, docs/presets.md); without
+                  --problem/--config the family's example problems are compiled
   --all-configs   every candidate tile config of the search space, not just the default
   -j N            parallel compiles (default: number of cores)
   --json          one JSON object: {"compiled": N, "cache_hits": N, "failed": N, "kernels": [...]}
@@ -50,12 +52,14 @@ int cmd_compile(const std::vector<std::string>& argv) {
   if (!args.has("family")) throw UsageError("--family is required");
   if (!args.has("arch")) throw UsageError("--arch is required (e.g. --arch sm_90a,sm_120a)");
   const FamilyInfo& fam = family(args.get("family"));
-  std::vector<Arch> arches;
-  for (const auto& a : split(args.get("arch"), ',')) arches.push_back(Arch::parse(a));
+  const std::vector<Arch> arches = parse_arch_option(args.get("arch"), true);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int workers = args.get_int("jobs", cores, 1, 1024);
 
   std::vector<std::string> problems;
   if (args.has("problem")) {
     for (const auto& p : split(args.get("problem"), ';')) problems.push_back(fam.canonical_problem(p));
+    if (problems.empty()) throw UsageError("--problem: expected one or more problem keys separated by ';'");
   } else if (args.has("config")) {
     problems.push_back(fam.problem_from_json(args.get("config")));
   } else {
@@ -75,8 +79,6 @@ int cmd_compile(const std::vector<std::string>& argv) {
   Runtime rt(offline_runtime_options("compile", args.get("cache")));
   require_writable_layer(rt, "compile");
 
-  int workers = args.get_int("jobs", static_cast<int>(std::thread::hardware_concurrency()));
-  if (workers < 1) workers = 1;
   bool json = args.has("json");
   Progress progress("compile", static_cast<int>(jobs.size()), json);
   std::atomic<size_t> next{0};

@@ -78,7 +78,6 @@ int cmd_report(const std::vector<std::string>& argv_in) {
     if (a == "-o") a = "--out";
   }
   Args args(argv, {"cache", "out", "family"}, {"json"});
-  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "'");
   if (!args.has("out") || args.get("out").empty()) throw UsageError("report needs -o FILE (the HTML page to write)");
   if (args.get("out") == "-" && args.has("json")) throw UsageError("--json prints to stdout: give -o FILE, not -");
   report::Input in;

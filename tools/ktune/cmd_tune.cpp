@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "args.hpp"
+#include "autotune/buckets.hpp"
 #include "autotune/host_tuner.hpp"
 #include "autotune/tuner.hpp"
 #include "commands.hpp"
@@ -41,9 +42,11 @@ int cmd_tune(const std::vector<std::string>& argv) {
   else if (args.has("config")) problem = fam.problem_from_json(args.get("config"));
   else throw UsageError("give --problem KEY or --config JSON");
   std::vector<std::pair<std::string, int64_t>> buckets;
-  if (args.has("batch")) buckets.emplace_back("b", bucket_pow2_ceil(args.get_int("batch", 1)));
-  if (args.has("max-seq-len")) buckets.emplace_back("l", bucket_pow2_ceil(args.get_int("max-seq-len", 1)));
-  if (args.has("tokens")) buckets.emplace_back("m", bucket_pow2_ceil(args.get_int("tokens", 1)));
+  constexpr int kMaxBucket = autotune::kMaxBucketValue;  // rounded up to a power of two, still an int
+  if (args.has("batch")) buckets.emplace_back("b", bucket_pow2_ceil(args.get_int("batch", 1, 1, kMaxBucket)));
+  if (args.has("max-seq-len"))
+    buckets.emplace_back("l", bucket_pow2_ceil(args.get_int("max-seq-len", 1, 1, kMaxBucket)));
+  if (args.has("tokens")) buckets.emplace_back("m", bucket_pow2_ceil(args.get_int("tokens", 1, 1, kMaxBucket)));
   if (!host) {
     if (system_info().devices.empty())
       throw UsageError("tune needs a GPU (use ktune compile to build without one, or --arch host)");

@@ -9,6 +9,7 @@ namespace ktune::cli {
 int cmd_info(const std::vector<std::string>& args);
 int cmd_compile(const std::vector<std::string>& args);
 int cmd_cache(const std::vector<std::string>& args);
+int cmd_cache_check(const std::vector<std::string>& args);  // `ktune cache check`
 int cmd_warmup(const std::vector<std::string>& args);
 int cmd_replay(const std::vector<std::string>& args);
 int cmd_presets(const std::vector<std::string>& args);

@@ -8,6 +8,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "ktune/error.hpp"
+#include "ktune/runtime.hpp"
 
 namespace {
 
@@ -20,12 +21,13 @@ commands:
   tune      tune one key on this GPU and print the candidate table
   replay    run a preset's request buckets from the cache: compiles, tunings, first vs steady call
   presets   list the embedded model presets
-  cache     ls | stats | show | verify | prune | export | merge | keygen | sign
+  cache     ls | stats | show | check | verify | prune | export | merge | keygen | sign
   prepack   reorder an MXFP4 weight into the mxfp4_gemm kernel layout (records its layout version)
   report    write a self-contained HTML tuning report (charts, rooflines, cache contents) of a cache
 
 Every command takes --help. Commands that touch a cache take --cache PATH (default: $KTUNE_CACHE or
-~/.cache/ktune/ktune.db); --json prints one JSON object. Exit status 0 on success.
+~/.cache/ktune/ktune.db); --json prints one JSON object. Exit status 0 on success, 1 on failure, 2 on a
+usage error. ktune --version prints the version.
 )";
 
 }  // namespace
@@ -38,6 +40,14 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "-V" || args[0] == "version") {
+    if (args.size() > 1) {
+      fmt::print(stderr, "ktune --version: unexpected argument '{}'\n", args[1]);
+      return 2;
+    }
+    fmt::print("ktune {}\n", ktune::version());
+    return 0;
   }
   std::string command = args[0];
   args.erase(args.begin());

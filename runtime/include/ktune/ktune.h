@@ -115,6 +115,8 @@ KTUNE_C_API ktune_status ktune_xqa_decode_workspace_bytes_ex(ktune_runtime* runt
                                                              int num_splits, size_t* bytes);
 /* xqa_decode on the host CPU (LLVM host backend, libktune_host.so; docs/host_backend.md): the same problem and
  * arguments with HOST pointers; synchronous; workspace may be NULL; `config` is a host config ("t64.v16.u4").
+ * A block-table entry outside [0, num_pages), a seq_len outside [0, max_seq_len] or a bad q_cu_seq_lens entry
+ * is KTUNE_ERROR_INVALID_ARGUMENT naming the argument, request and value (nothing is written).
  * threads <= 0: every hardware thread. Without the plugin: KTUNE_ERROR_NO_COMPILER naming where it looked. */
 KTUNE_C_API ktune_status ktune_xqa_decode_host(ktune_runtime* runtime, const char* problem_key,
                                                const ktune_xqa_args* args, int threads);
@@ -196,7 +198,8 @@ KTUNE_C_API ktune_status ktune_mxfp4_gemm(ktune_runtime* runtime, const char* pr
 KTUNE_C_API ktune_status ktune_mxfp4_grouped_gemm(ktune_runtime* runtime, const char* problem_key,
                                                   const ktune_mxfp4_args* args, void* stream);
 /* mxfp4_gemm on the host CPU (LLVM host backend, libktune_host.so; docs/host_backend.md): the same problem and
- * arguments with HOST pointers (the same prepacked weight; grouped expert_offsets in host memory); synchronous;
+ * arguments with HOST pointers (the same prepacked weight; grouped expert_offsets in host memory, which must be
+ * non-decreasing in [0, m], else KTUNE_ERROR_INVALID_ARGUMENT naming the entry); synchronous;
  * `config` is a host config ("bm4.tn2.kt4"). threads <= 0: every hardware thread. Without the plugin:
  * KTUNE_ERROR_NO_COMPILER naming where it looked. */
 KTUNE_C_API ktune_status ktune_mxfp4_gemm_host(ktune_runtime* runtime, const char* problem_key,

@@ -9,8 +9,9 @@
 //   ktune::mxfp4_gemm_host(rt, problem, a, /*threads=*/0);          // returns when C is written
 //
 // Differences from the GPU call: every pointer is host memory (the weight is the same prepacked layout,
-// mxfp4::prepack_host); the call is synchronous; expert_offsets are read on the host (clamped to [0, m] and made
-// non-decreasing exactly as the device does); the config is tuned per host fingerprint
+// mxfp4::prepack_host); the call is synchronous; expert_offsets are read on the host and must be
+// non-decreasing in [0, m] (the first bad entry is Error(invalid_argument) naming it; the device kernel, which
+// cannot report, clamps instead); the config is tuned per host fingerprint
 // (Runtime::host_tuned_config, same tuning key as the GPU) and is a host config ("bm4.tn2.kt4"). Needs
 // libktune_host.so (else Error(no_compiler, "host", ...)).
 #pragma once
@@ -38,7 +39,8 @@ KTUNE_API Mxfp4HostPlan mxfp4_gemm_host_plan(Runtime& rt, const mxfp4::Problem& 
                                              const char* config = nullptr);
 
 // Dense or grouped (problem.num_experts > 1) GEMM on the calling thread plus up to threads - 1 pool threads.
-// Arguments are checked by mxfp4_gemm_validate, the GPU call's check (errors name the field).
+// Arguments are checked by mxfp4_gemm_validate, the GPU call's check (errors name the field), then the
+// grouped expert offsets.
 KTUNE_API void mxfp4_gemm_host(Runtime& rt, const mxfp4::Problem& problem, const Mxfp4GemmArgs& args,
                                int threads = 0);
 

@@ -35,7 +35,9 @@ KTUNE_API XqaHostPlan xqa_decode_host_plan(Runtime& rt, const xqa::Problem& prob
                                            int threads = 0, const char* config = nullptr, int num_splits = 0);
 
 // Runs the decode (and, when split, the combine) on the calling thread plus up to threads - 1 pool threads.
-// Arguments are checked as by xqa_decode_validate (errors name the field).
+// Arguments are checked as by xqa_decode_validate (errors name the field), then the index arrays, which are
+// host memory here: q_cu_seq_lens, seq_lens and every block-table entry a request reads (the first bad one is
+// Error(invalid_argument) naming the argument, request, value and allowed range; nothing is written).
 KTUNE_API void xqa_decode_host(Runtime& rt, const xqa::Problem& problem, const XqaDecodeArgs& args, int threads = 0);
 
 // The loaded host kernel of (problem, config), compiling it if needed and allowed: warm-up without a call.

@@ -1,0 +1,138 @@
+// Replay: every request bucket of a preset once from the cache, through the family call an engine makes (no
+// forced config), on the current GPU or on the host CPU. What each op ran is the family's plan of that same
+// call (the resolve step its launch uses), so the report says which config the runtime chose and why
+// (tuned row or default), and a cache with binaries but no tuning rows replays on its defaults.
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "autotune/host_workload.hpp"
+#include "autotune/plan.hpp"
+#include "autotune/warmup.hpp"
+#include "autotune/workload.hpp"
+#include "driver_api.hpp"
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "ktune/tuning.hpp"
+
+namespace ktune::autotune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+bool known_family(const std::string& name) {
+  for (const auto& f : families())
+    if (f.name == name) return true;
+  return false;
+}
+
+std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& b : item.buckets)
+    out.emplace_back(b.dim == "batch" ? "b" : b.dim == "seq_len" ? "l" : b.dim == "tokens" ? "m" : b.dim, b.value);
+  return out;
+}
+
+int64_t bucket(const WorkItem& item, const char* dim) {
+  for (const auto& b : item.buckets)
+    if (b.dim == dim) return b.value;
+  return 0;
+}
+
+// The items a replay runs: on the host the keys a host warmup tunes (its caps), on a GPU those within the KV
+// capacity given; replaying others would only miss.
+bool replayed(const WorkItem& item, bool host, int64_t max_total_tokens) {
+  if (!known_family(item.family)) return false;
+  if (host)
+    return item_kv_tokens(item) <= max_total_tokens && bucket(item, "tokens") <= WarmupOptions{}.host_max_gemm_tokens;
+  return std::max<int64_t>(bucket(item, "batch"), 1) * std::max<int64_t>(bucket(item, "seq_len"), 1) <=
+         max_total_tokens;
+}
+
+}  // namespace
+
+ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_tokens, bool preload,
+                    const std::string& arch) {
+  const bool host = arch == "host";
+  ReplayReport report;
+  const int64_t tunings_before = tunings_performed();
+  const Preset preset = with_pow2_buckets(preset_in);
+
+  // A GPU replay times every call to completion on one stream; the host calls are synchronous.
+  const detail::DriverApi* cu = host ? nullptr : &detail::driver();
+  CUstream stream = nullptr;
+  if (cu) detail::check_cu(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  const auto sync = [&] {
+    if (cu) detail::check_cu(cu->cuStreamSynchronize(stream), "cuStreamSynchronize");
+  };
+  struct StreamGuard {
+    const detail::DriverApi* cu;
+    CUstream stream;
+    ~StreamGuard() {
+      if (cu && stream) cu->cuStreamDestroy(stream);
+    }
+  } guard{cu, stream};
+
+  struct Prepared {
+    std::unique_ptr<Workload> workload;
+    ReplayOp op;
+  };
+  std::vector<Prepared> ops;
+  for (const WorkItem& item : make_plan(preset, {host ? std::string("host") : rt.current_arch().str()})) {
+    if (!replayed(item, host, max_total_tokens)) continue;
+    std::string pk;
+    try {
+      pk = family(item.family).problem_from_json(item.problem_json);
+    } catch (const Error& e) {
+      throw Error(Status::invalid_argument, "replay",
+                  fmt::format("{} {}: the family rejected the problem: {}", item.labels.size() == 1 ? "op" : "ops",
+                              fmt::join(item.labels, ", "), e.what()));
+    }
+    Prepared p;
+    p.op.family = item.family;
+    p.op.labels = item.labels;
+    p.op.tuning_key = tuning_key(pk, short_buckets(item));
+    p.workload = (host ? host_workload_factory(item.family) : workload_factory(item.family))(rt, pk,
+                                                                                            short_buckets(item));
+    ops.push_back(std::move(p));
+  }
+
+  const std::string engine;  // no forced config: the call an engine makes
+  if (preload) {
+    auto t0 = Clock::now();
+    for (auto& p : ops) p.workload->prepare(engine);
+    report.load_all_ms = ms_since(t0);
+  }
+  const int steady_calls = host ? 5 : 15;
+  for (auto& p : ops) {
+    const ChosenConfig chosen = p.workload->chosen(engine);
+    p.op.config = chosen.config;
+    p.op.source = chosen.source;
+    p.op.tuned = chosen.source == "tuned";
+    sync();
+    auto t0 = Clock::now();
+    p.workload->launch(engine, stream);
+    sync();
+    p.op.first_call_ms = ms_since(t0);
+    std::vector<double> steady;
+    for (int i = 0; i < steady_calls; ++i) {
+      t0 = Clock::now();
+      p.workload->launch(engine, stream);
+      sync();
+      steady.push_back(ms_since(t0));
+    }
+    std::sort(steady.begin(), steady.end());
+    p.op.steady_call_ms = steady[steady.size() / 2];
+    report.ops.push_back(p.op);
+  }
+  report.stats = rt.stats();
+  report.tunings = tunings_performed() - tunings_before;
+  return report;
+}
+
+}  // namespace ktune::autotune

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `ktune cache check` without a GPU (ctest: cli_cache_check): an empty cache misses every binary (exit 1); after
+# `ktune compile` of the preset's problem the default binary is found by the runtime's own lookup (exit 0; no
+# tuning row); a tuning row for an H200 is matched by --device NAME and by --fingerprint FILE (a fingerprint
+# line, or `ktune info --json` output, whose cc9.0 also picks --arch sm_90a), and its winner's binary must be
+# there too (exit 1 while it is not); another device's name matches no row. The check never compiles. Needs
+# NVRTC for the one compile (as cli_compile_cache does).
+# usage: cli_cache_check.sh KTUNE_BINARY
+set -euo pipefail
+K="${1:?usage: cli_cache_check.sh KTUNE_BINARY}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+db="$tmp/c.db"
+preset="$tmp/small.json"
+cat >"$preset" <<'JSON'
+{"name": "small", "description": "one xqa op, two buckets",
+ "buckets": {"batch": {"min": 1, "max": 2}, "seq_len": {"min": 1024, "max": 1024}},
+ "ops": [{"label": "attn", "family": "xqa_decode",
+          "problem": {"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8, "page_size": 32}}]}
+JSON
+P='d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none'
+H200='NVIDIA H200|cc9.0|sm132|memclk3201000|drv13000'
+json() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1], {"d": d}))' "$1"; }
+check() {  # check WANT_STATUS ARGS... -> the JSON output; fails unless the exit status is WANT_STATUS
+  local want="$1" out rc=0
+  shift
+  out="$("$K" cache check --preset "$preset" --cache "$db" --json "$@")" || rc=$?
+  [[ "$rc" == "$want" ]] || { echo "FAIL: cache check $* exited $rc, want $want: $out" >&2; exit 1; }
+  echo "$out"
+}
+
+# 1. Empty cache: the default binary is missing (one binary, two keys), nothing compiled.
+out="$(check 1 --arch sm_90a)"
+echo "empty: $out"
+[[ "$(json '(d["keys_total"], d["missing_binaries"], d["complete"])' <<<"$out")" == "(2, 1, False)" ]]
+[[ "$(json '[k["default_binary"] for k in d["keys"]]' <<<"$out")" == "[False, False]" ]]
+[[ ! -s "$db" ]] || [[ "$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(
+  "SELECT COUNT(*) FROM binaries").fetchone()[0])' "$db")" == 0 ]] || { echo "FAIL: cache check compiled"; exit 1; }
+
+# 2. The image recipe's compile step: default binaries present, no tuning rows (they run the default).
+"$K" compile --family xqa_decode --arch sm_90a --problem "$P" --cache "$db" --json >/dev/null
+out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
+echo "compiled: $out"
+[[ "$(json '(d["missing_binaries"], d["tuned"], d["untuned"], d["complete"])' <<<"$out")" == "(0, 0, 2, True)" ]]
+default="$(json 'd["keys"][0]["default_config"]' <<<"$out")"
+
+# 3. A tuning row for the H200 at b1 whose winner is not compiled: found by name and by fingerprint, and the
+#    missing winner binary fails the check.
+tuning_row() {  # tuning_row WINNER: the H200 row of key b1, as ktune writes it
+  python3 "$(dirname "$0")/../support/put_tuning_row.py" "$db" xqa_decode "$P|b1.l1024" "$H200" "$1"
+}
+tuning_row t64.s2.w4
+out="$(check 1 --arch sm_90a --device "NVIDIA H200")"
+echo "tuned row, winner missing: $out"
+[[ "$(json '(d["tuned"], d["missing_binaries"])' <<<"$out")" == "(1, 1)" ]]
+[[ "$(json '[(k["tuning_row"], k.get("tuned_config"), k.get("tuned_binary")) for k in d["keys"]]' <<<"$out")" == \
+   "[(True, 't64.s2.w4', False), (False, None, None)]" ]]
+echo "$H200" >"$tmp/fp.txt"
+out="$(check 1 --fingerprint "$tmp/fp.txt")"  # the fingerprint's cc9.0: sm_90a without --arch
+[[ "$(json '(d["keys"][0]["arch"], d["tuned"], d["missing_binaries"])' <<<"$out")" == "('sm_90a', 1, 1)" ]]
+printf '{"devices": [{"ordinal": 0, "name": "NVIDIA H200", "fingerprint": "%s"}]}\n' "$H200" >"$tmp/info.json"
+out="$(check 1 --fingerprint "$tmp/info.json")"
+[[ "$(json 'd["tuned"]' <<<"$out")" == 1 ]]
+# Another device: no row of its own, every binary it would run is present.
+out="$(check 0 --arch sm_90a --device "NVIDIA B200")"
+[[ "$(json '(d["tuned"], d["missing_binaries"])' <<<"$out")" == "(0, 0)" ]]
+# The text form names each key, both binaries and the row.
+text="$("$K" cache check --preset "$preset" --cache "$db" --arch sm_90a --device "NVIDIA H200" || true)"
+echo "$text"
+grep -qF "MISSING sm_90a attn $P|b1.l1024: default $default present; tuned t64.s2.w4 MISSING" <<<"$text"
+grep -qF "ok sm_90a attn $P|b2.l1024: default $default present; no tuning row" <<<"$text"
+grep -qF "1 binaries missing" <<<"$text"
+
+# 4. A row whose winner is a binary the cache holds (here the default's): the check passes.
+tuning_row "$default"
+out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
+[[ "$(json '(d["tuned"], d["missing_binaries"], d["keys"][0]["tuned_binary"])' <<<"$out")" == "(1, 0, True)" ]]
+echo "cli cache check OK"

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The CLI refuses bad arguments up front and says why (ctest: cli_errors; no GPU, no compile): unknown arches
+# (sm_91) like malformed ones (90a), a warning for sm_90 (a Hopper runtime looks up sm_90a), stray positional
+# arguments, out-of-range integers (-j -1, --max-seq-len 1073741825), bad durations (--budget -5m), empty values
+# (--problem ""), preset files that are too large or not regular files (/dev/zero), a preset op the family
+# rejects (named once, with the family's reason), `checked` in a preset problem (documented, accepted),
+# `ktune --version`, and no --help text naming a doc that does not exist.
+# usage: cli_errors.sh KTUNE_BINARY SOURCE_DIR
+set -uo pipefail
+K="${1:?usage: cli_errors.sh KTUNE_BINARY SOURCE_DIR}"
+SRC="${2:?usage: cli_errors.sh KTUNE_BINARY SOURCE_DIR}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export KTUNE_CACHE="$tmp/c.db"
+fails=0
+
+# expect STATUS PATTERN -- ARGS...: runs ktune ARGS, wants exit STATUS and PATTERN (grep -E) in stdout+stderr.
+expect() {
+  local want="$1" pattern="$2"
+  shift 3
+  local out rc
+  out="$(timeout 60 "$K" "$@" 2>&1)"
+  rc=$?
+  if [[ "$rc" != "$want" ]] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: ktune $* -> exit $rc (want $want), output:"
+    sed 's/^/    /' <<<"$out" | head -n 20
+    echo "    (wanted /$pattern/)"
+    fails=$((fails + 1))
+  fi
+}
+
+small="$tmp/small.json"
+cat >"$small" <<'JSON'
+{"name": "small", "description": "one xqa op",
+ "buckets": {"batch": {"min": 1, "max": 2}, "seq_len": {"min": 1024, "max": 1024}},
+ "ops": [{"label": "attn", "family": "xqa_decode",
+          "problem": {"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8, "page_size": 32}}]}
+JSON
+
+# ktune --version
+expect 0 "^ktune [0-9]+\.[0-9]+" -- --version
+expect 2 "unexpected argument 'x'" -- --version x
+
+# Arches: unknown compute capabilities and malformed names are usage errors before any work.
+expect 2 "'sm_91' is not a GPU's compute capability" -- compile --family xqa_decode --arch sm_91
+expect 2 "'90a' is not an arch" -- compile --family xqa_decode --arch 90a
+expect 2 "'sm_91' is not a GPU's compute capability" -- warmup --preset "$small" --arch sm_90a,sm_91
+expect 2 "'sm_80a': the 'a' variant exists only from sm_90 on" -- compile --family xqa_decode --arch sm_80a
+# sm_90 ships binaries no Hopper runtime loads: a warning (cache check compiles nothing: exit 1, all missing).
+expect 1 "warning: --arch sm_90: .*looks up sm_90a" -- cache check --preset "$small" --arch sm_90
+
+# Stray positional arguments.
+expect 2 "unexpected argument 'extra'" -- compile --family xqa_decode --arch sm_90a extra
+expect 2 "unexpected argument 'extra'" -- info extra
+expect 2 "unexpected argument 'llama-3.1-8b'" -- warmup llama-3.1-8b
+expect 2 "unexpected argument 'extra'" -- cache stats extra
+expect 2 "unexpected argument 'b'" -- cache show a b
+
+# Integers in range, durations positive, values non-empty.
+expect 2 "--jobs: expected an integer in 1..1024, got -1" -- compile --family xqa_decode --arch sm_90a -j -1
+expect 2 "--jobs: expected an integer in 1..1024, got 0" -- warmup --preset "$small" -j 0
+expect 2 "--budget: expected a positive duration.*got '-5m'" -- warmup --preset "$small" --budget -5m
+expect 2 "--budget: expected a positive duration.*got 'nanm'" -- warmup --preset "$small" --budget nanm
+expect 2 "--problem needs a non-empty value" -- compile --family xqa_decode --arch sm_90a --problem ""
+expect 2 "--problem: expected one or more problem keys" -- compile --family xqa_decode --arch sm_90a --problem ";"
+expect 2 "--max-seq-len: expected an integer in 1..1073741824, got 1073741825" -- \
+  warmup --preset "$small" --max-seq-len 1073741825
+expect 2 "--max-seq-len: expected an integer in 1..1073741824, got 1073741825" -- \
+  replay --preset "$small" --arch host --max-seq-len 1073741825
+expect 2 "--max-batch: expected an integer in 1..1073741824, got 99999999999" -- \
+  cache check --preset "$small" --max-batch 99999999999
+expect 2 "--batch: expected an integer in 1..1073741824" -- \
+  tune --family xqa_decode --problem d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none --batch 2147483647
+# The same bound inside a preset file (a library error: exit 1).
+sed 's/"max": 1024}/"max": 1073741825}/' "$small" >"$tmp/huge-seq.json"
+expect 1 "buckets.seq_len.max: expected an integer in 1024..1073741824, got 1073741825" -- \
+  cache check --preset "$tmp/huge-seq.json" --arch sm_90a
+
+# Preset files: a cap on size, regular files only (checked before reading).
+truncate -s 17M "$tmp/big.json"
+expect 1 "larger than 16777216 bytes" -- warmup --preset "$tmp/big.json"
+expect 1 "/dev/zero: cannot read the preset file \(not a regular file\)" -- warmup --preset /dev/zero
+expect 1 "not a regular file" -- cache check --preset "$tmp"
+
+# A preset op the family rejects: named once (not once per bucket), with the family's reason.
+sed 's/"page_size": 32/"page_size": 48/' "$small" >"$tmp/bad-page.json"
+out="$("$K" warmup --preset "$tmp/bad-page.json" --arch sm_90a 2>&1)"
+rc=$?
+n=$(grep -c "op attn: the family rejected the problem: .*page_size: expected 16, 32, 64 or 128, got 48" <<<"$out")
+if [[ "$rc" != 1 || "$n" != 1 ]]; then
+  echo "FAIL: warmup of a rejected op: exit $rc, $n naming lines (want exit 1, 1 line):"
+  sed 's/^/    /' <<<"$out"
+  fails=$((fails + 1))
+fi
+expect 1 "REJECTED sm_90a xqa_decode attn: .*page_size: expected 16, 32, 64 or 128, got 48" -- \
+  cache check --preset "$tmp/bad-page.json" --arch sm_90a
+
+# `checked` is a documented preset problem field (docs/presets.md): accepted, and it selects the .chk problem.
+sed 's/"page_size": 32/"page_size": 32, "checked": true/' "$small" >"$tmp/checked.json"
+expect 1 "MISSING sm_90a attn d128\.h32\.kv8\.p32\.hnd\.bf16-bf16-bf16\.q1\.none\.chk\|b1\.l1024" -- \
+  cache check --preset "$tmp/checked.json" --arch sm_90a
+grep -q '`checked`' "$SRC/docs/presets.md" ||
+  { echo "FAIL: docs/presets.md no longer documents checked"; fails=$((fails + 1)); }
+
+# No --help text names a doc that does not exist.
+for cmd in info compile warmup tune replay presets cache prepack report; do
+  for doc in $("$K" "$cmd" --help 2>&1 | grep -oE 'docs/[A-Za-z0-9_./-]+\.md' | sort -u); do
+    [[ -f "$SRC/$doc" ]] || { echo "FAIL: ktune $cmd --help names $doc, which does not exist"; fails=$((fails + 1)); }
+  done
+done
+
+if [[ "$fails" != 0 ]]; then
+  echo "cli errors: $fails failed"
+  exit 1
+fi
+echo "cli errors OK"

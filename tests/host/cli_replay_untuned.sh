@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `ktune replay` proves the engine's path on a cache with binaries but no tuning rows -- the image a machine
+# without the target device builds (ctest: host_cli_replay_untuned). On the host backend: warm up a one-op
+# preset, delete every tuning row, then replay with KTUNE_JIT=0: exit 0, 0 compiles, 0 tunings, and per op the
+# config the runtime chose ("default", the family's default config). A tuning row naming a config the family
+# cannot run is not forced either: the runtime falls back to its default and replay reports that. A tuned row
+# is reported as "tuned" with its winner. Skips (exit 0, saying why) without the LLVM host backend.
+# usage: cli_replay_untuned.sh BUILD_DIR
+set -euo pipefail
+build="${1:?usage: cli_replay_untuned.sh BUILD_DIR}"
+ktune="$build/bin/ktune"
+if [[ ! -f "$build/lib/libktune_host.so" ]]; then
+  echo "[host] skipped: $build/lib/libktune_host.so was not built (LLVM 19 absent)"
+  exit 0
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export KTUNE_CACHE="$tmp/host.db"
+preset="$tmp/one-op.json"
+cat >"$preset" <<'JSON'
+{"name": "one-op", "description": "one small xqa_decode op, one bucket",
+ "buckets": {"batch": {"min": 1, "max": 1}, "seq_len": {"min": 256, "max": 256}},
+ "ops": [{"label": "attn", "family": "xqa_decode",
+          "problem": {"head_dim": 64, "num_q_heads": 4, "num_kv_heads": 1, "page_size": 16}}]}
+JSON
+key='d64.h4.kv1.p16.hnd.bf16-bf16-bf16.q1.none|b1.l256'
+sql() { python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()' \
+  "$KTUNE_CACHE" "$1"; }
+json() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1], {"d": d}))' "$1"; }
+want() {  # want JSON EXPR EXPECTED WHAT: EXPR over the JSON output must print EXPECTED
+  local got
+  got="$(json "$2" <<<"$1")"
+  [[ "$got" == "$3" ]] || { echo "FAIL: $4: $2 is $got, want $3"; exit 1; }
+}
+replay() { KTUNE_JIT=0 "$ktune" replay --preset "$preset" --arch host "$@"; }
+
+warm="$("$ktune" warmup --preset "$preset" --arch host --json)"
+echo "warmup: $warm"
+want "$warm" 'd["tuned"]' 1 "warmup"
+winner="$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+  "SELECT winner_config FROM tuning").fetchone()[0])' "$KTUNE_CACHE")"
+
+# 1. Tuned: the runtime picks the row's winner.
+out="$(replay --json)"
+echo "replay (tuned): $out"
+want "$out" '(d["compiles"], d["tunings"], len(d["ops"]))' "(0, 0, 1)" "tuned replay"
+want "$out" '(d["ops"][0]["key"], d["ops"][0]["source"], d["ops"][0]["config"])' "('$key', 'tuned', '$winner')" \
+  "tuned replay"
+
+default="$("$ktune" compile --family xqa_decode --arch host --problem "${key%%|*}" --json |
+  json 'd["kernels"][0]["name"].split("/")[-1]')"
+
+# 2. A row (with a valid row digest) whose winner the family cannot run: not forced; the engine's default runs
+#    and is reported.
+python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - t4096.v3.u9
+out="$(replay --json)" || { echo "FAIL: replay with an unusable tuning row exited $?: $out"; exit 1; }
+echo "replay (unusable row): $out"
+want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'default', '$default')" \
+  "replay with an unusable row"
+
+# 3. No tuning rows (binaries only): replay passes on the default config, which it names.
+sql "DELETE FROM tuning"
+out="$(replay --json)" || { echo "FAIL: replay of a cache without tuning rows exited $?: $out"; exit 1; }
+echo "replay (no tuning rows): $out"
+want "$out" '(d["compiles"], d["tunings"], len(d["ops"]))' "(0, 0, 1)" "untuned replay"
+want "$out" '(d["ops"][0]["source"], d["ops"][0]["config"])' "('default', '$default')" "untuned replay"
+text="$(replay)"
+echo "$text"
+grep -qF "| attn | $key | $default | default |" <<<"$text" || { echo "FAIL: the table names no chosen config"; exit 1; }
+echo "host replay: tuned, unusable-row and untuned caches replay with 0 compiles under KTUNE_JIT=0, chosen config named"

@@ -1,0 +1,233 @@
+// ktune cache check: does the layered cache cover a preset? GPU-free: for every key the preset needs, whether
+// the default config's binary and the tuned config's binary are in a layer (found by the runtime's own lookup
+// with compiling forbidden, so "present" means a KTUNE_JIT=0 runtime finds it), and whether a tuning row
+// exists for the device named. Exit 1 when a binary is missing.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "arch_options.hpp"
+#include "args.hpp"
+#include "autotune/plan.hpp"
+#include "autotune/warmup.hpp"
+#include "commands.hpp"
+#include "ktune/cache/json.hpp"
+#include "ktune/cache_admin.hpp"
+#include "ktune/device.hpp"
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "ktune/runtime.hpp"
+#include "ktune/tuning.hpp"
+#include "preset_options.hpp"
+
+namespace ktune::cli {
+namespace {
+
+using cache::Json;
+
+constexpr size_t kMaxFingerprintFileBytes = size_t{1} << 20;
+
+// Which device's tuning rows count: an exact fingerprint, or every fingerprint whose device name matches.
+struct DeviceSelector {
+  std::string fingerprint;  // exact (from --fingerprint, or the current GPU)
+  std::string name;         // --device: the fingerprint's first field
+  std::string describe() const {
+    if (!fingerprint.empty()) return "fingerprint " + fingerprint;
+    if (!name.empty()) return "device " + name;
+    return "";
+  }
+  bool matches(const std::string& fp) const {
+    if (!fingerprint.empty()) return fp == fingerprint;
+    return !name.empty() && fp.substr(0, fp.find('|')) == name;
+  }
+};
+
+// A fingerprint file holds one fingerprint line ("NVIDIA H200|cc9.0|sm132|...") or `ktune info --json` output
+// (its first device's fingerprint is used).
+std::string read_fingerprint_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("--fingerprint: cannot read " + path);
+  std::string text(kMaxFingerprintFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxFingerprintFileBytes)
+    throw UsageError(fmt::format("--fingerprint: {} is larger than {} bytes", path, kMaxFingerprintFileBytes));
+  const size_t b = text.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) throw UsageError("--fingerprint: " + path + " is empty");
+  text = text.substr(b, text.find_last_not_of(" \t\r\n") - b + 1);
+  if (text[0] != '{') {
+    if (text.find('\n') != std::string::npos)
+      throw UsageError("--fingerprint: " + path + " holds more than one line (expected one device fingerprint)");
+    return text;
+  }
+  try {
+    const Json j = Json::parse(text);
+    const Json* devices = j.find("devices");
+    if (devices && devices->is_array() && devices->size() > 0 && devices->at(0).find("fingerprint"))
+      return devices->at(0).at("fingerprint").as_string();
+  } catch (const std::exception& e) {
+    throw UsageError("--fingerprint: " + path + " is not `ktune info --json` output (" + e.what() + ")");
+  }
+  throw UsageError("--fingerprint: " + path + " lists no device (expected `ktune info --json` output from a GPU)");
+}
+
+// The arch a fingerprint's "ccM.N" field implies, if it has one.
+std::optional<Arch> arch_of_fingerprint(const std::string& fp) {
+  const size_t at = fp.find("|cc");
+  if (at == std::string::npos) return std::nullopt;
+  int major = 0, minor = 0;
+  if (std::sscanf(fp.c_str() + at + 3, "%d.%d", &major, &minor) != 2) return std::nullopt;
+  return arch_for_compute_capability(major, minor);
+}
+
+struct Binary {
+  bool present = false;
+  std::string detail;  // the readable name when present, else why not
+};
+
+// The runtime's lookup with compiling forbidden: present iff a KTUNE_JIT=0 runtime would find it.
+Binary find_binary(Runtime& rt, const FamilyInfo& fam, const std::string& problem, const std::string& config,
+                   const Arch& arch) {
+  try {
+    return {true, rt.ensure_binary(fam.generate(problem, config, arch), arch).name};
+  } catch (const Error& e) {
+    return {false, e.what()};
+  }
+}
+
+}  // namespace
+
+int cmd_cache_check(const std::vector<std::string>& argv) {
+  std::vector<std::string> valued = preset_option_names();
+  valued.insert(valued.end(), {"arch", "device", "fingerprint", "cache"});
+  Args args(argv, valued, {"json"});
+  if (args.has("device") && args.has("fingerprint"))
+    throw UsageError("give --device NAME or --fingerprint FILE, not both");
+  std::vector<Arch> arches;
+  if (args.has("arch")) arches = parse_arch_option(args.get("arch"), true);
+  autotune::Preset preset = load_preset_option(args);
+
+  DeviceSelector device;
+  if (args.has("fingerprint")) device.fingerprint = read_fingerprint_file(args.get("fingerprint"));
+  else if (args.has("device")) device.name = args.get("device");
+  else if (make_gpu_current()) device.fingerprint = system_info().devices[0].fingerprint;
+  if (arches.empty()) {
+    // The device's arch when it is known, else every arch a GPU-less warmup compiles for.
+    if (auto a = arch_of_fingerprint(device.fingerprint)) arches.push_back(*a);
+    else
+      for (const auto& name : supported_cuda_arches()) arches.push_back(Arch::parse(name));
+  }
+
+  RuntimeOptions o = RuntimeOptions::from_env();
+  if (args.has("cache")) o.cache_path = args.get("cache");
+  o.allow_jit = false;  // a check never compiles: a miss is reported, not filled
+  o.read_only = true;
+  Runtime rt(o);
+
+  // Tuning rows by (family, tuning key): the newest one of a matching device.
+  std::map<std::string, CacheTuningEntry> rows;
+  for (const auto& t : cache_list_tuning(o.cache_path)) {
+    const bool host_row = t.device_fingerprint.find(";cores=") != std::string::npos;
+    if (host_row ? false : !device.matches(t.device_fingerprint)) continue;
+    auto& slot = rows[t.family + "\n" + t.problem_key];
+    if (slot.problem_key.empty() || t.tuned_at > slot.tuned_at) slot = t;
+  }
+  std::string host_fp;
+  if (std::find_if(arches.begin(), arches.end(), [](const Arch& a) { return a.host; }) != arches.end() &&
+      Runtime::host_available()) {
+    host_fp = rt.host_fingerprint();
+    for (const auto& t : cache_list_tuning(o.cache_path))
+      if (t.device_fingerprint == host_fp) rows["host\n" + t.family + "\n" + t.problem_key] = t;
+  }
+
+  std::vector<std::string> arch_names;
+  for (const auto& a : arches) arch_names.push_back(a.str());
+  std::map<std::string, Binary> seen;  // family/arch/problem/config -> lookup result
+  std::set<std::string> missing;       // the distinct binaries not found
+  Json keys = Json::array();
+  int rejected = 0, tuned = 0, untuned = 0, total = 0;
+  std::vector<std::string> lines;
+  for (const autotune::WorkItem& item : autotune::make_plan(autotune::with_pow2_buckets(preset), arch_names)) {
+    ++total;
+    const Arch arch = Arch::parse(item.arch);
+    Json k = Json::object();
+    Json labels = Json::array();
+    for (const auto& l : item.labels) labels.push(l);
+    k.set("arch", item.arch).set("family", item.family).set("labels", std::move(labels));
+    std::string pk;
+    try {
+      pk = family(item.family).problem_from_json(item.problem_json);
+    } catch (const Error& e) {
+      ++rejected;
+      k.set("problem", item.problem_json).set("error", e.what());
+      lines.push_back(fmt::format("REJECTED {} {} {}: {}", item.arch, item.family, fmt::join(item.labels, ","),
+                                  e.what()));
+      keys.push(std::move(k));
+      continue;
+    }
+    const FamilyInfo& fam = family(item.family);
+    std::vector<std::pair<std::string, int64_t>> buckets;
+    for (const auto& b : item.buckets)
+      buckets.emplace_back(b.dim == "batch" ? "b" : b.dim == "seq_len" ? "l" : b.dim == "tokens" ? "m" : b.dim,
+                           b.value);
+    const std::string tkey = tuning_key(pk, buckets);
+    const auto lookup = [&](const std::string& config) -> const Binary& {
+      const std::string id = fmt::format("{}/{}/{}/{}", item.family, item.arch, pk, config);
+      auto it = seen.find(id);
+      if (it == seen.end()) it = seen.emplace(id, find_binary(rt, fam, pk, config, arch)).first;
+      if (!it->second.present) missing.insert(id);
+      return it->second;
+    };
+    const std::string def = fam.default_config(pk, arch);
+    const Binary& def_bin = lookup(def);
+    k.set("key", tkey).set("default_config", def).set("default_binary", def_bin.present);
+    if (!def_bin.present) k.set("default_binary_error", def_bin.detail);
+
+    auto row = rows.find((arch.host ? "host\n" : "") + item.family + "\n" + tkey);
+    std::string tuned_text = "no tuning row";
+    bool complete = def_bin.present;
+    if (row != rows.end()) {
+      ++tuned;
+      const std::string& winner = row->second.winner_config;
+      const Binary& tuned_bin = winner == def ? def_bin : lookup(winner);
+      k.set("tuning_row", true).set("device", row->second.device_fingerprint).set("tuned_config", winner)
+          .set("tuned_binary", tuned_bin.present);
+      if (!tuned_bin.present) k.set("tuned_binary_error", tuned_bin.detail);
+      tuned_text = fmt::format("tuned {} {}", winner, tuned_bin.present ? "present" : "MISSING");
+      complete = complete && tuned_bin.present;
+    } else {
+      ++untuned;
+      k.set("tuning_row", false);
+    }
+    lines.push_back(fmt::format("{} {} {} {}: default {} {}; {}", complete ? "ok" : "MISSING", item.arch,
+                                fmt::join(item.labels, ","), tkey, def, def_bin.present ? "present" : "MISSING",
+                                tuned_text));
+    keys.push(std::move(k));
+  }
+
+  const int missing_binaries = static_cast<int>(missing.size());
+  const std::string who = device.describe().empty() ? "no device given" : device.describe();
+  if (args.has("json")) {
+    fmt::print("{}\n", Json::object()
+                           .set("preset", preset.name).set("cache", o.cache_path).set("device", who)
+                           .set("host_fingerprint", host_fp).set("keys_total", total)
+                           .set("missing_binaries", missing_binaries).set("rejected", rejected)
+                           .set("tuned", tuned).set("untuned", untuned)
+                           .set("complete", missing_binaries == 0 && rejected == 0)
+                           .set("keys", std::move(keys))
+                           .dump());
+  } else {
+    for (const auto& l : lines) fmt::print("{}\n", l);
+    fmt::print("preset {}: {} keys on {}; {} binaries missing, {} ops rejected; tuning rows ({}): {} keys, {} "
+               "without (those run the default)\n",
+               preset.name, total, fmt::join(arch_names, ","), missing_binaries, rejected, who, tuned, untuned);
+  }
+  return missing_binaries == 0 && rejected == 0 ? 0 : 1;
+}
+
+}  // namespace ktune::cli

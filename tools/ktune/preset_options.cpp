@@ -1,0 +1,47 @@
+#include "preset_options.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+
+#include "autotune/buckets.hpp"
+
+namespace ktune::cli {
+namespace {
+
+std::optional<int> opt_int(const Args& a, const char* name, int min, int max) {
+  if (!a.has(name)) return std::nullopt;
+  return a.get_int(name, 0, min, max);
+}
+
+}  // namespace
+
+const std::vector<std::string>& preset_option_names() {
+  static const std::vector<std::string> names = {"preset", "kv-dtype", "max-batch", "max-seq-len", "spec-tokens"};
+  return names;
+}
+
+autotune::Preset load_preset_option(const Args& args) {
+  if (!args.has("preset")) throw UsageError("--preset is required (see ktune presets)");
+  autotune::Preset p = autotune::load_preset(args.get("preset"));
+  std::optional<std::string> kv;
+  if (args.has("kv-dtype")) kv = args.get("kv-dtype");
+  return autotune::with_overrides(p, kv, opt_int(args, "max-batch", 1, autotune::kMaxBucketValue),
+                                  opt_int(args, "max-seq-len", 1, autotune::kMaxBucketValue),
+                                  opt_int(args, "spec-tokens", 0, INT_MAX));
+}
+
+double parse_budget(const std::string& s) {
+  if (s.empty()) return 0;
+  const char unit = s.back();
+  const double mult = unit == 'h' ? 3600 : unit == 'm' ? 60 : 1;
+  const std::string num = (unit == 'h' || unit == 'm' || unit == 's') ? s.substr(0, s.size() - 1) : s;
+  char* end = nullptr;
+  const double v = num.empty() ? 0 : std::strtod(num.c_str(), &end);
+  if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v) || v <= 0 || num[0] == '+' ||
+      std::isspace(static_cast<unsigned char>(num[0])))
+    throw UsageError("--budget: expected a positive duration like 90s, 10m or 1h, got '" + s + "'");
+  return v * mult;
+}
+
+}  // namespace ktune::cli
