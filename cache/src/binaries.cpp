@@ -180,16 +180,18 @@ BinaryLookup CacheDb::get_binary(const std::string& digest, const BinaryExpectat
 
 BinaryLookup CacheDb::find_binary_any_compiler_version(const std::string& source_digest, const std::string& arch,
                                                        const std::string& compiler, const std::string& options,
-                                                       const std::string& ktune_version) {
+                                                       const std::string& ktune_version,
+                                                       const std::unordered_set<std::string>& skip_blobs) {
   // Candidate digests first (no blobs), newest first; then each is loaded and verified on its own.
   std::vector<std::string> digests;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     Stmt s(impl_->conn,
-           "SELECT digest FROM binaries WHERE source_digest = ? AND arch = ? AND compiler = ? AND options = ? "
-           "AND ktune_version = ? ORDER BY created_at DESC, rowid DESC");
+           "SELECT digest, blob_sha256 FROM binaries WHERE source_digest = ? AND arch = ? AND compiler = ? "
+           "AND options = ? AND ktune_version = ? ORDER BY created_at DESC, rowid DESC");
     s.bind(1, source_digest).bind(2, arch).bind(3, compiler).bind(4, options).bind(5, ktune_version);
-    while (s.step()) digests.push_back(s.text(0));
+    while (s.step())
+      if (!skip_blobs.count(s.text(1))) digests.push_back(s.text(0));
   }
   BinaryLookup damaged;
   for (const auto& d : digests) {

@@ -265,6 +265,14 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
       continue;
     }
     if (l.status == LookupStatus::hit) {
+      if (std::string why = quarantined_why(l.record.blob_sha256); !why.empty()) {
+        l.status = LookupStatus::damaged;
+        l.detail = "quarantined: " + why;
+        l.record.blob.clear();
+        l.record.blob.shrink_to_fit();
+      }
+    }
+    if (l.status == LookupStatus::hit) {
       if (!skipped.empty()) l.detail = "skipped " + skipped;
       if (!damaged_here.empty() && damaged_here == l.record.digest) {
         // Heal the writable layer with the intact copy (put_binary replaces a damaged row), so the damage is
@@ -307,9 +315,38 @@ BinaryLookup LayeredCache::find_binary_any_compiler_version(const std::string& s
                                                             const std::string& arch, const std::string& compiler,
                                                             const std::string& options,
                                                             const std::string& ktune_version) {
+  std::unordered_set<std::string> skip;
+  {
+    std::lock_guard<std::mutex> lock(quarantine_mu_);
+    for (const auto& q : quarantined_) skip.insert(q.first);
+  }
   return search_binary([&](CacheDb& db) {
-    return db.find_binary_any_compiler_version(source_digest, arch, compiler, options, ktune_version);
+    return db.find_binary_any_compiler_version(source_digest, arch, compiler, options, ktune_version, skip);
   });
+}
+
+std::string LayeredCache::quarantined_why(const std::string& blob_sha256) const {
+  std::lock_guard<std::mutex> lock(quarantine_mu_);
+  auto it = quarantined_.find(blob_sha256);
+  return it == quarantined_.end() ? std::string() : it->second;
+}
+
+std::string LayeredCache::quarantine(const std::string& digest, const std::string& blob_sha256,
+                                     const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(quarantine_mu_);
+    quarantined_.emplace(blob_sha256, why);
+  }
+  if (!writable_) return {};
+  try {
+    BinaryLookup here = writable_->get_binary(digest);
+    if (here.status != LookupStatus::hit || here.record.blob_sha256 != blob_sha256) return {};
+    if (writable_->remove_binary(digest)) return "; deleted from " + writable_->path();
+  } catch (const CacheError& e) {
+    record_problem(fmt::format("{}: deleting quarantined {} failed: {}", writable_->path(), digest, e.what()), false);
+    return "; deleting it from " + writable_->path() + " failed: " + e.what();
+  }
+  return {};
 }
 
 std::string LayeredCache::layer_notes() const {

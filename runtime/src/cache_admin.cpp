@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "binary_key.hpp"
 #include "ktune/cache/layered.hpp"
 #include "ktune/cache/signing.hpp"
 #include "ktune/cache/store.hpp"
@@ -118,7 +120,20 @@ std::vector<CacheTuningEntry> cache_list_tuning(const std::string& search_path, 
 std::vector<CacheIssue> cache_verify(const std::string& search_path) {
   std::vector<CacheIssue> out;
   for_each_layer(search_path, true, [&](const cache::LayeredCache::LayerInfo& info, cache::CacheDb& db) {
-    for (const auto& i : db.verify()) out.push_back(CacheIssue{info.path, i.digest, i.name, i.problem});
+    std::unordered_set<std::string> damaged;
+    for (const auto& i : db.verify()) {
+      out.push_back(CacheIssue{info.path, i.digest, i.name, i.problem});
+      damaged.insert(i.digest);
+    }
+    // Intact rows whose blob does not define the symbols the row names: another kernel's blob filed here.
+    for (const auto& b : db.list_binaries()) {
+      // Rows of another binary format are never served by this ktune (the key check refuses them).
+      if (damaged.count(b.digest) || b.schema_version != detail::kBinaryFormatVersion) continue;
+      cache::BinaryLookup l = db.get_binary(b.digest);
+      if (l.status != cache::LookupStatus::hit) continue;
+      std::string why = detail::binding_problem(l.record, detail::kAnyKernelCount, "");
+      if (!why.empty()) out.push_back(CacheIssue{info.path, b.digest, b.name, why});
+    }
   });
   return out;
 }

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -20,15 +19,6 @@ std::string take_text(const HostPlugin& hp, char* p) {
   std::string s = p ? std::string(p) : std::string();
   if (p) hp.api->free_buffer(p);
   return s;
-}
-
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(line);
-  return out;
 }
 
 }  // namespace
@@ -88,24 +78,26 @@ CompiledBinary compile_on_host(const GeneratedKernel& kernel, const std::vector<
   return out;
 }
 
-void load_host_object(const std::vector<uint8_t>& object, const std::string& name, const std::string& entry_symbols,
+void load_host_object(const std::vector<uint8_t>& object, const std::string& name, const BoundSymbols& symbols,
                       LoadedKernel* kernel) {
   const HostPlugin& hp = host_plugin();
   void* handle = nullptr;
   char* err = nullptr;
   if (hp.api->load(object.data(), object.size(), name.c_str(), &handle, &err) != 0 || !handle)
-    throw Error(Status::internal, "host", fmt::format("loading {}: {}", name, take_text(hp, err)));
+    throw UnloadableBinary(fmt::format("{}: the host object does not load: {}", name, take_text(hp, err)));
   kernel->module = handle;
   kernel->context = nullptr;
-  for (const std::string& sym : split_lines(entry_symbols)) {
+  auto fail = [&](const std::string& sym, const std::string& why) {
+    hp.api->unload(handle);
+    kernel->module = nullptr;
+    kernel->functions.clear();
+    throw UnloadableBinary(fmt::format("{}: symbol {} does not resolve: {}", name, sym, why));
+  };
+  // The binding symbol first: an object of another key must not even have its entry points looked up.
+  if (!hp.api->lookup(handle, symbols.binding.c_str(), &err)) fail(symbols.binding, take_text(hp, err));
+  for (const std::string& sym : symbols.kernels) {
     void* addr = hp.api->lookup(handle, sym.c_str(), &err);
-    if (!addr) {
-      std::string why = take_text(hp, err);
-      hp.api->unload(handle);
-      kernel->module = nullptr;
-      kernel->functions.clear();
-      throw Error(Status::internal, "host", fmt::format("{}: entry point {}: {}", name, sym, why));
-    }
+    if (!addr) fail(sym, take_text(hp, err));
     // The symbol is the pointer variable of the trailer: the entry point is the address stored in it.
     kernel->functions.push_back(*static_cast<void* const*>(addr));
   }

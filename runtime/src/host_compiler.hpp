@@ -14,6 +14,7 @@
 
 #include "ktune/kernel_spec.hpp"
 #include "ktune/runtime.hpp"
+#include "binary_key.hpp"
 #include "nvrtc_compiler.hpp"
 
 namespace ktune::detail {
@@ -29,9 +30,11 @@ std::string host_translation_unit(const GeneratedKernel& kernel);
 // CompiledBinary::cubin holds the object file; lowered_names the entry symbols.
 CompiledBinary compile_on_host(const GeneratedKernel& kernel, const std::vector<std::string>& options);
 
-// Links an object into the process and resolves `entry_symbols` ('\n'-separated, as cached) to function
-// pointers. Fills kernel->module (the plugin's handle) and kernel->functions. Throws Error(internal, "host").
-void load_host_object(const std::vector<uint8_t>& object, const std::string& name, const std::string& entry_symbols,
+// Links an object into the process and resolves `symbols` (read from the row's entry_points): the kernel
+// symbols to function pointers, and the binding symbol, which must resolve too. Fills kernel->module (the
+// plugin's handle) and kernel->functions. Throws UnloadableBinary when the object does not link or lacks a
+// symbol, Error(no_compiler) without the plugin.
+void load_host_object(const std::vector<uint8_t>& object, const std::string& name, const BoundSymbols& symbols,
                       LoadedKernel* kernel);
 void unload_host_object(void* handle);
 

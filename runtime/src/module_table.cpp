@@ -1,6 +1,5 @@
 // Per-context module table: the hot path of every launch after the first is one shared-lock hash lookup.
 #include <chrono>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -36,35 +35,56 @@ Arch arch_of_current_context() {
   return arch_for_compute_capability(major, minor);
 }
 
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(line);
-  return out;
+// Load failures that say nothing about the binary (the process or the context is in trouble): a plain error,
+// the entry stays. Every other failure of cuModuleLoadData means the bytes are not a loadable module.
+bool not_the_binarys_fault(CUresult r) {
+  return r == CUDA_ERROR_OUT_OF_MEMORY || r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED ||
+         r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r >= CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
-std::unique_ptr<LoadedKernel> load_module(const cache::BinaryRecord& rec, CUcontext ctx) {
+std::string cu_text(CUresult r) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  driver().cuGetErrorName(r, &name);
+  driver().cuGetErrorString(r, &text);
+  return fmt::format("{} ({})", name ? name : "?", text ? text : "?");
+}
+
+}  // namespace
+
+std::unique_ptr<LoadedKernel> detail::load_gpu_module(const cache::BinaryRecord& rec, const BoundSymbols& symbols,
+                                                      void* ctx) {
   const DriverApi& cu = driver();
   auto k = std::make_unique<LoadedKernel>();
   k->name = rec.name;
   k->digest = rec.digest;
   k->context = ctx;
   CUmodule mod = nullptr;
-  check_cu(cu.cuModuleLoadData(&mod, rec.blob.data()), ("cuModuleLoadData(" + rec.name + ")").c_str());
+  if (CUresult r = cu.cuModuleLoadData(&mod, rec.blob.data()); r != CUDA_SUCCESS) {
+    if (not_the_binarys_fault(r)) check_cu(r, ("cuModuleLoadData(" + rec.name + ")").c_str());
+    throw UnloadableBinary(fmt::format("{}: cuModuleLoadData: {}", rec.name, cu_text(r)));
+  }
   k->module = mod;
+  // The binding symbol first: a module of another key must not be used at all.
+  CUdeviceptr bound = 0;
+  size_t bound_bytes = 0;
+  if (CUresult r = cu.cuModuleGetGlobal(&bound, &bound_bytes, mod, symbols.binding.c_str()); r != CUDA_SUCCESS) {
+    cu.cuModuleUnload(mod);
+    throw UnloadableBinary(fmt::format("{}: binding symbol {} does not resolve: {}", rec.name, symbols.binding,
+                                       cu_text(r)));
+  }
   CUdevice dev = 0;
   check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
   int optin = 0;
   check_cu(cu.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
            "cuDeviceGetAttribute(smem optin)");
-  for (const std::string& sym : split_lines(rec.entry_points)) {
+  for (const std::string& sym : symbols.kernels) {
     CUfunction fn = nullptr;
     CUresult r = cu.cuModuleGetFunction(&fn, mod, sym.c_str());
     if (r != CUDA_SUCCESS) {
       cu.cuModuleUnload(mod);
-      check_cu(r, fmt::format("cuModuleGetFunction({}, {})", rec.name, sym).c_str());
+      if (not_the_binarys_fault(r)) check_cu(r, fmt::format("cuModuleGetFunction({}, {})", rec.name, sym).c_str());
+      throw UnloadableBinary(fmt::format("{}: entry point {} does not resolve: {}", rec.name, sym, cu_text(r)));
     }
     // Raise the dynamic shared-memory limit once, at load, so launches never touch function attributes.
     int static_smem = 0;
@@ -74,6 +94,50 @@ std::unique_ptr<LoadedKernel> load_module(const cache::BinaryRecord& rec, CUcont
     k->functions.push_back(fn);
   }
   return k;
+}
+
+void detail::unload_gpu_module(void* module) {
+  if (const DriverApi* cu = try_driver(); cu && module) cu->cuModuleUnload(static_cast<CUmodule>(module));
+}
+
+namespace {
+
+std::unique_ptr<LoadedKernel> load_host(const cache::BinaryRecord& rec, const BoundSymbols& symbols) {
+  auto k = std::make_unique<LoadedKernel>();
+  k->name = rec.name;
+  k->digest = rec.digest;
+  load_host_object(rec.blob, rec.name, symbols, k.get());
+  return k;
+}
+
+// The binary of `kernel`, loaded by `load`. A binary that does not load, or does not resolve the symbols its
+// key expects, is quarantined and obtained again: another layer's copy, an older compiler's (driver-only
+// lookup), or one fresh compile. A freshly compiled binary that fails is an error, not a loop.
+template <class Load>
+std::unique_ptr<LoadedKernel> obtain_and_load(Runtime::Impl& im, const GeneratedKernel& kernel, const Arch& arch,
+                                              Load&& load) {
+  constexpr int kMaxCopiesTried = 8;  // each failure quarantines one copy, so this only bounds a huge cache
+  for (int attempt = 1;; ++attempt) {
+    bool compiled = false;
+    BinaryKey key;
+    BinaryPtr rec = im.obtain_binary(kernel, arch, &compiled, &key);
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      std::string why;
+      BoundSymbols symbols = parse_entry_points(rec->entry_points, kernel.entry_points.size(), key.binding_symbol,
+                                                &why);
+      if (!why.empty()) throw UnloadableBinary(fmt::format("{}: {}", rec->name, why));
+      std::unique_ptr<LoadedKernel> k = load(*rec, symbols);
+      im.stats.loads++;
+      im.stats.load_us +=
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+      log(LogLevel::debug, "loaded {} ({})", rec->name, compiled ? "compiled" : "from cache");
+      return k;
+    } catch (const UnloadableBinary& e) {
+      im.quarantine(*rec, e.what());
+      if (compiled || attempt >= kMaxCopiesTried) throw;
+    }
+  }
 }
 
 // The slot of (ctx, fast_key), created empty on first use. ctx == nullptr is the host CPU.
@@ -104,13 +168,10 @@ const LoadedKernel& Runtime::get(const std::string& fast_key, const std::functio
     return *slot->kernel;
   }
   GeneratedKernel kernel = generate();
-  bool compiled = false;
-  BinaryPtr rec = im.obtain_binary(kernel, arch_of_current_context(), &compiled);
-  auto t0 = std::chrono::steady_clock::now();
-  slot->kernel = load_module(*rec, ctx);
-  im.stats.loads++;
-  im.stats.load_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
-  log(LogLevel::debug, "loaded {} ({})", rec->name, compiled ? "compiled" : "from cache");
+  slot->kernel = obtain_and_load(im, kernel, arch_of_current_context(), [&](const cache::BinaryRecord& rec,
+                                                                            const BoundSymbols& symbols) {
+    return load_gpu_module(rec, symbols, ctx);
+  });
   return *slot->kernel;
 }
 
@@ -124,19 +185,7 @@ const LoadedKernel& Runtime::get_host(const std::string& fast_key, const std::fu
     return *slot->kernel;
   }
   GeneratedKernel kernel = generate();
-  Arch host;
-  host.host = true;
-  bool compiled = false;
-  BinaryPtr rec = im.obtain_binary(kernel, host, &compiled);
-  auto t0 = std::chrono::steady_clock::now();
-  auto k = std::make_unique<LoadedKernel>();
-  k->name = rec->name;
-  k->digest = rec->digest;
-  load_host_object(rec->blob, rec->name, rec->entry_points, k.get());
-  slot->kernel = std::move(k);
-  im.stats.loads++;
-  im.stats.load_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
-  log(LogLevel::debug, "loaded host {} ({})", rec->name, compiled ? "compiled" : "from cache");
+  slot->kernel = obtain_and_load(im, kernel, Arch::host_cpu(), load_host);
   return *slot->kernel;
 }
 

@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "compile_lock.hpp"
 #include "host_compiler.hpp"
 #include "host_plugin_api.hpp"
+#include "ktune/cache/sha256.hpp"
 #include "ktune/error.hpp"
 #include "log.hpp"
 #include "nvrtc_api.hpp"
@@ -77,6 +79,10 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
       log(LogLevel::warn, "cache layer {}: {}", layer.path, layer.note);
     }
   }
+  if (cache::CacheDb* w = cache->writable_layer()) {
+    compile_locks = std::make_unique<CompileLocks>(w->path());
+    if (!compile_locks->enabled()) compile_locks.reset();
+  }
 }
 
 Runtime::Impl::~Impl() = default;  // modules are unloaded in ~Runtime (module_table.cpp)
@@ -95,10 +101,8 @@ void Runtime::Impl::dump(const GeneratedKernel& kernel, const BinaryKey& key, co
   log(LogLevel::info, "dumped {} to {}", key.name, options.dump_dir);
 }
 
-BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const Arch& arch, const BinaryKey& key,
-                                           const std::vector<std::string>& opts, bool* compiled) {
+cache::BinaryLookup Runtime::Impl::lookup(const GeneratedKernel& kernel, const BinaryKey& key) {
   const bool have_compiler = !key.compiler_version.empty();
-  int64_t damaged_before = cache->damaged_seen();
   // A row found under the digest must also agree with the key's own columns (a forged or corrupted row that
   // still hashes to its row digest is skipped as damaged, never loaded).
   cache::BinaryExpectation expect;
@@ -110,13 +114,42 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
   expect.source_digest = key.source_digest;
   expect.ktune_version = key.ktune_version;
   expect.schema_version = key.format_version;
-  cache::BinaryLookup found = cache_call([&] {
-    return have_compiler ? cache->get_binary(key.digest, expect)
-                         : cache->find_binary_any_compiler_version(key.source_digest, key.arch, key.compiler,
-                                                                   key.options, key.ktune_version);
-  });
-  if (cache->damaged_seen() != damaged_before)
-    log(LogLevel::warn, "{}: a damaged cache entry was skipped (not loaded): {}", key.name, cache->last_problem());
+  constexpr int kMaxCopiesTried = 8;  // each unbound copy is quarantined, so the search moves on
+  for (int attempt = 1;; ++attempt) {
+    const int64_t damaged_before = cache->damaged_seen();
+    cache::BinaryLookup found = cache_call([&] {
+      return have_compiler ? cache->get_binary(key.digest, expect)
+                           : cache->find_binary_any_compiler_version(key.source_digest, key.arch, key.compiler,
+                                                                     key.options, key.ktune_version);
+    });
+    if (cache->damaged_seen() != damaged_before)
+      log(LogLevel::warn, "{}: a damaged cache entry was skipped (not loaded): {}", key.name, cache->last_problem());
+    if (found.status != cache::LookupStatus::hit) {
+      // A copy quarantined earlier may have been deleted from the writable layer: the miss still says why.
+      std::lock_guard<std::mutex> lock(binaries_mutex);
+      if (auto it = quarantine_notes.find(key.name); it != quarantine_notes.end()) {
+        found.status = cache::LookupStatus::damaged;
+        found.detail = it->second + (found.detail.empty() ? "" : "; " + found.detail);
+      }
+      return found;
+    }
+    // The blob must define the symbols this key expects (read from its symbol table, nothing loaded): a valid
+    // blob of another config filed under this row is damaged, not served.
+    const std::string why = binding_problem(found.record, kernel.entry_points.size(), key.binding_symbol);
+    if (why.empty()) return found;
+    if (attempt >= kMaxCopiesTried) {
+      found.status = cache::LookupStatus::damaged;
+      found.detail = why;
+      return found;
+    }
+    quarantine(found.record, why);
+  }
+}
+
+BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const Arch& arch, const BinaryKey& key,
+                                           const std::vector<std::string>& opts, bool* compiled) {
+  const bool have_compiler = !key.compiler_version.empty();
+  cache::BinaryLookup found = lookup(kernel, key);
   if (found.status == cache::LookupStatus::hit) {
     stats.cache_hits++;
     return std::make_shared<const cache::BinaryRecord>(std::move(found.record));
@@ -124,7 +157,8 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
   stats.misses++;
   if (!options.allow_jit) {
     std::string notes;
-    if (found.status == cache::LookupStatus::damaged) notes += "; the only copies found are damaged: " + found.detail;
+    if (found.status == cache::LookupStatus::damaged)
+      notes += "; the only copies found are damaged or do not load: " + found.detail;
     for (const std::string& why : cache->refused()) notes += "; layer not used: " + why;
     throw Error(Status::jit_disabled, "runtime",
                 fmt::format("{} is in no cache layer ({}) and KTUNE_JIT=0 forbids compiling at run time; "
@@ -137,9 +171,37 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
     throw Error(Status::no_compiler, "runtime", fmt::format("{} is in no cache layer and {}", key.name, why));
   }
 
+  if (options.require_store) {
+    std::lock_guard<std::mutex> lock(binaries_mutex);
+    if (!last_store_failure.empty())
+      throw Error(Status::cache_error, "runtime",
+                  fmt::format("{}: not compiled, because an earlier result could not be stored ({})", key.name,
+                              last_store_failure));
+  }
+
+  // Other processes warming the same cache: the first to take this key's lock compiles, the others wait and
+  // find its row on the second look.
+  CompileLocks::Held flight;
+  if (compile_locks) {
+    std::string note;
+    flight = compile_locks->acquire(key.digest, kCompileLockWait_s, &note);
+    if (!note.empty()) log(LogLevel::warn, "{}: {}", key.name, note);
+    // Look again when another process may have stored it since: it held the lock, or our miss was plain (it
+    // may have stored and released between our lookup and our lock). A damaged copy met without waiting is
+    // not looked at (and counted) twice.
+    if (flight.held() && (flight.waited() || found.status == cache::LookupStatus::miss)) {
+      found = lookup(kernel, key);
+      if (found.status == cache::LookupStatus::hit) {
+        stats.cache_hits++;
+        return std::make_shared<const cache::BinaryRecord>(std::move(found.record));
+      }
+    }
+  }
+
+  const GeneratedKernel bound = bound_kernel(kernel, key, arch.host);
   CompiledBinary bin;
   try {
-    bin = arch.host ? compile_on_host(kernel, opts) : compile_with_nvrtc(kernel, arch, opts);
+    bin = arch.host ? compile_on_host(bound, opts) : compile_with_nvrtc(bound, arch, opts);
   } catch (...) {
     stats.compile_failures++;
     throw;
@@ -147,7 +209,7 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
   stats.compiles++;
   stats.compile_us += static_cast<int64_t>(bin.compile_ms * 1000);
   if (!bin.log.empty()) log(LogLevel::debug, "{} compiled with messages:\n{}", key.name, bin.log);
-  dump(kernel, key, bin.cubin);
+  dump(bound, key, bin.cubin);
 
   auto rec = std::make_shared<cache::BinaryRecord>();
   rec->digest = key.digest;
@@ -160,26 +222,61 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
   rec->source_digest = key.source_digest;
   rec->ktune_version = key.ktune_version;
   rec->schema_version = key.format_version;
-  rec->entry_points = fmt::format("{}", fmt::join(bin.lowered_names, "\n"));
+  rec->entry_points = entry_points_column(bin.lowered_names, key);
   rec->blob = std::move(bin.cubin);
   rec->compile_ms = bin.compile_ms;
   rec->created_at = static_cast<int64_t>(std::time(nullptr));
+  std::string not_stored;
   if (cache->writable_layer()) {
-    // Storing is best effort: the binary is good, and a full disk or a damaged file must not fail the launch.
+    // Storing is best effort for a launch: the binary is good, and a full disk or a damaged file must not fail
+    // it. Offline commands read EnsureResult::stored and fail instead.
     try {
       cache->put_binary(*rec);
     } catch (const cache::CacheError& e) {
+      not_stored = e.what();
       log(LogLevel::warn, "{}: compiled, but storing it in the cache failed (it lives in memory only): {}",
           key.name, e.what());
     }
   } else {
+    not_stored = no_writable_layer_reason();
     log(LogLevel::info, "{}: no writable cache layer; the compiled binary lives in memory only", key.name);
+  }
+  if (!not_stored.empty()) {
+    stats.store_failures++;
+    std::lock_guard<std::mutex> lock(binaries_mutex);
+    not_stored_by_digest[key.digest] = not_stored;
+    last_store_failure = key.name + ": " + not_stored;
+    if (options.require_store)
+      throw Error(Status::cache_error, "runtime", fmt::format("{}: compiled but not stored: {}", key.name, not_stored));
   }
   *compiled = true;
   return rec;
 }
 
-BinaryPtr Runtime::Impl::obtain_binary(const GeneratedKernel& kernel, const Arch& arch, bool* compiled) {
+std::string Runtime::Impl::no_writable_layer_reason() const {
+  if (std::string problem = cache->write_problem(); !problem.empty()) return problem;
+  std::string why;  // opened read-only on purpose (KTUNE_CACHE_READONLY=1): every layer and why
+  for (const auto& l : cache->layers())
+    why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", l.path, l.note.empty() ? "not writable" : l.note);
+  return fmt::format("no writable cache layer in {} ({})", options.cache_path, why.empty() ? "no layers" : why);
+}
+
+void Runtime::Impl::quarantine(const cache::BinaryRecord& rec, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(binaries_mutex);
+    if (auto it = binaries.find(rec.digest); it != binaries.end() && it->second.get() == &rec) binaries.erase(it);
+    std::string& note = quarantine_notes[rec.name];
+    note += fmt::format("{}quarantined {} ({}): {}", note.empty() ? "" : "; ", rec.name, rec.digest, why);
+  }
+  stats.quarantined++;
+  const std::string blob_sha =
+      rec.blob_sha256.empty() ? cache::sha256_hex(rec.blob.data(), rec.blob.size()) : rec.blob_sha256;
+  const std::string done = cache->quarantine(rec.digest, blob_sha, why);
+  log(LogLevel::warn, "{}: quarantined, not used again by this process{}: {}", rec.name, done, why);
+}
+
+BinaryPtr Runtime::Impl::obtain_binary(const GeneratedKernel& kernel, const Arch& arch, bool* compiled,
+                                       BinaryKey* key_out) {
   *compiled = false;
   std::vector<std::string> opts;
   BinaryKey key;
@@ -194,6 +291,7 @@ BinaryPtr Runtime::Impl::obtain_binary(const GeneratedKernel& kernel, const Arch
     opts = nvrtc_options(kernel, arch);
     key = derive_binary_key(kernel, arch, "nvrtc", api ? api->version : "", opts);
   }
+  if (key_out) *key_out = key;
 
   std::promise<BinaryPtr> promise;
   std::shared_future<BinaryPtr> waiting;
@@ -239,6 +337,9 @@ EnsureResult Runtime::ensure_binary(const GeneratedKernel& kernel, const Arch& a
   r.digest = rec->digest;
   r.compiled = compiled;
   r.compile_ms = compiled ? rec->compile_ms : 0;
+  std::lock_guard<std::mutex> lock(impl_->binaries_mutex);
+  if (auto it = impl_->not_stored_by_digest.find(rec->digest); it != impl_->not_stored_by_digest.end())
+    r.not_stored = it->second;
   return r;
 }
 
@@ -252,6 +353,8 @@ RuntimeStats Runtime::stats() const {
   r.compile_failures = s.compile_failures;
   r.loads = s.loads;
   r.damaged_skipped = impl_->cache->damaged_seen();
+  r.quarantined = s.quarantined;
+  r.store_failures = s.store_failures;
   r.tuning_misses = s.tuning_misses;
   r.compile_ms = s.compile_us / 1000.0;
   r.load_ms = s.load_us / 1000.0;
@@ -271,6 +374,17 @@ std::vector<std::string> Runtime::cache_layers() const {
       out.push_back(fmt::format("{} ({})", l.path, l.writable ? "rw" : "ro"));
   }
   return out;
+}
+
+std::string Runtime::writable_cache_layer(std::string* why_none) const {
+  if (cache::CacheDb* w = impl_->cache->writable_layer()) return w->path();
+  if (why_none) *why_none = impl_->no_writable_layer_reason();
+  return {};
+}
+
+std::string Runtime::last_store_failure() const {
+  std::lock_guard<std::mutex> lock(impl_->binaries_mutex);
+  return impl_->last_store_failure;
 }
 
 const char* version() { return KTUNE_VERSION_STRING; }

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "binary_key.hpp"
+#include "compile_lock.hpp"
 #include "ktune/cache/layered.hpp"
 #include "ktune/runtime.hpp"
 
@@ -17,7 +18,7 @@ namespace ktune {
 
 struct AtomicStats {
   std::atomic<int64_t> memory_hits{0}, cache_hits{0}, misses{0}, compiles{0}, compile_failures{0}, loads{0},
-      tuning_misses{0};
+      tuning_misses{0}, quarantined{0}, store_failures{0};
   std::atomic<int64_t> compile_us{0}, load_us{0};
 };
 
@@ -35,6 +36,14 @@ struct Runtime::Impl {
   std::mutex binaries_mutex;
   std::unordered_map<std::string, BinaryPtr> binaries;
   std::unordered_map<std::string, std::shared_future<BinaryPtr>> binaries_in_flight;
+  // Binaries compiled but not stored (no writable layer, or the write failed), by digest: why.
+  std::unordered_map<std::string, std::string> not_stored_by_digest;
+  std::string last_store_failure;
+  // Why copies of a binary (by readable name) were quarantined, for the error of a later miss.
+  std::unordered_map<std::string, std::string> quarantine_notes;
+  // Cross-process single flight on the writable layer (null without one).
+  std::unique_ptr<detail::CompileLocks> compile_locks;
+  static constexpr double kCompileLockWait_s = 600;  // a compile that takes longer is stuck, not slow
 
   // Loaded modules by context, then fast key (two levels so a lookup allocates nothing).
   struct Slot {
@@ -58,11 +67,25 @@ struct Runtime::Impl {
   std::unordered_map<void*, Report> reports;
   void free_reports();
 
-  // The binary for (kernel, arch): memory, then cache layers, then the compiler. Sets *compiled.
-  BinaryPtr obtain_binary(const GeneratedKernel& kernel, const Arch& arch, bool* compiled);
+  // The binary for (kernel, arch): memory, then cache layers, then the compiler. Sets *compiled (and *key).
+  BinaryPtr obtain_binary(const GeneratedKernel& kernel, const Arch& arch, bool* compiled,
+                          detail::BinaryKey* key = nullptr);
+  // The cache layers' copy of `key`, with copies whose blob lacks the key's symbols quarantined and skipped.
+  cache::BinaryLookup lookup(const GeneratedKernel& kernel, const detail::BinaryKey& key);
+  // Never use this blob again in this process; delete it from the writable layer if it is there.
+  void quarantine(const cache::BinaryRecord& rec, const std::string& why);
+  std::string no_writable_layer_reason() const;
   BinaryPtr lookup_or_compile(const GeneratedKernel& kernel, const Arch& arch, const detail::BinaryKey& key,
                               const std::vector<std::string>& options, bool* compiled);
   void dump(const GeneratedKernel& kernel, const detail::BinaryKey& key, const std::vector<uint8_t>& blob);
 };
+
+namespace detail {
+// Loads a CUBIN on `ctx` and resolves `symbols` (binding symbol first). Throws UnloadableBinary when the
+// bytes or symbols are at fault, Error(cuda_error) otherwise.
+std::unique_ptr<LoadedKernel> load_gpu_module(const cache::BinaryRecord& rec, const BoundSymbols& symbols,
+                                              void* ctx);
+void unload_gpu_module(void* module);
+}  // namespace detail
 
 }  // namespace ktune

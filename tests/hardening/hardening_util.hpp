@@ -87,4 +87,23 @@ inline std::string file_sha256(const std::string& path) {
   return cache::sha256_hex(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 
+// Replaces a row's blob and recomputes blob_sha256, blob_size and the row digest: what anyone with write access
+// can do, since none of them carries a secret. The row stays self-consistent.
+inline void forge_blob(const std::string& path, const std::string& digest, const std::vector<uint8_t>& blob) {
+  const std::string sha = cache::sha256_hex(blob.data(), blob.size());
+  raw_exec(path,
+           "UPDATE binaries SET blob = ?1, blob_sha256 = '" + sha + "', blob_size = " + std::to_string(blob.size()) +
+               " WHERE digest = '" + digest + "'",
+           &blob);
+  reseal_binary_row(path, digest);
+}
+
+// The blob stored under `digest` (read raw, unchecked).
+inline std::vector<uint8_t> raw_blob(const std::string& path, const std::string& digest) {
+  auto db = cache::CacheDb::open(path, {});
+  cache::BinaryLookup l = db->get_binary(digest);
+  REQUIRE(l.status == cache::LookupStatus::hit);
+  return l.record.blob;
+}
+
 }  // namespace ktune::hardening

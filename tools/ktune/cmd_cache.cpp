@@ -23,9 +23,14 @@ const char* kHelp = R"(usage: ktune cache <ls|show|stats|check|verify|prune|expo
                                           --fingerprint: a fingerprint line or `ktune info --json` output;
                                           default: GPU 0 if any). --arch default: the fingerprint's arch, else
                                           every default arch. Exit 1 when a binary is missing
-  verify [--pubkey P[:P2...]] [--json]    SQLite integrity + SHA-256 of every blob and row digest; exit 1 naming
-                                          bad entries. --pubkey: also require every layer to be signed by one
-                                          of these keys over exactly its current rows (exit 1 otherwise)
+  verify [--pubkey P[:P2...]] [--load] [--json]
+                                          SQLite integrity + SHA-256 of every blob and row digest, and every
+                                          blob's binding symbol and entry points in its symbol table; exit 1
+                                          naming bad entries. --pubkey: also require every layer to be signed by
+                                          one of these keys over exactly its current rows (exit 1 otherwise).
+                                          --load: also load every binary this machine can (host objects of this
+                                          CPU, CUBINs of GPU 0's arch) as the runtime would; exit 1 naming those
+                                          that fail
   prune  [--stale-compiler] [--stale-ktune] [--family F] [--json]
                                           delete damaged entries (and stale ones) from the writable layer
   export --out FILE [--json]              all intact entries of all layers into one new self-contained FILE
@@ -95,6 +100,9 @@ int stats(const Args& args, const std::string& cache) {
 int verify(const Args& args, const std::string& cache) {
   auto issues = cache_verify(cache);
   size_t total = cache_list(cache).size();
+  const bool load = args.has("load");
+  CacheLoadReport loads;
+  if (load) loads = cache_verify_loads(cache);
   std::vector<CacheSignatureStatus> sigs;
   if (args.has("pubkey")) sigs = cache_verify_signatures(cache, args.get("pubkey"));
   bool all_signed = true;
@@ -112,14 +120,29 @@ int verify(const Args& args, const std::string& cache) {
     out.num("checked", static_cast<int64_t>(total)).num("damaged", static_cast<int64_t>(issues.size()))
         .boolean("intact", issues.empty()).raw("issues", json_array(rows));
     if (args.has("pubkey")) out.boolean("signed", all_signed).raw("signatures", json_array(sig_rows));
+    if (load) {
+      std::vector<std::string> failed;
+      for (const auto& i : loads.failures)
+        failed.push_back(JsonObject().str("layer", i.layer).str("digest", i.digest).str("name", i.name)
+                             .str("problem", i.problem).dump());
+      out.num("loaded", loads.loaded).num("load_failed", loads.failed)
+          .num("not_loadable_here", loads.not_loadable_here).str("load_targets", loads.targets)
+          .raw("load_failures", json_array(failed));
+    }
     fmt::print("{}\n", out.dump());
   } else {
     for (const auto& i : issues) fmt::print("DAMAGED {} ({}) in {}: {}\n", i.name, i.digest, i.layer, i.problem);
     if (issues.empty()) fmt::print("{} binaries checked: all intact\n", total);
     else fmt::print("{} binaries checked: {} damaged\n", total, issues.size());
     for (const auto& s : sigs) fmt::print("{} signature {}: {}\n", s.valid ? "GOOD" : "BAD", s.result, s.detail);
+    if (load) {
+      for (const auto& i : loads.failures)
+        fmt::print("LOAD FAILED {} ({}) in {}: {}\n", i.name, i.digest, i.layer, i.problem);
+      fmt::print("load check ({}): {} loaded, {} failed, {} not loadable on this machine\n", loads.targets,
+                 loads.loaded, loads.failed, loads.not_loadable_here);
+    }
   }
-  return issues.empty() && all_signed ? 0 : 1;
+  return issues.empty() && all_signed && loads.failed == 0 ? 0 : 1;
 }
 
 int keygen(const Args& args) {
@@ -186,8 +209,8 @@ int cmd_cache(const std::vector<std::string>& argv) {
     }
   if (sub == "check") return cmd_cache_check(rest);
   // `show KEY` is the one subcommand with a positional argument.
-  Args args(rest, {"cache", "family", "out", "from", "key", "pubkey"}, {"json", "stale-compiler", "stale-ktune"},
-            sub == "show" ? 1 : 0);
+  Args args(rest, {"cache", "family", "out", "from", "key", "pubkey"},
+            {"json", "stale-compiler", "stale-ktune", "load"}, sub == "show" ? 1 : 0);
   std::string cache = args.get("cache", default_cache_path());
   if (sub == "ls") return ls(args, cache);
   if (sub == "show") return show(args, cache);

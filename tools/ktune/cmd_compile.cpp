@@ -16,6 +16,7 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
+#include "offline_store.hpp"
 #include "progress.hpp"
 
 namespace ktune::cli {
@@ -23,7 +24,9 @@ namespace {
 
 const char* kHelp = R"(usage: ktune compile --family F --arch A[,A...] [--problem KEY | --config JSON] [--all-configs]
                      [--cache PATH] [-j N] [--json]
-  Compiles family F for each arch (e.g. sm_90a,sm_100a,sm_120a) into the first writable cache layer.
+  Compiles family F for each arch (e.g. sm_90a,sm_100a,sm_120a) into the first writable cache layer; exits 1
+  naming the path and the reason when no layer is writable or a result could not be stored, and refuses to
+  run under KTUNE_JIT=0.
   --problem KEY   a readable problem key (as `ktune cache ls` prints it); repeatable with ';'
   --config JSON   a JSON object of problem fields (as in a preset's ops, docs/presets.md); without
                   --problem/--config the family's example problems are compiled
@@ -73,10 +76,8 @@ int cmd_compile(const std::vector<std::string>& argv) {
       }
     }
 
-  RuntimeOptions opts = RuntimeOptions::from_env();
-  if (args.has("cache")) opts.cache_path = args.get("cache");
-  opts.allow_jit = true;  // compiling is the point of this command
-  Runtime rt(opts);
+  Runtime rt(offline_runtime_options("compile", args.get("cache")));
+  require_writable_layer(rt, "compile");
 
   bool json = args.has("json");
   Progress progress("compile", static_cast<int>(jobs.size()), json);

@@ -10,7 +10,9 @@
 #include "ktune/device.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
+#include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
+#include "offline_store.hpp"
 
 namespace ktune::cli {
 namespace {
@@ -50,16 +52,18 @@ int cmd_tune(const std::vector<std::string>& argv) {
       throw UsageError("tune needs a GPU (use ktune compile to build without one, or --arch host)");
     use_device(0);
   }
-  RuntimeOptions o = RuntimeOptions::from_env();
-  if (args.has("cache")) o.cache_path = args.get("cache");
-  Runtime rt(o);
+  Runtime rt(offline_runtime_options("tune", args.get("cache")));
   autotune::TuneOptions t;
   t.persist = !args.has("no-persist");
+  if (t.persist) require_writable_layer(rt, "tune");  // the table is the result; --no-persist only prints it
   if (host) {
     t.host = true;
     t.measure = autotune::host_measure_options();
   }
   autotune::TuneOutcome r = autotune::tune(rt, fam.name, problem, buckets, t);
+  // The candidates' binaries are results too: a later warmup or serving process would compile them again.
+  if (const std::string unstored = unstored_results(rt); t.persist && !unstored.empty())
+    throw Error(Status::cache_error, "tune", unstored);
   if (args.has("json")) {
     std::vector<std::string> rows;
     for (const auto& c : r.candidates)

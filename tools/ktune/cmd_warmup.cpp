@@ -9,6 +9,7 @@
 #include "json_writer.hpp"
 #include "ktune/device.hpp"
 #include "ktune/runtime.hpp"
+#include "offline_store.hpp"
 #include "preset_options.hpp"
 #include "progress.hpp"
 
@@ -26,6 +27,8 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   batch x seq_len <= 8192 (sparse_mla_decode: batch x max_q_len x topk) and GEMM tokens <= 4 on it (larger
   keys are skipped: the host cap), GPU or not.
   --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}.
+  Exits 1 naming the path and the reason when no cache layer is writable or a binary could not be stored;
+  refuses to run under KTUNE_JIT=0 (warmup compiles by design).
 )";
 
 }  // namespace
@@ -43,11 +46,10 @@ int cmd_warmup(const std::vector<std::string>& argv) {
   w.budget_s = parse_budget(args.get("budget"));
   w.jobs = args.get_int("jobs", 0, 1, 1024);
   autotune::Preset preset = load_preset_option(args);
-  RuntimeOptions o = RuntimeOptions::from_env();
-  if (args.has("cache")) o.cache_path = args.get("cache");
-  o.allow_jit = true;
+  RuntimeOptions o = offline_runtime_options("warmup", args.get("cache"));
   bool gpu = make_gpu_current();
   Runtime rt(o);
+  require_writable_layer(rt, "warmup");
   bool json = args.has("json");
   std::unique_ptr<Progress> bar;
   std::string phase;
@@ -83,6 +85,10 @@ int cmd_warmup(const std::vector<std::string>& argv) {
     for (const auto& it : r.items)
       if (it.status.rfind("failed", 0) == 0)
         fmt::print("  {}{}{}: {}\n", it.family, it.tuning_key.empty() ? "" : " ", it.tuning_key, it.status);
+  }
+  if (const std::string unstored = unstored_results(rt); !unstored.empty()) {
+    fmt::print(stderr, "ktune warmup: {}\n", unstored);
+    return 1;
   }
   return (r.failed || r.compile_failed) ? 1 : 0;
 }

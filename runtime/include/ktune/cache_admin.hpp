@@ -61,8 +61,20 @@ KTUNE_API std::vector<CacheLayerSummary> cache_layers(const std::string& search_
 KTUNE_API std::vector<CacheEntry> cache_list(const std::string& search_path, const std::string& family = "");
 KTUNE_API std::vector<CacheTuningEntry> cache_list_tuning(const std::string& search_path,
                                                           const std::string& family = "");
-// Integrity check of every layer (SQLite's own check plus every blob's SHA-256).
+// Integrity check of every layer (SQLite's own check plus every blob's SHA-256), and of every intact binary's
+// binding: its blob's symbol table must define the binding symbol and entry points its row names (read from
+// the bytes; nothing is loaded).
 KTUNE_API std::vector<CacheIssue> cache_verify(const std::string& search_path);
+
+// `cache verify --load`: loads every intact binary this machine can load -- host objects of this CPU's target
+// id (LLVM host backend), CUBINs of the arch of GPU 0 -- exactly as the runtime would, symbols included, then
+// unloads it. Rows of other targets are counted as not loadable here.
+struct KTUNE_API CacheLoadReport {
+  int64_t loaded = 0, failed = 0, not_loadable_here = 0;
+  std::vector<CacheIssue> failures;  // problem: why it does not load
+  std::string targets;               // what was loadable: "host znver4 (LLVM 19.1.7); GPU 0 sm_90a"
+};
+KTUNE_API CacheLoadReport cache_verify_loads(const std::string& search_path);
 // Removes, from the first writable layer, damaged entries and entries built by another compiler version
 // (stale_compiler: keep only the NVRTC version loaded now) or another ktune version. Returns the count.
 KTUNE_API int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_ktune,

@@ -32,6 +32,10 @@ struct KTUNE_API RuntimeOptions {
   std::optional<std::string> trusted_keys;
   bool checked = false;     // KTUNE_CHECKED=1: every family launch uses its bounds-checked kernel variant
                             // (device-side index checks that report instead of faulting; docs/reliability.md)
+  // Offline tools: a compiled binary that cannot be stored is an error (Status::cache_error naming the path
+  // and why), and after one, every further compile is refused at once instead of repeating the failure.
+  // Serving processes leave it false: a binary that compiled but could not be stored still runs from memory.
+  bool require_store = false;
   static RuntimeOptions from_env();
 };
 
@@ -44,6 +48,8 @@ struct KTUNE_API RuntimeStats {
   int64_t compile_failures = 0;
   int64_t loads = 0;            // modules loaded onto a context
   int64_t damaged_skipped = 0;  // cache entries that failed their integrity check and were not loaded
+  int64_t quarantined = 0;      // binaries that did not load or lacked their key's symbols: never used again
+  int64_t store_failures = 0;   // binaries compiled but not stored (no writable layer, or the write failed)
   int64_t tuning_misses = 0;    // launches that found no tuned config and used the default
   double compile_ms = 0;        // total wall time spent compiling
   double load_ms = 0;           // total wall time spent in cuModuleLoadData (host: linking the object)
@@ -69,6 +75,9 @@ struct KTUNE_API EnsureResult {
   std::string digest;
   bool compiled = false;  // false => it was already in a cache layer
   double compile_ms = 0;
+  // Compiled but not stored: why (no writable layer, or the write failed); empty when stored or already cached.
+  // Offline tools must treat a non-empty value as a failure: the next process would compile it again.
+  std::string not_stored;
 };
 
 // A fault a checked kernel recorded (see Runtime::take_device_fault).
@@ -145,6 +154,11 @@ class KTUNE_API Runtime {
   const RuntimeOptions& options() const;
   // The cache layers as opened: "path (rw)" / "path (ro)" / "path (absent: why)".
   std::vector<std::string> cache_layers() const;
+  // The path new binaries and tuning rows go to, or "" when no layer is writable; then *why_none (if given)
+  // names the search path and why each layer is not writable.
+  std::string writable_cache_layer(std::string* why_none = nullptr) const;
+  // Why the latest compiled binary was not stored ("" if every one was): see RuntimeStats::store_failures.
+  std::string last_store_failure() const;
 
   struct Impl;
   Impl& impl() { return *impl_; }  // for the tuner and tools inside the library

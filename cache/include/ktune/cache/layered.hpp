@@ -33,6 +33,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ktune/cache/signing.hpp"
@@ -98,6 +100,12 @@ class LayeredCache {
                                          const std::string& device_fingerprint);
   void put_tuning(const TuningRecord& r);
 
+  // A blob that passed every check here but cannot be used (it does not load, or lacks the symbols of its key):
+  // from now on every lookup passes over copies with this blob_sha256 as damaged ("quarantined: why") and
+  // searches on, and the writable layer's row under `digest` is deleted when it holds this blob. Returns what
+  // was done beyond that ("; deleted from PATH"), for the caller's log.
+  std::string quarantine(const std::string& digest, const std::string& blob_sha256, const std::string& why);
+
   int64_t damaged_seen() const { return damaged_seen_.load(); }  // damaged entries met by lookups
   int64_t errors_seen() const { return errors_seen_.load(); }    // lookups a layer failed with an error
   std::string last_problem() const;                               // detail of the latest of either
@@ -125,6 +133,9 @@ class LayeredCache {
   std::atomic<int64_t> errors_seen_{0};
   mutable std::mutex problem_mu_;
   std::string last_problem_;
+  mutable std::mutex quarantine_mu_;
+  std::unordered_map<std::string, std::string> quarantined_;  // blob_sha256 -> why
+  std::string quarantined_why(const std::string& blob_sha256) const;
 };
 
 }  // namespace ktune::cache

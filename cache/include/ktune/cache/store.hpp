@@ -148,10 +148,12 @@ class CacheDb {
   BinaryLookup get_binary(const std::string& digest);
   BinaryLookup get_binary(const std::string& digest, const BinaryExpectation& expect);
   // For deployments with no compiler: the newest (created_at) intact entry matching these columns, whatever its
-  // compiler_version. `damaged` only if every matching entry is damaged.
+  // compiler_version, passing over rows whose blob_sha256 is in `skip_blobs` (blobs the caller found unusable,
+  // so an older compiler's row is served instead). `damaged` only if every matching entry is damaged.
   BinaryLookup find_binary_any_compiler_version(const std::string& source_digest, const std::string& arch,
                                                 const std::string& compiler, const std::string& options,
-                                                const std::string& ktune_version);
+                                                const std::string& ktune_version,
+                                                const std::unordered_set<std::string>& skip_blobs = {});
   // INSERT OR IGNORE in one transaction: false if an intact entry with this digest already exists. A damaged
   // entry under the same digest is replaced (returns true). Throws on a read-only file, an empty digest, or a
   // blob_sha256 that does not match the blob.
