@@ -1,4 +1,4 @@
-// Inputs of the sparse MLA dev harnesses (mla_ws.cu): 128 heads, kv_lora_rank 512 + rope 64, an
+// Inputs of the sparse MLA dev harnesses (mla_ws.cu, mla_ws_sanitize.cu): 128 heads, kv_lora_rank 512 + rope 64, an
 // fp8_ds_mla cache of `pages` x `page` random rows (e4m3 latent, never NaN; rope bf16 around 1), random bf16 Q and
 // random top-k slots, uploaded and wired into a Params (out, LSE and a split workspace allocated, NaN-free).
 #pragma once
@@ -50,6 +50,24 @@ inline MlaDevInputs make_mla_dev_inputs(int tokens, int topk, int pages, int pag
     for (int i = 0; i < topk; ++i) in.idx[size_t(all_skip_token) * topk + i] = -1;
   return in;
 }
+
+namespace ktune_mla {
+// The Specs the sm_90a dev harnesses launch: the library's default wgmma kernel (t64.s1.g64.wg) and the
+// warp-specialized one (t64.s2.g64.ws), 128 heads, fp8_ds_mla, page 64, top-k kTopkValue.
+template <int kTopkValue>
+struct DevBaseSpec {
+  static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = kTopkValue, kPageSize = 64;
+  static constexpr bool kFp8 = true;
+  static constexpr int kMaxQLen = 1;
+  static constexpr bool kChecked = false;
+  static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = 8;
+  static constexpr bool kWgmma = true;
+};
+template <int kTopkValue>
+struct DevWsSpec : DevBaseSpec<kTopkValue> {
+  static constexpr int kStages = 2;
+};
+}  // namespace ktune_mla
 
 // Device copies of the inputs and outputs for up to in.tokens tokens and `max_splits` splits, in a Params.
 inline ktune_mla::Params upload_mla_dev_inputs(const MlaDevInputs& in, int max_splits) {

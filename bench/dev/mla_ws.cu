@@ -18,17 +18,8 @@
 #include "sparse_mla_decode/kernel_ws.cuh"
 
 namespace ktune_mla {
-struct BaseSpec {
-  static constexpr int kNumHeads = 128, kLat = 512, kRope = 64, kTopk = 2048, kPageSize = 64;
-  static constexpr bool kFp8 = true;
-  static constexpr int kMaxQLen = 1;
-  static constexpr bool kChecked = false;
-  static constexpr int kHeadsPerCta = 64, kTile = 64, kStages = 1, kWarps = 8;
-  static constexpr bool kWgmma = true;
-};
-struct WsSpec : BaseSpec {
-  static constexpr int kStages = 2;
-};
+using BaseSpec = DevBaseSpec<2048>;
+using WsSpec = DevWsSpec<2048>;
 }  // namespace ktune_mla
 using namespace ktune_mla;
 

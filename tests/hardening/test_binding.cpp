@@ -10,6 +10,7 @@
 #include "binary_key.hpp"
 #include "elf_symbols.hpp"
 #include "hardening_util.hpp"
+#include "host_kernel_util.hpp"
 #include "host/host_support.hpp"
 #include "host_compiler.hpp"
 #include "ktune/cache_admin.hpp"
@@ -24,28 +25,7 @@ using namespace ktune::hardening;
 
 namespace {
 
-RuntimeOptions opts(const std::string& path, bool jit = true) {
-  RuntimeOptions o;
-  o.cache_path = path;
-  o.allow_jit = jit;
-  return o;
-}
-
-// Two configs of one host "family" whose entry point has the same name: add_one returns x + n.
-GeneratedKernel adder(int n) {
-  GeneratedKernel k;
-  k.family = "test_bind";
-  k.problem_key = "add" + std::to_string(n);
-  k.config_key = "default";
-  k.source = "extern \"C\" int add_one(int x) { return x + " + std::to_string(n) + "; }\n";
-  k.entry_points = {"add_one"};
-  return k;
-}
-
-std::string host_digest(const GeneratedKernel& k) {
-  return detail::derive_binary_key(k, Arch::host_cpu(), "llvm", Runtime::host_target_id(), detail::host_options(k))
-      .digest;
-}
+GeneratedKernel adder(int n) { return int_kernel("test_bind", "add_one", "+", "add", n); }
 
 std::unordered_set<std::string> symbols_of(const std::vector<uint8_t>& blob) {
   std::unordered_set<std::string> names;
@@ -95,7 +75,7 @@ TEST_CASE("binding: a CUBIN defines its key's binding symbol, and a swapped CUBI
   const auto key3 = detail::derive_binary_key(k3, a, "nvrtc", detail::nvrtc().version, detail::nvrtc_options(k3, a));
   const auto key5 = detail::derive_binary_key(k5, a, "nvrtc", detail::nvrtc().version, detail::nvrtc_options(k5, a));
   {
-    Runtime rt(opts(db));
+    Runtime rt(runtime_options(db));
     rt.ensure_binary(k3, a);
     rt.ensure_binary(k5, a);
   }
@@ -115,7 +95,7 @@ TEST_CASE("binding: a CUBIN defines its key's binding symbol, and a swapped CUBI
 
   const std::vector<uint8_t> forged = raw_blob(db, key3.digest);
   {
-    Runtime rt(opts(db));
+    Runtime rt(runtime_options(db));
     CHECK(rt.ensure_binary(k3, a).compiled);  // rebuilt, and the swapped row replaced
     CHECK(rt.stats().quarantined == 1);
   }
@@ -124,7 +104,7 @@ TEST_CASE("binding: a CUBIN defines its key's binding symbol, and a swapped CUBI
 
   // KTUNE_JIT=0: an error naming the key and why; the swapped row is deleted from the writable layer.
   forge_blob(db, key3.digest, forged);
-  Runtime strict(opts(db, false));
+  Runtime strict(runtime_options(db, false));
   try {
     strict.ensure_binary(k3, a);
     FAIL("a swapped CUBIN was served");
@@ -143,7 +123,7 @@ TEST_CASE("binding: a host object of another config under a row is never run", "
   // Both configs compiled, then one's row given two's object (same entry point `add_one`, returns x + 2).
   auto swapped_cache = [&](const std::string& db) {
     {
-      Runtime rt(opts(db));
+      Runtime rt(runtime_options(db));
       rt.ensure_binary(one, Arch::host_cpu());
       rt.ensure_binary(two, Arch::host_cpu());
     }
@@ -159,7 +139,7 @@ TEST_CASE("binding: a host object of another config under a row is never run", "
   CHECK(loads.loaded == 1);
   CHECK(loads.failed == 1);
   {
-    Runtime strict(opts(strict_db, false));
+    Runtime strict(runtime_options(strict_db, false));
     try {
       strict.get_host("bind/one", [&] { return one; });
       FAIL("a swapped host object was served");
@@ -173,7 +153,7 @@ TEST_CASE("binding: a host object of another config under a row is never run", "
 
   swapped_cache(db);
   {
-    Runtime rt(opts(db));
+    Runtime rt(runtime_options(db));
     const LoadedKernel& lk = rt.get_host("bind/one", [&] { return one; });
     REQUIRE(lk.functions.size() == 1);
     CHECK(reinterpret_cast<int (*)(int)>(lk.functions[0])(41) == 42);
@@ -189,7 +169,7 @@ TEST_CASE("binding: a host object of another config under a row is never run", "
                    host_digest(two) + "') WHERE digest = '" + host_digest(one) + "'");
   reseal_binary_row(db, host_digest(one));
   CHECK(cache_verify(db).empty());  // consistent in itself: only the key can tell
-  Runtime again(opts(db));
+  Runtime again(runtime_options(db));
   const LoadedKernel& lk2 = again.get_host("bind/one", [&] { return one; });
   CHECK(reinterpret_cast<int (*)(int)>(lk2.functions[0])(41) == 42);
   CHECK(again.stats().quarantined == 1);

@@ -8,6 +8,7 @@
 
 #include "binary_key.hpp"
 #include "hardening_util.hpp"
+#include "host_kernel_util.hpp"
 #include "host/host_support.hpp"
 #include "host_compiler.hpp"
 #include "ktune/cache/layered.hpp"
@@ -20,27 +21,7 @@ using namespace ktune::hardening;
 
 namespace {
 
-RuntimeOptions opts(const std::string& path, bool jit = true) {
-  RuntimeOptions o;
-  o.cache_path = path;
-  o.allow_jit = jit;
-  return o;
-}
-
-GeneratedKernel times(int n) {
-  GeneratedKernel k;
-  k.family = "test_poison";
-  k.problem_key = "mul" + std::to_string(n);
-  k.config_key = "default";
-  k.source = "extern \"C\" int times_n(int x) { return x * " + std::to_string(n) + "; }\n";
-  k.entry_points = {"times_n"};
-  return k;
-}
-
-std::string host_digest(const GeneratedKernel& k) {
-  return detail::derive_binary_key(k, Arch::host_cpu(), "llvm", Runtime::host_target_id(), detail::host_options(k))
-      .digest;
-}
+GeneratedKernel times(int n) { return int_kernel("test_poison", "times_n", "*", "mul", n); }
 
 int call(Runtime& rt, const GeneratedKernel& k, int x) {
   const LoadedKernel& lk = rt.get_host("poison/" + k.problem_key, [&] { return k; });
@@ -76,7 +57,7 @@ TEST_CASE("poison: an unloadable host object with correct digests is quarantined
       const GeneratedKernel k = times(3);
       auto poisoned_cache = [&](const std::string& db) {
         {
-          Runtime rt(opts(db));
+          Runtime rt(runtime_options(db));
           CHECK(call(rt, k, 5) == 15);
         }
         forge_blob(db, host_digest(k), poisoned(raw_blob(db, host_digest(k)), kind));
@@ -96,7 +77,7 @@ TEST_CASE("poison: an unloadable host object with correct digests is quarantined
       // KTUNE_JIT=0: a clear error naming the key and why, on every call (never a crash, never a launch); the
       // poisoned row is deleted from the writable layer.
       {
-        Runtime strict(opts(strict_db, false));
+        Runtime strict(runtime_options(strict_db, false));
         for (int attempt = 0; attempt < 2; ++attempt) {
           try {
             call(strict, k, 5);
@@ -113,7 +94,7 @@ TEST_CASE("poison: an unloadable host object with correct digests is quarantined
       // With JIT: quarantined, deleted from the writable layer, compiled once; the next process just loads.
       poisoned_cache(db);
       {
-        Runtime rt(opts(db));
+        Runtime rt(runtime_options(db));
         CHECK(call(rt, k, 5) == 15);
         CHECK(call(rt, k, 6) == 18);
         CHECK(rt.stats().quarantined == 1);
@@ -121,7 +102,7 @@ TEST_CASE("poison: an unloadable host object with correct digests is quarantined
       }
       CHECK(cache_verify(db).empty());
       CHECK(cache_verify_loads(db).failed == 0);
-      Runtime after(opts(db, false));
+      Runtime after(runtime_options(db, false));
       CHECK(call(after, k, 7) == 21);
       CHECK(after.stats().compiles == 0);
       CHECK(after.stats().quarantined == 0);
@@ -135,18 +116,18 @@ TEST_CASE("poison: a poisoned read-only layer is passed over for the writable la
   TempDir dir;
   const std::string image = dir.file("image.db"), user = dir.file("user.db");
   const GeneratedKernel k = times(4);
-  { Runtime rt(opts(image)); CHECK(call(rt, k, 2) == 8); }
+  { Runtime rt(runtime_options(image)); CHECK(call(rt, k, 2) == 8); }
   forge_blob(image, host_digest(k), poisoned(raw_blob(image, host_digest(k)), "foreign machine"));
   const auto image_bytes = read_bytes(image);
   const std::string path = image + "?ro:" + user;
   {
-    Runtime rt(opts(path));
+    Runtime rt(runtime_options(path));
     CHECK(call(rt, k, 2) == 8);  // the image's copy fails to load: quarantined; compiled into user.db
     CHECK(rt.stats().quarantined == 1);
     CHECK(rt.stats().compiles == 1);
   }
   CHECK(read_bytes(image) == image_bytes);  // a read-only layer is never written, not even to delete poison
-  Runtime again(opts(path, false));
+  Runtime again(runtime_options(path, false));
   CHECK(call(again, k, 3) == 12);  // image first: quarantined again, then the user layer's copy
   CHECK(again.stats().compiles == 0);
 }
