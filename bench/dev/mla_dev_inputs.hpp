@@ -69,6 +69,14 @@ struct DevWsSpec : DevBaseSpec<kTopkValue> {
 };
 }  // namespace ktune_mla
 
+// A bf16 bit pattern as a double.
+inline double bf16_value(unsigned short h) {
+  unsigned u = unsigned(h) << 16;
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
 // Device copies of the inputs and outputs for up to in.tokens tokens and `max_splits` splits, in a Params.
 inline ktune_mla::Params upload_mla_dev_inputs(const MlaDevInputs& in, int max_splits) {
   void *dkv, *dq, *dout;

@@ -23,13 +23,6 @@ using WsSpec = DevWsSpec<2048>;
 }  // namespace ktune_mla
 using namespace ktune_mla;
 
-static double bf(unsigned short h) {
-  unsigned u = unsigned(h) << 16;
-  float v;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-
 struct Run {
   std::vector<unsigned short> out;
   std::vector<float> lse;
@@ -89,7 +82,7 @@ int main() {
       double num = 0, den = 0, ln = 0, ld = 0;
       size_t differ = 0, bad = 0;
       for (size_t i = 0; i < a.out.size(); ++i) {
-        const double u = bf(a.out[i]), v = bf(w.out[i]);
+        const double u = bf16_value(a.out[i]), v = bf16_value(w.out[i]);
         if (!std::isfinite(v)) ++bad;
         differ += a.out[i] != w.out[i];
         num += (u - v) * (u - v);

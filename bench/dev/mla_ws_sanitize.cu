@@ -24,13 +24,6 @@ using WsSpec = DevWsSpec<512>;
 }  // namespace ktune_mla
 using namespace ktune_mla;
 
-static double bf(unsigned short h) {
-  unsigned u = unsigned(h) << 16;
-  float v;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-
 template <class Kern>
 void launch(Kern kern, int threads, int smem, const Params& p, int tokens, int splits, std::vector<unsigned short>& out,
             std::vector<float>& lse) {
@@ -64,7 +57,7 @@ int main() {
     double num = 0, den = 0, lse_worst = 0;
     size_t bad = 0;
     for (size_t i = 0; i < ws_out.size(); ++i) {
-      const double u = bf(ref_out[i]), v = bf(ws_out[i]);
+      const double u = bf16_value(ref_out[i]), v = bf16_value(ws_out[i]);
       if (std::isfinite(u) != std::isfinite(v)) ++bad;
       if (!std::isfinite(u) || !std::isfinite(v)) continue;
       num += (u - v) * (u - v);
