@@ -5,14 +5,7 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
-py=""
-for c in ${KTUNE_PYTHON:-} /usr/bin/python3 python3; do
-  if command -v "$c" >/dev/null 2>&1 && "$c" -c "import numpy, venv, ensurepip" >/dev/null 2>&1; then py=$c; break; fi
-done
-if [[ -z "$py" ]]; then
-  echo "SKIP: no python3 with numpy, venv and ensurepip (tools/setup.sh installs python3-numpy python3-venv)"
-  exit 77
-fi
+source "$(dirname "$0")/find_python.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The wheel: built by the venv's pip so nothing outside the venv is needed beyond python3 itself.
