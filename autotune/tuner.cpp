@@ -19,7 +19,7 @@
 #include "ktune/family.hpp"
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
-#include "log.hpp"
+#include "ktune_internal/log.hpp"
 #include "runtime_impl.hpp"
 
 namespace ktune::autotune {

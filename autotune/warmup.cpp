@@ -15,7 +15,7 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/tuning.hpp"
-#include "log.hpp"
+#include "ktune_internal/log.hpp"
 #include "runtime_impl.hpp"
 
 namespace ktune::autotune {

@@ -21,7 +21,7 @@
 #include <fmt/format.h>
 
 #include "host_bench_util.hpp"
-#include "host_pool.hpp"
+#include "ktune_internal/host_pool.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/xqa_decode_host.hpp"
 #include "support/temp_dir.hpp"

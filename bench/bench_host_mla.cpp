@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 
 #include "host_bench_util.hpp"
-#include "host_pool.hpp"
+#include "ktune_internal/host_pool.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
 #include "sparse_mla/mla_reference.hpp"

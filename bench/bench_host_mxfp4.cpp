@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "host_bench_util.hpp"
-#include "host_pool.hpp"
+#include "ktune_internal/host_pool.hpp"
 #include "ktune/mxfp4_gemm_host.hpp"
 #include "ktune/runtime.hpp"
 #include "mxfp4_gemm/host_kernel.h"

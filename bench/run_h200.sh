@@ -12,6 +12,8 @@
 #   xqa       bench_xqa + bench/peers_sdpa.py (cuDNN / flash SDPA) + bench_runtime (load and launch overhead)
 #   mla       bench_sparse_mla + bench/peers_sparse_mla.py (PyTorch gather + bmm)
 #   mxfp4     bench_mxfp4 + bench/peers_mxfp4.py (cuBLAS BF16 on the dequantized weight)
+#   dispatch  bench_dispatch (host us per call: prepared C++/C ops, one-shot calls, bare cuLaunchKernel) and
+#             bench/bench_dispatch.py (the Python op object, the torch custom op, SDPA's per-call cost)
 #   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys
 #   python    the Python package's GPU tests (python/tests) with KTUNE_TEST_REQUIRE=gpu, installed with pip --target
 #   sanitize  checked kernels + memcheck, the host oracle dump (tests/data/xqa_h200_oracle.bin), racecheck and
@@ -33,7 +35,7 @@ if [[ "${1:-}" == "--pack" ]]; then
   set -eo pipefail
   B=${2:-build}
   rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/lib"
-  for t in ktune ktune_tests ktune_stress bench_xqa bench_runtime bench_sparse_mla bench_mxfp4 bench_autotune; do
+  for t in ktune ktune_tests ktune_stress bench_xqa bench_runtime bench_sparse_mla bench_mxfp4 bench_autotune bench_dispatch; do
     if [[ -x $B/bin/$t ]]; then strip --strip-unneeded -o "$PACK/bin/$t" "$B/bin/$t"; else echo "no $B/bin/$t"; fi
   done
   strip --strip-unneeded -o "$PACK/lib/libktune.so.0" "$(readlink -f "$B/lib/libktune.so.0")"
@@ -202,6 +204,14 @@ part_shipping() {
   export KTUNE_CACHE=$WORK/all.db
 }
 
+part_dispatch() {
+  step dispatch_cpp 120 "$P/bin/bench_dispatch" --json "$OUT/dispatch_cpp.json"
+  grep -E "^\|" "$OUT/dispatch_cpp.txt"
+  step dispatch_py 120 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" python3 bench/bench_dispatch.py \
+    --json "$OUT/dispatch_py.json"
+  grep -E "^\||identical" "$OUT/dispatch_py.txt"
+}
+
 part_readme() {
   mkdir -p build/lib && cp "$P/lib/libktune.so.0" build/lib/libktune.so.0
   step readme_story 300 bash tests/readme/readme_story.sh
@@ -212,7 +222,7 @@ echo "ktune H200 run $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
 for part in "$@"; do
   if ! declare -F "part_$part" >/dev/null; then
-    echo "unknown part '$part' (expected tests xqa mla mxfp4 tune python sanitize shipping readme)"
+    echo "unknown part '$part' (expected tests xqa mla mxfp4 dispatch tune python sanitize shipping readme)"
     exit 2
   fi
   "part_$part"

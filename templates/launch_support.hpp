@@ -10,6 +10,7 @@
 
 #include "ktune/arch.hpp"
 #include "ktune/kernel_spec.hpp"
+#include "ktune_internal/context.hpp"
 
 namespace ktune::launch_support {
 
@@ -20,14 +21,12 @@ std::string ptr_text(const void* p);
 // Non-null and `align`-byte aligned, else bad_arg naming `field`.
 void need_device_ptr(const char* family, const void* p, const char* field, size_t align);
 
-struct DeviceFacts {
-  Arch arch;
-  DeviceLimits limits;
-  int ordinal = -1;
-};
+using internal::DeviceFacts;
 // The current context's device. Throws Error(cuda_error) without a current context (saying how to make one).
-// After the first call per device and thread: no driver query beyond two cheap context reads.
-const DeviceFacts& current_device(const char* family);
+// After the first call per device and thread: one driver call (the current context).
+inline const DeviceFacts& current_device(const char* family) {
+  return internal::device_facts(internal::current_context(), family);
+}
 
 // Logs (warn), once per process for each (family, tuning key, config), that a tuned config from the cache cannot
 // be used and the default runs instead.

@@ -25,6 +25,8 @@ _NAMES = ("libktune.so.0", "libktune.so")
 
 class _XqaArgs(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by the *_args_default of the library (header of every args struct)
+        ("family_id", ctypes.c_uint32),
         ("q", ctypes.c_void_p),
         ("kv_cache", ctypes.c_void_p),
         ("block_tables", ctypes.c_void_p),
@@ -128,6 +130,8 @@ _lib_path = None
 
 class _MlaArgs(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by the *_args_default of the library (header of every args struct)
+        ("family_id", ctypes.c_uint32),
         ("q", ctypes.c_void_p),
         ("kv_cache", ctypes.c_void_p),
         ("indices", ctypes.c_void_p),
@@ -146,6 +150,8 @@ class _MlaArgs(ctypes.Structure):
 
 class _Mxfp4Args(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by the *_args_default of the library (header of every args struct)
+        ("family_id", ctypes.c_uint32),
         ("a", ctypes.c_void_p),
         ("lda", ctypes.c_int),
         ("layout_version", ctypes.c_int),
@@ -220,6 +226,10 @@ def _declare(lib):
         "ktune_xqa_decode_workspace_bytes_ex": ([P, c.c_char_p, S, S, c.c_char_p, S, c.POINTER(c.c_size_t)], S),
         "ktune_xqa_decode_host": ([P, c.c_char_p, c.POINTER(_XqaArgs), S], S),
         "ktune_xqa_decode_plan": ([P, c.c_char_p, S, S, c.c_char_p, S, S, S, c.POINTER(c.c_char_p)], S),
+        "ktune_op_prepare": ([P, c.c_char_p, c.c_char_p, c.POINTER(P)], S),
+        "ktune_op_run": ([P, P, P], S),
+        "ktune_op_plan": ([P, P, c.POINTER(c.c_char_p)], S),
+        "ktune_op_free": ([P], None),
         "ktune_warmup_options_default": ([c.POINTER(_WarmupOptions)], None),
         "ktune_warmup": ([P, c.POINTER(_WarmupOptions), c.POINTER(_WarmupResult)], S),
     }

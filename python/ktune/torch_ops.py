@@ -11,7 +11,6 @@ The convenience wrapper is ktune.xqa_decode / ktune.torch_ops.xqa_decode."""
 
 import ctypes
 import math
-import threading
 from typing import Optional, Tuple
 
 import torch
@@ -42,7 +41,6 @@ def _desc(name, t):
                 t.data_ptr(), dev)
 
 
-_tls = threading.local()
 _ws_cache = {}
 
 
@@ -52,47 +50,39 @@ def _ensure_device(index):
     _lib.check(_lib.lib().ktune_ensure_device(int(index)), "ktune_ensure_device")
 
 
-def _pow2(n):
-    return 1 << max(0, (int(n) - 1).bit_length())
+_ops = {}
 
 
-def _workspace_bytes(rt, key, batch, max_seq_len, config, num_splits):
-    k = (id(rt), key, batch, _pow2(max_seq_len), config, num_splits)
-    hit = _ws_cache.get(k)
-    if hit is None:
-        n = ctypes.c_size_t(0)
-        _lib.check(_lib.lib().ktune_xqa_decode_workspace_bytes_ex(rt.handle, key.encode(), batch, max_seq_len,
-                                                                  _lib.cstr(config or None), num_splits,
-                                                                  ctypes.byref(n)), "ktune_xqa_decode_workspace_bytes")
-        hit = _ws_cache[k] = n.value
-    return hit
+def prepared_op(key):
+    """The XqaDecodeOp of `key` on the default runtime, made once (ktune.ops)."""
+    rt = runtime()
+    k = (id(rt), key)
+    op = _ops.get(k)
+    if op is None or op._op.runtime is not rt:
+        from .ops import XqaDecodeOp
+        op = _ops[k] = XqaDecodeOp(key, rt)
+    return op
 
 
 def _launch(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse, problem, max_seq_len,
             softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config):
     info = canonical(problem)
-    rt = runtime()
     if softmax_scale is None or softmax_scale < 0:
         softmax_scale = 1.0 / math.sqrt(info.head_dim)
+    if isinstance(q, torch.Tensor) and q.device.type == "cuda":
+        prepared_op(info.key)(q, kv_cache, block_tables, seq_lens, max_seq_len=max_seq_len, out=out,
+                              lse=lse if info.lse else None, q_cu_seq_lens=q_cu_seq_lens, mask=mask, sinks=sinks,
+                              softmax_scale=softmax_scale, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale,
+                              o_scale=o_scale, softcap=softcap, window_left=window_left, num_splits=num_splits,
+                              config=config or None)
+        return
+    rt = runtime()
     args, batch, _ = build_args(
         info, _desc("q", q), _desc("kv_cache", kv_cache), _desc("block_tables", block_tables),
         _desc("seq_lens", seq_lens), _desc("q_cu_seq_lens", q_cu_seq_lens), _desc("mask", mask),
         _desc("sinks", sinks), _desc("out", out), _desc("lse", lse if info.lse else None), max_seq_len,
         softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, config or None, num_splits)
-    if q.device.type == "cuda":
-        _ensure_device(q.device.index)
-        ws_bytes = _workspace_bytes(rt, info.key, batch, max_seq_len, config or None, num_splits)
-        ws = None
-        if ws_bytes:
-            # from torch's caching allocator on the current stream: inside a CUDA-graph capture it comes from the
-            # graph's pool, so replays find it at the same address
-            ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
-            args.workspace, args.workspace_bytes = ws.data_ptr(), ws_bytes
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _lib.check(_lib.lib().ktune_xqa_decode(rt.handle, info.key.encode(), ctypes.byref(args),
-                                               ctypes.c_void_p(stream)), "ktune_xqa_decode")
-        del ws  # freed in stream order: the caching allocator reuses it only after this stream's work
-    elif q.device.type == "cpu":
+    if q.device.type == "cpu":
         from .host import _check_indices
         _check_indices(info, block_tables.numpy(), seq_lens.numpy(),
                        None if q_cu_seq_lens is None else q_cu_seq_lens.numpy(), kv_cache.shape[0], q.shape[0],

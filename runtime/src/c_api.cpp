@@ -1,43 +1,22 @@
 // The C API: a thin shell over the C++ API that turns exceptions into status codes + a thread-local message.
 #include "ktune/ktune.h"
 
+#include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
+#include "c_api_support.hpp"
 #include "ktune/xqa_decode.hpp"
-
-struct ktune_runtime {
-  ktune::Runtime rt;
-  explicit ktune_runtime(ktune::RuntimeOptions o) : rt(std::move(o)) {}
-};
+#include "mxfp4_gemm/family.hpp"
+#include "sparse_mla_decode/family.hpp"
+#include "xqa_decode/family.hpp"
 
 namespace {
-
-thread_local std::string last_error;
-
-template <class F>
-ktune_status guarded(F&& f) {
-  try {
-    f();
-    last_error.clear();
-    return KTUNE_OK;
-  } catch (const ktune::Error& e) {
-    last_error = e.what();
-    return static_cast<ktune_status>(e.status());
-  } catch (const std::bad_alloc&) {
-    last_error = "ktune: out of host memory";
-    return KTUNE_ERROR_INTERNAL;
-  } catch (const std::exception& e) {
-    last_error = std::string("ktune internal: ") + e.what();
-    return KTUNE_ERROR_INTERNAL;
-  } catch (...) {
-    last_error = "ktune internal: unknown exception";
-    return KTUNE_ERROR_INTERNAL;
-  }
-}
+using namespace ktune::capi;
 
 // Problem keys are parsed once per thread and key: the hot path of a C caller is a string compare.
 const ktune::xqa::Problem& xqa_problem(const char* key) {
@@ -52,16 +31,11 @@ const ktune::xqa::Problem& xqa_problem(const char* key) {
   return last;
 }
 
-ktune_status invalid(const char* what) {
-  last_error = std::string("ktune api: ") + what;
-  return KTUNE_ERROR_INVALID_ARGUMENT;
-}
-
 }  // namespace
 
 extern "C" {
 
-const char* ktune_last_error(void) { return last_error.c_str(); }
+const char* ktune_last_error(void) { return ktune::capi::last_error.c_str(); }
 const char* ktune_version(void) { return ktune::version(); }
 const char* ktune_status_name(ktune_status status) {
   return ktune::status_name(static_cast<ktune::Status>(status));
@@ -122,7 +96,7 @@ ktune_status ktune_compile(ktune_runtime* runtime, const char* family, const cha
 void ktune_xqa_args_default(ktune_xqa_args* a) {
   if (!a) return;
   ktune::XqaDecodeArgs d;
-  *a = ktune_xqa_args{d.q, d.kv_cache, d.block_tables, d.seq_lens, d.q_cu_seq_lens, d.mask, d.sinks, d.out, d.lse,
+  *a = ktune_xqa_args{sizeof(ktune_xqa_args), ktune::c_family_id("xqa_decode"), d.q, d.kv_cache, d.block_tables, d.seq_lens, d.q_cu_seq_lens, d.mask, d.sinks, d.out, d.lse,
                       d.workspace, d.workspace_bytes, d.batch, d.num_tokens, d.q_len_per_req, d.max_pages_per_req,
                       d.num_pages, d.max_seq_len, d.softmax_scale, d.q_scale, d.k_scale, d.v_scale, d.o_scale,
                       d.softcap, d.window_left, d.config, d.num_splits};
@@ -140,16 +114,10 @@ ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* problem_key, c
   if (!runtime) return invalid("ktune_xqa_decode: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_xqa_decode: problem_key must not be NULL");
   if (!a) return invalid("ktune_xqa_decode: args must not be NULL");
+  if (ktune_status st = check_args_header(a, "xqa_decode", sizeof(*a), "ktune_xqa_decode")) return st;
   return guarded([&] {
-    ktune::XqaDecodeArgs d;
-    d.q = a->q; d.kv_cache = a->kv_cache; d.block_tables = a->block_tables; d.seq_lens = a->seq_lens;
-    d.q_cu_seq_lens = a->q_cu_seq_lens; d.mask = a->mask; d.sinks = a->sinks; d.out = a->out; d.lse = a->lse;
-    d.workspace = a->workspace; d.workspace_bytes = a->workspace_bytes; d.batch = a->batch;
-    d.num_tokens = a->num_tokens; d.q_len_per_req = a->q_len_per_req; d.max_pages_per_req = a->max_pages_per_req;
-    d.num_pages = a->num_pages; d.max_seq_len = a->max_seq_len; d.softmax_scale = a->softmax_scale;
-    d.q_scale = a->q_scale; d.k_scale = a->k_scale; d.v_scale = a->v_scale; d.o_scale = a->o_scale;
-    d.softcap = a->softcap; d.window_left = a->window_left; d.config = a->config; d.num_splits = a->num_splits;
-    ktune::xqa_decode(runtime->rt, xqa_problem(problem_key), d, stream);
+    const ktune::xqa::Problem& p = xqa_problem(problem_key);
+    ktune::xqa_decode(runtime->rt, p, ktune::xqa::args_from_c(p, *a), stream);
   });
 }
 
@@ -175,17 +143,6 @@ ktune_status ktune_use_device(int ordinal) {
 
 namespace {
 
-ktune::XqaDecodeArgs bindings_cpp_args(const ktune_xqa_args* a) {
-  ktune::XqaDecodeArgs d;
-  d.q = a->q; d.kv_cache = a->kv_cache; d.block_tables = a->block_tables; d.seq_lens = a->seq_lens;
-  d.q_cu_seq_lens = a->q_cu_seq_lens; d.mask = a->mask; d.sinks = a->sinks; d.out = a->out; d.lse = a->lse;
-  d.workspace = a->workspace; d.workspace_bytes = a->workspace_bytes; d.batch = a->batch;
-  d.num_tokens = a->num_tokens; d.q_len_per_req = a->q_len_per_req; d.max_pages_per_req = a->max_pages_per_req;
-  d.num_pages = a->num_pages; d.max_seq_len = a->max_seq_len; d.softmax_scale = a->softmax_scale;
-  d.q_scale = a->q_scale; d.k_scale = a->k_scale; d.v_scale = a->v_scale; d.o_scale = a->o_scale;
-  d.softcap = a->softcap; d.window_left = a->window_left; d.config = a->config; d.num_splits = a->num_splits;
-  return d;
-}
 
 std::string bindings_join(const std::vector<std::string>& v) {
   std::string s;
@@ -294,7 +251,11 @@ ktune_status ktune_xqa_decode_host(ktune_runtime* runtime, const char* problem_k
   if (!runtime) return invalid("ktune_xqa_decode_host: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_xqa_decode_host: problem_key must not be NULL");
   if (!a) return invalid("ktune_xqa_decode_host: args must not be NULL");
-  return guarded([&] { ktune::xqa_decode_host(runtime->rt, xqa_problem(problem_key), bindings_cpp_args(a), threads); });
+  if (ktune_status st = check_args_header(a, "xqa_decode", sizeof(*a), "ktune_xqa_decode_host")) return st;
+  return guarded([&] {
+    const ktune::xqa::Problem& p = xqa_problem(problem_key);
+    ktune::xqa_decode_host(runtime->rt, p, ktune::xqa::args_from_c(p, *a), threads);
+  });
 }
 
 ktune_status ktune_xqa_decode_plan(ktune_runtime* runtime, const char* problem_key, int batch, int max_seq_len,
@@ -401,22 +362,14 @@ ktune_status mxfp4_call(ktune_runtime* runtime, const char* problem_key, const k
   if (!runtime) return invalid((msg = std::string(fn) + ": runtime must not be NULL").c_str());
   if (!problem_key) return invalid((msg = std::string(fn) + ": problem_key must not be NULL").c_str());
   if (!a) return invalid((msg = std::string(fn) + ": args must not be NULL").c_str());
+  if (ktune_status st = check_args_header(a, "mxfp4_gemm", sizeof(*a), fn)) return st;
   return guarded([&] {
     const ktune::mxfp4::Problem p = ktune::mxfp4::Problem::from_key(problem_key);
     if (p.grouped() != grouped)
       throw ktune::Error(ktune::Status::invalid_argument, "mxfp4_gemm",
                          std::string("problem_key: expected a ") + (grouped ? "grouped (num_experts > 1)" : "dense") +
                              " problem for " + fn + ", got '" + problem_key + "'");
-    ktune::Mxfp4GemmArgs d;
-    d.a = a->a;
-    d.lda = a->lda;
-    d.weight = ktune::Mxfp4Weight{a->layout_version, p.n, p.k, p.num_experts, a->weight_packed, a->weight_scales};
-    d.bias = a->bias;
-    d.c = a->c;
-    d.ldc = a->ldc;
-    d.m = a->m;
-    d.expert_offsets = a->expert_offsets;
-    d.config = a->config;
+    const ktune::Mxfp4GemmArgs d = ktune::mxfp4::args_from_c(p, *a);
     if (threads >= 0) ktune::mxfp4_gemm_host(runtime->rt, p, d, threads);
     else ktune::mxfp4_gemm(runtime->rt, p, d, stream);
   });
@@ -429,6 +382,8 @@ extern "C" {
 void ktune_mxfp4_args_default(ktune_mxfp4_args* args) {
   if (!args) return;
   *args = ktune_mxfp4_args{};
+  args->struct_size = sizeof(ktune_mxfp4_args);
+  args->family_id = ktune::c_family_id("mxfp4_gemm");
   args->layout_version = ktune::mxfp4::packed_layout_version();
 }
 
@@ -487,14 +442,6 @@ const ktune::mla::Problem& mla_problem(const char* key) {
   return last;
 }
 
-ktune::SparseMlaDecodeArgs mla_cpp_args(const ktune_sparse_mla_args* a) {
-  ktune::SparseMlaDecodeArgs d;
-  d.q = a->q; d.kv_cache = a->kv_cache; d.indices = a->indices; d.sinks = a->sinks; d.out = a->out;
-  d.lse = a->lse; d.workspace = a->workspace; d.workspace_bytes = a->workspace_bytes;
-  d.num_tokens = a->num_tokens; d.num_pages = a->num_pages; d.softmax_scale = a->softmax_scale;
-  d.config = a->config; d.num_splits = a->num_splits;
-  return d;
-}
 
 }  // namespace
 
@@ -503,7 +450,7 @@ extern "C" {
 void ktune_sparse_mla_args_default(ktune_sparse_mla_args* a) {
   if (!a) return;
   const ktune::SparseMlaDecodeArgs d;
-  *a = ktune_sparse_mla_args{d.q, d.kv_cache, d.indices, d.sinks, d.out, d.lse, d.workspace, d.workspace_bytes,
+  *a = ktune_sparse_mla_args{sizeof(ktune_sparse_mla_args), ktune::c_family_id("sparse_mla_decode"), d.q, d.kv_cache, d.indices, d.sinks, d.out, d.lse, d.workspace, d.workspace_bytes,
                              d.num_tokens, d.num_pages, d.softmax_scale, d.config, d.num_splits};
 }
 
@@ -539,7 +486,11 @@ ktune_status ktune_sparse_mla_decode(ktune_runtime* runtime, const char* problem
   if (!runtime) return invalid("ktune_sparse_mla_decode: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_sparse_mla_decode: problem_key must not be NULL");
   if (!a) return invalid("ktune_sparse_mla_decode: args must not be NULL");
-  return guarded([&] { ktune::sparse_mla_decode(runtime->rt, mla_problem(problem_key), mla_cpp_args(a), stream); });
+  if (ktune_status st = check_args_header(a, "sparse_mla_decode", sizeof(*a), "ktune_sparse_mla_decode")) return st;
+  return guarded([&] {
+    const ktune::mla::Problem& p = mla_problem(problem_key);
+    ktune::sparse_mla_decode(runtime->rt, p, ktune::mla::args_from_c(p, *a), stream);
+  });
 }
 
 ktune_status ktune_sparse_mla_decode_host(ktune_runtime* runtime, const char* problem_key,
@@ -547,8 +498,12 @@ ktune_status ktune_sparse_mla_decode_host(ktune_runtime* runtime, const char* pr
   if (!runtime) return invalid("ktune_sparse_mla_decode_host: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_sparse_mla_decode_host: problem_key must not be NULL");
   if (!a) return invalid("ktune_sparse_mla_decode_host: args must not be NULL");
-  return guarded(
-      [&] { ktune::sparse_mla_decode_host(runtime->rt, mla_problem(problem_key), mla_cpp_args(a), threads); });
+  if (ktune_status st = check_args_header(a, "sparse_mla_decode", sizeof(*a), "ktune_sparse_mla_decode_host"))
+    return st;
+  return guarded([&] {
+    const ktune::mla::Problem& p = mla_problem(problem_key);
+    ktune::sparse_mla_decode_host(runtime->rt, p, ktune::mla::args_from_c(p, *a), threads);
+  });
 }
 
 ktune_status ktune_sparse_mla_decode_host_plan(ktune_runtime* runtime, const char* problem_key, int num_tokens,

@@ -22,7 +22,7 @@ struct DriverApi {
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyDtoD) X(cuMemGetInfo)                             \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)             \
   X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemHostAlloc) X(cuMemHostGetDevicePointer)          \
-  X(cuMemFreeHost) X(cuTensorMapEncodeTiled)
+  X(cuMemFreeHost) X(cuTensorMapEncodeTiled) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams)
 
 #define KTUNE_DECLARE(name) decltype(&::name) name = nullptr;
   KTUNE_DRIVER_FUNCTIONS(KTUNE_DECLARE)

@@ -1,4 +1,4 @@
-#include "host_pool.hpp"
+#include "ktune_internal/host_pool.hpp"
 
 #include <algorithm>
 #include <atomic>

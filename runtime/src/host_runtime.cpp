@@ -6,7 +6,7 @@
 
 #include "host_plugin_api.hpp"
 #include "ktune/error.hpp"
-#include "log.hpp"
+#include "ktune_internal/log.hpp"
 #include "runtime_impl.hpp"
 
 namespace ktune {
@@ -53,6 +53,7 @@ void Runtime::remember_host_tuned_config(const std::string& family, const std::s
   const std::string fp = host_fingerprint();
   std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
   impl_->tuned[family + "\n" + key + "\n" + fp] = config;
+  impl_->tuning_generation.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace ktune

@@ -1,4 +1,4 @@
-#include "log.hpp"
+#include "ktune_internal/log.hpp"
 
 #include <cstdio>
 #include <cstdlib>

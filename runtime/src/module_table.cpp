@@ -6,7 +6,7 @@
 #include "driver_api.hpp"
 #include "host_compiler.hpp"
 #include "ktune/error.hpp"
-#include "log.hpp"
+#include "ktune_internal/log.hpp"
 #include "runtime_impl.hpp"
 
 namespace ktune {

@@ -11,7 +11,7 @@
 #include "host_plugin_api.hpp"
 #include "ktune/cache/sha256.hpp"
 #include "ktune/error.hpp"
-#include "log.hpp"
+#include "ktune_internal/log.hpp"
 #include "nvrtc_api.hpp"
 #include "nvrtc_compiler.hpp"
 #include "runtime_impl.hpp"

@@ -58,6 +58,10 @@ struct Runtime::Impl {
   std::unordered_map<std::string, std::string> tuned;
   std::unordered_map<void*, std::string> fingerprints;
   const std::string& fingerprint_of(void* ctx);
+  std::atomic<uint64_t> tuning_generation{0};  // bumped by remember_tuned_config (internal::tuning_generation)
+  // Per-runtime objects of internal::runtime_slot (prepared ops of the one-shot calls), by name.
+  std::mutex slots_mutex;
+  std::unordered_map<std::string, std::shared_ptr<void>> slots;
   // Checked kernels' fault records by context: pinned host memory and its device address (device_report.cpp).
   struct Report {
     void* host = nullptr;

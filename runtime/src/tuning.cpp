@@ -8,7 +8,7 @@
 #include "ktune/cache/layered.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
-#include "log.hpp"
+#include "ktune_internal/log.hpp"
 #include "runtime_impl.hpp"
 
 namespace ktune {
@@ -76,6 +76,7 @@ void Runtime::remember_tuned_config(const std::string& family, const std::string
   const std::string& fp = impl_->fingerprint_of(ctx);
   std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
   impl_->tuned[family + "\n" + key + "\n" + fp] = config;
+  impl_->tuning_generation.fetch_add(1, std::memory_order_release);
 }
 
 std::string Runtime::device_fingerprint() {

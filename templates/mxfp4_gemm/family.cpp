@@ -94,6 +94,8 @@ FamilyInfo family_info() {
         problem_from_json(R"({"n":5760,"k":2880,"num_experts":128,"top_k":4})"),
     };
   };
+  f.prepare_c_op = prepare_c_op;
+  f.c_args_size = sizeof(ktune_mxfp4_args);
   return f;
 }
 

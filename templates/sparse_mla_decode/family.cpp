@@ -94,6 +94,8 @@ FamilyInfo family_info() {
         problem_from_json(R"({"num_heads":16,"kv_lora_rank":512,"rope_dim":64,"topk":2048,"page_size":256})"),
     };
   };
+  f.prepare_c_op = prepare_c_op;
+  f.c_args_size = sizeof(ktune_sparse_mla_args);
   return f;
 }
 

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "host_pool.hpp"
+#include "ktune_internal/host_pool.hpp"
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
 #include "launch_support.hpp"

@@ -120,6 +120,8 @@ FamilyInfo family_info() {
         problem_from_json(R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32,"max_q_len":4,"mask":"causal"})"),
     };
   };
+  f.prepare_c_op = prepare_c_op;
+  f.c_args_size = sizeof(ktune_xqa_args);
   return f;
 }
 

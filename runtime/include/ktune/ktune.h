@@ -61,6 +61,8 @@ KTUNE_C_API ktune_status ktune_compile(ktune_runtime* runtime, const char* famil
  * mirror ktune::XqaDecodeArgs (runtime/include/ktune/xqa_decode.hpp): device pointers and run-time scalars.
  * Start from ktune_xqa_args_default(). */
 typedef struct ktune_xqa_args {
+  uint32_t struct_size; /* set by ktune_xqa_args_default (every argument struct begins with these two fields) */
+  uint32_t family_id;   /* ktune_family_id("xqa_decode"), set by ktune_xqa_args_default */
   const void* q;
   const void* kv_cache;
   const int32_t* block_tables;
@@ -87,6 +89,25 @@ KTUNE_C_API ktune_status ktune_xqa_decode_workspace_bytes(ktune_runtime* runtime
 /* Enqueues on `stream` (a CUstream; NULL = legacy default stream). No sync, no allocation, graph-capturable. */
 KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* problem_key, const ktune_xqa_args* args,
                                           void* stream);
+
+/* ---- Prepared ops (every family; the engine hot path) ------------------------------------------------------
+ * ktune_op_prepare validates a problem once (its key, or JSON fields as in ktune_problem_key) and keeps what every
+ * call needs; ktune_op_run then checks only the run-time arguments and launches on `stream`: no string is parsed,
+ * no cache row read, no compiler run (after the first call of a shape, which loads its module). `args` is the
+ * family's argument struct (ktune_xqa_args, ktune_sparse_mla_args, ktune_mxfp4_args) started from its
+ * *_args_default, which sets struct_size and family_id: a struct of another family, or of a size this library
+ * does not know, is KTUNE_ERROR_INVALID_ARGUMENT, never misread. An op is thread-safe and must be freed before
+ * its runtime is destroyed. On a thread whose device is KTUNE_HOST_DEVICE, ktune_op_run is the host call. */
+typedef struct ktune_op ktune_op;
+KTUNE_C_API ktune_status ktune_op_prepare(ktune_runtime* runtime, const char* family, const char* problem,
+                                          ktune_op** out);
+KTUNE_C_API ktune_status ktune_op_run(const ktune_op* op, const void* args, void* stream);
+/* What ktune_op_run(op, args) would launch, as JSON (the family's plan fields, e.g. {"config","source",
+ * "num_splits","workspace_bytes"}); reads only the shape fields of args (docs/ops.md). */
+KTUNE_C_API ktune_status ktune_op_plan(const ktune_op* op, const void* args, const char** plan_json);
+KTUNE_C_API void ktune_op_free(ktune_op* op);
+/* The family_id of a family's argument struct (a hash of its name; 0 for NULL). */
+KTUNE_C_API uint32_t ktune_family_id(const char* family);
 
 /* Makes device `ordinal`'s primary context current on this thread. KTUNE_HOST_DEVICE (-1) makes the host CPU
  * this thread's device: ktune_xqa_decode and the other family launches then take HOST pointers and run the
@@ -173,6 +194,8 @@ KTUNE_C_API ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, c
  * launch for all experts): ktune_mxfp4_grouped_gemm. Both enqueue on `stream`, never read device memory on the
  * host, allocate or sync: graph-capturable. Start args from ktune_mxfp4_args_default(). */
 typedef struct ktune_mxfp4_args {
+  uint32_t struct_size;           /* set by ktune_mxfp4_args_default */
+  uint32_t family_id;             /* ktune_family_id("mxfp4_gemm") */
   const void* a;                  /* [m, k] a dtype */
   int lda;                        /* 0: k */
   int layout_version;             /* of the packed weight */
@@ -214,6 +237,8 @@ KTUNE_C_API ktune_status ktune_mxfp4_grouped_gemm_host(ktune_runtime* runtime, c
  * `stream`; never reads device memory on the host, allocates or syncs: graph-capturable. Start args from
  * ktune_sparse_mla_args_default(). */
 typedef struct ktune_sparse_mla_args {
+  uint32_t struct_size;     /* set by ktune_sparse_mla_args_default */
+  uint32_t family_id;       /* ktune_family_id("sparse_mla_decode") */
   const void* q;            /* [num_tokens, num_heads, kv_lora_rank + rope_dim] bf16, 16-byte aligned */
   const void* kv_cache;     /* [num_pages, page_size, row bytes] fp8_ds_mla or bf16, 16-byte aligned */
   const int32_t* indices;   /* [num_tokens, topk] slots page * page_size + offset, -1 = skip */

@@ -8,7 +8,8 @@
 //   // every step
 //   ktune::mxfp4::Problem p; p.n = n; p.k = k; p.num_experts = E; p.top_k = 4;
 //   ktune::Mxfp4GemmArgs a; a.a = x; a.weight = w; a.c = y; a.m = rows; a.expert_offsets = offs;
-//   ktune::mxfp4_gemm(rt, p, a, stream);
+//   auto op = ktune::mxfp4::prepare(rt, p);  // once: validates the problem (ktune/op.hpp)
+//   op.run(a, stream);                       // every step (ktune::mxfp4_gemm(rt, p, a, stream): one-shot)
 //
 // CUDA-graph safe: no device->host read (expert_offsets stay on the device), no allocation, no sync. The
 // launch geometry depends only on the problem, the config and the host-known row count `m`.
@@ -26,6 +27,7 @@
 #include <string>
 
 #include "ktune/export.hpp"
+#include "ktune/op.hpp"
 #include "ktune/runtime.hpp"
 #include "mxfp4_gemm/spec.hpp"
 
@@ -60,6 +62,12 @@ struct KTUNE_API Mxfp4GemmPlan {
   std::string source;  // "forced", "tuned" or "default"
   std::string tuning_key;
 };
+
+// The prepared op (ktune/op.hpp); op.plan(args) reads m and config.
+struct Mxfp4GemmFamily { using Problem = mxfp4::Problem; using Args = Mxfp4GemmArgs; using Plan = Mxfp4GemmPlan; };
+using Mxfp4GemmOp = Op<Mxfp4GemmFamily>;
+extern template class KTUNE_API Op<Mxfp4GemmFamily>;
+namespace mxfp4 { inline Mxfp4GemmOp prepare(Runtime& rt, const Problem& p) { return Mxfp4GemmOp::prepare(rt, p); } }
 
 // Tuning bucket of a call: dense m; grouped ceil(m / top_k) (tokens), rounded up to a power of two.
 KTUNE_API int64_t mxfp4_gemm_bucket(const mxfp4::Problem& problem, int64_t m);

@@ -7,7 +7,8 @@
 //   a.q = q; a.kv_cache = kv; a.indices = idx; a.out = out; a.lse = lse; a.num_tokens = T; a.num_pages = P;
 //   a.softmax_scale = 1 / sqrt(576.f);
 //   a.workspace = ws; a.workspace_bytes = ktune::sparse_mla_decode_workspace_bytes(rt, p, T);
-//   ktune::sparse_mla_decode(rt, p, a, stream);
+//   auto op = ktune::mla::prepare(rt, p);  // once: validates the problem (ktune/op.hpp)
+//   op.run(a, stream);                     // per call (ktune::sparse_mla_decode(rt, p, a, stream): one-shot)
 //
 // CUDA-graph safe: no device->host read, no allocation, no synchronization; the launch geometry depends only
 // on the static problem and num_tokens. Every argument is checked on the host before any driver call; a bad
@@ -22,6 +23,7 @@
 #include <string>
 
 #include "ktune/export.hpp"
+#include "ktune/op.hpp"
 #include "ktune/runtime.hpp"
 #include "sparse_mla_decode/spec.hpp"
 
@@ -50,6 +52,12 @@ struct KTUNE_API SparseMlaDecodePlan {
   int num_splits = 1;
   size_t workspace_bytes = 0;  // 0 when num_splits == 1
 };
+
+// The prepared op (ktune/op.hpp); op.plan(args) reads num_tokens, config and num_splits.
+struct SparseMlaDecodeFamily { using Problem = mla::Problem; using Args = SparseMlaDecodeArgs; using Plan = SparseMlaDecodePlan; };
+using SparseMlaDecodeOp = Op<SparseMlaDecodeFamily>;
+extern template class KTUNE_API Op<SparseMlaDecodeFamily>;
+namespace mla { inline SparseMlaDecodeOp prepare(Runtime& rt, const Problem& p) { return SparseMlaDecodeOp::prepare(rt, p); } }
 
 // What a call with num_tokens will run (needs a current CUDA context unless config and num_splits are forced).
 KTUNE_API SparseMlaDecodePlan sparse_mla_decode_plan(Runtime& rt, const mla::Problem& problem, int num_tokens,

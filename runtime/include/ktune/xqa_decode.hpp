@@ -6,7 +6,10 @@
 //   a.q = q; a.kv_cache = kv; ...; a.batch = B; a.num_tokens = B * 4; a.q_len_per_req = 4;
 //   a.max_seq_len = 8192;                  // host-known upper bound of seq_lens
 //   a.workspace = ws; a.workspace_bytes = ktune::xqa_decode_workspace_bytes(rt, p, B, 8192);
-//   ktune::xqa_decode(rt, p, a, stream);
+//   auto op = ktune::xqa::prepare(rt, p);  // once: validates the problem (ktune/op.hpp)
+//   op.run(a, stream);                     // per call: checks the arguments, launches
+//
+// ktune::xqa_decode(rt, p, a, stream) is the one-shot form of the same pipeline.
 //
 // CUDA-graph safe: no device->host read, no allocation, no synchronization. The launch geometry (config,
 // split count, grid) depends only on the static problem, `batch` and the power-of-two bucket of `max_seq_len`,
@@ -23,6 +26,7 @@
 #include <string>
 
 #include "ktune/export.hpp"
+#include "ktune/op.hpp"
 #include "ktune/runtime.hpp"
 #include "xqa_decode/spec.hpp"
 
@@ -55,6 +59,7 @@ struct KTUNE_API XqaDecodeArgs {
   int num_splits = 0;                      // 0 = planned from batch and max_seq_len; else 1..1024 (forced)
 };
 
+// The shape fields op.plan(args) reads: batch, max_seq_len, config, num_splits.
 // What a call with these arguments will run (no launch; needs a current CUDA context for the device's limits
 // and tuned configs, unless both `config` and `num_splits` are forced).
 struct KTUNE_API XqaDecodePlan {
@@ -63,6 +68,12 @@ struct KTUNE_API XqaDecodePlan {
   int num_splits = 1;
   size_t workspace_bytes = 0;  // 0 when num_splits == 1
 };
+
+// The prepared op (ktune/op.hpp): ktune::xqa::prepare(rt, problem), then op.run(args, stream).
+struct XqaDecodeFamily { using Problem = xqa::Problem; using Args = XqaDecodeArgs; using Plan = XqaDecodePlan; };
+using XqaDecodeOp = Op<XqaDecodeFamily>;
+extern template class KTUNE_API Op<XqaDecodeFamily>;
+namespace xqa { inline XqaDecodeOp prepare(Runtime& rt, const Problem& p) { return XqaDecodeOp::prepare(rt, p); } }
 
 KTUNE_API XqaDecodePlan xqa_decode_plan(Runtime& rt, const xqa::Problem& problem, int batch, int max_seq_len,
                                         const char* config = nullptr, int num_splits = 0);

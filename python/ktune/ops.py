@@ -1,0 +1,154 @@
+"""Prepared ops (ktune_op_prepare / ktune_op_run): the problem is validated once, and every call only checks its
+tensors, writes their addresses into a cached argument struct and launches on the current torch stream.
+
+  op = ktune.ops.XqaDecodeOp(ktune.xqa_problem(head_dim=128, num_q_heads=32, num_kv_heads=8, page_size=32))
+  op(q, kv_cache, block_tables, seq_lens, max_seq_len=4096, out=out)     # eager, graph-capturable
+
+A call whose tensors have the shapes, dtypes, devices and layouts of an earlier call skips the full argument
+check (the C side still checks every pointer and scalar); anything new goes through the complete check of
+ktune.xqa.build_args, whose errors name the argument. The torch custom ops (ktune.torch_ops) run through these
+objects. An op refers to its ktune.Runtime, which it keeps alive."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Optional
+
+from . import _lib
+from .errors import invalid
+from .runtime import Runtime, problem_key, runtime as default_runtime
+
+
+class Op:
+    """A prepared op of any family over the C API. run(args) takes the family's ctypes argument struct (started
+    from its *_args_default, as the structs in ktune._lib are)."""
+
+    def __init__(self, family: str, problem, rt: Optional[Runtime] = None):
+        self.runtime = rt if rt is not None else default_runtime()
+        self.family = family
+        self.key = problem_key(family, problem)
+        handle = ctypes.c_void_p()
+        L = _lib.lib()
+        _lib.check(L.ktune_op_prepare(self.runtime.handle, family.encode(), self.key.encode(), ctypes.byref(handle)),
+                   "ktune_op_prepare")
+        self._handle = handle
+        self._run = L.ktune_op_run
+        self._free = L.ktune_op_free
+
+    def run(self, args_ref, stream: int = 0) -> None:
+        """Launches with a ctypes.byref of the family's argument struct on `stream` (a CUstream as an int)."""
+        status = self._run(self._handle, args_ref, stream)
+        if status:
+            _lib.check(status, "ktune_op_run")
+
+    def plan(self, args_ref) -> dict:
+        import json
+        out = ctypes.c_char_p()
+        _lib.check(_lib.lib().ktune_op_plan(self._handle, args_ref, ctypes.byref(out)), "ktune_op_plan")
+        return json.loads(out.value.decode())
+
+    def close(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self._free(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _raw_stream_fn():
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch's own extensions read
+    if raw is not None:
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+class XqaDecodeOp:
+    """xqa_decode on torch CUDA tensors (layouts: docs/xqa_decode.md). Arguments as ktune.xqa_decode; `out`
+    (and `lse` for problems that write it) are required here: allocate them once, as a CUDA graph needs."""
+
+    def __init__(self, problem, rt: Optional[Runtime] = None):
+        from .xqa import canonical
+        self.info = canonical(problem)
+        self._op = Op("xqa_decode", self.info.key, rt)
+        self._args = _lib._XqaArgs()
+        _lib.lib().ktune_xqa_args_default(ctypes.byref(self._args))
+        self._ref = ctypes.byref(self._args)
+        self._seen = {}  # call signature -> workspace bytes of its plan
+        self._stream = _raw_stream_fn()
+        self._ensure_device = _lib.lib().ktune_ensure_device
+        self._default_scale = 1.0 / math.sqrt(self.info.head_dim)
+
+    @property
+    def key(self) -> str:
+        return self.info.key
+
+    def _full_check(self, sig, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
+                    max_seq_len, num_splits, config):
+        from .torch_ops import _desc
+        from .xqa import build_args
+        if q.device.type != "cuda":
+            raise invalid(f"xqa_decode: q: expected a CUDA tensor for a prepared op, got device {q.device}")
+        a, _, _ = build_args(self.info, _desc("q", q), _desc("kv_cache", kv_cache), _desc("block_tables", block_tables),
+                             _desc("seq_lens", seq_lens), _desc("q_cu_seq_lens", q_cu_seq_lens), _desc("mask", mask),
+                             _desc("sinks", sinks), _desc("out", out), _desc("lse", lse), max_seq_len,
+                             self._default_scale, 1.0, 1.0, 1.0, 1.0, 0.0, -1, config, num_splits)
+        mine = self._args
+        for name in ("batch", "num_tokens", "q_len_per_req", "max_pages_per_req", "num_pages", "max_seq_len",
+                     "num_splits"):
+            setattr(mine, name, getattr(a, name))
+        mine._config = a._config
+        mine.config = a._config
+        _lib.check(self._ensure_device(q.device.index), "ktune_ensure_device")
+        ws = self._op.plan(self._ref)["workspace_bytes"]
+        self._seen[sig] = ws
+        return ws
+
+    def __call__(self, q, kv_cache, block_tables, seq_lens, *, max_seq_len: int, out, lse=None, q_cu_seq_lens=None,
+                 mask=None, sinks=None, softmax_scale: Optional[float] = None, q_scale: float = 1.0,
+                 k_scale: float = 1.0, v_scale: float = 1.0, o_scale: float = 1.0, softcap: float = 0.0,
+                 window_left: int = -1, workspace=None, num_splits: int = 0, config: Optional[str] = None):
+        sig = (q.shape, q.dtype, q.device, q.is_contiguous(), kv_cache.shape, kv_cache.dtype, kv_cache.device,
+               kv_cache.is_contiguous(), block_tables.shape, block_tables.dtype, block_tables.is_contiguous(),
+               seq_lens.shape, seq_lens.dtype, out.shape, out.dtype, out.device, out.is_contiguous(),
+               None if lse is None else (lse.shape, lse.dtype, lse.is_contiguous()),
+               None if q_cu_seq_lens is None else (q_cu_seq_lens.shape, q_cu_seq_lens.dtype),
+               None if mask is None else (mask.shape, mask.dtype), None if sinks is None else (sinks.shape, sinks.dtype),
+               block_tables.device, seq_lens.device, max_seq_len, num_splits, config)
+        ws = self._seen.get(sig)
+        if ws is None:
+            ws = self._full_check(sig, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
+                                  max_seq_len, num_splits, config)
+        a = self._args
+        a.q, a.kv_cache, a.block_tables, a.seq_lens = q.data_ptr(), kv_cache.data_ptr(), block_tables.data_ptr(), \
+            seq_lens.data_ptr()
+        a.q_cu_seq_lens = None if q_cu_seq_lens is None else q_cu_seq_lens.data_ptr()
+        a.mask = None if mask is None else mask.data_ptr()
+        a.sinks = None if sinks is None else sinks.data_ptr()
+        a.out = out.data_ptr()
+        a.lse = None if lse is None else lse.data_ptr()
+        a.softmax_scale = self._default_scale if softmax_scale is None else softmax_scale
+        a.q_scale, a.k_scale, a.v_scale, a.o_scale, a.softcap, a.window_left = (q_scale, k_scale, v_scale, o_scale,
+                                                                                softcap, window_left)
+        index = q.device.index
+        if ws:
+            if workspace is None:
+                import torch
+                # from torch's caching allocator on the current stream: inside a CUDA-graph capture it comes from
+                # the graph's pool, so replays find it at the same address
+                workspace = torch.empty(ws, dtype=torch.uint8, device=q.device)
+            elif workspace.numel() * workspace.element_size() < ws or workspace.device != q.device:
+                raise invalid(f"xqa_decode: workspace: expected >= {ws} bytes on {q.device}, got "
+                              f"{workspace.numel() * workspace.element_size()} bytes on {workspace.device}")
+            a.workspace, a.workspace_bytes = workspace.data_ptr(), ws
+        else:
+            a.workspace, a.workspace_bytes = None, 0
+        status = self._ensure_device(index) or self._op._run(self._op._handle, self._ref, self._stream(index))
+        if status:
+            _lib.check(status, "ktune_op_run")
+        return out if lse is None else (out, lse)

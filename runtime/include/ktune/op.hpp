@@ -1,0 +1,62 @@
+// Prepared ops: the engine-facing form of every kernel family.
+//
+//   auto op = ktune::xqa::prepare(rt, problem);   // validates the static problem once
+//   op.run(args, stream);                          // checks only the run-time arguments, then launches
+//
+// prepare() keeps what every call needs: the problem and its key, the device facts, and a plan memo keyed by
+// plain integers (the context, the family's shape -- e.g. batch and the max_seq_len bucket -- and any forced
+// config or split count) that holds the chosen config, split count, workspace size and the loaded module. The
+// steady state of run() is one context read, one hash lookup and the launch: no string is built, no SQLite
+// row read, no compiler touched. A plan resolved before the tuner stored a new winner is resolved again.
+//
+// An Op is a cheap handle (copies share state), safe to call from many threads at once, and refers to the
+// Runtime it was prepared on, which must outlive it. The family's one-shot call (xqa_decode(rt, problem, ...))
+// is the same pipeline through an op the runtime keeps per problem.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ktune/export.hpp"
+#include "ktune/runtime.hpp"
+
+namespace ktune {
+
+namespace detail {
+template <class Family>
+struct OpState;  // templates/pipeline.hpp
+}
+
+// Family: a tag type naming the family's Problem, Args (run-time arguments) and Plan (what a call runs), e.g.
+// XqaDecodeFamily in ktune/xqa_decode.hpp.
+template <class Family>
+class Op {
+ public:
+  using Problem = typename Family::Problem;
+  using Args = typename Family::Args;
+  using Plan = typename Family::Plan;
+
+  Op() = default;  // empty: run() and plan() throw Error(invalid_argument)
+
+  // Validates `problem` (Error(invalid_argument) naming the field). Needs no GPU.
+  static Op prepare(Runtime& rt, const Problem& problem);
+
+  // Enqueues the family's kernel(s) on `stream` (a CUstream; nullptr = the legacy default stream). No
+  // device->host read, allocation or synchronization: capturable in a CUDA graph once the plan of its shape
+  // has been run (or planned) outside the capture. On a thread where use_device(kHostDevice) is current it is
+  // the family's host call (host pointers, synchronous).
+  void run(const Args& args, void* stream) const;
+
+  // What run(args) would launch. Reads only the shape fields of `args` (the family's header says which) and its
+  // forced config / split count; needs a current context unless both are forced.
+  Plan plan(const Args& args) const;
+
+  const Problem& problem() const;
+  const std::string& problem_key() const;  // canonical key, without the checked flag
+  explicit operator bool() const { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<detail::OpState<Family>> state_;
+};
+
+}  // namespace ktune

@@ -1,0 +1,22 @@
+// The calling thread's CUDA context and what a launch needs to know about its device, without the driver table.
+#pragma once
+
+#include "ktune/arch.hpp"
+#include "ktune/kernel_spec.hpp"
+
+namespace ktune::internal {
+
+// The current context (a CUcontext), or nullptr when none is current. One driver call.
+void* current_context();
+
+struct DeviceFacts {
+  Arch arch;
+  DeviceLimits limits;
+  int ordinal = -1;
+};
+
+// The facts of `ctx`'s device, queried once per device and cached for the process. A null `ctx` throws
+// Error(cuda_error) from `family` saying how to make a context current.
+const DeviceFacts& device_facts(void* ctx, const char* family);
+
+}  // namespace ktune::internal

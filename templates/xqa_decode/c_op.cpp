@@ -1,0 +1,32 @@
+// xqa_decode behind the C API: ktune_xqa_args -> XqaDecodeArgs, and the prepared op of ktune_op_prepare.
+#include "c_op.hpp"
+#include "xqa_decode/family.hpp"
+
+namespace ktune::xqa {
+
+XqaDecodeArgs args_from_c(const Problem&, const ktune_xqa_args& a) {
+  XqaDecodeArgs d;
+  d.q = a.q, d.kv_cache = a.kv_cache, d.block_tables = a.block_tables, d.seq_lens = a.seq_lens;
+  d.q_cu_seq_lens = a.q_cu_seq_lens, d.mask = a.mask, d.sinks = a.sinks, d.out = a.out, d.lse = a.lse;
+  d.workspace = a.workspace, d.workspace_bytes = a.workspace_bytes, d.batch = a.batch;
+  d.num_tokens = a.num_tokens, d.q_len_per_req = a.q_len_per_req, d.max_pages_per_req = a.max_pages_per_req;
+  d.num_pages = a.num_pages, d.max_seq_len = a.max_seq_len, d.softmax_scale = a.softmax_scale;
+  d.q_scale = a.q_scale, d.k_scale = a.k_scale, d.v_scale = a.v_scale, d.o_scale = a.o_scale;
+  d.softcap = a.softcap, d.window_left = a.window_left, d.config = a.config, d.num_splits = a.num_splits;
+  return d;
+}
+
+namespace {
+cache::Json plan_json(const XqaDecodePlan& p) {
+  cache::Json j = cache::Json::object();
+  j.set("config", p.config).set("source", p.source).set("num_splits", p.num_splits)
+      .set("workspace_bytes", static_cast<int64_t>(p.workspace_bytes));
+  return j;
+}
+}  // namespace
+
+std::unique_ptr<COp> prepare_c_op(Runtime& rt, const std::string& problem_key) {
+  return make_c_op<XqaDecodeFamily, ktune_xqa_args>(rt, Problem::from_key(problem_key), args_from_c, plan_json);
+}
+
+}  // namespace ktune::xqa

@@ -1,0 +1,149 @@
+// Prepared ops without a GPU: what prepare() and run() refuse before any driver call, device-free plans, and the
+// C API's argument-struct header (struct_size, family_id).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "ktune/ktune.h"
+#include "ktune/mxfp4_gemm.hpp"
+#include "ktune/sparse_mla_decode.hpp"
+#include "ktune/xqa_decode.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace ktune;
+
+namespace {
+
+RuntimeOptions temp_options(const test::TempDir& dir) {
+  RuntimeOptions o;
+  o.cache_path = dir.file("ops.db");
+  return o;
+}
+
+ktune_runtime* c_runtime(const test::TempDir& dir, const std::string& db) {
+  ktune_runtime_options o;
+  ktune_runtime_options_default(&o);
+  o.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  (void)dir;
+  return rt;
+}
+
+}  // namespace
+
+TEST_CASE("prepare validates the static problem once and names the field", "[op]") {
+  test::TempDir dir;
+  Runtime rt(temp_options(dir));
+  xqa::Problem bad;
+  bad.num_kv_heads = 5;  // 32 query heads do not split into 5 groups
+  try {
+    xqa::prepare(rt, bad);
+    FAIL("prepare accepted a bad problem");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK_THAT(e.what(), Catch::Contains("num_kv_heads"));
+  }
+  XqaDecodeOp empty;
+  CHECK_FALSE(empty);
+  CHECK_THROWS_WITH(empty.run(XqaDecodeArgs{}, nullptr), Catch::Contains("expected a prepared op"));
+}
+
+TEST_CASE("op.run checks the run-time arguments before any driver call", "[op]") {
+  test::TempDir dir;
+  Runtime rt(temp_options(dir));
+  xqa::Problem p;
+  p.mask = xqa::MaskKind::None;
+  XqaDecodeOp op = xqa::prepare(rt, p);
+  CHECK(op.problem_key() == p.key());
+  XqaDecodeArgs a;
+  a.batch = 2;
+  a.max_seq_len = 1024;
+  CHECK_THROWS_WITH(op.run(a, nullptr), Catch::Contains("q: expected a device pointer, got null"));
+  a.batch = 0;
+  CHECK_THROWS_WITH(op.run(a, nullptr), Catch::Contains("batch: expected 1..65535"));
+  a.batch = 2;
+  a.num_splits = 5000;
+  CHECK_THROWS_WITH(op.plan(a), Catch::Contains("num_splits"));
+
+  mla::Problem mp;
+  SparseMlaDecodeOp mop = mla::prepare(rt, mp);
+  SparseMlaDecodeArgs ma;
+  ma.num_tokens = 70000;
+  CHECK_THROWS_WITH(mop.run(ma, nullptr), Catch::Contains("num_tokens: expected 0..65535"));
+
+  mxfp4::Problem xp;
+  xp.n = 256, xp.k = 256;
+  Mxfp4GemmOp xop = mxfp4::prepare(rt, xp);
+  Mxfp4GemmArgs xa;
+  xa.m = 4;
+  CHECK_THROWS_WITH(xop.run(xa, nullptr), Catch::Contains("weight.layout_version"));
+}
+
+TEST_CASE("an op plans without a GPU when config and split count are forced", "[op]") {
+  test::TempDir dir;
+  Runtime rt(temp_options(dir));
+  xqa::Problem p;
+  XqaDecodeOp op = xqa::prepare(rt, p);
+  XqaDecodeArgs a;
+  a.batch = 3;
+  a.max_seq_len = 9000;
+  a.config = "t64.s3.w4";
+  a.num_splits = 4;
+  const XqaDecodePlan plan = op.plan(a);
+  CHECK(plan.source == "forced");
+  CHECK(plan.config == "t64.s3.w4");
+  CHECK(plan.num_splits == 4);
+  CHECK(plan.workspace_bytes == xqa_decode_workspace_bytes(rt, p, 3, 9000, "t64.s3.w4", 4));
+  CHECK(plan.workspace_bytes > 0);
+  a.config = "t64.s3";  // not a config key
+  CHECK_THROWS_WITH(op.plan(a), Catch::Contains("config: expected a config key"));
+}
+
+TEST_CASE("ktune_op_prepare and ktune_op_run refuse what they cannot run, naming it", "[op][capi]") {
+  test::TempDir dir;
+  const std::string db = dir.file("c.db");
+  ktune_runtime* rt = c_runtime(dir, db);
+  ktune_op* op = nullptr;
+  CHECK(ktune_op_prepare(rt, "no_such_family", "x", &op) == KTUNE_ERROR_NOT_FOUND);
+  CHECK(op == nullptr);
+  CHECK(ktune_op_prepare(rt, "xqa_decode", "not-a-key", &op) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(ktune_op_prepare(rt, "xqa_decode", "{\"head_dim\": 128, \"num_q_heads\": 32, \"num_kv_heads\": 8, "
+                                           "\"page_size\": 32}", &op) == KTUNE_OK);
+  REQUIRE(op != nullptr);
+
+  ktune_sparse_mla_args other;
+  ktune_sparse_mla_args_default(&other);
+  CHECK(ktune_op_run(op, &other, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("args.family_id") && Catch::Contains("xqa_decode"));
+
+  ktune_xqa_args a;
+  ktune_xqa_args_default(&a);
+  CHECK(a.struct_size == sizeof(ktune_xqa_args));
+  CHECK(a.family_id == ktune_family_id("xqa_decode"));
+  CHECK(a.family_id == c_family_id("xqa_decode"));
+  a.struct_size = 12;
+  CHECK(ktune_op_run(op, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("args.struct_size"));
+  ktune_xqa_args_default(&a);
+  a.batch = 1, a.max_seq_len = 100;
+  CHECK(ktune_op_run(op, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);  // no pointers: the first is named
+  CHECK_THAT(ktune_last_error(), Catch::Contains("q: expected a device pointer"));
+  // The one-shot call checks the header too.
+  a.family_id = 7;
+  CHECK(ktune_xqa_decode(rt, "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none", &a, nullptr) ==
+        KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("args.family_id"));
+
+  ktune_xqa_args_default(&a);
+  a.batch = 2, a.max_seq_len = 4096, a.config = "t64.s3.w4", a.num_splits = 2;
+  const char* plan = nullptr;
+  REQUIRE(ktune_op_plan(op, &a, &plan) == KTUNE_OK);
+  CHECK_THAT(plan, Catch::Contains("\"source\":\"forced\"") && Catch::Contains("\"num_splits\":2"));
+  CHECK(ktune_op_run(nullptr, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(ktune_op_run(op, nullptr, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  ktune_op_free(op);
+  ktune_runtime_destroy(rt);
+}
