@@ -2,7 +2,9 @@
 """Host cost of one xqa_decode call from Python, with the GPU kept busy (torch.cuda._sleep) so no launch waits:
 the prepared op object (ktune.ops.XqaDecodeOp), the torch custom op (torch.ops.ktune.xqa_decode_out), the
 functional ktune.xqa_decode (allocates its output), a bare ctypes ktune_op_run on a ready struct (the floor of a
-Python -> C call into ktune), and PyTorch SDPA (cuDNN) on contiguous K/V of the same size in the same process.
+Python -> C call into ktune), two ctypes cuLaunchKernel calls of an empty kernel (what two launches cost a Python
+caller at least: this xqa_decode call is decode + combine), and PyTorch SDPA (cuDNN) on contiguous K/V of the same size in the same process,
+each on the legacy default stream (torch's default) and on a side stream.
 Llama-3.1-8B decode, B1, L512 (bench_dispatch.cpp's shape). Prints a table, writes JSON (--json).
 
   PYTHONPATH=python KTUNE_LIBRARY=build/lib/libktune.so.0 python3 bench/bench_dispatch.py [--calls 300] [--json F]
@@ -23,6 +25,25 @@ from ktune import _lib
 from ktune.ops import XqaDecodeOp
 
 B, L, HQ, HKV, D, PAGE = 1, 512, 32, 8, 128, 32
+
+
+_EMPTY_PTX = b""".version 8.0
+.target sm_90
+.address_size 64
+.visible .entry ktune_empty() { ret; }
+"""
+
+
+def bare_launcher():
+    """A ctypes call of libcuda's cuLaunchKernel on an empty kernel: the least a Python caller pays per launch."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    assert cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(_EMPTY_PTX)) == 0
+    assert cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"ktune_empty") == 0
+    launch = cu.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    raw_stream = torch._C._cuda_getCurrentRawStream
+    return lambda: launch(fn, 1, 1, 1, 32, 1, 1, 0, raw_stream(0), None, None)
 
 
 def host_us(fn, calls, reps):
@@ -65,18 +86,19 @@ def main():
     ctypes.memmove(ctypes.byref(raw), ctypes.byref(op._args), ctypes.sizeof(raw))
     raw.workspace, raw.workspace_bytes = ws.data_ptr(), ws.numel()
     raw_ref, run, handle = ctypes.byref(raw), _lib.lib().ktune_op_run, op._op._handle
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    raw_stream = torch._C._cuda_getCurrentRawStream
 
     kc = torch.randn(B, HKV, L, D, device=dev, dtype=torch.bfloat16)
     vc = torch.randn(B, HKV, L, D, device=dev, dtype=torch.bfloat16)
     qs = q.reshape(B, HQ, 1, D)
 
     def sdpa():
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            return F.scaled_dot_product_attention(qs, kc, vc, enable_gqa=True)
+        return F.scaled_dot_product_attention(qs, kc, vc, enable_gqa=True)
 
+    bare = bare_launcher()
     ways = [
-        ("ctypes ktune_op_run (floor)", lambda: run(handle, raw_ref, stream)),
+        ("ctypes cuLaunchKernel, empty kernel x2", lambda: (bare(), bare())),
+        ("ctypes ktune_op_run (floor)", lambda: run(handle, raw_ref, raw_stream(0))),
         ("ktune.ops.XqaDecodeOp", lambda: op(q, kv, bt, sl, max_seq_len=L, out=out, workspace=ws)),
         ("XqaDecodeOp, workspace from torch", lambda: op(q, kv, bt, sl, max_seq_len=L, out=out)),
         ("torch.ops.ktune.xqa_decode_out", lambda: torch.ops.ktune.xqa_decode_out(
@@ -85,15 +107,21 @@ def main():
         ("torch SDPA cuDNN (contiguous K/V)", sdpa),
     ]
     rows = []
-    for name, fn in ways:
-        fn()
-        rows.append({"way": name, "host_us": host_us(fn, args.calls, args.reps)})
+    side = torch.cuda.Stream(dev)
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        for stream_name, st in (("default", torch.cuda.default_stream(dev)), ("side", side)):
+            with torch.cuda.stream(st):
+                for name, fn in ways:
+                    fn()
+                    rows.append({"way": name, "stream": stream_name, "host_us": host_us(fn, args.calls, args.reps)})
     torch.cuda.synchronize()
     same = bool(torch.equal(out, ref))
     print(f"xqa_decode {key} B{B} L{L}; plan {op._op.plan(op._ref)}; outputs identical across ways: {same}")
-    print("\n| way | host us per call |\n|---|---|")
+    print("\n| way | default stream: host us per call | side stream |\n|---|---|---|")
     for r in rows:
-        print(f"| {r['way']} | {r['host_us']:.2f} |")
+        if r["stream"] == "default":
+            other = next(x for x in rows if x["way"] == r["way"] and x["stream"] == "side")
+            print(f"| {r['way']} | {r['host_us']:.2f} | {other['host_us']:.2f} |")
     print(f"calls per repetition {args.calls}, repetitions {args.reps} (median), torch {torch.__version__}")
     if args.json:
         with open(args.json, "w") as f:

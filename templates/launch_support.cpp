@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_set>
+#include <vector>
 
 #include "ktune/error.hpp"
 #include "ktune_internal/log.hpp"
@@ -35,6 +36,20 @@ void need_device_ptr(const char* family, const void* p, const char* field, size_
   if (!p) bad_arg(family, field, "a device pointer", "null");
   if (reinterpret_cast<uintptr_t>(p) % align != 0)
     bad_arg(family, field, fmt::format("a {}-byte aligned device pointer", align), ptr_text(p));
+}
+
+float* host_split_workspace(const char* family, int splits, size_t need, void* workspace, size_t workspace_bytes) {
+  if (splits <= 1) return nullptr;
+  if (workspace) {
+    if (workspace_bytes < need)
+      bad_arg(family, "workspace_bytes", fmt::format(">= {} ({} splits), or a null workspace", need, splits),
+              std::to_string(workspace_bytes));
+    return static_cast<float*>(workspace);
+  }
+  thread_local std::vector<float> scratch;
+  const size_t n = (need + sizeof(float) - 1) / sizeof(float);
+  if (scratch.size() < n) scratch.resize(n);
+  return scratch.data();
 }
 
 }  // namespace ktune::launch_support

@@ -28,6 +28,10 @@ inline const DeviceFacts& current_device(const char* family) {
   return internal::device_facts(internal::current_context(), family);
 }
 
+// The split-KV partials of a host launch: the caller's `workspace` when given (>= need bytes, else bad_arg on
+// workspace_bytes), else a thread-local scratch buffer reused across calls. Null when unsplit.
+float* host_split_workspace(const char* family, int splits, size_t need, void* workspace, size_t workspace_bytes);
+
 // Logs (warn), once per process for each (family, tuning key, config), that a tuned config from the cache cannot
 // be used and the default runs instead.
 void warn_unusable_tuned(const char* family, const std::string& tuning_key, const std::string& tuned,

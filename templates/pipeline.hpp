@@ -12,12 +12,12 @@
 //   empty(a)                             a call with nothing to do (validated, then returns)
 //   shape(p, a) -> pipeline::Shape       what the plan depends on, as plain integers
 //   tuning_dims(p, shape)                the tuning key's buckets, e.g. {{"b", 64}, {"l", 4096}}
-//   default_config(p, arch, shape), can_implement(p, c, arch, limits)
-//   planned_splits(p, c, shape, limits), workspace_bytes(p, c, shape, splits)
-//   generate(p, c, arch)                 the GeneratedKernel (p carries the checked flag of the launches)
+//   default_config(p, arch, shape), planned_splits(p, c, shape, limits), workspace_bytes(p, c, shape, splits)
 //   launch(kernel, p, resolved, a, stream, report)
 //   run_host(rt, p, a)                   the host variant (use_device(kHostDevice))
-//   plan_of(resolved) -> Family::Plan
+// and derives from ArgChecks<OpSpec> (bad / need_ptr naming its family). The family's spec namespace provides
+// can_implement(p, c, arch, limits) and generate(p, c, arch) (found by argument-dependent lookup; generate's p
+// carries the checked flag of the launches).
 #pragma once
 
 #include <cstdint>
@@ -93,6 +93,22 @@ struct PlanKeyHash {
 template <class Spec>
 [[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
   launch_support::bad_arg(Spec::kFamily, field, expected, got);
+}
+
+// Argument errors in the one format, from the family's own OpSpec.
+template <class Spec>
+struct ArgChecks {
+  [[noreturn]] static void bad(const std::string& field, const std::string& expected, const std::string& got) {
+    launch_support::bad_arg(Spec::kFamily, field, expected, got);
+  }
+  static void need_ptr(const void* p, const char* field, size_t align) {
+    launch_support::need_device_ptr(Spec::kFamily, p, field, align);
+  }
+};
+
+template <class Config>
+LaunchPlan plan_of(const Resolved<Config>& r) {
+  return LaunchPlan{r.config_key, r.source, r.splits, r.workspace_bytes, r.tuning_key};
 }
 
 // The forced config and split count of a call (families without splits have neither num_splits nor workspace).
@@ -196,7 +212,7 @@ struct OpState {
     entry->resolved = resolve(ctx, s, forced, forced_splits);
     if (load) {
       Resolved& r = entry->resolved;
-      r.kernel = &rt->get(kernel_prefix + r.config_key, [&] { return Spec::generate(problem, r.config, r.dev->arch); });
+      r.kernel = &rt->get(kernel_prefix + r.config_key, [&] { return generate(problem, r.config, r.dev->arch); });
     }
     std::lock_guard<std::mutex> lock(mutex);
     if (gen == generation) plans[key] = entry;
@@ -223,11 +239,11 @@ struct OpState {
     if (!forced) {
       r.config = launch_support::tuned_or_default<Config>(
           Spec::kFamily, r.tuning_key, rt->tuned_config(Spec::kFamily, r.tuning_key),
-          [&](const Config& c) { return Spec::can_implement(plan_problem, c, dev.arch, dev.limits); },
+          [&](const Config& c) { return can_implement(plan_problem, c, dev.arch, dev.limits); },
           [&] { return Spec::default_config(plan_problem, dev.arch, s); }, &r.source);
       r.config_key = r.config.key();
     }
-    const std::string why = Spec::can_implement(plan_problem, r.config, dev.arch, dev.limits);
+    const std::string why = can_implement(plan_problem, r.config, dev.arch, dev.limits);
     if (!why.empty())
       pipeline::bad<Spec>("config", fmt::format("a config that can run {} on {}", problem_key, dev.arch.str()),
                           fmt::format("'{}' ({})", r.config_key, why));
@@ -289,8 +305,8 @@ typename Op<Family>::Plan Op<Family>::plan(const Args& a) const {
   void* ctx = device_free ? nullptr : internal::current_context();
   if (!device_free && !ctx) internal::device_facts(nullptr, Spec::kFamily);  // throws
   const pipeline::Shape s = Spec::shape(st.plan_problem, a);
-  if (device_free) return Spec::plan_of(st.resolve(nullptr, s, a.config, splits));
-  return Spec::plan_of(st.plan(ctx, s, a.config, splits, false)->resolved);
+  if (device_free) return pipeline::plan_of(st.resolve(nullptr, s, a.config, splits));
+  return pipeline::plan_of(st.plan(ctx, s, a.config, splits, false)->resolved);
 }
 
 template <class Family>

@@ -23,6 +23,27 @@ from .errors import KtuneError, error_for_status
 _NAMES = ("libktune.so.0", "libktune.so")
 
 
+class Owned:
+    """An object owning a library handle: close() releases it once (also when garbage-collected)."""
+
+    _handle = None
+
+    def _release(self, handle):
+        raise NotImplementedError
+
+    def close(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            self._handle = None
+            self._release(handle)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 class _XqaArgs(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),  # set by the *_args_default of the library (header of every args struct)

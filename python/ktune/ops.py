@@ -20,9 +20,10 @@ from .errors import invalid
 from .runtime import Runtime, problem_key, runtime as default_runtime
 
 
-class Op:
+class Op(_lib.Owned):
     """A prepared op of any family over the C API. run(args) takes the family's ctypes argument struct (started
-    from its *_args_default, as the structs in ktune._lib are)."""
+    from its *_args_default, as the structs in ktune._lib are). Closing its runtime closes it too; a closed op's
+    calls fail with InvalidArgumentError."""
 
     def __init__(self, family: str, problem, rt: Optional[Runtime] = None):
         self.runtime = rt if rt is not None else default_runtime()
@@ -35,6 +36,7 @@ class Op:
         self._handle = handle
         self._run = L.ktune_op_run
         self._free = L.ktune_op_free
+        self.runtime._ops.add(self)
 
     def run(self, args_ref, stream: int = 0) -> None:
         """Launches with a ctypes.byref of the family's argument struct on `stream` (a CUstream as an int)."""
@@ -48,16 +50,8 @@ class Op:
         _lib.check(_lib.lib().ktune_op_plan(self._handle, args_ref, ctypes.byref(out)), "ktune_op_plan")
         return json.loads(out.value.decode())
 
-    def close(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self._free(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    def _release(self, handle):
+        self._free(handle)
 
 
 def _raw_stream_fn():

@@ -6,6 +6,7 @@ import ctypes
 import json
 import sys
 import threading
+import weakref
 import time
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Union
@@ -18,7 +19,7 @@ def version() -> str:
     return _lib.lib().ktune_version().decode()
 
 
-class Runtime:
+class Runtime(_lib.Owned):
     """A ktune runtime: cache layers, module table and JIT policy (ktune_runtime_create).
 
     cache: search path of cache databases (like $KTUNE_CACHE); None: $KTUNE_CACHE, else
@@ -39,6 +40,7 @@ class Runtime:
         handle = ctypes.c_void_p()
         _lib.check(L.ktune_runtime_create(ctypes.byref(opts), ctypes.byref(handle)), "ktune_runtime_create")
         self._handle = handle
+        self._ops = weakref.WeakSet()  # prepared ops (ktune.ops) on this runtime: freed before it is destroyed
         self.read_only = bool(opts.read_only)
         self.allow_jit = bool(opts.allow_jit)
         self.cache_path = self._cache.decode() if self._cache else None
@@ -49,16 +51,10 @@ class Runtime:
             raise KtuneError("ktune.Runtime: used after close()", status=1)
         return self._handle
 
-    def close(self):
-        if getattr(self, "_handle", None) is not None:
-            _lib.lib().ktune_runtime_destroy(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    def _release(self, handle):
+        for op in list(getattr(self, "_ops", ())):
+            op.close()  # an op of a destroyed runtime then fails its call by name instead of using freed memory
+        _lib.lib().ktune_runtime_destroy(handle)
 
     def __enter__(self):
         return self

@@ -10,6 +10,7 @@
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 #include "c_api_support.hpp"
+#include "c_op.hpp"
 #include "ktune/xqa_decode.hpp"
 #include "mxfp4_gemm/family.hpp"
 #include "sparse_mla_decode/family.hpp"
@@ -272,10 +273,8 @@ ktune_status ktune_xqa_decode_plan(ktune_runtime* runtime, const char* problem_k
       j.set("config", p.config).set("source", p.source).set("num_splits", p.num_splits)
           .set("workspace_bytes", static_cast<int64_t>(p.workspace_bytes)).set("threads", p.threads);
     } else {
-      ktune::XqaDecodePlan p = ktune::xqa_decode_plan(runtime->rt, xqa_problem(problem_key), batch, max_seq_len,
-                                                      config, num_splits);
-      j.set("config", p.config).set("source", p.source).set("num_splits", p.num_splits)
-          .set("workspace_bytes", static_cast<int64_t>(p.workspace_bytes));
+      j = ktune::plan_json(
+          ktune::xqa_decode_plan(runtime->rt, xqa_problem(problem_key), batch, max_seq_len, config, num_splits));
     }
     result = j.dump();
     *plan_json = result.c_str();
@@ -471,12 +470,10 @@ ktune_status ktune_sparse_mla_decode_plan(ktune_runtime* runtime, const char* pr
   if (!problem_key) return invalid("ktune_sparse_mla_decode_plan: problem_key must not be NULL");
   if (!plan_json) return invalid("ktune_sparse_mla_decode_plan: plan_json must not be NULL");
   return guarded([&] {
-    const ktune::SparseMlaDecodePlan p =
-        ktune::sparse_mla_decode_plan(runtime->rt, mla_problem(problem_key), num_tokens, config, num_splits);
     thread_local std::string text;
-    text = "{\"config\": \"" + p.config + "\", \"source\": \"" + p.source +
-           "\", \"num_splits\": " + std::to_string(p.num_splits) +
-           ", \"workspace_bytes\": " + std::to_string(p.workspace_bytes) + "}";
+    text = ktune::plan_json(ktune::sparse_mla_decode_plan(runtime->rt, mla_problem(problem_key), num_tokens, config,
+                                                          num_splits))
+               .dump();
     *plan_json = text.c_str();
   });
 }

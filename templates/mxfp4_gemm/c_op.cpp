@@ -13,16 +13,8 @@ Mxfp4GemmArgs args_from_c(const Problem& p, const ktune_mxfp4_args& a) {
   return d;
 }
 
-namespace {
-cache::Json plan_json(const Mxfp4GemmPlan& p) {
-  cache::Json j = cache::Json::object();
-  j.set("config", p.config).set("source", p.source).set("tuning_key", p.tuning_key);
-  return j;
-}
-}  // namespace
-
 std::unique_ptr<COp> prepare_c_op(Runtime& rt, const std::string& problem_key) {
-  return make_c_op<Mxfp4GemmFamily, ktune_mxfp4_args>(rt, Problem::from_key(problem_key), args_from_c, plan_json);
+  return make_c_op<Mxfp4GemmFamily, ktune_mxfp4_args>(rt, Problem::from_key(problem_key), args_from_c);
 }
 
 }  // namespace ktune::mxfp4

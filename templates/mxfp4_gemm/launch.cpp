@@ -11,14 +11,14 @@
 
 #include "ktune/mxfp4_gemm_host.hpp"
 #include "ktune_internal/tensor_map.hpp"
-#include "mxfp4_gemm/params.h"
+#include "mxfp4_gemm/kernel_params.hpp"
 #include "pipeline.hpp"
 
 namespace ktune {
 namespace pipeline {
 
 template <>
-struct OpSpec<Mxfp4GemmFamily> {
+struct OpSpec<Mxfp4GemmFamily> : ArgChecks<OpSpec<Mxfp4GemmFamily>> {
   using Config = mxfp4::Config;
   using Problem = mxfp4::Problem;
   using Args = Mxfp4GemmArgs;
@@ -27,12 +27,6 @@ struct OpSpec<Mxfp4GemmFamily> {
       "a config key bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>[.wg], e.g. bm16.tn1.wn1.wk4.s3.d8";
   static constexpr int kMaxForcedSplits = 0;
 
-  [[noreturn]] static void bad(const std::string& field, const std::string& expected, const std::string& got) {
-    launch_support::bad_arg(kFamily, field, expected, got);
-  }
-  static void need_ptr(const void* p, const char* field, size_t align) {
-    launch_support::need_device_ptr(kFamily, p, field, align);
-  }
 
   static void validate_problem(const Problem& p) { p.validate(); }
   static void validate_shape(const Problem&, const Args& a) {
@@ -80,15 +74,8 @@ struct OpSpec<Mxfp4GemmFamily> {
     const int64_t rows = p.grouped() ? (s.a * p.top_k + p.num_experts - 1) / p.num_experts : s.a;
     return mxfp4::default_config(p, arch, rows);
   }
-  static std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
-    return mxfp4::can_implement(p, c, arch, lim);
-  }
   static int planned_splits(const Problem&, const Config&, const Shape&, const DeviceLimits&) { return 1; }
   static size_t workspace_bytes(const Problem&, const Config&, const Shape&, int) { return 0; }
-  static GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
-    return mxfp4::generate(p, c, arch);
-  }
-  static Mxfp4GemmPlan plan_of(const Resolved<Config>& r) { return Mxfp4GemmPlan{r.config_key, r.source, r.tuning_key}; }
   static void run_host(Runtime& rt, const Problem& p, const Args& a) { mxfp4_gemm_host(rt, p, a); }
 
   // The wgmma configs' TMA view of A (Params::a_tmap): bf16 [m, k] rows lda elements apart (validated: 16-byte
@@ -114,23 +101,7 @@ struct OpSpec<Mxfp4GemmFamily> {
   static void launch(const LoadedKernel& kernel, const Problem& p, const Resolved<Config>& r, const Args& a,
                      void* stream, void*) {
     const LaunchDims dims = mxfp4::gemm_dims(p, r.config, a.m);  // throws before any launch when m is too large
-    ktune_mxfp4::Params prm{};
-    prm.a = a.a;
-    prm.w = static_cast<const unsigned*>(a.weight.packed);
-    prm.s = static_cast<const unsigned*>(a.weight.scales);
-    prm.bias = a.bias;
-    prm.c = a.c;
-    prm.expert_offsets = p.grouped() ? a.expert_offsets : nullptr;
-    prm.m = a.m;
-    prm.n = p.n;
-    prm.k = p.k;
-    prm.lda = a.lda ? a.lda : p.k;
-    prm.ldc = a.ldc ? a.ldc : p.n;
-    prm.kc = (p.k + 63) / 64;
-    prm.n16 = (p.n + 15) / 16;
-    prm.num_experts = p.num_experts;
-    prm.w_expert_words = int64_t(mxfp4::packed_weight_bytes(p.n, p.k, 1) / 4);
-    prm.s_expert_words = int64_t(mxfp4::packed_scale_bytes(p.n, p.k, 1) / 4);
+    ktune_mxfp4::Params prm = mxfp4::kernel_params(p, a);
     if (r.config.wgmma) encode_a_map(prm, r.config, a.m);
     ktune::launch(kernel, 0, dims, stream, prm);
   }

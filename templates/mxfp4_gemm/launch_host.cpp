@@ -14,6 +14,7 @@
 #include "ktune/tuning.hpp"
 #include "launch_support.hpp"
 #include "mxfp4_gemm/host_params.h"
+#include "mxfp4_gemm/kernel_params.hpp"
 
 namespace ktune {
 namespace {
@@ -120,23 +121,7 @@ void mxfp4_gemm_host(Runtime& rt, const Problem& p, const Mxfp4GemmArgs& a, int 
   thread_local std::vector<int> slabs;  // reused: no allocation per call once warm
   make_slabs(p, a.m, a.expert_offsets, slabs);
   ktune_mxfp4::HostWork hw{};
-  ktune_mxfp4::Params& prm = hw.p;
-  prm.a = a.a;
-  prm.w = static_cast<const unsigned*>(a.weight.packed);
-  prm.s = static_cast<const unsigned*>(a.weight.scales);
-  prm.bias = a.bias;
-  prm.c = a.c;
-  prm.expert_offsets = p.grouped() ? a.expert_offsets : nullptr;
-  prm.m = a.m;
-  prm.n = p.n;
-  prm.k = p.k;
-  prm.lda = a.lda ? a.lda : p.k;
-  prm.ldc = a.ldc ? a.ldc : p.n;
-  prm.kc = (p.k + 63) / 64;
-  prm.n16 = (p.n + 15) / 16;
-  prm.num_experts = p.num_experts;
-  prm.w_expert_words = int64_t(mxfp4::packed_weight_bytes(p.n, p.k, 1) / 4);
-  prm.s_expert_words = int64_t(mxfp4::packed_scale_bytes(p.n, p.k, 1) / 4);
+  hw.p = mxfp4::kernel_params(p, a);
   hw.slabs = slabs.data();
   hw.num_slabs = int(slabs.size() / 3);
   hw.n_tiles = mxfp4::host_n_tiles(p, r.config);

@@ -14,18 +14,8 @@ SparseMlaDecodeArgs args_from_c(const Problem&, const ktune_sparse_mla_args& a) 
   return d;
 }
 
-namespace {
-cache::Json plan_json(const SparseMlaDecodePlan& p) {
-  cache::Json j = cache::Json::object();
-  j.set("config", p.config).set("source", p.source).set("num_splits", p.num_splits)
-      .set("workspace_bytes", static_cast<int64_t>(p.workspace_bytes));
-  return j;
-}
-}  // namespace
-
 std::unique_ptr<COp> prepare_c_op(Runtime& rt, const std::string& problem_key) {
-  return make_c_op<SparseMlaDecodeFamily, ktune_sparse_mla_args>(rt, Problem::from_key(problem_key), args_from_c,
-                                                                 plan_json);
+  return make_c_op<SparseMlaDecodeFamily, ktune_sparse_mla_args>(rt, Problem::from_key(problem_key), args_from_c);
 }
 
 }  // namespace ktune::mla

@@ -11,13 +11,13 @@
 
 #include "ktune/sparse_mla_decode_host.hpp"
 #include "pipeline.hpp"
-#include "sparse_mla_decode/params.h"
+#include "sparse_mla_decode/kernel_params.hpp"
 
 namespace ktune {
 namespace pipeline {
 
 template <>
-struct OpSpec<SparseMlaDecodeFamily> {
+struct OpSpec<SparseMlaDecodeFamily> : ArgChecks<OpSpec<SparseMlaDecodeFamily>> {
   using Config = mla::Config;
   using Problem = mla::Problem;
   using Args = SparseMlaDecodeArgs;
@@ -27,12 +27,6 @@ struct OpSpec<SparseMlaDecodeFamily> {
   static constexpr int kMaxForcedSplits = 64;
   static constexpr int kMaxTokens = 65535;
 
-  [[noreturn]] static void bad(const std::string& field, const std::string& expected, const std::string& got) {
-    launch_support::bad_arg(kFamily, field, expected, got);
-  }
-  static void need_ptr(const void* p, const char* field, size_t align) {
-    launch_support::need_device_ptr(kFamily, p, field, align);
-  }
 
   static void validate_problem(const Problem& p) { p.validate(); }
   static void validate_shape(const Problem&, const Args& a) {
@@ -64,42 +58,17 @@ struct OpSpec<SparseMlaDecodeFamily> {
     return {{"b", sparse_mla_decode_batch_bucket(p, static_cast<int>(s.a))}};
   }
   static Config default_config(const Problem& p, const Arch& arch, const Shape&) { return mla::default_config(p, arch); }
-  static std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
-    return mla::can_implement(p, c, arch, lim);
-  }
   static int planned_splits(const Problem& p, const Config& c, const Shape& s, const DeviceLimits& lim) {
     return mla::choose_num_splits(p, c, std::max(1, static_cast<int>(s.a)), lim);
   }
   static size_t workspace_bytes(const Problem& p, const Config&, const Shape& s, int splits) {
     return mla::workspace_bytes(p, static_cast<int>(s.a), splits);
   }
-  static GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
-    return mla::generate(p, c, arch);
-  }
-  static SparseMlaDecodePlan plan_of(const Resolved<Config>& r) {
-    SparseMlaDecodePlan plan;
-    plan.config = r.config_key;
-    plan.source = r.source;
-    plan.num_splits = r.splits;
-    plan.workspace_bytes = r.workspace_bytes;
-    return plan;
-  }
   static void run_host(Runtime& rt, const Problem& p, const Args& a) { sparse_mla_decode_host(rt, p, a); }
 
   static void launch(const LoadedKernel& kernel, const Problem& p, const Resolved<Config>& r, const Args& a,
                      void* stream, void* report) {
-    ktune_mla::Params prm{};
-    prm.q = a.q;
-    prm.kv_cache = a.kv_cache;
-    prm.indices = a.indices;
-    prm.sinks = a.sinks;
-    prm.out = a.out;
-    prm.lse = a.lse;
-    prm.workspace = r.splits > 1 ? static_cast<float*>(a.workspace) : nullptr;
-    prm.num_tokens = a.num_tokens;
-    prm.num_splits = r.splits;
-    prm.num_slots = a.num_pages * p.page_size;
-    prm.softmax_scale = a.softmax_scale;
+    ktune_mla::Params prm = mla::kernel_params(p, a, r.splits, static_cast<float*>(a.workspace));
     prm.report = static_cast<ktune_common::DeviceReport*>(report);
     ktune::launch(kernel, 0, mla::decode_dims(p, r.config, a.num_tokens, r.splits), stream, prm);
     if (r.splits > 1) ktune::launch(kernel, 1, mla::combine_dims(p, a.num_tokens), stream, prm);

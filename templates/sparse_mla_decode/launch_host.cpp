@@ -14,7 +14,7 @@
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
 #include "launch_support.hpp"
-#include "sparse_mla_decode/params.h"
+#include "sparse_mla_decode/kernel_params.hpp"
 
 namespace ktune {
 namespace {
@@ -90,13 +90,6 @@ void check_indices(const Problem& p, const SparseMlaDecodeArgs& a) {
 }
 
 // Split partials when the caller passes no workspace: one buffer per calling thread, grown as needed.
-float* scratch_workspace(size_t bytes) {
-  thread_local std::vector<float> buf;
-  const size_t n = (bytes + sizeof(float) - 1) / sizeof(float);
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
-
 }  // namespace
 
 SparseMlaHostPlan sparse_mla_decode_host_plan(Runtime& rt, const Problem& problem, int num_tokens, int threads,
@@ -137,30 +130,9 @@ void sparse_mla_decode_host(Runtime& rt, const Problem& problem, const SparseMla
     throw Error(Status::internal, kFamily, fmt::format("{}: expected 2 host entry points, got {}", kernel.name,
                                                        kernel.functions.size()));
 
-  ktune_mla::Params prm{};
-  prm.q = a.q;
-  prm.kv_cache = a.kv_cache;
-  prm.indices = a.indices;
-  prm.sinks = a.sinks;
-  prm.out = a.out;
-  prm.lse = a.lse;
-  prm.workspace = nullptr;
-  if (r.splits > 1) {
-    const size_t need = mla::workspace_bytes(p, a.num_tokens, r.splits);
-    if (a.workspace) {
-      if (a.workspace_bytes < need)
-        bad("workspace_bytes", fmt::format(">= {} ({} splits), or a null workspace", need, r.splits),
-            std::to_string(a.workspace_bytes));
-      prm.workspace = static_cast<float*>(a.workspace);
-    } else {
-      prm.workspace = scratch_workspace(need);
-    }
-  }
-  prm.num_tokens = a.num_tokens;
-  prm.num_splits = r.splits;
-  prm.num_slots = a.num_pages * p.page_size;
-  prm.softmax_scale = a.softmax_scale;
-  prm.report = nullptr;  // the indices were checked above
+  float* workspace = launch_support::host_split_workspace(kFamily, r.splits, mla::workspace_bytes(p, a.num_tokens, r.splits),
+                                                          a.workspace, a.workspace_bytes);
+  const ktune_mla::Params prm = mla::kernel_params(p, a, r.splits, workspace);  // indices were checked above
 
   const HostEntry decode = reinterpret_cast<HostEntry>(kernel.functions[0]);
   const HostEntry combine = reinterpret_cast<HostEntry>(kernel.functions[1]);

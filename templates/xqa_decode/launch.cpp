@@ -10,13 +10,13 @@
 
 #include "ktune/xqa_decode_host.hpp"
 #include "pipeline.hpp"
-#include "xqa_decode/params.h"
+#include "xqa_decode/kernel_params.hpp"
 
 namespace ktune {
 namespace pipeline {
 
 template <>
-struct OpSpec<XqaDecodeFamily> {
+struct OpSpec<XqaDecodeFamily> : ArgChecks<OpSpec<XqaDecodeFamily>> {
   using Config = xqa::Config;
   using Problem = xqa::Problem;
   using Args = XqaDecodeArgs;
@@ -25,12 +25,6 @@ struct OpSpec<XqaDecodeFamily> {
       "a config key t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4";
   static constexpr int kMaxForcedSplits = 1024;
 
-  [[noreturn]] static void bad(const std::string& field, const std::string& expected, const std::string& got) {
-    launch_support::bad_arg(kFamily, field, expected, got);
-  }
-  static void need_ptr(const void* p, const char* field, size_t align) {
-    launch_support::need_device_ptr(kFamily, p, field, align);
-  }
   static void need_null(const void* p, const char* field, const char* why) {
     if (p) bad(field, fmt::format("null ({})", why), launch_support::ptr_text(p));
   }
@@ -111,53 +105,18 @@ struct OpSpec<XqaDecodeFamily> {
     return {{"b", bucket_pow2_ceil(s.a)}, {"l", s.b}};
   }
   static Config default_config(const Problem& p, const Arch& arch, const Shape&) { return xqa::default_config(p, arch); }
-  static std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
-    return xqa::can_implement(p, c, arch, lim);
-  }
   static int planned_splits(const Problem& p, const Config& c, const Shape& s, const DeviceLimits& lim) {
     return xqa::choose_num_splits(p, c, static_cast<int>(s.a), static_cast<int>(s.b), lim);
   }
   static size_t workspace_bytes(const Problem& p, const Config& c, const Shape& s, int splits) {
     return xqa::workspace_bytes(p, c, static_cast<int>(s.a), splits);
   }
-  static GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
-    return xqa::generate(p, c, arch);
-  }
-  static XqaDecodePlan plan_of(const Resolved<Config>& r) {
-    XqaDecodePlan plan;
-    plan.config = r.config_key;
-    plan.source = r.source;
-    plan.num_splits = r.splits;
-    plan.workspace_bytes = r.workspace_bytes;
-    return plan;
-  }
   static void run_host(Runtime& rt, const Problem& p, const Args& a) { xqa_decode_host(rt, p, a); }
 
   static void launch(const LoadedKernel& kernel, const Problem& p, const Resolved<Config>& r, const Args& a,
                      void* stream, void* report) {
-    namespace kc = ::ktune_common;
-    ktune_xqa::Params prm{};
-    prm.q = a.q;
-    prm.kv_cache = a.kv_cache;
-    prm.block_tables = a.block_tables;
-    prm.seq_lens = a.seq_lens;
-    prm.q_cu_seq_lens = a.q_cu_seq_lens;
-    prm.mask = a.mask;
-    prm.sinks = a.sinks;
-    prm.out = a.out;
-    prm.lse = a.lse;
-    prm.workspace = r.splits > 1 ? static_cast<float*>(a.workspace) : nullptr;
-    prm.batch = a.batch;
-    prm.num_tokens = a.num_tokens;
-    prm.q_len_per_req = a.q_len_per_req;
-    prm.max_pages_per_req = a.max_pages_per_req;
-    prm.num_pages = a.num_pages;
-    prm.bmm1_scale = a.softmax_scale * a.k_scale * (p.q_dtype == kc::kE4M3 ? a.q_scale : 1.f);
-    prm.bmm2_scale = a.v_scale / (p.out_dtype == kc::kE4M3 ? a.o_scale : 1.f);
-    prm.softcap = p.softcap ? a.softcap : 0.f;
-    prm.window_left = p.sliding_window ? a.window_left : -1;
-    prm.num_splits = r.splits;
-    prm.report = static_cast<kc::DeviceReport*>(report);
+    ktune_xqa::Params prm = xqa::kernel_params(p, a, r.splits, static_cast<float*>(a.workspace));
+    prm.report = static_cast<ktune_common::DeviceReport*>(report);
     ktune::launch(kernel, 0, xqa::decode_dims(p, r.config, a.batch, r.splits), stream, prm);
     if (r.splits > 1) ktune::launch(kernel, 1, xqa::combine_dims(p, r.config, a.batch), stream, prm);
   }

@@ -15,7 +15,7 @@
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
 #include "launch_support.hpp"
-#include "xqa_decode/params.h"
+#include "xqa_decode/kernel_params.hpp"
 
 namespace ktune {
 namespace {
@@ -111,13 +111,6 @@ void check_indices(const Problem& p, const XqaDecodeArgs& a) {
 }
 
 // Split-KV partials when the caller passes no workspace: one buffer per calling thread, grown as needed.
-float* scratch_workspace(size_t bytes) {
-  thread_local std::vector<float> buf;
-  const size_t n = (bytes + sizeof(float) - 1) / sizeof(float);
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
-
 }  // namespace
 
 XqaHostPlan xqa_decode_host_plan(Runtime& rt, const Problem& p, int batch, int max_seq_len, int threads,
@@ -156,38 +149,9 @@ void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int 
     throw Error(Status::internal, kFamily, fmt::format("{}: expected 2 host entry points, got {}", kernel.name,
                                                        kernel.functions.size()));
 
-  ktune_xqa::Params prm{};
-  prm.q = a.q;
-  prm.kv_cache = a.kv_cache;
-  prm.block_tables = a.block_tables;
-  prm.seq_lens = a.seq_lens;
-  prm.q_cu_seq_lens = a.q_cu_seq_lens;
-  prm.mask = a.mask;
-  prm.sinks = a.sinks;
-  prm.out = a.out;
-  prm.lse = a.lse;
-  prm.workspace = nullptr;
-  if (r.splits > 1) {
-    const size_t need = xqa::workspace_bytes(p, r.config, a.batch, r.splits);
-    if (a.workspace) {
-      if (a.workspace_bytes < need)
-        bad("workspace_bytes", fmt::format(">= {} ({} splits), or a null workspace", need, r.splits),
-            std::to_string(a.workspace_bytes));
-      prm.workspace = static_cast<float*>(a.workspace);
-    } else {
-      prm.workspace = scratch_workspace(need);
-    }
-  }
-  prm.batch = a.batch;
-  prm.num_tokens = a.num_tokens;
-  prm.q_len_per_req = a.q_len_per_req;
-  prm.max_pages_per_req = a.max_pages_per_req;
-  prm.num_pages = a.num_pages;
-  prm.bmm1_scale = a.softmax_scale * a.k_scale * (p.q_dtype == kc::kE4M3 ? a.q_scale : 1.f);
-  prm.bmm2_scale = a.v_scale / (p.out_dtype == kc::kE4M3 ? a.o_scale : 1.f);
-  prm.softcap = p.softcap ? a.softcap : 0.f;
-  prm.window_left = p.sliding_window ? a.window_left : -1;
-  prm.num_splits = r.splits;
+  float* workspace = launch_support::host_split_workspace(
+      kFamily, r.splits, xqa::workspace_bytes(p, r.config, a.batch, r.splits), a.workspace, a.workspace_bytes);
+  const ktune_xqa::Params prm = xqa::kernel_params(p, a, r.splits, workspace);
 
   const HostEntry decode = reinterpret_cast<HostEntry>(kernel.functions[0]);
   const HostEntry combine = reinterpret_cast<HostEntry>(kernel.functions[1]);

@@ -379,7 +379,7 @@ TEST_CASE("a second sparse_mla_decode launch of the same key compiles and loads 
   const RuntimeStats s2 = rt.stats();
   CHECK(s2.compiles == s1.compiles);
   CHECK(s2.loads == s1.loads);
-  CHECK(s2.memory_hits == s1.memory_hits + 1);
+  CHECK(s2.memory_hits == s1.memory_hits);  // the op's plan holds the module: no module-table lookup at all
 }
 
 // The GPU half of the host-backend oracle (tests/support/family_oracle.hpp): records this kernel's outputs of

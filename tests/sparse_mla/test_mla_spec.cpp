@@ -313,7 +313,7 @@ TEST_CASE("sparse_mla_decode through the C API: errors name the field, plans nee
   CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("key"));
   const char* plan = nullptr;
   REQUIRE(ktune_sparse_mla_decode_plan(rt, key, 8, "t64.s1.g64", 4, &plan) == KTUNE_OK);
-  CHECK_THAT(std::string(plan), Catch::Contains("\"num_splits\": 4") && Catch::Contains("\"source\": \"forced\""));
+  CHECK_THAT(std::string(plan), Catch::Contains("\"num_splits\":4") && Catch::Contains("\"source\":\"forced\""));
   size_t bytes = 0;
   REQUIRE(ktune_sparse_mla_decode_workspace_bytes(rt, key, 8, "t64.s1.g64", 4, &bytes) == KTUNE_OK);
   CHECK(bytes == workspace_bytes(Problem{}, 8, 4));

@@ -57,11 +57,7 @@ struct KTUNE_API Mxfp4GemmArgs {
   const char* config = nullptr;
 };
 
-struct KTUNE_API Mxfp4GemmPlan {
-  std::string config;  // the config key used
-  std::string source;  // "forced", "tuned" or "default"
-  std::string tuning_key;
-};
+using Mxfp4GemmPlan = LaunchPlan;  // num_splits 1, no workspace
 
 // The prepared op (ktune/op.hpp); op.plan(args) reads m and config.
 struct Mxfp4GemmFamily { using Problem = mxfp4::Problem; using Args = Mxfp4GemmArgs; using Plan = Mxfp4GemmPlan; };

@@ -14,6 +14,7 @@
 // is the same pipeline through an op the runtime keeps per problem.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,16 @@ namespace detail {
 template <class Family>
 struct OpState;  // templates/pipeline.hpp
 }
+
+// What a call will launch: the same fields for every family (families without split-KV always plan 1 split
+// and no workspace).
+struct KTUNE_API LaunchPlan {
+  std::string config;          // the config key used
+  std::string source;          // "forced", "tuned" or "default"
+  int num_splits = 1;
+  size_t workspace_bytes = 0;  // 0 when num_splits == 1
+  std::string tuning_key;      // the key the tuned config was looked up under
+};
 
 // Family: a tag type naming the family's Problem, Args (run-time arguments) and Plan (what a call runs), e.g.
 // XqaDecodeFamily in ktune/xqa_decode.hpp.

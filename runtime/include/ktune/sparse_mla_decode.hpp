@@ -46,12 +46,7 @@ struct KTUNE_API SparseMlaDecodeArgs {
   int num_splits = 0;                // 0 = planned from num_tokens; else 1..64 (forced)
 };
 
-struct KTUNE_API SparseMlaDecodePlan {
-  std::string config;          // the config key used
-  std::string source;          // "forced", "tuned" or "default"
-  int num_splits = 1;
-  size_t workspace_bytes = 0;  // 0 when num_splits == 1
-};
+using SparseMlaDecodePlan = LaunchPlan;
 
 // The prepared op (ktune/op.hpp); op.plan(args) reads num_tokens, config and num_splits.
 struct SparseMlaDecodeFamily { using Problem = mla::Problem; using Args = SparseMlaDecodeArgs; using Plan = SparseMlaDecodePlan; };

@@ -62,12 +62,7 @@ struct KTUNE_API XqaDecodeArgs {
 // The shape fields op.plan(args) reads: batch, max_seq_len, config, num_splits.
 // What a call with these arguments will run (no launch; needs a current CUDA context for the device's limits
 // and tuned configs, unless both `config` and `num_splits` are forced).
-struct KTUNE_API XqaDecodePlan {
-  std::string config;          // the config key used
-  std::string source;          // "forced", "tuned" or "default"
-  int num_splits = 1;
-  size_t workspace_bytes = 0;  // 0 when num_splits == 1
-};
+using XqaDecodePlan = LaunchPlan;
 
 // The prepared op (ktune/op.hpp): ktune::xqa::prepare(rt, problem), then op.run(args, stream).
 struct XqaDecodeFamily { using Problem = xqa::Problem; using Args = XqaDecodeArgs; using Plan = XqaDecodePlan; };
