@@ -66,6 +66,9 @@ class XqaDecodeOp:
     """xqa_decode on torch CUDA tensors (layouts: docs/xqa_decode.md). Arguments as ktune.xqa_decode; `out`
     (and `lse` for problems that write it) are required here: allocate them once, as a CUDA graph needs."""
 
+    _FIELDS = ("kv_cache", "block_tables", "seq_lens", "q_cu_seq_lens", "mask", "sinks", "lse", "workspace",
+               "workspace_bytes", "softmax_scale", "q_scale", "k_scale", "v_scale", "o_scale", "softcap", "window_left")
+
     def __init__(self, problem, rt: Optional[Runtime] = None):
         from .xqa import canonical
         self.info = canonical(problem)
@@ -77,6 +80,7 @@ class XqaDecodeOp:
         self._stream = _raw_stream_fn()
         self._ensure_device = _lib.lib().ktune_ensure_device
         self._default_scale = 1.0 / math.sqrt(self.info.head_dim)
+        self._last = (object(),) * len(self._FIELDS)  # nothing written yet
 
     @property
     def key(self) -> str:
@@ -118,17 +122,6 @@ class XqaDecodeOp:
         if ws is None:
             ws = self._full_check(sig, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
                                   max_seq_len, num_splits, config)
-        a = self._args
-        a.q, a.kv_cache, a.block_tables, a.seq_lens = q.data_ptr(), kv_cache.data_ptr(), block_tables.data_ptr(), \
-            seq_lens.data_ptr()
-        a.q_cu_seq_lens = None if q_cu_seq_lens is None else q_cu_seq_lens.data_ptr()
-        a.mask = None if mask is None else mask.data_ptr()
-        a.sinks = None if sinks is None else sinks.data_ptr()
-        a.out = out.data_ptr()
-        a.lse = None if lse is None else lse.data_ptr()
-        a.softmax_scale = self._default_scale if softmax_scale is None else softmax_scale
-        a.q_scale, a.k_scale, a.v_scale, a.o_scale, a.softcap, a.window_left = (q_scale, k_scale, v_scale, o_scale,
-                                                                                softcap, window_left)
         index = q.device.index
         if ws:
             if workspace is None:
@@ -139,9 +132,24 @@ class XqaDecodeOp:
             elif workspace.numel() * workspace.element_size() < ws or workspace.device != q.device:
                 raise invalid(f"xqa_decode: workspace: expected >= {ws} bytes on {q.device}, got "
                               f"{workspace.numel() * workspace.element_size()} bytes on {workspace.device}")
-            a.workspace, a.workspace_bytes = workspace.data_ptr(), ws
+            ws_ptr = workspace.data_ptr()
         else:
-            a.workspace, a.workspace_bytes = None, 0
+            ws_ptr = None
+        # q and out are new tensors at every eager step; the rest (the engine's persistent buffers, scales, window)
+        # is written only when it changed: a ctypes field write costs several times a comparison.
+        a = self._args
+        a.q, a.out = q.data_ptr(), out.data_ptr()
+        rest = (kv_cache.data_ptr(), block_tables.data_ptr(), seq_lens.data_ptr(),
+                None if q_cu_seq_lens is None else q_cu_seq_lens.data_ptr(),
+                None if mask is None else mask.data_ptr(), None if sinks is None else sinks.data_ptr(),
+                None if lse is None else lse.data_ptr(), ws_ptr, ws,
+                self._default_scale if softmax_scale is None else softmax_scale, q_scale, k_scale, v_scale, o_scale,
+                softcap, window_left)
+        if rest != self._last:
+            for name, v, old in zip(self._FIELDS, rest, self._last):
+                if v != old:
+                    setattr(a, name, v)
+            self._last = rest
         status = self._ensure_device(index) or self._op._run(self._op._handle, self._ref, self._stream(index))
         if status:
             _lib.check(status, "ktune_op_run")
