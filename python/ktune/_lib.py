@@ -249,6 +249,7 @@ def _declare(lib):
         "ktune_xqa_decode_plan": ([P, c.c_char_p, S, S, c.c_char_p, S, S, S, c.POINTER(c.c_char_p)], S),
         "ktune_op_prepare": ([P, c.c_char_p, c.c_char_p, c.POINTER(P)], S),
         "ktune_op_run": ([P, P, P], S),
+        "ktune_op_run_on_device": ([P, P, P, S], S),
         "ktune_op_plan": ([P, P, c.POINTER(c.c_char_p)], S),
         "ktune_op_free": ([P], None),
         "ktune_warmup_options_default": ([c.POINTER(_WarmupOptions)], None),

@@ -35,6 +35,7 @@ class Op(_lib.Owned):
                    "ktune_op_prepare")
         self._handle = handle
         self._run = L.ktune_op_run
+        self._run_on_device = L.ktune_op_run_on_device
         self._free = L.ktune_op_free
         self.runtime._ops.add(self)
 
@@ -150,7 +151,7 @@ class XqaDecodeOp:
                 if v != old:
                     setattr(a, name, v)
             self._last = rest
-        status = self._ensure_device(index) or self._op._run(self._op._handle, self._ref, self._stream(index))
+        status = self._op._run_on_device(self._op._handle, self._ref, self._stream(index), index)
         if status:
-            _lib.check(status, "ktune_op_run")
+            _lib.check(status, "ktune_op_run_on_device")
         return out if lse is None else (out, lse)

@@ -47,6 +47,11 @@ ktune_status ktune_op_run(const ktune_op* op, const void* args, void* stream) {
   return guarded([&] { op->op->run(args, stream); });
 }
 
+ktune_status ktune_op_run_on_device(const ktune_op* op, const void* args, void* stream, int device) {
+  if (ktune_status st = ktune_ensure_device(device)) return st;
+  return ktune_op_run(op, args, stream);
+}
+
 ktune_status ktune_op_plan(const ktune_op* op, const void* args, const char** plan_json) {
   if (!op) return invalid("ktune_op_plan: op must not be NULL");
   if (!args) return invalid("ktune_op_plan: args must not be NULL");

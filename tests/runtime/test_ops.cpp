@@ -142,6 +142,7 @@ TEST_CASE("ktune_op_prepare and ktune_op_run refuse what they cannot run, naming
   const char* plan = nullptr;
   REQUIRE(ktune_op_plan(op, &a, &plan) == KTUNE_OK);
   CHECK_THAT(plan, Catch::Contains("\"source\":\"forced\"") && Catch::Contains("\"num_splits\":2"));
+  CHECK(ktune_op_run_on_device(op, &a, nullptr, -5) != KTUNE_OK);  // no such device (or no driver): refused
   CHECK(ktune_op_run(nullptr, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK(ktune_op_run(op, nullptr, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
   ktune_op_free(op);

@@ -102,6 +102,9 @@ typedef struct ktune_op ktune_op;
 KTUNE_C_API ktune_status ktune_op_prepare(ktune_runtime* runtime, const char* family, const char* problem,
                                           ktune_op** out);
 KTUNE_C_API ktune_status ktune_op_run(const ktune_op* op, const void* args, void* stream);
+/* ktune_ensure_device(device) then ktune_op_run, in one call: for bindings that launch on a framework's thread
+ * and stream (the Python package), one crossing per call instead of two. */
+KTUNE_C_API ktune_status ktune_op_run_on_device(const ktune_op* op, const void* args, void* stream, int device);
 /* What ktune_op_run(op, args) would launch, as JSON (the family's plan fields, e.g. {"config","source",
  * "num_splits","workspace_bytes"}); reads only the shape fields of args (docs/ops.md). */
 KTUNE_C_API ktune_status ktune_op_plan(const ktune_op* op, const void* args, const char** plan_json);
