@@ -10,6 +10,7 @@
 
 #include "ktune/arch.hpp"
 #include "ktune/kernel_spec.hpp"
+#include "ktune/runtime.hpp"
 #include "ktune_internal/context.hpp"
 
 namespace ktune::launch_support {
@@ -71,6 +72,19 @@ Config tuned_or_default(const char* family, const std::string& tuning_key, const
   }
   *source = "default";
   return fallback();
+}
+
+// The host kernel of (problem, host config), linked in process (Runtime::get_host). A config the problem cannot
+// run on the host is a bad_arg on "config". can_implement and generate are the family's (argument-dependent
+// lookup on the problem type).
+template <class Problem, class Config>
+const LoadedKernel& host_kernel(Runtime& rt, const char* family, const Problem& p, const Config& c) {
+  const Arch host = Arch::host_cpu();
+  const std::string key = c.key();
+  const std::string why = can_implement(p, c, host, DeviceLimits{});
+  if (!why.empty())
+    bad_arg(family, "config", "a host config that can run " + p.key(), "'" + key + "' (" + why + ")");
+  return rt.get_host(std::string(family) + "/host/" + p.key() + "/" + key, [&] { return generate(p, c, host); });
 }
 
 }  // namespace ktune::launch_support

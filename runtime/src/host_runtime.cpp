@@ -24,36 +24,11 @@ std::string Runtime::host_fingerprint() {
 }
 
 std::string Runtime::host_tuned_config(const std::string& family, const std::string& key) {
-  const std::string fp = host_fingerprint();
-  const std::string memo_key = family + "\n" + key + "\n" + fp;
-  {
-    std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
-    auto it = impl_->tuned.find(memo_key);
-    if (it != impl_->tuned.end()) {
-      if (it->second.empty()) impl_->stats.tuning_misses++;
-      return it->second;
-    }
-  }
-  std::string winner;
-  try {
-    if (auto row = impl_->cache->get_tuning(family, key, fp)) winner = row->winner_config;
-  } catch (const std::exception& e) {
-    log(LogLevel::warn, "tuning lookup {} {} failed ({}); using the default config", family, key, e.what());
-  }
-  std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
-  impl_->tuned[memo_key] = winner;
-  if (winner.empty()) {
-    impl_->stats.tuning_misses++;
-    log(LogLevel::info, "no tuned config for {} {} on the host; using the default", family, key);
-  }
-  return winner;
+  return impl_->tuned_config_for(family, key, host_fingerprint(), "the host");
 }
 
 void Runtime::remember_host_tuned_config(const std::string& family, const std::string& key, const std::string& config) {
-  const std::string fp = host_fingerprint();
-  std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
-  impl_->tuned[family + "\n" + key + "\n" + fp] = config;
-  impl_->tuning_generation.fetch_add(1, std::memory_order_release);
+  impl_->remember_tuned_config_for(family, key, host_fingerprint(), config);
 }
 
 }  // namespace ktune

@@ -58,6 +58,13 @@ struct Runtime::Impl {
   std::unordered_map<std::string, std::string> tuned;
   std::unordered_map<void*, std::string> fingerprints;
   const std::string& fingerprint_of(void* ctx);
+  // The tuned config of (family, key) on the device with fingerprint `fp` ("" = none: the miss is counted and
+  // logged), memoized so the steady state touches no SQLite; and the entry the tuner sets. `where` names the
+  // device in the log line. GPU and host lookups alike.
+  std::string tuned_config_for(const std::string& family, const std::string& key, const std::string& fp,
+                               const char* where);
+  void remember_tuned_config_for(const std::string& family, const std::string& key, const std::string& fp,
+                                 const std::string& config);
   std::atomic<uint64_t> tuning_generation{0};  // bumped by remember_tuned_config (internal::tuning_generation)
   // Per-runtime objects of internal::runtime_slot (prepared ops of the one-shot calls), by name.
   std::mutex slots_mutex;

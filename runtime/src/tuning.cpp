@@ -42,41 +42,50 @@ const std::string& Runtime::Impl::fingerprint_of(void* ctx) {
   return fingerprints.emplace(ctx, fp).first->second;
 }
 
-std::string Runtime::tuned_config(const std::string& family, const std::string& key) {
-  CUcontext ctx = nullptr;
-  check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  const std::string& fp = impl_->fingerprint_of(ctx);
-  std::string memo_key = family + "\n" + key + "\n" + fp;
+std::string Runtime::Impl::tuned_config_for(const std::string& family, const std::string& key, const std::string& fp,
+                                            const char* where) {
+  const std::string memo_key = family + "\n" + key + "\n" + fp;
   {
-    std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
-    auto it = impl_->tuned.find(memo_key);
-    if (it != impl_->tuned.end()) {
-      if (it->second.empty()) impl_->stats.tuning_misses++;
+    std::lock_guard<std::mutex> lock(tuning_mutex);
+    auto it = tuned.find(memo_key);
+    if (it != tuned.end()) {
+      if (it->second.empty()) stats.tuning_misses++;
       return it->second;
     }
   }
   std::string winner;
   try {
-    if (auto row = impl_->cache->get_tuning(family, key, fp)) winner = row->winner_config;
+    if (auto row = cache->get_tuning(family, key, fp)) winner = row->winner_config;
   } catch (const std::exception& e) {
     log(LogLevel::warn, "tuning lookup {} {} failed ({}); using the default config", family, key, e.what());
   }
-  std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
-  impl_->tuned[memo_key] = winner;
+  std::lock_guard<std::mutex> lock(tuning_mutex);
+  tuned[memo_key] = winner;
   if (winner.empty()) {
-    impl_->stats.tuning_misses++;
-    log(LogLevel::info, "no tuned config for {} {} on {}; using the default", family, key, fp);
+    stats.tuning_misses++;
+    log(LogLevel::info, "no tuned config for {} {} on {}; using the default", family, key, where);
   }
   return winner;
+}
+
+void Runtime::Impl::remember_tuned_config_for(const std::string& family, const std::string& key, const std::string& fp,
+                                              const std::string& config) {
+  std::lock_guard<std::mutex> lock(tuning_mutex);
+  tuned[family + "\n" + key + "\n" + fp] = config;
+  tuning_generation.fetch_add(1, std::memory_order_release);
+}
+
+std::string Runtime::tuned_config(const std::string& family, const std::string& key) {
+  CUcontext ctx = nullptr;
+  check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  const std::string& fp = impl_->fingerprint_of(ctx);
+  return impl_->tuned_config_for(family, key, fp, fp.c_str());
 }
 
 void Runtime::remember_tuned_config(const std::string& family, const std::string& key, const std::string& config) {
   CUcontext ctx = nullptr;
   check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  const std::string& fp = impl_->fingerprint_of(ctx);
-  std::lock_guard<std::mutex> lock(impl_->tuning_mutex);
-  impl_->tuned[family + "\n" + key + "\n" + fp] = config;
-  impl_->tuning_generation.fetch_add(1, std::memory_order_release);
+  impl_->remember_tuned_config_for(family, key, impl_->fingerprint_of(ctx), config);
 }
 
 std::string Runtime::device_fingerprint() {

@@ -102,11 +102,7 @@ Mxfp4HostPlan mxfp4_gemm_host_plan(Runtime& rt, const Problem& p, int64_t m, int
 
 const LoadedKernel& mxfp4_gemm_host_kernel(Runtime& rt, const Problem& p, const std::string& config) {
   p.validate();
-  const Config c = parse_host_config(config.c_str());
-  check_host_config(p, c);
-  const std::string key = c.key();
-  return rt.get_host(std::string(kFamily) + "/host/" + p.key() + "/" + key,
-                     [&] { return mxfp4::generate(p, c, host_arch()); });
+  return launch_support::host_kernel(rt, kFamily, p, parse_host_config(config.c_str()));
 }
 
 void mxfp4_gemm_host(Runtime& rt, const Problem& p, const Mxfp4GemmArgs& a, int threads) {

@@ -106,13 +106,7 @@ SparseMlaHostPlan sparse_mla_decode_host_plan(Runtime& rt, const Problem& proble
 }
 
 const LoadedKernel& sparse_mla_decode_host_kernel(Runtime& rt, const Problem& problem, const std::string& config) {
-  const Problem p = unchecked(problem);
-  const Config c = parse_host_config(config.c_str());
-  const std::string key = c.key();
-  const std::string why = mla::can_implement(p, c, host_arch(), DeviceLimits{});
-  if (!why.empty()) bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", key, why));
-  return rt.get_host(std::string(kFamily) + "/host/" + p.key() + "/" + key,
-                     [&] { return mla::generate(p, c, host_arch()); });
+  return launch_support::host_kernel(rt, kFamily, unchecked(problem), parse_host_config(config.c_str()));
 }
 
 void sparse_mla_decode_host(Runtime& rt, const Problem& problem, const SparseMlaDecodeArgs& a, int threads) {

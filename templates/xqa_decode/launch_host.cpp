@@ -128,12 +128,7 @@ XqaHostPlan xqa_decode_host_plan(Runtime& rt, const Problem& p, int batch, int m
 
 const LoadedKernel& xqa_decode_host_kernel(Runtime& rt, const Problem& p, const std::string& config) {
   p.validate();
-  const Config c = parse_host_config(config.c_str());
-  const std::string key = c.key();
-  const std::string why = xqa::can_implement(p, c, host_arch(), DeviceLimits{});
-  if (!why.empty()) bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", key, why));
-  return rt.get_host(std::string(kFamily) + "/host/" + p.key() + "/" + key,
-                     [&] { return xqa::generate(p, c, host_arch()); });
+  return launch_support::host_kernel(rt, kFamily, p, parse_host_config(config.c_str()));
 }
 
 void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int threads) {
