@@ -4,7 +4,7 @@
 //
 // OpSpec<Family> provides (all static):
 //   using Config;                        the family's tile config (from_key / key)
-//   kFamily, kConfigGrammar              "xqa_decode", the config key grammar for errors
+//   kConfigGrammar                       the config key grammar for errors
 //   kMaxForcedSplits                     > 0: Args has config, num_splits, workspace, workspace_bytes; 0: no split
 //   validate_problem(p)                  the static problem (once, at prepare)
 //   validate_args(p, a)                  run-time arguments of run() (every call; cheap checks only)
@@ -15,7 +15,7 @@
 //   default_config(p, arch, shape), planned_splits(p, c, shape, limits), workspace_bytes(p, c, shape, splits)
 //   launch(kernel, p, resolved, a, stream, report)
 //   run_host(rt, p, a)                   the host variant (use_device(kHostDevice))
-// and derives from ArgChecks<OpSpec> (bad / need_ptr naming its family). The family's spec namespace provides
+// and derives from SpecBase<OpSpec, Family> (Problem, Args, kFamily = Family::kName; bad / need_ptr). The family's spec namespace provides
 // can_implement(p, c, arch, limits) and generate(p, c, arch) (found by argument-dependent lookup; generate's p
 // carries the checked flag of the launches).
 #pragma once
@@ -104,6 +104,14 @@ struct ArgChecks {
   static void need_ptr(const void* p, const char* field, size_t align) {
     launch_support::need_device_ptr(Spec::kFamily, p, field, align);
   }
+};
+
+// What every OpSpec derives from: the family's types and name, and its argument errors.
+template <class Spec, class Family>
+struct SpecBase : ArgChecks<Spec> {
+  using Problem = typename Family::Problem;
+  using Args = typename Family::Args;
+  static constexpr const char* kFamily = Family::kName;
 };
 
 template <class Config>

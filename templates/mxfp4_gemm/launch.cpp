@@ -18,11 +18,8 @@ namespace ktune {
 namespace pipeline {
 
 template <>
-struct OpSpec<Mxfp4GemmFamily> : ArgChecks<OpSpec<Mxfp4GemmFamily>> {
+struct OpSpec<Mxfp4GemmFamily> : SpecBase<OpSpec<Mxfp4GemmFamily>, Mxfp4GemmFamily> {
   using Config = mxfp4::Config;
-  using Problem = mxfp4::Problem;
-  using Args = Mxfp4GemmArgs;
-  static constexpr const char* kFamily = "mxfp4_gemm";
   static constexpr const char* kConfigGrammar =
       "a config key bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>[.wg], e.g. bm16.tn1.wn1.wk4.s3.d8";
   static constexpr int kMaxForcedSplits = 0;

@@ -17,11 +17,8 @@ namespace ktune {
 namespace pipeline {
 
 template <>
-struct OpSpec<SparseMlaDecodeFamily> : ArgChecks<OpSpec<SparseMlaDecodeFamily>> {
+struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, SparseMlaDecodeFamily> {
   using Config = mla::Config;
-  using Problem = mla::Problem;
-  using Args = SparseMlaDecodeArgs;
-  static constexpr const char* kFamily = "sparse_mla_decode";
   static constexpr const char* kConfigGrammar =
       "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws";
   static constexpr int kMaxForcedSplits = 64;

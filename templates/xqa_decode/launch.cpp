@@ -16,11 +16,8 @@ namespace ktune {
 namespace pipeline {
 
 template <>
-struct OpSpec<XqaDecodeFamily> : ArgChecks<OpSpec<XqaDecodeFamily>> {
+struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFamily> {
   using Config = xqa::Config;
-  using Problem = xqa::Problem;
-  using Args = XqaDecodeArgs;
-  static constexpr const char* kFamily = "xqa_decode";
   static constexpr const char* kConfigGrammar =
       "a config key t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4";
   static constexpr int kMaxForcedSplits = 1024;

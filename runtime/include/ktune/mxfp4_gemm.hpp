@@ -60,7 +60,10 @@ struct KTUNE_API Mxfp4GemmArgs {
 using Mxfp4GemmPlan = LaunchPlan;  // num_splits 1, no workspace
 
 // The prepared op (ktune/op.hpp); op.plan(args) reads m and config.
-struct Mxfp4GemmFamily { using Problem = mxfp4::Problem; using Args = Mxfp4GemmArgs; using Plan = Mxfp4GemmPlan; };
+struct Mxfp4GemmFamily {
+  using Problem = mxfp4::Problem; using Args = Mxfp4GemmArgs; using Plan = Mxfp4GemmPlan;
+  static constexpr const char* kName = "mxfp4_gemm";
+};
 using Mxfp4GemmOp = Op<Mxfp4GemmFamily>;
 extern template class KTUNE_API Op<Mxfp4GemmFamily>;
 namespace mxfp4 { inline Mxfp4GemmOp prepare(Runtime& rt, const Problem& p) { return Mxfp4GemmOp::prepare(rt, p); } }

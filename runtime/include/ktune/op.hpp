@@ -38,7 +38,7 @@ struct KTUNE_API LaunchPlan {
   std::string tuning_key;      // the key the tuned config was looked up under
 };
 
-// Family: a tag type naming the family's Problem, Args (run-time arguments) and Plan (what a call runs), e.g.
+// Family: a tag type naming the family's Problem, Args (run-time arguments), Plan (what a call runs) and kName, e.g.
 // XqaDecodeFamily in ktune/xqa_decode.hpp.
 template <class Family>
 class Op {

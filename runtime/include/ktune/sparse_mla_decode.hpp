@@ -49,7 +49,10 @@ struct KTUNE_API SparseMlaDecodeArgs {
 using SparseMlaDecodePlan = LaunchPlan;
 
 // The prepared op (ktune/op.hpp); op.plan(args) reads num_tokens, config and num_splits.
-struct SparseMlaDecodeFamily { using Problem = mla::Problem; using Args = SparseMlaDecodeArgs; using Plan = SparseMlaDecodePlan; };
+struct SparseMlaDecodeFamily {
+  using Problem = mla::Problem; using Args = SparseMlaDecodeArgs; using Plan = SparseMlaDecodePlan;
+  static constexpr const char* kName = "sparse_mla_decode";
+};
 using SparseMlaDecodeOp = Op<SparseMlaDecodeFamily>;
 extern template class KTUNE_API Op<SparseMlaDecodeFamily>;
 namespace mla { inline SparseMlaDecodeOp prepare(Runtime& rt, const Problem& p) { return SparseMlaDecodeOp::prepare(rt, p); } }

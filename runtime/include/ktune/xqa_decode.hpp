@@ -65,7 +65,10 @@ struct KTUNE_API XqaDecodeArgs {
 using XqaDecodePlan = LaunchPlan;
 
 // The prepared op (ktune/op.hpp): ktune::xqa::prepare(rt, problem), then op.run(args, stream).
-struct XqaDecodeFamily { using Problem = xqa::Problem; using Args = XqaDecodeArgs; using Plan = XqaDecodePlan; };
+struct XqaDecodeFamily {
+  using Problem = xqa::Problem; using Args = XqaDecodeArgs; using Plan = XqaDecodePlan;
+  static constexpr const char* kName = "xqa_decode";
+};
 using XqaDecodeOp = Op<XqaDecodeFamily>;
 extern template class KTUNE_API Op<XqaDecodeFamily>;
 namespace xqa { inline XqaDecodeOp prepare(Runtime& rt, const Problem& p) { return XqaDecodeOp::prepare(rt, p); } }
