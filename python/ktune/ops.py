@@ -87,6 +87,34 @@ class XqaDecodeOp:
     def key(self) -> str:
         return self.info.key
 
+    @classmethod
+    def for_tensors(cls, q, kv_cache, *, layout: str = "hnd", out_dtype=None, rt: Optional[Runtime] = None,
+                    **fields) -> "XqaDecodeOp":
+        """The op of the problem these tensors hold, as an engine holds them: head_dim, num_q_heads and the q dtype
+        from q [num_tokens, num_q_heads, head_dim]; num_kv_heads, page_size and the KV dtype from the 5-D paged
+        kv_cache (`layout` "hnd": [num_pages, 2, num_kv_heads, page_size, head_dim]; "nhd": [num_pages, 2,
+        page_size, num_kv_heads, head_dim]); out_dtype defaults to q's. `fields` are the remaining problem fields
+        (max_q_len, mask, sinks, sliding_window, softcap, lse; see ktune.xqa_problem)."""
+        if len(getattr(q, "shape", ())) != 3:
+            raise invalid(f"xqa_decode: q: expected a 3-d [num_tokens, num_q_heads, head_dim] tensor, got shape "
+                          f"{tuple(getattr(q, 'shape', ()))}")
+        if len(getattr(kv_cache, "shape", ())) != 5:
+            raise invalid(f"xqa_decode: kv_cache: expected a 5-d paged cache, got shape "
+                          f"{tuple(getattr(kv_cache, 'shape', ()))}")
+        if layout not in ("hnd", "nhd"):
+            raise invalid(f"xqa_decode: layout: expected 'hnd' or 'nhd', got {layout!r}")
+        _, num_q_heads, head_dim = (int(x) for x in q.shape)
+        pages, two, a, b, kv_dim = (int(x) for x in kv_cache.shape)
+        num_kv_heads, page_size = (a, b) if layout == "hnd" else (b, a)
+        if two != 2 or kv_dim != head_dim:
+            raise invalid(f"xqa_decode: kv_cache: expected [num_pages, 2, ..., {head_dim}] (K and V of head_dim "
+                          f"{head_dim} from q), got shape {tuple(kv_cache.shape)}")
+        from .runtime import xqa_problem
+        key = xqa_problem(head_dim=head_dim, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, page_size=page_size,
+                          layout=layout, q_dtype=q.dtype, kv_dtype=kv_cache.dtype,
+                          out_dtype=q.dtype if out_dtype is None else out_dtype, **fields)
+        return cls(key, rt)
+
     def _full_check(self, sig, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
                     max_seq_len, num_splits, config):
         from .torch_ops import _desc

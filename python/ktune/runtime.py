@@ -102,13 +102,25 @@ def set_runtime(rt: Optional[Runtime]) -> None:
 
 
 _key_cache = {}
+# torch's dtype names (and torch.dtype objects, which print as "torch.<name>") for the problem fields' dtypes
+_DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8_e4m3fn": "fp8"}
+
+
+def _dtype_value(v):
+    if isinstance(v, str) or type(v).__name__ == "dtype":
+        name = str(v)
+        name = name[6:] if name.startswith("torch.") else name
+        return _DTYPE_ALIASES.get(name, name)
+    return v
 
 
 def problem_key(family: str, problem: Union[str, dict]) -> str:
     """Canonical problem key of `family` from a key string, a JSON object text or a dict of problem fields
-    (docs/presets.md). Errors name the field."""
+    (docs/presets.md). Errors name the field. In a dict, a *_dtype field may also be a torch.dtype or its name
+    (torch.bfloat16, "float8_e4m3fn", ...)."""
     if isinstance(problem, dict):
-        text = json.dumps(problem, separators=(",", ":"))
+        fields = {k: _dtype_value(v) if k.endswith("_dtype") else v for k, v in problem.items()}
+        text = json.dumps(fields, separators=(",", ":"))
     elif isinstance(problem, str):
         text = problem
     else:

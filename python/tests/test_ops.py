@@ -62,6 +62,13 @@ class OpsWithoutGpu(unittest.TestCase):
         self.assertEqual((plan["config"], plan["source"], plan["num_splits"]), ("t64.s3.w4", "forced", 2))
         self.assertGreater(plan["workspace_bytes"], 0)
 
+    def test_dtype_fields_take_torch_names(self):
+        key = ktune.xqa_problem(head_dim=128, num_q_heads=32, num_kv_heads=8, page_size=32, q_dtype="bfloat16",
+                                kv_dtype="float8_e4m3fn")
+        self.assertEqual(key, "d128.h32.kv8.p32.hnd.bf16-e4m3-bf16.q1.none")
+        with self.assertRaisesRegex(InvalidArgumentError, "q_dtype"):
+            ktune.xqa_problem(head_dim=128, num_q_heads=32, num_kv_heads=8, q_dtype="float32")
+
     def test_closing_the_runtime_closes_its_ops(self):
         op = Op("xqa_decode", KEY, self.rt)
         self.rt.close()
@@ -97,6 +104,17 @@ class XqaDecodeOpGpu(unittest.TestCase):
             op(q, kv, bt, sl, max_seq_len=L, out=out[:2])
         with self.assertRaisesRegex(InvalidArgumentError, "q: expected"):
             op(q.float(), kv, bt, sl, max_seq_len=L, out=out)
+
+    def test_problem_from_tensors(self):
+        from ktune.ops import XqaDecodeOp
+        q = torch.empty(4, 32, 128, device="cuda", dtype=torch.bfloat16)
+        kv = torch.empty(9, 2, 8, 16, 128, device="cuda", dtype=torch.float8_e4m3fn)
+        self.assertEqual(XqaDecodeOp.for_tensors(q, kv).key, "d128.h32.kv8.p16.hnd.bf16-e4m3-bf16.q1.none")
+        nhd = torch.empty(9, 2, 64, 4, 128, device="cuda", dtype=torch.bfloat16)
+        self.assertEqual(XqaDecodeOp.for_tensors(q, nhd, layout="nhd", max_q_len=4).key,
+                         "d128.h32.kv4.p64.nhd.bf16-bf16-bf16.q4.causal")
+        with self.assertRaisesRegex(InvalidArgumentError, "kv_cache: expected"):
+            XqaDecodeOp.for_tensors(q, torch.empty(9, 2, 8, 16, 64, device="cuda", dtype=torch.bfloat16))
 
 
 if __name__ == "__main__":
