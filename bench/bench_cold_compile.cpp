@@ -1,13 +1,15 @@
 // Cold compile per kernel (no GPU needed): every kernel `ktune compile --family F --arch A` builds, compiled by
-// NVRTC on one thread exactly as the runtime compiles it, with and without nvrtc_speed_options, in alternating
-// order. Prints per family the median over kernels of each kernel's median wall and CPU time, the median NVRTC
-// phases (its --time table: front end, NVVM optimizer, ptxas), and whether every CUBIN is byte-identical
-// between the two modes (exit 1 if not). Run through bench/cold_compile.sh.
-//   bench_cold_compile [--arch sm_90a] [--family F] [--all-configs] [--reps 3] [--json OUT]
+// NVRTC on one thread exactly as the runtime compiles it, without and with nvrtc_speed_options (and with
+// --pch: also with NVRTC's automatic precompiled headers), the modes in rotating order. Prints per family the
+// median over kernels of each kernel's median wall and thread-CPU time, NVRTC's phases (its --time table:
+// front end, NVVM optimizer, ptxas), and whether every CUBIN is byte-identical across modes and repetitions
+// (exit 1 if not). Run through bench/cold_compile.sh.
+//   bench_cold_compile [--arch sm_90a] [--family F] [--all-configs] [--pch] [--reps 3] [--json OUT]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -70,21 +72,29 @@ std::map<std::string, double> phases(const std::string& log) {
   return out;
 }
 
+// One way of compiling: the runtime's key options plus `extra`, with or without the speed options.
+struct Mode {
+  std::string name;
+  SpeedOptions speed;
+  std::vector<std::string> extra;
+};
+
 struct KernelResult {
   std::string name;
-  std::vector<double> wall[2], cpu[2];  // [0] speed options off, [1] on
-  std::map<std::string, double> phase[2];
-  bool identical = true;
+  std::vector<std::vector<double>> wall, cpu;     // per mode, per rep
+  std::vector<std::map<std::string, double>> phase;  // per mode
+  bool identical = true;                            // every mode, every rep: the same CUBIN
   size_t cubin_bytes = 0;
 };
 
-detail::CompiledBinary compile(const test::NvrtcJob& job, SpeedOptions mode, Sample* s,
+detail::CompiledBinary compile(const test::NvrtcJob& job, const Mode& mode, Sample* s,
                                const std::vector<std::string>& extra = {}) {
   std::vector<std::string> opts = job.options;
+  opts.insert(opts.end(), mode.extra.begin(), mode.extra.end());
   opts.insert(opts.end(), extra.begin(), extra.end());
   const double c0 = thread_cpu_ms();
   const auto w0 = std::chrono::steady_clock::now();
-  detail::CompiledBinary b = detail::compile_with_nvrtc(job.kernel, job.arch, opts, mode);
+  detail::CompiledBinary b = detail::compile_with_nvrtc(job.kernel, job.arch, opts, mode.speed);
   if (s) {
     s->wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
     s->cpu_ms = thread_cpu_ms() - c0;
@@ -116,6 +126,17 @@ int main(int argc, char** argv) try {
 
   const auto& api = detail::nvrtc();
   const auto speed = detail::nvrtc_speed_options(api.version);
+  std::vector<Mode> modes = {{"off", SpeedOptions::off, {}}, {"on", SpeedOptions::on, {}}};
+  std::string pch_dir;
+  if (flag(argc, argv, "pch")) {
+    // NVRTC's automatic precompiled headers, kept in a private directory of this process (0700, removed at
+    // exit) rather than NVRTC's default under /tmp.
+    char tmpl[] = "/tmp/ktune_bench_pch_XXXXXX";
+    if (!mkdtemp(tmpl)) throw Error(Status::internal, "bench", "mkdtemp failed");
+    pch_dir = tmpl;
+    modes.push_back({"on+pch", SpeedOptions::on, {"--pch", "--pch-dir=" + pch_dir, "--pch-messages=false"}});
+  }
+  const size_t nm = modes.size();
   const std::string load_before = loadavg();
   fmt::print("NVRTC {} ({}); speed options: [{}]; arch {}; {} configs; {} reps; load average {}\n", api.version,
              api.library_path, fmt::join(speed, " "), arch.str(), all_configs ? "all" : "default", reps,
@@ -130,38 +151,45 @@ int main(int argc, char** argv) try {
     if (jobs.empty()) continue;
     order.push_back(f.name);
     // One untimed compile first: the first compile in a process pays NVRTC's own start-up, not the kernel's.
-    compile(jobs.front(), SpeedOptions::on, nullptr);
+    compile(jobs.front(), modes[1], nullptr);
     auto& results = by_family[f.name];
     for (const auto& job : jobs) {
       KernelResult r;
       r.name = job.name;
-      std::vector<uint8_t> cubin[2];
+      r.wall.resize(nm);
+      r.cpu.resize(nm);
+      std::vector<uint8_t> first;
       for (int rep = 0; rep < reps; ++rep) {
-        for (int k = 0; k < 2; ++k) {
-          const int mode = (rep + k) % 2;  // alternate which mode goes first
+        for (size_t k = 0; k < nm; ++k) {
+          const size_t m = (rep + k) % nm;  // rotate which mode goes first
           Sample s{};
-          auto b = compile(job, mode ? SpeedOptions::on : SpeedOptions::off, &s);
-          r.wall[mode].push_back(s.wall_ms);
-          r.cpu[mode].push_back(s.cpu_ms);
-          if (cubin[mode].empty()) cubin[mode] = b.cubin;
-          r.identical = r.identical && b.cubin == cubin[mode];
+          auto b = compile(job, modes[m], &s);
+          r.wall[m].push_back(s.wall_ms);
+          r.cpu[m].push_back(s.cpu_ms);
+          if (first.empty()) first = b.cubin;
+          r.identical = r.identical && b.cubin == first;
         }
       }
-      r.identical = r.identical && cubin[0] == cubin[1];
-      r.cubin_bytes = cubin[1].size();
-      for (int mode = 0; mode < 2; ++mode)
-        r.phase[mode] = phases(compile(job, mode ? SpeedOptions::on : SpeedOptions::off, nullptr, {"--time=-"}).log);
+      r.cubin_bytes = first.size();
+      for (const Mode& m : modes) r.phase.push_back(phases(compile(job, m, nullptr, {"--time=-"}).log));
       all_identical = all_identical && r.identical;
-      fmt::print("  {:<90} off {:6.0f} ms  on {:6.0f} ms  {}\n", r.name, median(r.wall[0]), median(r.wall[1]),
-                 r.identical ? "identical" : "CUBIN DIFFERS");
+      fmt::print("  {:<90}", r.name);
+      for (size_t m = 0; m < nm; ++m) fmt::print(" {} {:5.0f} ms", modes[m].name, median(r.wall[m]));
+      fmt::print("  {}\n", r.identical ? "identical" : "CUBIN DIFFERS");
       std::fflush(stdout);
       results.push_back(std::move(r));
     }
   }
+  if (!pch_dir.empty()) std::filesystem::remove_all(pch_dir);
 
+  // Per family: the median over kernels of each kernel's median (wall, CPU) or single --time run (phases).
   const char* kPhases[] = {"CUDA C++ Frontend", "NVVM Optimizer", "PTX Translation"};
-  fmt::print("\n| family | kernels | wall ms off | wall ms on | CPU ms off | CPU ms on | front end off / on | NVVM | "
-             "ptxas | CUBIN identical |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::string head = "| family | kernels |", rule = "|---|---|";
+  for (const Mode& m : modes) {
+    head += fmt::format(" wall ms {0} | CPU ms {0} | front end ms {0} |", m.name);
+    rule += "---|---|---|";
+  }
+  fmt::print("\n{} NVVM ms on | ptxas ms on | CUBIN identical |\n{}---|---|---|\n", head, rule);
   std::string json = fmt::format("{{\"nvrtc\": \"{}\", \"arch\": \"{}\", \"all_configs\": {}, \"reps\": {}, "
                                  "\"speed_options\": \"{}\", \"load_before\": \"{}\", \"families\": [",
                                  api.version, arch.str(), all_configs, reps, fmt::join(speed, " "), load_before);
@@ -172,31 +200,32 @@ int main(int argc, char** argv) try {
       for (const auto& r : rs) v.push_back(get(r));
       return median(v);
     };
-    double wall[2], cpu[2], ph[2][3];
-    for (int m = 0; m < 2; ++m) {
-      wall[m] = med([&](const KernelResult& r) { return median(r.wall[m]); });
-      cpu[m] = med([&](const KernelResult& r) { return median(r.cpu[m]); });
-      for (int p = 0; p < 3; ++p)
-        ph[m][p] = med([&](const KernelResult& r) {
-          auto it = r.phase[m].find(kPhases[p]);
-          return it == r.phase[m].end() ? 0.0 : it->second;
-        });
-    }
+    auto phase_of = [&](size_t m, int p) {
+      return med([&](const KernelResult& r) {
+        auto it = r.phase[m].find(kPhases[p]);
+        return it == r.phase[m].end() ? 0.0 : it->second;
+      });
+    };
     const size_t same = std::count_if(rs.begin(), rs.end(), [](const KernelResult& r) { return r.identical; });
-    fmt::print("| {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} / {:.0f} | {:.0f} | {:.0f} | {}/{} |\n",
-               order[fi], rs.size(), wall[0], wall[1], cpu[0], cpu[1], ph[0][0], ph[1][0], ph[1][1], ph[1][2], same,
-               rs.size());
-    json += fmt::format(
-        "{}{{\"family\": \"{}\", \"kernels\": {}, \"median_wall_ms\": {{\"off\": {:.1f}, \"on\": {:.1f}}}, "
-        "\"median_cpu_ms\": {{\"off\": {:.1f}, \"on\": {:.1f}}}, \"median_phase_ms_on\": {{\"frontend\": {:.1f}, "
-        "\"nvvm\": {:.1f}, \"ptxas\": {:.1f}}}, \"median_frontend_ms_off\": {:.1f}, \"identical\": {}, \"per_kernel\": [",
-        fi ? ", " : "", order[fi], rs.size(), wall[0], wall[1], cpu[0], cpu[1], ph[1][0], ph[1][1], ph[1][2], ph[0][0],
-        same == rs.size());
-    for (size_t i = 0; i < rs.size(); ++i)
-      json += fmt::format("{}{{\"name\": \"{}\", \"wall_ms_off\": {:.1f}, \"wall_ms_on\": {:.1f}, \"cubin_bytes\": {}, "
-                          "\"identical\": {}}}",
-                          i ? ", " : "", rs[i].name, median(rs[i].wall[0]), median(rs[i].wall[1]), rs[i].cubin_bytes,
-                          rs[i].identical);
+    fmt::print("| {} | {} |", order[fi], rs.size());
+    json += fmt::format("{}{{\"family\": \"{}\", \"kernels\": {}, \"identical\": {}, \"modes\": {{", fi ? ", " : "",
+                        order[fi], rs.size(), same == rs.size());
+    for (size_t m = 0; m < nm; ++m) {
+      const double wall = med([&](const KernelResult& r) { return median(r.wall[m]); });
+      const double cpu = med([&](const KernelResult& r) { return median(r.cpu[m]); });
+      fmt::print(" {:.0f} | {:.0f} | {:.0f} |", wall, cpu, phase_of(m, 0));
+      json += fmt::format("{}\"{}\": {{\"median_wall_ms\": {:.1f}, \"median_cpu_ms\": {:.1f}, \"frontend_ms\": {:.1f}, "
+                          "\"nvvm_ms\": {:.1f}, \"ptxas_ms\": {:.1f}}}",
+                          m ? ", " : "", modes[m].name, wall, cpu, phase_of(m, 0), phase_of(m, 1), phase_of(m, 2));
+    }
+    fmt::print(" {:.0f} | {:.0f} | {}/{} |\n", phase_of(1, 1), phase_of(1, 2), same, rs.size());
+    json += "}, \"per_kernel\": [";
+    for (size_t i = 0; i < rs.size(); ++i) {
+      json += fmt::format("{}{{\"name\": \"{}\", \"cubin_bytes\": {}, \"identical\": {}", i ? ", " : "", rs[i].name,
+                          rs[i].cubin_bytes, rs[i].identical);
+      for (size_t m = 0; m < nm; ++m) json += fmt::format(", \"wall_ms_{}\": {:.1f}", modes[m].name, median(rs[i].wall[m]));
+      json += "}";
+    }
     json += "]}";
   }
   const std::string load_after = loadavg();
@@ -204,7 +233,7 @@ int main(int argc, char** argv) try {
   fmt::print("load average after: {}\n", load_after);
   if (!json_out.empty()) std::ofstream(json_out) << json;
   if (!all_identical) {
-    fmt::print(stderr, "FAILED: a CUBIN differs with and without the speed options\n");
+    fmt::print(stderr, "FAILED: a CUBIN differs between the modes\n");
     return 1;
   }
   return 0;

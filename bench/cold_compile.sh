@@ -5,7 +5,7 @@
 #      NVRTC's phases, and a byte comparison of every CUBIN (fails if one differs);
 #   2. end to end: `ktune compile --family F --arch ARCH -j 1` into a fresh cache per family (the shipped path),
 #      median compile_ms per kernel and the command's wall time per kernel.
-# usage: bench/cold_compile.sh [--build DIR] [--arch sm_90a] [--reps 3] [--all-configs] [--json OUT]
+# usage: bench/cold_compile.sh [--build DIR] [--arch sm_90a] [--reps 3] [--all-configs] [--pch] [--json OUT]
 set -euo pipefail
 build=build arch=sm_90a
 args=()
@@ -14,8 +14,8 @@ while [[ $# -gt 0 ]]; do
     --build) build=$2; shift 2 ;;
     --arch) arch=$2; args+=(--arch "$2"); shift 2 ;;
     --reps|--json) args+=("$1" "$2"); shift 2 ;;
-    --all-configs) args+=("$1"); shift ;;
-    *) echo "cold_compile.sh: unknown argument $1 (expected --build, --arch, --reps, --all-configs, --json)" >&2; exit 2 ;;
+    --all-configs|--pch) args+=("$1"); shift ;;
+    *) echo "cold_compile.sh: unknown argument $1 (expected --build, --arch, --reps, --all-configs, --pch, --json)" >&2; exit 2 ;;
   esac
 done
 for bin in bench_cold_compile ktune; do
