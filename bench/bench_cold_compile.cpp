@@ -216,7 +216,7 @@ int main(int argc, char** argv) try {
         });
       fmt::print("| {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {}/{} |\n", order[fi],
                  modes[m].name, rs.size(), wall, best, cpu, ph[0], ph[1], ph[2], same, rs.size());
-      json += fmt::format("{}\"{}\": {{\"median_wall_ms\": {:.1f}, \"best_wall_ms\": {:.1f}, \"median_cpu_ms\": {:.1f}, "
+      json += fmt::format("{}\"{}\": {{\"median_wall_ms\": {:.1f}, \"best_wall_ms\": {:.1f}, \"cpu_ms\": {:.1f}, "
                           "\"frontend_ms\": {:.1f}, \"nvvm_ms\": {:.1f}, \"ptxas_ms\": {:.1f}}}",
                           m ? ", " : "", modes[m].name, wall, best, cpu, ph[0], ph[1], ph[2]);
     }
