@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <string>
@@ -48,8 +49,10 @@ std::string read_full_version(const NvrtcApi& api) {
   if (api.nvrtcCreateProgram(&prog, "extern \"C\" __global__ void ktune_probe() {}", "probe.cu", 0, nullptr,
                              nullptr) != NVRTC_SUCCESS)
     return version;
-  const char* opts[] = {"--gpu-architecture=compute_80"};
-  if (api.nvrtcCompileProgram(prog, 1, opts) == NVRTC_SUCCESS) {
+  // Once per process: --minimal skips most of the built-in prelude.
+  const char* opts[] = {"--gpu-architecture=compute_80", "--minimal"};
+  const int nopts = nvrtc_takes_minimal(version) ? 2 : 1;
+  if (api.nvrtcCompileProgram(prog, nopts, opts) == NVRTC_SUCCESS) {
     size_t size = 0;
     api.nvrtcGetPTXSize(prog, &size);
     std::string ptx(size, '\0');
@@ -108,6 +111,12 @@ const LoadState& state() {
 }
 
 }  // namespace
+
+bool nvrtc_takes_minimal(const std::string& version) {
+  int major = 0, minor = 0;
+  if (std::sscanf(version.c_str(), "%d.%d", &major, &minor) != 2) return false;
+  return major > 12 || (major == 12 && minor >= 4);
+}
 
 bool forked_after_nvrtc() { return forked_after_nvrtc_flag().load(); }
 

@@ -27,6 +27,9 @@ struct NvrtcApi {
 // loader path, $CUDA_HOME/lib64, /usr/local/cuda/lib64. Throws Error(no_compiler) naming where it looked.
 const NvrtcApi& nvrtc();
 const NvrtcApi* try_nvrtc(std::string* why_not = nullptr);
+// Whether NVRTC `version` ("13.0.88", or just "12.4") takes --minimal (added in 12.4), which leaves the
+// texture, device-runtime and driver-type declarations out of NVRTC's built-in prelude.
+bool nvrtc_takes_minimal(const std::string& version);
 // True in a process forked from one that had loaded NVRTC (where CUDA can no longer be initialised).
 bool forked_after_nvrtc();
 

@@ -63,9 +63,17 @@ std::vector<std::string> nvrtc_options(const GeneratedKernel& kernel, const Arch
   return opts;
 }
 
+std::vector<std::string> nvrtc_speed_options(const std::string& nvrtc_version) {
+  if (nvrtc_takes_minimal(nvrtc_version)) return {"--minimal"};
+  return {};
+}
+
 CompiledBinary compile_with_nvrtc(const GeneratedKernel& kernel, const Arch& arch,
-                                  const std::vector<std::string>& options) {
+                                  const std::vector<std::string>& key_options, SpeedOptions speed) {
   const NvrtcApi& api = nvrtc();
+  std::vector<std::string> options = key_options;
+  if (speed == SpeedOptions::on)
+    for (auto& o : nvrtc_speed_options(api.version)) options.push_back(std::move(o));
   auto t0 = std::chrono::steady_clock::now();
   Program prog(api, kernel);
   for (const auto& e : kernel.entry_points) {

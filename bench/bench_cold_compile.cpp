@@ -1,0 +1,245 @@
+// Cold compile per kernel (no GPU needed): every kernel `ktune compile --family F --arch A` builds, compiled by
+// NVRTC on one thread exactly as the runtime compiles it, without and with nvrtc_speed_options (and with
+// --pch: also with NVRTC's automatic precompiled headers), the modes in rotating order. Prints per family the
+// median over kernels of each kernel's median wall and thread-CPU time, NVRTC's phases (its --time table:
+// front end, NVVM optimizer, ptxas), and whether every CUBIN is byte-identical across modes and repetitions
+// (exit 1 if not). Run through bench/cold_compile.sh.
+//   bench_cold_compile [--arch sm_90a] [--family F] [--all-configs] [--pch] [--reps 3] [--json OUT]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "nvrtc_api.hpp"
+#include "nvrtc_compiler.hpp"
+#include "support/nvrtc_jobs.hpp"
+
+using namespace ktune;
+using detail::SpeedOptions;
+
+namespace {
+
+struct Sample {
+  double wall_ms, cpu_ms;
+};
+
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+// The rows of NVRTC's `--time=-` table in the log ("file, CUDA C++ Frontend, 72, ms"), by phase name.
+std::map<std::string, double> phases(const std::string& log) {
+  std::map<std::string, double> out;
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream row(line);
+    for (std::string c; std::getline(row, c, ',');) cells.push_back(c.substr(c.find_first_not_of(' ')));
+    if (cells.size() == 4 && cells[3] == "ms") {
+      try {
+        out[cells[1]] += std::stod(cells[2]);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  return out;
+}
+
+// One way of compiling: the runtime's key options plus `extra`, with or without the speed options.
+struct Mode {
+  std::string name;
+  SpeedOptions speed;
+  std::vector<std::string> extra;
+};
+
+struct KernelResult {
+  std::string name;
+  std::vector<std::vector<double>> wall, cpu;                  // per mode, per rep
+  std::vector<std::map<std::string, std::vector<double>>> phase;  // per mode, per phase name, per rep
+  bool identical = true;                            // every mode, every rep: the same CUBIN
+  size_t cubin_bytes = 0;
+};
+
+detail::CompiledBinary compile(const test::NvrtcJob& job, const Mode& mode, Sample* s,
+                               const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> opts = job.options;
+  opts.insert(opts.end(), mode.extra.begin(), mode.extra.end());
+  opts.insert(opts.end(), extra.begin(), extra.end());
+  const double c0 = thread_cpu_ms();
+  const auto w0 = std::chrono::steady_clock::now();
+  detail::CompiledBinary b = detail::compile_with_nvrtc(job.kernel, job.arch, opts, mode.speed);
+  if (s) {
+    s->wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
+    s->cpu_ms = thread_cpu_ms() - c0;
+  }
+  return b;
+}
+
+std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == "--" + name) return argv[i + 1];
+  return fallback;
+}
+
+bool flag(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == "--" + name) return true;
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Arch arch = Arch::parse(arg(argc, argv, "arch", "sm_90a"));
+  const std::string only = arg(argc, argv, "family", "");
+  const bool all_configs = flag(argc, argv, "all-configs");
+  const int reps = std::stoi(arg(argc, argv, "reps", "3"));
+  const std::string json_out = arg(argc, argv, "json", "");
+  if (reps < 1) throw Error(Status::invalid_argument, "bench", "--reps: expected at least 1");
+
+  const auto& api = detail::nvrtc();
+  const auto speed = detail::nvrtc_speed_options(api.version);
+  std::vector<Mode> modes = {{"off", SpeedOptions::off, {}}, {"on", SpeedOptions::on, {}}};
+  std::string pch_dir;
+  if (flag(argc, argv, "pch")) {
+    // NVRTC's automatic precompiled headers, kept in a private directory of this process (0700, removed at
+    // exit) rather than NVRTC's default under /tmp.
+    char tmpl[] = "/tmp/ktune_bench_pch_XXXXXX";
+    if (!mkdtemp(tmpl)) throw Error(Status::internal, "bench", "mkdtemp failed");
+    pch_dir = tmpl;
+    modes.push_back({"on+pch", SpeedOptions::on, {"--pch", "--pch-dir=" + pch_dir, "--pch-messages=false"}});
+  }
+  const size_t nm = modes.size();
+  const std::string load_before = loadavg();
+  fmt::print("NVRTC {} ({}); speed options: [{}]; arch {}; {} configs; {} reps; load average {}\n", api.version,
+             api.library_path, fmt::join(speed, " "), arch.str(), all_configs ? "all" : "default", reps,
+             load_before);
+
+  std::map<std::string, std::vector<KernelResult>> by_family;
+  std::vector<std::string> order;
+  bool all_identical = true;
+  for (const FamilyInfo& f : families()) {
+    if (!only.empty() && f.name != only) continue;
+    std::vector<test::NvrtcJob> jobs = test::nvrtc_jobs(f, arch, all_configs);
+    if (jobs.empty()) continue;
+    order.push_back(f.name);
+    // One untimed compile first: the first compile in a process pays NVRTC's own start-up, not the kernel's.
+    compile(jobs.front(), modes[1], nullptr);
+    auto& results = by_family[f.name];
+    for (const auto& job : jobs) {
+      KernelResult r;
+      r.name = job.name;
+      r.wall.resize(nm);
+      r.cpu.resize(nm);
+      r.phase.resize(nm);
+      std::vector<uint8_t> first;
+      for (int rep = 0; rep < reps; ++rep) {
+        for (size_t k = 0; k < nm; ++k) {
+          const size_t m = (rep + k) % nm;  // rotate which mode goes first
+          Sample s{};
+          auto b = compile(job, modes[m], &s);
+          r.wall[m].push_back(s.wall_ms);
+          r.cpu[m].push_back(s.cpu_ms);
+          if (first.empty()) first = b.cubin;
+          r.identical = r.identical && b.cubin == first;
+          // The phases from a compile of its own, so the timed one above runs exactly the shipped options.
+          for (const auto& [name, ms] : phases(compile(job, modes[m], nullptr, {"--time=-"}).log))
+            r.phase[m][name].push_back(ms);
+        }
+      }
+      r.cubin_bytes = first.size();
+      all_identical = all_identical && r.identical;
+      fmt::print("  {:<90}", r.name);
+      for (size_t m = 0; m < nm; ++m) fmt::print(" {} {:5.0f} ms", modes[m].name, median(r.wall[m]));
+      fmt::print("  {}\n", r.identical ? "identical" : "CUBIN DIFFERS");
+      std::fflush(stdout);
+      results.push_back(std::move(r));
+    }
+  }
+  if (!pch_dir.empty()) std::filesystem::remove_all(pch_dir);
+
+  // Per family and mode: the median over kernels of each kernel's median over repetitions; "best" takes each
+  // kernel's fastest repetition instead (the least disturbed by other load on the machine).
+  const char* kPhases[] = {"CUDA C++ Frontend", "NVVM Optimizer", "PTX Translation"};
+  fmt::print("\n| family | mode | kernels | wall ms | wall ms, best | CPU ms | front end ms | NVVM ms | ptxas ms | "
+             "CUBIN identical |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::string json = fmt::format("{{\"nvrtc\": \"{}\", \"arch\": \"{}\", \"all_configs\": {}, \"reps\": {}, "
+                                 "\"speed_options\": \"{}\", \"load_before\": \"{}\", \"families\": [",
+                                 api.version, arch.str(), all_configs, reps, fmt::join(speed, " "), load_before);
+  for (size_t fi = 0; fi < order.size(); ++fi) {
+    const auto& rs = by_family[order[fi]];
+    auto over_kernels = [&](auto get) {
+      std::vector<double> v;
+      for (const auto& r : rs) v.push_back(get(r));
+      return median(v);
+    };
+    const size_t same = std::count_if(rs.begin(), rs.end(), [](const KernelResult& r) { return r.identical; });
+    json += fmt::format("{}{{\"family\": \"{}\", \"kernels\": {}, \"identical\": {}, \"modes\": {{", fi ? ", " : "",
+                        order[fi], rs.size(), same == rs.size());
+    for (size_t m = 0; m < nm; ++m) {
+      const double wall = over_kernels([&](const KernelResult& r) { return median(r.wall[m]); });
+      const double best =
+          over_kernels([&](const KernelResult& r) { return *std::min_element(r.wall[m].begin(), r.wall[m].end()); });
+      const double cpu = over_kernels([&](const KernelResult& r) { return median(r.cpu[m]); });
+      double ph[3];
+      for (int p = 0; p < 3; ++p)
+        ph[p] = over_kernels([&](const KernelResult& r) {
+          auto it = r.phase[m].find(kPhases[p]);
+          return it == r.phase[m].end() ? 0.0 : median(it->second);
+        });
+      fmt::print("| {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {}/{} |\n", order[fi],
+                 modes[m].name, rs.size(), wall, best, cpu, ph[0], ph[1], ph[2], same, rs.size());
+      json += fmt::format("{}\"{}\": {{\"median_wall_ms\": {:.1f}, \"best_wall_ms\": {:.1f}, \"cpu_ms\": {:.1f}, "
+                          "\"frontend_ms\": {:.1f}, \"nvvm_ms\": {:.1f}, \"ptxas_ms\": {:.1f}}}",
+                          m ? ", " : "", modes[m].name, wall, best, cpu, ph[0], ph[1], ph[2]);
+    }
+    json += "}, \"per_kernel\": [";
+    for (size_t i = 0; i < rs.size(); ++i) {
+      json += fmt::format("{}{{\"name\": \"{}\", \"cubin_bytes\": {}, \"identical\": {}", i ? ", " : "", rs[i].name,
+                          rs[i].cubin_bytes, rs[i].identical);
+      for (size_t m = 0; m < nm; ++m)
+        json += fmt::format(", \"wall_ms_{}\": {:.1f}", modes[m].name, median(rs[i].wall[m]));
+      json += "}";
+    }
+    json += "]}";
+  }
+  const std::string load_after = loadavg();
+  json += fmt::format("], \"load_after\": \"{}\"}}\n", load_after);
+  fmt::print("load average after: {}\n", load_after);
+  if (!json_out.empty()) std::ofstream(json_out) << json;
+  if (!all_identical) {
+    fmt::print(stderr, "FAILED: a CUBIN differs between the modes\n");
+    return 1;
+  }
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "bench_cold_compile: {}\n", e.what());
+  return 1;
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Cold compile per kernel on this machine (CPU only; no GPU needed), one thread:
+#   1. bench_cold_compile: every kernel `ktune compile --family F --arch ARCH` builds, compiled by NVRTC exactly as
+#      the runtime compiles it, with and without the speed options (nvrtc_speed_options), median per kernel,
+#      NVRTC's phases, and a byte comparison of every CUBIN (fails if one differs);
+#   2. end to end: `ktune compile --family F --arch ARCH -j 1` into a fresh cache per family (the shipped path),
+#      median compile_ms per kernel and the command's wall time per kernel.
+# usage: bench/cold_compile.sh [--build DIR] [--arch sm_90a] [--reps 3] [--all-configs] [--pch] [--json OUT]
+set -euo pipefail
+build=build arch=sm_90a
+args=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --arch) arch=$2; args+=(--arch "$2"); shift 2 ;;
+    --reps|--json) args+=("$1" "$2"); shift 2 ;;
+    --all-configs|--pch) args+=("$1"); shift ;;
+    *) echo "cold_compile.sh: unknown argument $1 (expected --build, --arch, --reps, --all-configs, --pch, --json)" >&2; exit 2 ;;
+  esac
+done
+for bin in bench_cold_compile ktune; do
+  [[ -x $build/bin/$bin ]] || { echo "cold_compile.sh: $build/bin/$bin missing: cmake --build $build --target ${bin/ktune/ktune_cli}" >&2; exit 2; }
+done
+# On a GPU machine NVRTC may return PTX/CUBIN from the driver's compute cache instead of compiling: not cold.
+export CUDA_CACHE_DISABLE=1
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+echo "machine: $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "commit:  $(git -C "$here" rev-parse --short HEAD)$(git -C "$here" diff --quiet HEAD -- runtime templates || echo ' (+ local changes)')"
+echo
+echo "== 1. the compiler front, with and without the speed options"
+"$build/bin/bench_cold_compile" "${args[@]}"
+
+echo
+echo "== 2. ktune compile --arch $arch -j 1, fresh cache per family (speed options on)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "| family | kernels | median compile_ms per kernel | wall per kernel (whole command) |"
+echo "|---|---|---|---|"
+families=$("$build/bin/ktune" info | sed -n 's/^families: *//p')
+for f in $families; do
+  t0=$(date +%s.%N)
+  "$build/bin/ktune" compile --family "$f" --arch "$arch" -j 1 --cache "$tmp/$f.db" --json > "$tmp/$f.json"
+  t1=$(date +%s.%N)
+  python3 - "$tmp/$f.json" "$f" "$t0" "$t1" <<'EOF'
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+ms = [k["compile_ms"] for k in d["kernels"] if k["compiled"]]
+wall = (float(sys.argv[4]) - float(sys.argv[3])) * 1000
+print(f"| {sys.argv[2]} | {len(ms)} | {statistics.median(ms):.0f} ms | {wall / max(1, len(ms)):.0f} ms |")
+EOF
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
