@@ -98,7 +98,7 @@ int64_t item_kv_tokens(const WorkItem& item) {
     if (b.dim == "seq_len") seq = b.value;
   }
   const FamilyInfo* family = detail::find_family(item.family);
-  if (family && family->work_tokens) return family->work_tokens(item.problem_json, batch, seq);
+  if (family && family->work_tokens) return family->work_tokens(item.problem_json, short_buckets(item.buckets));
   return batch * seq;
 }
 

@@ -61,7 +61,10 @@ std::string with_spec_tokens(const std::string& problem, int spec_tokens) {
 }
 
 // Every query token reads its topk rows, however long the context: batch x max_q_len x topk.
-int64_t work_tokens(const std::string& problem, int64_t batch, int64_t) {
+int64_t work_tokens(const std::string& problem, const TuningBuckets& buckets) {
+  int64_t batch = 1;
+  for (const auto& [dim, value] : buckets)
+    if (dim == "b") batch = value;
   const Json j = Json::parse(problem);
   return batch * problem_json::int_or(j, "max_q_len", 1) * problem_json::int_or(j, "topk", 1);
 }

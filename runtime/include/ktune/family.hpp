@@ -114,10 +114,10 @@ struct KTUNE_API FamilyInfo {
   std::vector<std::string> tuning_dims;
   // The tuner's GPU and host (Arch "host") inputs; null: the family is not tuned on that target.
   WorkloadFactory workload = nullptr, host_workload = nullptr;
-  // KV tokens one call of (problem, batch, seq_len) attends to, summed over its requests: what warmup's host
-  // cap bounds (seq_len is 1 for a family without that dim). Empty: batch x seq_len. work_tokens_text names
+  // The work of one call of (problem JSON, buckets by short name), in tokens its requests attend to: what
+  // warmup's host cap bounds. Empty: batch x seq_len (a dim the family lacks counts 1). work_tokens_text names
   // the product in warmup's skip messages.
-  std::function<int64_t(const std::string& problem_json, int64_t batch, int64_t seq_len)> work_tokens;
+  std::function<int64_t(const std::string& problem_json, const TuningBuckets& buckets)> work_tokens;
   std::string work_tokens_text = "batch x seq_len";
 
   // ---- Model presets (autotune/presets.cpp, docs/presets.md) ----
