@@ -50,4 +50,17 @@ std::vector<int> bucket_values(const BucketSpec& spec) {
   return out;
 }
 
+std::string short_dim(const std::string& dim) {
+  if (dim == "batch") return "b";
+  if (dim == "seq_len") return "l";
+  if (dim == "tokens") return "m";
+  return dim;
+}
+
+std::vector<std::pair<std::string, int64_t>> short_buckets(const std::vector<BucketValue>& buckets) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& b : buckets) out.emplace_back(short_dim(b.dim), b.value);
+  return out;
+}
+
 }  // namespace ktune::autotune

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ktune/export.hpp"
@@ -42,5 +43,10 @@ KTUNE_API int bucket_for(const BucketSpec& spec, int64_t value);
 KTUNE_API std::vector<int> bucket_values(const BucketSpec& spec);
 // Throws Error(invalid_argument) unless 1 <= min <= max and dim is non-empty.
 KTUNE_API void validate_bucket_spec(const BucketSpec& spec);
+
+// A dim's short name in tuning keys: batch -> b, seq_len -> l, tokens -> m, any other dim its own name.
+KTUNE_API std::string short_dim(const std::string& dim);
+// Bucket values by short name, the form tuning keys and workloads take ({"b", 64}, {"l", 4096}).
+KTUNE_API std::vector<std::pair<std::string, int64_t>> short_buckets(const std::vector<BucketValue>& buckets);
 
 }  // namespace ktune::autotune

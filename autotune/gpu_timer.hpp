@@ -2,8 +2,14 @@
 // repeated launches do not measure L2).
 #pragma once
 
+#include <memory>
+
 #include "autotune/measure.hpp"
 #include "ktune/export.hpp"
+
+namespace ktune::internal {
+class EventTimer;  // ktune_internal/gpu.hpp
+}
 
 namespace ktune::autotune {
 
@@ -15,8 +21,7 @@ class KTUNE_API GpuTimer : public Timer {
 
  private:
   void* stream_;
-  void* start_ = nullptr;
-  void* stop_ = nullptr;
+  std::unique_ptr<internal::EventTimer> events_;
 };
 
 }  // namespace ktune::autotune

@@ -17,7 +17,7 @@
 #include "ktune/family.hpp"
 #include "ktune/tuning.hpp"
 #include "ktune_internal/log.hpp"
-#include "runtime_impl.hpp"
+#include "ktune_internal/tuning_store.hpp"
 
 namespace ktune::autotune {
 using Clock = std::chrono::steady_clock;
@@ -124,8 +124,7 @@ TuneOutcome tune_on_host(Runtime& rt, const std::string& family_name, const std:
     tr.bytes_per_call = workload->bytes_per_call();  // roofline position in `ktune report`
     tr.flops_per_call = workload->flops_per_call();
     tr.ceilings = host_ceilings();
-    if (rt.impl().cache->writable_layer()) rt.impl().cache->put_tuning(to_tuning_record(tr));
-    else
+    if (!internal::store_tuning_row(rt, to_tuning_record(tr)))
       ktune::detail::log(ktune::detail::LogLevel::warn,
                          "no writable cache layer: the host tuning result for {} is kept in memory only", out.tuning_key);
   }

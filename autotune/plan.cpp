@@ -9,7 +9,6 @@
 #include "autotune/preset_schema.hpp"
 #include "autotune/tuning_record.hpp"
 #include "ktune/arch.hpp"
-#include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 
 namespace ktune::autotune {
@@ -53,18 +52,20 @@ std::vector<std::vector<BucketValue>> combinations(const std::vector<BucketSpec>
 }  // namespace
 
 std::vector<BucketSpec> op_bucket_specs(const Preset& preset, const PresetOp& op) {
-  const detail::FamilySchema* schema = detail::find_schema(op.family);
-  if (!schema)
+  const FamilyInfo* family = detail::find_family(op.family);
+  if (!family)
     throw Error(Status::invalid_argument, "plan",
                 fmt::format("op {}: family: expected one of {}, got \"{}\"", op.label, detail::known_families(), op.family));
   std::vector<BucketSpec> specs;
-  for (const char* dim : schema->dims) {
-    std::string d = dim;
+  for (const std::string& d : family->tuning_dims) {
     if (d == "batch") specs.push_back(preset.batch);
     else if (d == "seq_len") specs.push_back(preset.seq_len);
     else if (d == "tokens")
       specs.push_back({"tokens", scaled(preset.batch.min, preset.spec_tokens + 1),
                        scaled(preset.batch.max, preset.spec_tokens + 1)});
+    else
+      throw Error(Status::internal, "plan",
+                  fmt::format("family {}: tuning_dims: expected batch, seq_len or tokens, got \"{}\"", family->name, d));
   }
   return specs;
 }
@@ -96,15 +97,8 @@ int64_t item_kv_tokens(const WorkItem& item) {
     if (b.dim == "batch") batch = b.value;
     if (b.dim == "seq_len") seq = b.value;
   }
-  if (item.family == "sparse_mla_decode") {  // every query token reads its topk rows
-    try {
-      const cache::Json j = cache::Json::parse(item.problem_json);
-      const cache::Json* topk = j.find("topk");
-      const cache::Json* q = j.find("max_q_len");
-      seq = (topk && topk->is_int() ? topk->as_int() : 1) * (q && q->is_int() ? q->as_int() : 1);
-    } catch (const cache::JsonError&) {
-    }
-  }
+  const FamilyInfo* family = detail::find_family(item.family);
+  if (family && family->work_tokens) return family->work_tokens(item.problem_json, short_buckets(item.buckets));
   return batch * seq;
 }
 

@@ -35,9 +35,9 @@ KTUNE_API std::vector<BucketSpec> op_bucket_specs(const Preset& preset, const Pr
 // an empty arch list or a name Arch::parse rejects.
 KTUNE_API std::vector<WorkItem> make_plan(const Preset& preset, const std::vector<std::string>& arches);
 
-// KV tokens one call of a work item attends to, summed over its requests: batch x seq_len; for
-// sparse_mla_decode (no seq_len bucket: the work is bounded by the top-k) batch x max_q_len x topk. What the
-// host cap (WarmupOptions::host_max_total_tokens) bounds.
+// KV tokens one call of a work item attends to, summed over its requests: the family's work_tokens
+// (FamilyInfo; batch x seq_len unless the family says otherwise, e.g. a top-k bounded one). What the host cap
+// (WarmupOptions::host_max_total_tokens) bounds.
 KTUNE_API int64_t item_kv_tokens(const WorkItem& item);
 
 }  // namespace ktune::autotune

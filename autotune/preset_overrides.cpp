@@ -1,10 +1,13 @@
 // with_overrides: the command-line knobs of `ktune warmup` applied to a loaded preset.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "autotune/preset_schema.hpp"
 #include "autotune/presets.hpp"
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
+#include "ktune/family.hpp"
 
 namespace ktune::autotune {
 
@@ -22,11 +25,11 @@ void edit_problems(Preset& p, Edit&& edit) {
   detail::PresetIssue issue(p.origin);
   for (size_t i = 0; i < p.ops.size(); ++i) {
     PresetOp& op = p.ops[i];
-    const detail::FamilySchema* schema = detail::find_schema(op.family);
-    if (!schema) continue;  // parse_preset only produces known families
+    const FamilyInfo* family = detail::find_family(op.family);
+    if (!family) continue;  // parse_preset only produces known families
     Json problem = Json::parse(op.problem_json);
-    if (!edit(op, problem)) continue;
-    op.problem_json = detail::canonical_problem(*schema, problem, fmt::format("ops[{}].problem", i), issue).dump();
+    if (!edit(*family, problem)) continue;
+    op.problem_json = detail::canonical_problem(*family, problem, fmt::format("ops[{}].problem", i), issue).dump();
   }
 }
 
@@ -44,10 +47,19 @@ void shrink_max(BucketSpec& spec, int max, const char* option) {
 Preset with_overrides(Preset p, std::optional<std::string> kv_dtype, std::optional<int> max_batch,
                       std::optional<int> max_seq_len, std::optional<int> spec_tokens) {
   if (kv_dtype) {
-    if (*kv_dtype != "bf16" && *kv_dtype != "fp16" && *kv_dtype != "fp8")
-      bad("kv_dtype", "one of \"bf16\", \"fp16\", \"fp8\"", fmt::format("\"{}\"", *kv_dtype));
-    edit_problems(p, [&](const PresetOp& op, Json& problem) {
-      if (op.family != "xqa_decode") return false;
+    // The dtypes any family's ops may take (FamilyInfo::engine_kv_dtypes); each family takes only its own.
+    std::vector<std::string> all;
+    for (const auto& f : families())
+      for (const auto& d : f.engine_kv_dtypes)
+        if (std::find(all.begin(), all.end(), d) == all.end()) all.push_back(d);
+    if (std::find(all.begin(), all.end(), *kv_dtype) == all.end()) {
+      std::string list;
+      for (const auto& d : all) list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", d);
+      bad("kv_dtype", "one of " + list, fmt::format("\"{}\"", *kv_dtype));
+    }
+    edit_problems(p, [&](const FamilyInfo& family, Json& problem) {
+      const auto& own = family.engine_kv_dtypes;
+      if (std::find(own.begin(), own.end(), *kv_dtype) == own.end()) return false;
       problem.set("kv_dtype", *kv_dtype);
       return true;
     });
@@ -58,8 +70,8 @@ Preset with_overrides(Preset p, std::optional<std::string> kv_dtype, std::option
     if (*spec_tokens < 0 || *spec_tokens > detail::kMaxSpecTokens)
       bad("spec_tokens", fmt::format("an integer in 0..{}", detail::kMaxSpecTokens), std::to_string(*spec_tokens));
     p.spec_tokens = *spec_tokens;
-    edit_problems(p, [&](const PresetOp& op, Json& problem) {
-      detail::apply_spec_tokens(op.family, problem, *spec_tokens);
+    edit_problems(p, [&](const FamilyInfo& family, Json& problem) {
+      detail::apply_spec_tokens(family, problem, *spec_tokens);
       return true;
     });
   }

@@ -1,36 +1,21 @@
-// Internal to the presets: the problem fields each family takes in a preset, and the error convention.
-// Keep in step with docs/presets.md and with each family's problem_from_json.
+// Internal to the presets: the error convention, and an op's problem through its family's one schema and
+// rules (FamilyInfo: problem_fields, check_problem_fields, shard_problem, apply_spec_tokens).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "ktune/cache/json.hpp"
+#include "ktune/family.hpp"
 
 namespace ktune::autotune::detail {
 
 // Draft tokens per request beyond this make no sense for decode and would overflow token counts.
 constexpr int kMaxSpecTokens = 255;
 
-enum class FieldKind { positive_int, boolean, choice };
-
-struct FieldRule {
-  const char* name;
-  FieldKind kind;
-  bool required;
-  std::vector<const char*> choices;  // FieldKind::choice only
-};
-
-struct FamilySchema {
-  const char* family;
-  std::vector<FieldRule> fields;  // canonical member order
-  std::vector<const char*> dims;  // bucketed dynamic dimensions: "batch", "seq_len", "tokens"
-  bool takes_tp_split;            // the op may say how tensor parallelism splits it
-};
-
-const std::vector<FamilySchema>& family_schemas();
-const FamilySchema* find_schema(const std::string& family);  // nullptr if unknown
-std::string known_families();                                // "xqa_decode, sparse_mla_decode, mxfp4_gemm"
+// The registered family of that name, or nullptr.
+const FamilyInfo* find_family(const std::string& name);
+std::string known_families();  // "\"xqa_decode\", \"sparse_mla_decode\", \"mxfp4_gemm\""
 
 // Every error of one preset: "<origin>: <path>: <what>" as Error(invalid_argument, "presets").
 class PresetIssue {
@@ -42,20 +27,22 @@ class PresetIssue {
   [[noreturn]] void missing(const std::string& path, const std::string& expected) const;
   // Throws for any member of obj not in `known`.
   void only_known(const cache::Json& obj, const std::string& path, const std::vector<const char*>& known) const;
+  // A family's ProblemFieldError as an error of this preset at `path` (the problem object's path).
+  [[noreturn]] void problem(const std::string& path, const ProblemFieldError& e) const;
 
  private:
   std::string origin_;
 };
 
-// Validates a problem object against the family's rules and returns it with members in canonical order.
-cache::Json canonical_problem(const FamilySchema& schema, const cache::Json& problem, const std::string& path,
+// The problem checked against the family's schema and rules, members in canonical order.
+cache::Json canonical_problem(const FamilyInfo& family, const cache::Json& problem, const std::string& path,
                               const PresetIssue& issue);
 
-// Divides the problem's parallel dimension by tp (heads for attention, n or k for a GEMM per tp_split).
-void shard_problem(const std::string& family, cache::Json& problem, int tp, const std::string& tp_split,
+// The problem on each of tp GPUs (FamilyInfo::shard_problem; unchanged for tp 1 or a family without a rule).
+void shard_problem(const FamilyInfo& family, cache::Json& problem, int tp, const std::string& tp_split,
                    const std::string& path, const PresetIssue& issue);
 
-// spec_tokens applied to one op's problem (see with_overrides).
-void apply_spec_tokens(const std::string& family, cache::Json& problem, int spec_tokens);
+// spec_tokens applied to one op's problem (FamilyInfo::apply_spec_tokens; see with_overrides).
+void apply_spec_tokens(const FamilyInfo& family, cache::Json& problem, int spec_tokens);
 
 }  // namespace ktune::autotune::detail

@@ -1,5 +1,5 @@
 // Parsing, validating and finding presets. The embedded JSON lives in presets_data.cpp; overrides in
-// preset_overrides.cpp; per-family problem rules in preset_schema.cpp.
+// preset_overrides.cpp; each op's problem goes through its family's schema and rules (preset_schema.cpp).
 #include "autotune/presets.hpp"
 
 #include <algorithm>
@@ -92,26 +92,31 @@ PresetOp parse_op(const Json& op, size_t index, int tp, const PresetIssue& issue
   if (!op.is_object()) issue.expected(path, "an object with label, family and problem", op);
   PresetOp out;
   const Json& family = required(op, path, "family", "a family name", issue);
-  const detail::FamilySchema* schema = family.is_string() ? detail::find_schema(family.as_string()) : nullptr;
-  if (!schema) issue.expected(path + ".family", "one of " + detail::known_families(), family);
-  out.family = schema->family;
+  const FamilyInfo* fam = family.is_string() ? detail::find_family(family.as_string()) : nullptr;
+  if (!fam) issue.expected(path + ".family", "one of " + detail::known_families(), family);
+  out.family = fam->name;
+  const bool takes_tp_split = !fam->tp_splits.empty();
   std::vector<const char*> known = {"label", "family", "problem", "arches"};
-  if (schema->takes_tp_split) known.push_back("tp_split");
+  if (takes_tp_split) known.push_back("tp_split");
   issue.only_known(op, path, known);
   out.label = slug(op, path, "label", issue);
   if (const Json* arches = op.find("arches")) out.arches = parse_arches(*arches, path + ".arches", issue);
-  if (schema->takes_tp_split) {
+  if (takes_tp_split) {
     out.tp_split = "none";
     if (const Json* split = op.find("tp_split")) {
-      if (!split->is_string() || (split->as_string() != "n" && split->as_string() != "k" && split->as_string() != "none"))
-        issue.expected(path + ".tp_split", "one of \"n\", \"k\", \"none\"", *split);
+      const auto& choices = fam->tp_splits;
+      if (!split->is_string() || std::find(choices.begin(), choices.end(), split->as_string()) == choices.end()) {
+        std::string list;
+        for (const auto& c : choices) list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", c);
+        issue.expected(path + ".tp_split", "one of " + list, *split);
+      }
       out.tp_split = split->as_string();
     }
   }
   std::string problem_path = path + ".problem";
   Json problem = detail::canonical_problem(
-      *schema, required(op, path, "problem", "an object of problem fields", issue), problem_path, issue);
-  detail::shard_problem(out.family, problem, tp, out.tp_split, problem_path, issue);
+      *fam, required(op, path, "problem", "an object of problem fields", issue), problem_path, issue);
+  detail::shard_problem(*fam, problem, tp, out.tp_split, problem_path, issue);
   out.problem_json = problem.dump();
   return out;
 }

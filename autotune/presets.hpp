@@ -15,13 +15,13 @@
 namespace ktune::autotune {
 
 struct PresetOp {
-  std::string family;        // "xqa_decode", "sparse_mla_decode", "mxfp4_gemm"
-  // The problem object as compact JSON, per GPU (heads or GEMM dims already divided by tp), members in the
-  // order docs/presets.md lists them and defaults not filled in (the family fills them).
+  std::string family;        // a registered family's name
+  // The problem object as compact JSON, per GPU (FamilyInfo::shard_problem applied), members in the family's
+  // schema order (FamilyInfo::problem_fields) and defaults not filled in (the family fills them).
   std::string problem_json;
   std::string label;               // unique within the preset, e.g. "attn.full"
   std::vector<std::string> arches; // tuned only for these arches ("sm_120a"); empty: every arch
-  std::string tp_split;            // mxfp4_gemm: "n", "k" or "none"; empty for other families
+  std::string tp_split;            // one of FamilyInfo::tp_splits ("none" by default); empty for a family without
 };
 
 struct Preset {
@@ -51,12 +51,13 @@ KTUNE_API Preset parse_preset(const std::string& json_text, const std::string& o
                               std::optional<int> tp = std::nullopt);
 
 // The CLI's overrides (ktune warmup --kv-dtype/--max-batch/--max-seq-len/--spec-tokens):
-//   kv_dtype     "bf16" | "fp16" | "fp8": kv_dtype of every xqa_decode op (other families keep their cache
-//                format; sparse MLA's is fixed by the model)
+//   kv_dtype     the "kv_dtype" of every op whose family lists it in FamilyInfo::engine_kv_dtypes (xqa_decode:
+//                "bf16" | "fp16" | "fp8"); other families keep their cache format (sparse MLA's is the model's)
 //   max_batch    the largest batch bucket (the smallest drops to it if above)
 //   max_seq_len  the largest seq_len bucket (likewise)
-//   spec_tokens  draft tokens K >= 0: max_q_len = K + 1 on xqa_decode and sparse_mla_decode ops; an xqa_decode
-//                mask becomes "causal" for K > 0 unless "explicit", and "none" for K = 0
+//   spec_tokens  draft tokens K >= 0, applied by each family's FamilyInfo::apply_spec_tokens (max_q_len = K + 1
+//                on xqa_decode and sparse_mla_decode ops; an xqa_decode mask becomes "causal" for K > 0 unless
+//                "explicit", and "none" for K = 0)
 // Throws Error(invalid_argument, "presets") naming the option.
 KTUNE_API Preset with_overrides(Preset preset, std::optional<std::string> kv_dtype, std::optional<int> max_batch,
                                 std::optional<int> max_seq_len, std::optional<int> spec_tokens);

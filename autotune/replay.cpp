@@ -13,7 +13,7 @@
 #include "autotune/plan.hpp"
 #include "autotune/warmup.hpp"
 #include "autotune/workload.hpp"
-#include "driver_api.hpp"
+#include "ktune_internal/gpu.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/tuning.hpp"
@@ -25,17 +25,11 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-bool known_family(const std::string& name) {
+// A family of this build with a workload for the target (a replay times its workload's engine call).
+bool replayable(const std::string& name, bool host) {
   for (const auto& f : families())
-    if (f.name == name) return true;
+    if (f.name == name) return bool(host ? f.host_workload : f.workload);
   return false;
-}
-
-std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (const auto& b : item.buckets)
-    out.emplace_back(b.dim == "batch" ? "b" : b.dim == "seq_len" ? "l" : b.dim == "tokens" ? "m" : b.dim, b.value);
-  return out;
 }
 
 int64_t bucket(const WorkItem& item, const char* dim) {
@@ -47,7 +41,7 @@ int64_t bucket(const WorkItem& item, const char* dim) {
 // The items a replay runs: on the host the keys a host warmup tunes (its caps), on a GPU those within the KV
 // capacity given; replaying others would only miss.
 bool replayed(const WorkItem& item, bool host, int64_t max_total_tokens) {
-  if (!known_family(item.family)) return false;
+  if (!replayable(item.family, host)) return false;
   if (host)
     return item_kv_tokens(item) <= max_total_tokens && bucket(item, "tokens") <= WarmupOptions{}.host_max_gemm_tokens;
   return std::max<int64_t>(bucket(item, "batch"), 1) * std::max<int64_t>(bucket(item, "seq_len"), 1) <=
@@ -64,19 +58,11 @@ ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_toke
   const Preset preset = with_pow2_buckets(preset_in);
 
   // A GPU replay times every call to completion on one stream; the host calls are synchronous.
-  const detail::DriverApi* cu = host ? nullptr : &detail::driver();
-  CUstream stream = nullptr;
-  if (cu) detail::check_cu(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  std::unique_ptr<internal::Stream> gpu_stream = host ? nullptr : std::make_unique<internal::Stream>();
+  void* stream = gpu_stream ? gpu_stream->get() : nullptr;
   const auto sync = [&] {
-    if (cu) detail::check_cu(cu->cuStreamSynchronize(stream), "cuStreamSynchronize");
+    if (gpu_stream) gpu_stream->synchronize("cuStreamSynchronize");
   };
-  struct StreamGuard {
-    const detail::DriverApi* cu;
-    CUstream stream;
-    ~StreamGuard() {
-      if (cu && stream) cu->cuStreamDestroy(stream);
-    }
-  } guard{cu, stream};
 
   struct Prepared {
     std::unique_ptr<Workload> workload;
@@ -96,9 +82,9 @@ ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_toke
     Prepared p;
     p.op.family = item.family;
     p.op.labels = item.labels;
-    p.op.tuning_key = tuning_key(pk, short_buckets(item));
+    p.op.tuning_key = tuning_key(pk, short_buckets(item.buckets));
     p.workload = (host ? host_workload_factory(item.family) : workload_factory(item.family))(rt, pk,
-                                                                                            short_buckets(item));
+                                                                                            short_buckets(item.buckets));
     ops.push_back(std::move(p));
   }
 

@@ -13,14 +13,14 @@
 #include "autotune/host_tuner.hpp"
 #include "autotune/tuning_record.hpp"
 #include "autotune/workload.hpp"
-#include "driver_api.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
+#include "ktune_internal/gpu.hpp"
 #include "ktune_internal/log.hpp"
-#include "runtime_impl.hpp"
+#include "ktune_internal/tuning_store.hpp"
 
 namespace ktune::autotune {
 using namespace detail;
@@ -32,19 +32,9 @@ std::atomic<int64_t> g_tunings{0};
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-DeviceLimits current_device_limits() {
-  const DriverApi& cu = driver();
-  CUdevice dev = 0;
-  check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-  return device_limits(static_cast<int>(dev));
-}
+DeviceLimits current_device_limits() { return device_limits(internal::current_device_ordinal()); }
 
-DeviceCeilings current_device_ceilings() {
-  const DriverApi& cu = driver();
-  CUdevice dev = 0;
-  check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-  return device_ceilings(static_cast<int>(dev));
-}
+DeviceCeilings current_device_ceilings() { return device_ceilings(internal::current_device_ordinal()); }
 
 // Measures every candidate in interleaved passes (one sample of each candidate per pass) rather than one
 // candidate after another: slow drift of the GPU's clocks or temperature during a tuning then shifts every
@@ -72,7 +62,7 @@ std::string spill_reason(Runtime& rt, const FamilyInfo& fam, const std::string& 
 
 std::vector<CandidateResult> measure_interleaved(Timer& timer, const std::vector<std::string>& configs,
                                                  const std::vector<CompileJobResult>& compiled, Workload& workload,
-                                                 CUstream stream, const MeasureOptions& opts,
+                                                 void* stream, const MeasureOptions& opts,
                                                  const std::function<std::string(size_t)>& prune) {
   validate_measure_options(opts);
   std::vector<CandidateResult> results(configs.size());
@@ -189,24 +179,16 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
 
   auto workload = workload_factory(family_name)(rt, out.problem_key, buckets);
 
-  const DriverApi& cu = driver();
-  CUstream stream = nullptr;
-  check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  struct StreamGuard {
-    CUstream s;
-    ~StreamGuard() {
-      if (const DriverApi* d = try_driver()) d->cuStreamDestroy(s);
-    }
-  } guard{stream};
-  GpuTimer timer(stream);
+  internal::Stream stream;
+  GpuTimer timer(stream.get());
 
   t0 = Clock::now();
   auto prune = [&](size_t i) {
     return i == 0 ? std::string() : spill_reason(rt, fam, out.problem_key, configs[i], arch);
   };
-  out.candidates = measure_interleaved(timer, configs, compiled, *workload, stream, options.measure, prune);
+  out.candidates = measure_interleaved(timer, configs, compiled, *workload, stream.get(), options.measure, prune);
   // A launch failure can leave the stream unusable: make sure everything finished before reporting.
-  check_cu(cu.cuStreamSynchronize(stream), "cuStreamSynchronize after tuning");
+  stream.synchronize("cuStreamSynchronize after tuning");
   out.measure_ms = ms_since(t0);
   size_t winner = select_winner(out.candidates, options.noise_fraction);
   out.winner = out.candidates[winner].config;
@@ -224,9 +206,7 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
     tr.flops_per_call = workload->flops_per_call();
     tr.ceilings = current_device_ceilings();
     cache::TuningRecord rec = to_tuning_record(tr);
-    if (rt.impl().cache->writable_layer()) {
-      rt.impl().cache->put_tuning(rec);
-    } else {
+    if (!internal::store_tuning_row(rt, rec)) {
       log(LogLevel::warn, "no writable cache layer: the tuning result for {} is kept in memory only", out.tuning_key);
     }
   }

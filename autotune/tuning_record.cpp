@@ -24,13 +24,6 @@ constexpr const char* kFormat = "ktune.tuning.v1";
 
 [[noreturn]] void bad_arg(const std::string& what) { throw Error(Status::invalid_argument, "autotune", what); }
 
-std::string short_dim(const std::string& dim) {
-  if (dim == "batch") return "b";
-  if (dim == "seq_len") return "l";
-  if (dim == "tokens") return "m";
-  return dim;
-}
-
 bool is_dim_name(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
 }

@@ -10,13 +10,12 @@
 #include "autotune/host_tuner.hpp"
 #include "autotune/plan.hpp"
 #include "autotune/workload.hpp"
-#include "driver_api.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/tuning.hpp"
+#include "ktune_internal/gpu.hpp"
 #include "ktune_internal/log.hpp"
-#include "runtime_impl.hpp"
 
 namespace ktune::autotune {
 using namespace detail;
@@ -32,18 +31,6 @@ bool known_family(const std::string& name) {
   return false;
 }
 
-std::string short_dim(const std::string& dim) {
-  if (dim == "batch") return "b";
-  if (dim == "seq_len") return "l";
-  if (dim == "tokens") return "m";
-  return dim;
-}
-
-std::vector<std::pair<std::string, int64_t>> short_buckets(const WorkItem& item) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (const auto& b : item.buckets) out.emplace_back(short_dim(b.dim), b.value);
-  return out;
-}
 
 int64_t total_tokens(const WorkItem& item) {
   int64_t batch = 1, seq = 1;
@@ -62,11 +49,7 @@ int64_t gemm_tokens(const WorkItem& item) {
 }
 
 // A GPU counts when the calling thread has a current context (the CLI makes device 0's current).
-bool gpu_present() {
-  if (!try_driver()) return false;
-  CUcontext ctx = nullptr;
-  return driver().cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr;
-}
+bool gpu_present() { return internal::gpu_context_current(); }
 
 }  // namespace
 
@@ -165,18 +148,24 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       report.items.push_back(w);
       continue;
     }
-    w.tuning_key = tuning_key(pk_it->second, short_buckets(item));
+    w.tuning_key = tuning_key(pk_it->second, short_buckets(item.buckets));
     report.keys++;
     const bool host_item = item.arch == "host";  // tuned on this CPU (autotune/host_tuner.cpp), GPU or not
+    const FamilyInfo& fam = family(item.family);
     if (host_item ? !opt.tune : (!have_gpu || !opt.tune || item.arch != device_arch_name)) {
       w.status = "compiled";
       report.items.push_back(w);
       continue;
     }
+    if (!(host_item ? fam.host_workload : fam.workload)) {
+      w.status = fmt::format("skipped: {} has no {}tuning workload", item.family, host_item ? "host " : "");
+      report.skipped++;
+      report.items.push_back(w);
+      continue;
+    }
     const int64_t token_cap = host_item ? std::min(opt.max_total_tokens, opt.host_max_total_tokens) : opt.max_total_tokens;
     if ((host_item ? item_kv_tokens(item) : total_tokens(item)) > token_cap) {
-      w.status = fmt::format("skipped: {} above {} tokens{}",
-                             item.family == "sparse_mla_decode" ? "batch x topk" : "batch x seq_len", token_cap,
+      w.status = fmt::format("skipped: {} above {} tokens{}", fam.work_tokens_text, token_cap,
                              host_item ? " (host cap)" : "");
       report.skipped++;
       report.items.push_back(w);
@@ -211,7 +200,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
         to.host = true;
         to.measure = host_measure_options();
       }
-      TuneOutcome o = tune(rt, item.family, pk_it->second, short_buckets(item), to);
+      TuneOutcome o = tune(rt, item.family, pk_it->second, short_buckets(item.buckets), to);
       w.status = "tuned";
       w.winner = o.winner;
       report.tuned++;

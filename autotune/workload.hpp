@@ -1,6 +1,6 @@
 // A tuning workload: device inputs for one tuning key (problem + buckets), allocated once with fresh random
 // data and rotated across several copies larger than L2, plus a launch of any candidate config on them.
-// Families provide one (autotune/<family>_workload.cpp); the tuner, `ktune tune` and the benches use it.
+// Families provide one (templates/<family>/workload.cpp); the tuner, `ktune tune`, replay and the benches use it.
 #pragma once
 
 #include <functional>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ktune/export.hpp"
+#include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 
 namespace ktune::autotune {
@@ -40,11 +41,11 @@ class KTUNE_API Workload {
 // The family call's `config` argument for a workload config: null (nothing forced) for "".
 inline const char* forced_config(const std::string& config) { return config.empty() ? nullptr : config.c_str(); }
 
-// problem_key: the family's readable key; buckets: short dim name -> bucket value (b, l, m).
-using WorkloadFactory = std::function<std::unique_ptr<Workload>(
-    Runtime& rt, const std::string& problem_key, const std::vector<std::pair<std::string, int64_t>>& buckets)>;
+// problem_key: the family's readable key; buckets: short dim name -> bucket value (b, l, m). A family's
+// FamilyInfo::workload / host_workload (templates/<family>/workload*.cpp, built into autotune/).
+using WorkloadFactory = ktune::WorkloadFactory;
 
-// Throws Error(not_found) for a family without a workload.
+// The family's GPU workload. Throws Error(not_found) for an unknown family or one without a workload.
 KTUNE_API WorkloadFactory workload_factory(const std::string& family);
 
 }  // namespace ktune::autotune

@@ -1,32 +1,32 @@
-// The tuning workloads this build knows, by family name.
-#include <memory>
+// The tuning workloads of the registered families (FamilyInfo::workload / host_workload).
 #include <string>
-#include <utility>
-#include <vector>
 
+#include "autotune/host_workload.hpp"
 #include "autotune/workload.hpp"
 #include "ktune/error.hpp"
+#include "ktune/family.hpp"
 
 namespace ktune::autotune {
+namespace {
 
-// autotune/xqa_workload.cpp
-std::unique_ptr<Workload> make_xqa_decode_workload(Runtime& rt, const std::string& problem_key,
-                                                   const std::vector<std::pair<std::string, int64_t>>& buckets);
+WorkloadFactory factory(const std::string& name, WorkloadFactory FamilyInfo::*which, const char* what) {
+  const FamilyInfo& f = family(name);
+  if (f.*which) return f.*which;
+  std::string with;
+  for (const auto& g : families())
+    if (g.*which) with += (with.empty() ? "" : ", ") + g.name;
+  throw Error(Status::not_found, "autotune",
+              "no " + std::string(what) + " for family '" + name + "' (families with one: " + with + ")");
+}
 
-// autotune/sparse_mla_workload.cpp
-std::unique_ptr<Workload> make_sparse_mla_decode_workload(Runtime& rt, const std::string& problem_key,
-                                                          const std::vector<std::pair<std::string, int64_t>>& buckets);
-
-// autotune/mxfp4_workload.cpp
-std::unique_ptr<Workload> make_mxfp4_gemm_workload(Runtime& rt, const std::string& problem_key,
-                                                   const std::vector<std::pair<std::string, int64_t>>& buckets);
+}  // namespace
 
 WorkloadFactory workload_factory(const std::string& family) {
-  if (family == "xqa_decode") return make_xqa_decode_workload;
-  if (family == "sparse_mla_decode") return make_sparse_mla_decode_workload;
-  if (family == "mxfp4_gemm") return make_mxfp4_gemm_workload;
-  throw Error(Status::not_found, "autotune",
-              "no tuning workload for family '" + family + "' (families with one: xqa_decode, sparse_mla_decode, mxfp4_gemm)");
+  return factory(family, &FamilyInfo::workload, "tuning workload");
+}
+
+WorkloadFactory host_workload_factory(const std::string& family) {
+  return factory(family, &FamilyInfo::host_workload, "host tuning workload");
 }
 
 }  // namespace ktune::autotune

@@ -12,15 +12,18 @@ endif()")
 
 install(TARGETS ktune EXPORT ktuneTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${CMAKE_INSTALL_INCLUDEDIR}/ktune-templates)
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS ktune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET ktune_host)  # the optional LLVM host backend, found next to libktune.so at run time
   install(TARGETS ktune_host LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/ktune DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# Family problem types live beside their templates; public headers include them as "<family>/spec.hpp".
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/templates/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ktune-templates
-  FILES_MATCHING PATTERN "spec.hpp" PATTERN "dtype.h")
+# Family problem types live beside their templates and are installed under ktune/ only (a consumer's include
+# path gets nothing but ktune/...): ktune/<family>/spec.hpp, which the public headers include as
+# "<family>/spec.hpp" (found next to them), and the one header those include, ktune/common/dtype.h (spelled
+# "../common/dtype.h" in spec.hpp, so the same text works in the source and the installed tree).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/templates/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ktune
+  FILES_MATCHING PATTERN "spec.hpp" REGEX "/common/dtype\\.h$")
 
 install(EXPORT ktuneTargets NAMESPACE ktune:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ktune)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ktuneConfig.cmake.in

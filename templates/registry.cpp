@@ -1,18 +1,73 @@
-// The families compiled into this build. Adding a family = one entry here (explicit, so no static
-// registration is silently dropped by a static link).
+// The families compiled into this build. Adding a family = its folder + one entry in kBuiltin below (explicit,
+// so no static registration is silently dropped by a static link); register_family adds others at run time.
+#include <algorithm>
+#include <mutex>
+
 #include <fmt/format.h>
 
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "templates/xqa_decode/family.hpp"
-#include "templates/sparse_mla_decode/family.hpp"  // sparse_mla_decode
-#include "templates/mxfp4_gemm/family.hpp"         // mxfp4_gemm
+#include "templates/sparse_mla_decode/family.hpp"
+#include "templates/mxfp4_gemm/family.hpp"
 
 namespace ktune {
+namespace {
+
+FamilyInfo (*const kBuiltin[])() = {
+    xqa::family_info,
+    mla::family_info,
+    mxfp4::family_info,
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<FamilyInfo> all;
+  bool read = false;  // set by the first families()/family(): from then on `all` never changes
+  Registry() {
+    for (auto make : kBuiltin) all.push_back(make());
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+bool valid_name(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+// What every entry must provide; the rest is optional (a family without a C op, a workload, presets rules).
+void check_entry(const FamilyInfo& f) {
+  const auto need = [&](bool ok, const char* what) {
+    if (!ok)
+      throw Error(Status::invalid_argument, "families",
+                  fmt::format("register_family: {}: expected {} in its FamilyInfo", f.name, what));
+  };
+  if (!valid_name(f.name))
+    throw Error(Status::invalid_argument, "families",
+                fmt::format("register_family: name: expected [a-z0-9_]+, got '{}'", f.name));
+  need(!f.problem_fields.empty(), "problem_fields");
+  need(bool(f.problem_from_json), "problem_from_json");
+  need(bool(f.canonical_problem), "canonical_problem");
+  need(bool(f.default_config), "default_config");
+  need(bool(f.search_space), "search_space");
+  need(bool(f.generate), "generate");
+  need(!f.prepare_c_op || f.c_args_size >= 8, "c_args_size (the C struct's size) with prepare_c_op");
+  need(f.tp_splits.empty() || std::find(f.tp_splits.begin(), f.tp_splits.end(), "none") != f.tp_splits.end(),
+       "\"none\" among tp_splits");
+}
+
+}  // namespace
 
 const std::vector<FamilyInfo>& families() {
-  static const std::vector<FamilyInfo> all = {xqa::family_info(), mla::family_info(), mxfp4::family_info()};
-  return all;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.read = true;
+  return r.all;
 }
 
 const FamilyInfo& family(const std::string& name) {
@@ -22,6 +77,22 @@ const FamilyInfo& family(const std::string& name) {
     known += (known.empty() ? "" : ", ") + f.name;
   }
   throw Error(Status::not_found, "families", fmt::format("unknown family '{}': expected one of {}", name, known));
+}
+
+void register_family(FamilyInfo info) {
+  check_entry(info);
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.read)
+    throw Error(Status::internal, "families",
+                fmt::format("register_family({}): the registry has been read already; register families before "
+                            "anything calls families() or family() (a static initializer, or first in main)",
+                            info.name));
+  for (const auto& f : r.all)
+    if (f.name == info.name)
+      throw Error(Status::invalid_argument, "families",
+                  fmt::format("register_family: name: '{}' is taken by another family", info.name));
+  r.all.push_back(std::move(info));
 }
 
 }  // namespace ktune

@@ -1,4 +1,6 @@
 // The C API: a thin shell over the C++ API that turns exceptions into status codes + a thread-local message.
+// Here: errors, runtimes, compile, devices, problem keys and family names. Each family's own entry points live
+// in its folder (templates/<family>/c_api.cpp), the prepared ops in c_api_ops.cpp, warmup in autotune/.
 #include "ktune/ktune.h"
 
 #include <cstring>
@@ -9,29 +11,10 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
-#include "c_api_support.hpp"
-#include "c_op.hpp"
-#include "ktune/xqa_decode.hpp"
-#include "mxfp4_gemm/family.hpp"
-#include "sparse_mla_decode/family.hpp"
-#include "xqa_decode/family.hpp"
+#include "ktune_internal/c_api.hpp"
 
 namespace {
 using namespace ktune::capi;
-
-// Problem keys are parsed once per thread and key: the hot path of a C caller is a string compare.
-const ktune::xqa::Problem& xqa_problem(const char* key) {
-  thread_local std::string last_key;
-  thread_local ktune::xqa::Problem last;
-  if (last_key != key) {
-    ktune::xqa::Problem p = ktune::xqa::Problem::from_key(key);
-    p.validate();
-    last = p;
-    last_key = key;
-  }
-  return last;
-}
-
 }  // namespace
 
 extern "C" {
@@ -94,34 +77,6 @@ ktune_status ktune_compile(ktune_runtime* runtime, const char* family, const cha
   });
 }
 
-void ktune_xqa_args_default(ktune_xqa_args* a) {
-  if (!a) return;
-  ktune::XqaDecodeArgs d;
-  *a = ktune_xqa_args{sizeof(ktune_xqa_args), ktune::c_family_id("xqa_decode"), d.q, d.kv_cache, d.block_tables, d.seq_lens, d.q_cu_seq_lens, d.mask, d.sinks, d.out, d.lse,
-                      d.workspace, d.workspace_bytes, d.batch, d.num_tokens, d.q_len_per_req, d.max_pages_per_req,
-                      d.num_pages, d.max_seq_len, d.softmax_scale, d.q_scale, d.k_scale, d.v_scale, d.o_scale,
-                      d.softcap, d.window_left, d.config, d.num_splits};
-}
-
-ktune_status ktune_xqa_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int batch,
-                                              int max_seq_len, size_t* bytes) {
-  if (!runtime) return invalid("ktune_xqa_decode_workspace_bytes: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_xqa_decode_workspace_bytes: problem_key must not be NULL");
-  if (!bytes) return invalid("ktune_xqa_decode_workspace_bytes: bytes must not be NULL");
-  return guarded([&] { *bytes = ktune::xqa_decode_workspace_bytes(runtime->rt, xqa_problem(problem_key), batch, max_seq_len); });
-}
-
-ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* problem_key, const ktune_xqa_args* a, void* stream) {
-  if (!runtime) return invalid("ktune_xqa_decode: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_xqa_decode: problem_key must not be NULL");
-  if (!a) return invalid("ktune_xqa_decode: args must not be NULL");
-  if (ktune_status st = check_args_header(a, "xqa_decode", sizeof(*a), "ktune_xqa_decode")) return st;
-  return guarded([&] {
-    const ktune::xqa::Problem& p = xqa_problem(problem_key);
-    ktune::xqa_decode(runtime->rt, p, ktune::xqa::args_from_c(p, *a), stream);
-  });
-}
-
 ktune_status ktune_use_device(int ordinal) {
   return guarded([&] { ktune::use_device(ordinal); });
 }
@@ -132,33 +87,16 @@ ktune_status ktune_use_device(int ordinal) {
 // Own includes and helpers, kept together so this section can be read (and moved) as one piece.
 #include <cstring>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
-#include "autotune/presets.hpp"
-#include "autotune/warmup.hpp"
 #include "driver_api.hpp"
-#include "ktune/cache/json.hpp"
-#include "ktune/xqa_decode_host.hpp"
-#include "mxfp4_gemm/spec.hpp"
 
 namespace {
-
 
 std::string bindings_join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
   return s;
-}
-
-std::vector<std::string> bindings_split(const char* s) {
-  std::vector<std::string> out;
-  if (!s) return out;
-  std::string item;
-  std::istringstream in(s);
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
 }
 
 // The primary context of each device, retained once per process.
@@ -195,15 +133,6 @@ ktune_status ktune_family_names(const char** names) {
   });
 }
 
-ktune_status ktune_preset_names(const char** names) {
-  if (!names) return invalid("ktune_preset_names: names must not be NULL");
-  static thread_local std::string result;
-  return guarded([&] {
-    result = bindings_join(ktune::autotune::preset_names());
-    *names = result.c_str();
-  });
-}
-
 ktune_status ktune_ensure_device(int ordinal) {
   return guarded([&] {
     using ktune::detail::check_cu;
@@ -236,290 +165,4 @@ ktune_status ktune_ensure_device(int ordinal) {
   });
 }
 
-ktune_status ktune_xqa_decode_workspace_bytes_ex(ktune_runtime* runtime, const char* problem_key, int batch,
-                                                 int max_seq_len, const char* config, int num_splits, size_t* bytes) {
-  if (!runtime) return invalid("ktune_xqa_decode_workspace_bytes_ex: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_xqa_decode_workspace_bytes_ex: problem_key must not be NULL");
-  if (!bytes) return invalid("ktune_xqa_decode_workspace_bytes_ex: bytes must not be NULL");
-  return guarded([&] {
-    *bytes = ktune::xqa_decode_workspace_bytes(runtime->rt, xqa_problem(problem_key), batch, max_seq_len, config,
-                                               num_splits);
-  });
-}
-
-ktune_status ktune_xqa_decode_host(ktune_runtime* runtime, const char* problem_key, const ktune_xqa_args* a,
-                                   int threads) {
-  if (!runtime) return invalid("ktune_xqa_decode_host: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_xqa_decode_host: problem_key must not be NULL");
-  if (!a) return invalid("ktune_xqa_decode_host: args must not be NULL");
-  if (ktune_status st = check_args_header(a, "xqa_decode", sizeof(*a), "ktune_xqa_decode_host")) return st;
-  return guarded([&] {
-    const ktune::xqa::Problem& p = xqa_problem(problem_key);
-    ktune::xqa_decode_host(runtime->rt, p, ktune::xqa::args_from_c(p, *a), threads);
-  });
-}
-
-ktune_status ktune_xqa_decode_plan(ktune_runtime* runtime, const char* problem_key, int batch, int max_seq_len,
-                                   const char* config, int num_splits, int host, int threads, const char** plan_json) {
-  if (!runtime) return invalid("ktune_xqa_decode_plan: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_xqa_decode_plan: problem_key must not be NULL");
-  if (!plan_json) return invalid("ktune_xqa_decode_plan: plan_json must not be NULL");
-  static thread_local std::string result;
-  return guarded([&] {
-    ktune::cache::Json j = ktune::cache::Json::object();
-    if (host) {
-      ktune::XqaHostPlan p = ktune::xqa_decode_host_plan(runtime->rt, xqa_problem(problem_key), batch, max_seq_len,
-                                                         threads, config, num_splits);
-      j.set("config", p.config).set("source", p.source).set("num_splits", p.num_splits)
-          .set("workspace_bytes", static_cast<int64_t>(p.workspace_bytes)).set("threads", p.threads);
-    } else {
-      j = ktune::plan_json(
-          ktune::xqa_decode_plan(runtime->rt, xqa_problem(problem_key), batch, max_seq_len, config, num_splits));
-    }
-    result = j.dump();
-    *plan_json = result.c_str();
-  });
-}
-
-void ktune_warmup_options_default(ktune_warmup_options* o) {
-  if (!o) return;
-  *o = ktune_warmup_options{nullptr, nullptr, nullptr, 0, 0, -1, 1, 0.0, 0, -1, nullptr, nullptr};
-}
-
-ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o, ktune_warmup_result* out) {
-  if (!runtime) return invalid("ktune_warmup: runtime must not be NULL");
-  if (!o) return invalid("ktune_warmup: options must not be NULL");
-  if (!out) return invalid("ktune_warmup: result must not be NULL");
-  if (!o->preset || !*o->preset) return invalid("ktune_warmup: options.preset: expected a preset name or file, got none");
-  if (o->max_batch < 0) return invalid(("ktune_warmup: options.max_batch: expected 0 (preset's) or a positive batch, got " + std::to_string(o->max_batch)).c_str());
-  if (o->max_seq_len < 0) return invalid(("ktune_warmup: options.max_seq_len: expected 0 (preset's) or a positive length, got " + std::to_string(o->max_seq_len)).c_str());
-  if (o->spec_tokens < -1) return invalid(("ktune_warmup: options.spec_tokens: expected -1 (preset's) or >= 0, got " + std::to_string(o->spec_tokens)).c_str());
-  if (!(o->budget_s >= 0)) return invalid("ktune_warmup: options.budget_s: expected seconds >= 0");
-  if (o->jobs < 0) return invalid(("ktune_warmup: options.jobs: expected >= 0, got " + std::to_string(o->jobs)).c_str());
-  *out = ktune_warmup_result{};
-  static thread_local std::string items;
-  if (o->device >= 0) {
-    ktune_status s = ktune_ensure_device(o->device);
-    if (s != KTUNE_OK) return s;
-  }
-  return guarded([&] {
-    namespace at = ktune::autotune;
-    at::Preset preset = at::load_preset(o->preset);
-    std::optional<std::string> kv;
-    if (o->kv_dtype && *o->kv_dtype) kv = std::string(o->kv_dtype);
-    std::optional<int> mb, ms, st;
-    if (o->max_batch > 0) mb = o->max_batch;
-    if (o->max_seq_len > 0) ms = o->max_seq_len;
-    if (o->spec_tokens >= 0) st = o->spec_tokens;
-    preset = at::with_overrides(preset, kv, mb, ms, st);
-    at::WarmupOptions w;
-    w.arches = bindings_split(o->arches);
-    w.all_candidates = o->all_candidates != 0;
-    w.budget_s = o->budget_s;
-    w.jobs = o->jobs;
-    std::mutex progress_mutex;  // the callback is never entered by two threads at once
-    if (o->progress)
-      w.progress = [&](const std::string& what, size_t done, size_t total) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        o->progress(what.c_str(), done, total, o->progress_user);
-      };
-    at::WarmupReport r = at::warmup(runtime->rt, preset, w);
-    ktune::cache::Json arr = ktune::cache::Json::array();
-    for (const auto& it : r.items) {
-      ktune::cache::Json e = ktune::cache::Json::object();
-      e.set("arch", it.arch).set("family", it.family).set("key", it.tuning_key).set("status", it.status)
-          .set("winner", it.winner).set("ms", it.ms);
-      arr.push(std::move(e));
-    }
-    items = arr.dump();
-    *out = ktune_warmup_result{r.keys, r.tuned, r.already_done, r.skipped, r.failed, r.compile_jobs, r.compiled,
-                               r.cache_hits, r.compile_failed, r.compile_wall_ms, r.tune_ms, r.wall_ms,
-                               r.budget_exhausted ? 1 : 0, items.c_str()};
-  });
-}
-
-ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, const uint8_t* packed_scales, int n, int k,
-                                     int num_experts, uint8_t* w_packed, uint8_t* w_scale) {
-  if (!packed_weight || !packed_scales || !w_packed || !w_scale)
-    return invalid("ktune_mxfp4_unpack_host: packed_weight, packed_scales, w_packed and w_scale must not be NULL");
-  return guarded([&] { ktune::mxfp4::unpack_host(packed_weight, packed_scales, n, k, num_experts, w_packed, w_scale); });
-}
-
 }  // extern "C"
-// ---- end of language bindings section -------------------------------------------------------------------
-
-// ---- mxfp4_gemm -----------------------------------------------------------------------------------------
-#include "ktune/mxfp4_gemm.hpp"
-#include "ktune/mxfp4_gemm_host.hpp"
-
-namespace {
-
-// threads < 0: the GPU call on `stream`; else the host call on that many threads (0: all).
-ktune_status mxfp4_call(ktune_runtime* runtime, const char* problem_key, const ktune_mxfp4_args* a, void* stream,
-                        bool grouped, const char* fn, int threads = -1) {
-  static thread_local std::string msg;
-  if (!runtime) return invalid((msg = std::string(fn) + ": runtime must not be NULL").c_str());
-  if (!problem_key) return invalid((msg = std::string(fn) + ": problem_key must not be NULL").c_str());
-  if (!a) return invalid((msg = std::string(fn) + ": args must not be NULL").c_str());
-  if (ktune_status st = check_args_header(a, "mxfp4_gemm", sizeof(*a), fn)) return st;
-  return guarded([&] {
-    const ktune::mxfp4::Problem p = ktune::mxfp4::Problem::from_key(problem_key);
-    if (p.grouped() != grouped)
-      throw ktune::Error(ktune::Status::invalid_argument, "mxfp4_gemm",
-                         std::string("problem_key: expected a ") + (grouped ? "grouped (num_experts > 1)" : "dense") +
-                             " problem for " + fn + ", got '" + problem_key + "'");
-    const ktune::Mxfp4GemmArgs d = ktune::mxfp4::args_from_c(p, *a);
-    if (threads >= 0) ktune::mxfp4_gemm_host(runtime->rt, p, d, threads);
-    else ktune::mxfp4_gemm(runtime->rt, p, d, stream);
-  });
-}
-
-}  // namespace
-
-extern "C" {
-
-void ktune_mxfp4_args_default(ktune_mxfp4_args* args) {
-  if (!args) return;
-  *args = ktune_mxfp4_args{};
-  args->struct_size = sizeof(ktune_mxfp4_args);
-  args->family_id = ktune::c_family_id("mxfp4_gemm");
-  args->layout_version = ktune::mxfp4::packed_layout_version();
-}
-
-int ktune_mxfp4_layout_version(void) { return ktune::mxfp4::packed_layout_version(); }
-
-ktune_status ktune_mxfp4_packed_bytes(int n, int k, int num_experts, int which, size_t* bytes) {
-  if (!bytes) return invalid("ktune_mxfp4_packed_bytes: bytes must not be NULL");
-  if (which != 0 && which != 1) return invalid("ktune_mxfp4_packed_bytes: which: expected 0 (weight) or 1 (scales)");
-  return guarded([&] {
-    *bytes = which == 0 ? ktune::mxfp4::packed_weight_bytes(n, k, num_experts)
-                        : ktune::mxfp4::packed_scale_bytes(n, k, num_experts);
-  });
-}
-
-ktune_status ktune_mxfp4_prepack_host(const uint8_t* w_packed, const uint8_t* w_scale, int n, int k, int num_experts,
-                                      uint8_t* out_weight, uint8_t* out_scales) {
-  return guarded([&] { ktune::mxfp4::prepack_host(w_packed, w_scale, n, k, num_experts, out_weight, out_scales); });
-}
-
-ktune_status ktune_mxfp4_gemm(ktune_runtime* runtime, const char* problem_key, const ktune_mxfp4_args* args,
-                              void* stream) {
-  return mxfp4_call(runtime, problem_key, args, stream, false, "ktune_mxfp4_gemm");
-}
-
-ktune_status ktune_mxfp4_grouped_gemm(ktune_runtime* runtime, const char* problem_key, const ktune_mxfp4_args* args,
-                                      void* stream) {
-  return mxfp4_call(runtime, problem_key, args, stream, true, "ktune_mxfp4_grouped_gemm");
-}
-
-ktune_status ktune_mxfp4_gemm_host(ktune_runtime* runtime, const char* problem_key, const ktune_mxfp4_args* args,
-                                   int threads) {
-  return mxfp4_call(runtime, problem_key, args, nullptr, false, "ktune_mxfp4_gemm_host", std::max(threads, 0));
-}
-
-ktune_status ktune_mxfp4_grouped_gemm_host(ktune_runtime* runtime, const char* problem_key,
-                                           const ktune_mxfp4_args* args, int threads) {
-  return mxfp4_call(runtime, problem_key, args, nullptr, true, "ktune_mxfp4_grouped_gemm_host", std::max(threads, 0));
-}
-
-}  // extern "C"
-// ---- end of mxfp4_gemm section ----
-
-// ---- sparse_mla_decode section ----
-#include "ktune/sparse_mla_decode.hpp"
-#include "ktune/sparse_mla_decode_host.hpp"
-
-namespace {
-
-const ktune::mla::Problem& mla_problem(const char* key) {
-  thread_local std::string last_key;
-  thread_local ktune::mla::Problem last;
-  if (last_key != key) {
-    last = ktune::mla::Problem::from_key(key);
-    last_key = key;
-  }
-  return last;
-}
-
-
-}  // namespace
-
-extern "C" {
-
-void ktune_sparse_mla_args_default(ktune_sparse_mla_args* a) {
-  if (!a) return;
-  const ktune::SparseMlaDecodeArgs d;
-  *a = ktune_sparse_mla_args{sizeof(ktune_sparse_mla_args), ktune::c_family_id("sparse_mla_decode"), d.q, d.kv_cache, d.indices, d.sinks, d.out, d.lse, d.workspace, d.workspace_bytes,
-                             d.num_tokens, d.num_pages, d.softmax_scale, d.config, d.num_splits};
-}
-
-ktune_status ktune_sparse_mla_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int num_tokens,
-                                                     const char* config, int num_splits, size_t* bytes) {
-  if (!runtime) return invalid("ktune_sparse_mla_decode_workspace_bytes: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_sparse_mla_decode_workspace_bytes: problem_key must not be NULL");
-  if (!bytes) return invalid("ktune_sparse_mla_decode_workspace_bytes: bytes must not be NULL");
-  return guarded([&] {
-    *bytes = ktune::sparse_mla_decode_workspace_bytes(runtime->rt, mla_problem(problem_key), num_tokens, config,
-                                                      num_splits);
-  });
-}
-
-ktune_status ktune_sparse_mla_decode_plan(ktune_runtime* runtime, const char* problem_key, int num_tokens,
-                                          const char* config, int num_splits, const char** plan_json) {
-  if (!runtime) return invalid("ktune_sparse_mla_decode_plan: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_sparse_mla_decode_plan: problem_key must not be NULL");
-  if (!plan_json) return invalid("ktune_sparse_mla_decode_plan: plan_json must not be NULL");
-  return guarded([&] {
-    thread_local std::string text;
-    text = ktune::plan_json(ktune::sparse_mla_decode_plan(runtime->rt, mla_problem(problem_key), num_tokens, config,
-                                                          num_splits))
-               .dump();
-    *plan_json = text.c_str();
-  });
-}
-
-ktune_status ktune_sparse_mla_decode(ktune_runtime* runtime, const char* problem_key, const ktune_sparse_mla_args* a,
-                                     void* stream) {
-  if (!runtime) return invalid("ktune_sparse_mla_decode: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_sparse_mla_decode: problem_key must not be NULL");
-  if (!a) return invalid("ktune_sparse_mla_decode: args must not be NULL");
-  if (ktune_status st = check_args_header(a, "sparse_mla_decode", sizeof(*a), "ktune_sparse_mla_decode")) return st;
-  return guarded([&] {
-    const ktune::mla::Problem& p = mla_problem(problem_key);
-    ktune::sparse_mla_decode(runtime->rt, p, ktune::mla::args_from_c(p, *a), stream);
-  });
-}
-
-ktune_status ktune_sparse_mla_decode_host(ktune_runtime* runtime, const char* problem_key,
-                                          const ktune_sparse_mla_args* a, int threads) {
-  if (!runtime) return invalid("ktune_sparse_mla_decode_host: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_sparse_mla_decode_host: problem_key must not be NULL");
-  if (!a) return invalid("ktune_sparse_mla_decode_host: args must not be NULL");
-  if (ktune_status st = check_args_header(a, "sparse_mla_decode", sizeof(*a), "ktune_sparse_mla_decode_host"))
-    return st;
-  return guarded([&] {
-    const ktune::mla::Problem& p = mla_problem(problem_key);
-    ktune::sparse_mla_decode_host(runtime->rt, p, ktune::mla::args_from_c(p, *a), threads);
-  });
-}
-
-ktune_status ktune_sparse_mla_decode_host_plan(ktune_runtime* runtime, const char* problem_key, int num_tokens,
-                                               const char* config, int num_splits, int threads,
-                                               const char** plan_json) {
-  if (!runtime) return invalid("ktune_sparse_mla_decode_host_plan: runtime must not be NULL");
-  if (!problem_key) return invalid("ktune_sparse_mla_decode_host_plan: problem_key must not be NULL");
-  if (!plan_json) return invalid("ktune_sparse_mla_decode_host_plan: plan_json must not be NULL");
-  return guarded([&] {
-    const ktune::SparseMlaHostPlan p = ktune::sparse_mla_decode_host_plan(runtime->rt, mla_problem(problem_key),
-                                                                          num_tokens, threads, config, num_splits);
-    thread_local std::string text;
-    text = "{\"config\": \"" + p.config + "\", \"source\": \"" + p.source +
-           "\", \"num_splits\": " + std::to_string(p.num_splits) +
-           ", \"workspace_bytes\": " + std::to_string(p.workspace_bytes) + ", \"threads\": " +
-           std::to_string(p.threads) + "}";
-    *plan_json = text.c_str();
-  });
-}
-
-}  // extern "C"
-// ---- end of sparse_mla_decode section ----

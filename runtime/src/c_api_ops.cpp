@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "c_api_support.hpp"
+#include "ktune_internal/c_api.hpp"
 
 struct ktune_op {
   const ktune::FamilyInfo* family = nullptr;

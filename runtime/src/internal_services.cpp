@@ -84,7 +84,7 @@ void encode_bf16_tile_map_2d(void* out, const void* base, uint64_t cols, uint64_
 
 std::shared_ptr<void> runtime_slot(Runtime& rt, const std::string& name,
                                    const std::function<std::shared_ptr<void>()>& make) {
-  Runtime::Impl& impl = rt.impl();
+  Runtime::Impl& impl = RuntimeImplAccess::of(rt);
   std::lock_guard<std::mutex> lock(impl.slots_mutex);
   auto it = impl.slots.find(name);
   if (it != impl.slots.end()) return it->second;
@@ -92,7 +92,7 @@ std::shared_ptr<void> runtime_slot(Runtime& rt, const std::string& name,
 }
 
 uint64_t tuning_generation(const Runtime& rt) {
-  return const_cast<Runtime&>(rt).impl().tuning_generation.load(std::memory_order_acquire);
+  return RuntimeImplAccess::of(rt).tuning_generation.load(std::memory_order_acquire);
 }
 
 }  // namespace ktune::internal

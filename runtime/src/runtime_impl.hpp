@@ -91,6 +91,14 @@ struct Runtime::Impl {
   void dump(const GeneratedKernel& kernel, const detail::BinaryKey& key, const std::vector<uint8_t>& blob);
 };
 
+namespace internal {
+// What runtime/src reaches a Runtime's state through (Runtime keeps Impl private to the library).
+struct RuntimeImplAccess {
+  static Runtime::Impl& of(Runtime& rt) { return *rt.impl_; }
+  static const Runtime::Impl& of(const Runtime& rt) { return *rt.impl_; }
+};
+}  // namespace internal
+
 namespace detail {
 // Loads a CUBIN on `ctx` and resolves `symbols` (binding symbol first). Throws UnloadableBinary when the
 // bytes or symbols are at fault, Error(cuda_error) otherwise.

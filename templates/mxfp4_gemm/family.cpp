@@ -2,73 +2,72 @@
 
 #include <fmt/format.h>
 
-#include <climits>
-
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
+#include "problem_json.hpp"
 #include "templates/mxfp4_gemm/spec.hpp"
 
 namespace ktune::mxfp4 {
 namespace {
 
-DType parse_dtype(const std::string& s, const char* field) {
-  if (s == "bf16") return ::ktune_common::kBF16;
-  if (s == "fp16") return ::ktune_common::kFP16;
-  throw Error(Status::invalid_argument, "mxfp4_gemm", fmt::format("{}: expected \"bf16\" or \"fp16\", got \"{}\"", field, s));
+using cache::Json;
+constexpr const char* kFamily = "mxfp4_gemm";
+
+// The problem's JSON members (docs/mxfp4_gemm.md, docs/presets.md).
+const std::vector<ProblemField>& fields() {
+  using K = ProblemField::Kind;
+  static const std::vector<ProblemField> all = {
+      {"n", K::positive_int, true, {}},
+      {"k", K::positive_int, true, {}},
+      {"num_experts", K::positive_int, false, {}},
+      {"top_k", K::positive_int, false, {}},
+      {"a_dtype", K::choice, false, {"bf16", "fp16"}},
+      {"out_dtype", K::choice, false, {"bf16", "fp16"}},
+  };
+  return all;
 }
 
-// JSON problem fields (docs/presets.md): n, k (required), num_experts, top_k, a_dtype, out_dtype. Unknown fields
-// are errors so a typo never silently builds the wrong kernel.
-std::string problem_from_json_unchecked(const std::string& text) {
-  cache::Json j;
-  try {
-    j = cache::Json::parse(text);
-  } catch (const cache::JsonError& e) {
-    throw Error(Status::invalid_argument, "mxfp4_gemm", fmt::format("problem JSON: {}", e.what()));
-  }
-  if (!j.is_object()) throw Error(Status::invalid_argument, "mxfp4_gemm", "problem JSON: expected an object");
-  static const char* known[] = {"n", "k", "num_experts", "top_k", "a_dtype", "out_dtype"};
-  for (const auto& [key, value] : j.members()) {
-    bool ok = false;
-    for (const char* k : known) ok |= key == k;
-    if (!ok) throw Error(Status::invalid_argument, "mxfp4_gemm", fmt::format("problem JSON: unknown field '{}'", key));
-  }
-  auto int_field = [&](const char* k, int fallback) -> int {
-    const cache::Json* v = j.find(k);
-    if (!v) return fallback;
-    if (!v->is_int() || v->as_int() < INT_MIN || v->as_int() > INT_MAX)
-      throw Error(Status::invalid_argument, "mxfp4_gemm", fmt::format("{}: expected an integer, got {}", k, v->dump()));
-    return static_cast<int>(v->as_int());
-  };
-  auto required_int = [&](const char* k) -> int {
-    if (!j.contains(k)) throw Error(Status::invalid_argument, "mxfp4_gemm", fmt::format("problem JSON: missing '{}'", k));
-    return int_field(k, 0);
-  };
+// Every kernel of the family: a token picks at most num_experts experts.
+void check_rules(const Json& j) {
+  const int top_k = problem_json::int_or(j, "top_k", 1), experts = problem_json::int_or(j, "num_experts", 1);
+  if (j.contains("top_k") && top_k > experts)
+    throw ProblemFieldError(kFamily, "top_k", fmt::format("expected at most num_experts, got {}", top_k));
+}
+
+DType dtype_of(const std::string& s) { return s == "fp16" ? ::ktune_common::kFP16 : ::ktune_common::kBF16; }
+
+std::string problem_from_json(const std::string& text) {
+  using problem_json::int_or;
+  using problem_json::string_or;
+  const Json j = problem_json::checked(kFamily, fields(), text);
+  check_rules(j);
   Problem p;
-  p.n = required_int("n");
-  p.k = required_int("k");
-  p.num_experts = int_field("num_experts", 1);
-  p.top_k = int_field("top_k", 1);
-  p.a_dtype = parse_dtype(j.get_string("a_dtype", "bf16"), "a_dtype");
-  p.out_dtype = parse_dtype(j.get_string("out_dtype", j.get_string("a_dtype", "bf16")), "out_dtype");
+  p.n = int_or(j, "n", 0);
+  p.k = int_or(j, "k", 0);
+  p.num_experts = int_or(j, "num_experts", 1);
+  p.top_k = int_or(j, "top_k", 1);
+  p.a_dtype = dtype_of(string_or(j, "a_dtype", "bf16"));
+  p.out_dtype = dtype_of(string_or(j, "out_dtype", string_or(j, "a_dtype", "bf16")));
   p.validate();
   return p.key();
 }
 
-std::string problem_from_json(const std::string& text) {
-  try {
-    return problem_from_json_unchecked(text);
-  } catch (const cache::JsonError& e) {
-    throw Error(Status::invalid_argument, "mxfp4_gemm", fmt::format("problem JSON: {}", e.what()));
-  }
+// Tensor parallelism splits the weight by output columns (tp_split "n") or by the reduction (tp_split "k").
+std::string shard(const std::string& problem, int tp, const std::string& tp_split) {
+  Json j = Json::parse(problem);
+  if (tp_split == "n") problem_json::divide(kFamily, j, "n", tp);
+  if (tp_split == "k") problem_json::divide(kFamily, j, "k", tp);
+  return j.dump();
 }
 
 }  // namespace
 
 FamilyInfo family_info() {
   FamilyInfo f;
-  f.name = "mxfp4_gemm";
+  f.name = kFamily;
   f.description = "W4A16 GEMM with OCP MXFP4 weights (e2m1 + e8m0 per 32), dense or grouped over MoE experts";
+  f.problem_fields = fields();
+  f.check_problem_fields = [](const std::string& json) { check_rules(Json::parse(json)); };
   f.canonical_problem = [](const std::string& key) { return Problem::from_key(key).key(); };
   f.problem_from_json = problem_from_json;
   f.default_config = [](const std::string& key, const Arch& arch) {
@@ -96,6 +95,11 @@ FamilyInfo family_info() {
   };
   f.prepare_c_op = prepare_c_op;
   f.c_args_size = sizeof(ktune_mxfp4_args);
+  f.tuning_dims = {"tokens"};
+  f.workload = make_workload;
+  f.host_workload = make_host_workload;
+  f.shard_problem = shard;
+  f.tp_splits = {"n", "k", "none"};
   return f;
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/dtype.h"
+#include "../common/dtype.h"  // relative: the same in the installed tree (ktune/common/)
 #include "ktune/arch.hpp"
 #include "ktune/export.hpp"
 #include "ktune/kernel_spec.hpp"

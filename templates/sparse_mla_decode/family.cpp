@@ -2,69 +2,71 @@
 
 #include <fmt/format.h>
 
-#include <climits>
-
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
+#include "problem_json.hpp"
 #include "templates/sparse_mla_decode/spec.hpp"
 
 namespace ktune::mla {
 namespace {
 
+using cache::Json;
 constexpr const char* kFamily = "sparse_mla_decode";
 
-// JSON problem fields (docs/presets.md): num_heads, kv_lora_rank, rope_dim, topk (required), page_size,
-// q_dtype ("bf16"), kv_dtype ("bf16" | "fp8_ds_mla"), max_q_len, checked. Unknown fields are errors.
-std::string problem_from_json_unchecked(const std::string& text) {
-  cache::Json j;
-  try {
-    j = cache::Json::parse(text);
-  } catch (const cache::JsonError& e) {
-    throw Error(Status::invalid_argument, kFamily, fmt::format("problem JSON: {}", e.what()));
-  }
-  if (!j.is_object()) throw Error(Status::invalid_argument, kFamily, "problem JSON: expected an object");
-  static const char* known[] = {"num_heads", "kv_lora_rank", "rope_dim", "topk",     "page_size",
-                                "q_dtype",   "kv_dtype",     "max_q_len", "checked"};
-  for (const auto& [key, value] : j.members()) {
-    bool ok = false;
-    for (const char* k : known) ok |= key == k;
-    if (!ok) throw Error(Status::invalid_argument, kFamily, fmt::format("problem JSON: unknown field '{}'", key));
-  }
-  auto int_field = [&](const char* k, int fallback) -> int {
-    const cache::Json* v = j.find(k);
-    if (!v) return fallback;
-    if (!v->is_int() || v->as_int() < INT_MIN || v->as_int() > INT_MAX)
-      throw Error(Status::invalid_argument, kFamily, fmt::format("{}: expected an integer, got {}", k, v->dump()));
-    return static_cast<int>(v->as_int());
+// The problem's JSON members (docs/sparse_mla_decode.md, docs/presets.md).
+const std::vector<ProblemField>& fields() {
+  using K = ProblemField::Kind;
+  static const std::vector<ProblemField> all = {
+      {"num_heads", K::positive_int, true, {}},
+      {"kv_lora_rank", K::positive_int, true, {}},
+      {"rope_dim", K::positive_int, true, {}},
+      {"topk", K::positive_int, true, {}},
+      {"page_size", K::positive_int, false, {}},
+      {"q_dtype", K::choice, false, {"bf16"}},
+      {"kv_dtype", K::choice, false, {"bf16", "fp8_ds_mla"}},
+      {"max_q_len", K::positive_int, false, {}},
+      {"checked", K::boolean, false, {}},
   };
-  auto required_int = [&](const char* k) -> int {
-    if (!j.contains(k)) throw Error(Status::invalid_argument, kFamily, fmt::format("problem JSON: missing '{}'", k));
-    return int_field(k, 0);
-  };
+  return all;
+}
+
+std::string problem_from_json(const std::string& text) {
+  using problem_json::int_or;
+  const Json j = problem_json::checked(kFamily, fields(), text);
   Problem p;
-  p.num_heads = required_int("num_heads");
-  p.kv_lora_rank = required_int("kv_lora_rank");
-  p.rope_dim = required_int("rope_dim");
-  p.topk = required_int("topk");
-  p.page_size = int_field("page_size", 64);
-  const std::string q = j.get_string("q_dtype", "bf16");
-  if (q != "bf16") throw Error(Status::invalid_argument, kFamily, fmt::format("q_dtype: expected \"bf16\", got \"{}\"", q));
-  const std::string kv = j.get_string("kv_dtype", "fp8_ds_mla");
-  if (kv == "fp8_ds_mla") p.kv_format = KvFormat::Fp8DsMla;
-  else if (kv == "bf16") p.kv_format = KvFormat::Bf16;
-  else throw Error(Status::invalid_argument, kFamily, fmt::format("kv_dtype: expected \"fp8_ds_mla\" or \"bf16\", got \"{}\"", kv));
-  p.max_q_len = int_field("max_q_len", 1);
-  p.checked = j.get_bool("checked", false);
+  p.num_heads = int_or(j, "num_heads", 0);
+  p.kv_lora_rank = int_or(j, "kv_lora_rank", 0);
+  p.rope_dim = int_or(j, "rope_dim", 0);
+  p.topk = int_or(j, "topk", 0);
+  p.page_size = int_or(j, "page_size", 64);
+  p.kv_format = problem_json::string_or(j, "kv_dtype", "fp8_ds_mla") == "bf16" ? KvFormat::Bf16 : KvFormat::Fp8DsMla;
+  p.max_q_len = int_or(j, "max_q_len", 1);
+  p.checked = problem_json::bool_or(j, "checked", false);
   p.validate();
   return p.key();
 }
 
-std::string problem_from_json(const std::string& text) {
-  try {
-    return problem_from_json_unchecked(text);
-  } catch (const cache::JsonError& e) {  // a field of the wrong type
-    throw Error(Status::invalid_argument, kFamily, fmt::format("problem JSON: {}", e.what()));
-  }
+// Tensor parallelism splits the query heads; the one latent KV head is replicated.
+std::string shard(const std::string& problem, int tp, const std::string&) {
+  Json j = Json::parse(problem);
+  problem_json::divide(kFamily, j, "num_heads", tp);
+  return j.dump();
+}
+
+// K draft tokens (MTP): every request has K + 1 independent query tokens.
+std::string with_spec_tokens(const std::string& problem, int spec_tokens) {
+  Json j = Json::parse(problem);
+  j.set("max_q_len", spec_tokens + 1);
+  return j.dump();
+}
+
+// Every query token reads its topk rows, however long the context: batch x max_q_len x topk.
+int64_t work_tokens(const std::string& problem, const TuningBuckets& buckets) {
+  int64_t batch = 1;
+  for (const auto& [dim, value] : buckets)
+    if (dim == "b") batch = value;
+  const Json j = Json::parse(problem);
+  return batch * problem_json::int_or(j, "max_q_len", 1) * problem_json::int_or(j, "topk", 1);
 }
 
 }  // namespace
@@ -73,6 +75,7 @@ FamilyInfo family_info() {
   FamilyInfo f;
   f.name = kFamily;
   f.description = "DeepSeek V3.2 sparse MLA decode (top-k slots, one latent KV head, fp8_ds_mla or BF16 cache, sinks)";
+  f.problem_fields = fields();
   f.canonical_problem = [](const std::string& key) { return Problem::from_key(key).key(); };
   f.problem_from_json = problem_from_json;
   f.default_config = [](const std::string& key, const Arch& arch) {
@@ -96,6 +99,13 @@ FamilyInfo family_info() {
   };
   f.prepare_c_op = prepare_c_op;
   f.c_args_size = sizeof(ktune_sparse_mla_args);
+  f.tuning_dims = {"batch"};  // the work is bounded by topk, not by the KV length
+  f.workload = make_workload;
+  f.host_workload = make_host_workload;
+  f.work_tokens = work_tokens;
+  f.work_tokens_text = "batch x topk";
+  f.shard_problem = shard;
+  f.apply_spec_tokens = with_spec_tokens;
   return f;
 }
 

@@ -1,4 +1,4 @@
-// xqa_decode behind the uniform FamilyInfo interface (CLI, C API, tuner).
+// xqa_decode behind the uniform FamilyInfo interface (CLI, C API, presets, tuner).
 #pragma once
 
 #include <memory>
@@ -16,5 +16,10 @@ FamilyInfo family_info();
 XqaDecodeArgs args_from_c(const Problem& problem, const ktune_xqa_args& args);
 // FamilyInfo::prepare_c_op: the prepared op behind ktune_op_prepare.
 std::unique_ptr<COp> prepare_c_op(Runtime& rt, const std::string& problem_key);
+// FamilyInfo::workload / host_workload: the tuner's inputs (workload.cpp, workload_host.cpp; built into
+// autotune/, buckets b = batch and l = seq_len).
+std::unique_ptr<autotune::Workload> make_workload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets);
+std::unique_ptr<autotune::Workload> make_host_workload(Runtime& rt, const std::string& problem_key,
+                                                       const TuningBuckets& buckets);
 
 }  // namespace ktune::xqa

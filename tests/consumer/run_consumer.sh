@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build tree into a temp prefix and builds + runs examples/consumer against it (find_package),
+# Installs the build tree into a temp prefix, checks that it installs headers under include/ktune/ only and
+# that each compiles with -I<prefix>/include alone, builds + runs examples/consumer against it (find_package),
 # then builds and runs the C consumer with nothing but `pkg-config --cflags --libs ktune` from that prefix (the
 # .pc file is relocatable), and checks that the installed binaries carry no debug info (stripped install).
 # Usage: run_consumer.sh <build dir> <source dir>
@@ -8,6 +9,21 @@ build=$1 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+# Public headers are installed under ktune/ only: a consumer's include path gets no generic names
+# (common/dtype.h, xqa_decode/spec.hpp, ...), and every installed header compiles with nothing but it.
+top=$(ls "$tmp/prefix/include")
+if [ "$top" != "ktune" ]; then
+  echo "FAIL: $tmp/prefix/include holds: $(echo $top) (expected only ktune/)"
+  exit 1
+fi
+for h in "$tmp"/prefix/include/ktune/*.hpp "$tmp"/prefix/include/ktune/ktune.h; do
+  name=${h#"$tmp/prefix/include/"}
+  if ! echo "#include \"$name\"" | c++ -std=c++17 -fsyntax-only -I"$tmp/prefix/include" -x c++ - 2>"$tmp/hdr.log"; then
+    echo "FAIL: installed $name does not compile with -I<prefix>/include alone:"
+    cat "$tmp/hdr.log"
+    exit 1
+  fi
+done
 cmake -S "$src/examples/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/consumer" -j 2 >/dev/null
 export LD_LIBRARY_PATH="$tmp/prefix/lib"

@@ -135,6 +135,7 @@ TEST_CASE("bad input: every FamilyInfo function rejects a bad problem or config 
     // Limits of a device that can run nothing: an empty search space, not an error or a crash.
     DeviceLimits none;
     none.max_smem_per_block_optin = 0;
+    none.max_threads_per_block = 0;
     CHECK(f.search_space(good, arch, none).empty());
     CHECK(f.description.size() > 0);
   }

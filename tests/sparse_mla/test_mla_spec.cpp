@@ -110,13 +110,13 @@ TEST_CASE("sparse_mla_decode JSON problems and their errors", "[sparse_mla]") {
                             R"("kv_dtype":"bf16","max_q_len":2,"checked":true})") ==
         "h16.r512.d64.k512.p256.bf16-bf16.q2.chk");
   const auto err = [&](const char* j) { return error_of([&] { f.problem_from_json(j); }); };
-  CHECK_THAT(err(R"({"num_heads":128,"kv_lora_rank":512,"rope_dim":64})"), Catch::Contains("missing 'topk'"));
+  CHECK_THAT(err(R"({"num_heads":128,"kv_lora_rank":512,"rope_dim":64})"), Catch::Contains("topk: required field missing"));
   CHECK_THAT(err(R"({"num_heads":128,"kv_lora_rank":512,"rope_dim":64,"topk":2048,"kv_dtype":"fp8"})"),
              Catch::Contains("kv_dtype: expected"));
   CHECK_THAT(err(R"({"num_heads":128,"kv_lora_rank":512,"rope_dim":64,"topk":2048,"q_dtype":"fp16"})"),
              Catch::Contains("q_dtype: expected"));
   CHECK_THAT(err(R"({"num_heads":128,"kv_lora_rank":512,"rope_dim":64,"topk":2048,"window":3})"),
-             Catch::Contains("unknown field 'window'"));
+             Catch::Contains("window: unknown field (expected one of num_heads,"));
   CHECK_THAT(err(R"({"num_heads":96,"kv_lora_rank":512,"rope_dim":64,"topk":2048})"), Catch::Contains("num_heads"));
   CHECK_THAT(err(R"({"num_heads":128,"kv_lora_rank":500,"rope_dim":64,"topk":2048})"), Catch::Contains("kv_lora_rank"));
   CHECK_THAT(err(R"({"num_heads":128,"kv_lora_rank":512,"rope_dim":32,"topk":2048})"), Catch::Contains("rope_dim"));
@@ -124,7 +124,7 @@ TEST_CASE("sparse_mla_decode JSON problems and their errors", "[sparse_mla]") {
   CHECK_THAT(err(R"({"num_heads":128,"kv_lora_rank":512,"rope_dim":64,"topk":2048,"page_size":100})"),
              Catch::Contains("page_size"));
   CHECK_THAT(err(R"({"num_heads":4294967424,"kv_lora_rank":512,"rope_dim":64,"topk":2048})"),
-             Catch::Contains("num_heads: expected an integer"));
+             Catch::Contains("num_heads: expected a positive integer, got 4294967424"));
   CHECK_THAT(err("[1]"), Catch::Contains("expected an object"));
 }
 

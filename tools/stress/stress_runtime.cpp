@@ -22,7 +22,7 @@
 #include "ktune/cache_admin.hpp"
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
-#include "nvrtc_api.hpp"
+#include "ktune_internal/compiler.hpp"
 #include "stress_common.hpp"
 #include "support/test_kernels.hpp"
 
@@ -145,7 +145,7 @@ int run_runtime_race(Options& o) {
   const bool keep = o.flag("keep");
   o.done();
   std::string why;
-  if (parent_nvrtc && !detail::try_nvrtc(&why)) {
+  if (parent_nvrtc && !internal::nvrtc_loadable(&why)) {
     fmt::print("ktune_stress runtime: SKIPPED: {}\n", why);
     return 77;
   }

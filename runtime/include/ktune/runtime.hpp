@@ -15,6 +15,11 @@
 
 namespace ktune {
 
+class Runtime;
+namespace internal {
+struct RuntimeImplAccess;  // runtime/src/runtime_impl.hpp
+}
+
 // Environment knobs (README lists them): KTUNE_CACHE (search path of databases, ':'-separated; the first
 // writable one receives new entries), KTUNE_CACHE_READONLY=1, KTUNE_JIT=0 (a cache miss is an error, never a
 // compile), KTUNE_LOG=debug|info|warn|error, KTUNE_DUMP=DIR (write generated source and binaries there),
@@ -160,10 +165,10 @@ class KTUNE_API Runtime {
   // Why the latest compiled binary was not stored ("" if every one was): see RuntimeStats::store_failures.
   std::string last_store_failure() const;
 
-  struct Impl;
-  Impl& impl() { return *impl_; }  // for the tuner and tools inside the library
+  struct Impl;  // runtime/src/runtime_impl.hpp
 
  private:
+  friend struct internal::RuntimeImplAccess;  // the runtime's own sources (runtime/src) reach Impl through it
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,5 +1,5 @@
-// What the C API's translation units share: the runtime handle, and exceptions turned into status codes plus
-// the thread's last error message.
+// What the C API's translation units share (runtime/src/c_api*.cpp, autotune/c_api_warmup.cpp): the runtime
+// handle, and exceptions turned into status codes plus the thread's last error message.
 #pragma once
 
 #include <cstdint>

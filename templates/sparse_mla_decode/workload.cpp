@@ -14,20 +14,20 @@
 
 #include <fmt/format.h>
 
-#include "autotune/mla_rows.hpp"
 #include "autotune/workload.hpp"
 #include "common/numerics.cuh"
-#include "driver_api.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "ktune/sparse_mla_decode.hpp"
+#include "ktune_internal/gpu.hpp"
+#include "sparse_mla_decode/family.hpp"
 #include "sparse_mla_decode/spec.hpp"
+#include "sparse_mla_decode/workload_rows.hpp"
 
 namespace ktune::autotune {
 
 namespace {
 
-using namespace detail;
 namespace kc = ::ktune_common;
 using mla::Problem;
 
@@ -41,39 +41,24 @@ constexpr int kPoolRows = 4096;  // distinct random cache rows, tiled over the w
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t bytes) : bytes_(bytes) {
-    check_cu(driver().cuMemAlloc(&ptr_, std::max<size_t>(bytes, 16)), "cuMemAlloc (sparse_mla_decode workload)");
-  }
-  ~Buffer() {
-    if (ptr_)
-      if (const DriverApi* cu = try_driver()) cu->cuMemFree(ptr_);
-  }
-  Buffer(Buffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0; }
-  Buffer& operator=(Buffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  void* get() const { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
-  size_t bytes() const { return bytes_; }
-  void upload(const void* src, size_t n, size_t offset = 0) {
-    check_cu(driver().cuMemcpyHtoD(ptr_ + offset, src, n), "cuMemcpyHtoD (sparse_mla_decode workload)");
-  }
+  explicit Buffer(size_t bytes) : mem_(bytes, "cuMemAlloc (sparse_mla_decode workload)") {}
+  void* get() const { return mem_.get(); }
+  size_t bytes() const { return mem_.bytes(); }
+  void upload(const void* src, size_t n, size_t offset = 0) { mem_.upload(src, n, offset); }
   // Fills the buffer by repeating `pool` (whole rows), starting at a different row per chunk.
   void fill_rows(const std::vector<unsigned char>& pool, size_t row_bytes, uint64_t salt) {
     const size_t rows = pool.size() / row_bytes;
     size_t off = 0, i = 0;
-    while (off < bytes_) {
+    while (off < bytes()) {
       const size_t start = ((salt + i++ * 7919u) % rows) * row_bytes;
-      const size_t n = std::min(pool.size() - start, bytes_ - off);
+      const size_t n = std::min(pool.size() - start, bytes() - off);
       upload(pool.data() + start, n, off);
       off += n;
     }
   }
 
  private:
-  CUdeviceptr ptr_ = 0;
-  size_t bytes_ = 0;
+  internal::DeviceBuffer mem_;
 };
 
 class SparseMlaWorkload final : public Workload {
@@ -95,7 +80,7 @@ class SparseMlaWorkload final : public Workload {
     const SparseMlaDecodePlan plan = sparse_mla_decode_plan(rt_, p_, num_tokens_, forced_config(config));
     grow_workspace(plan.workspace_bytes);
     launch(config, nullptr);  // loads (or compiles) the kernel; timing never includes it
-    check_cu(driver().cuCtxSynchronize(), "sparse_mla_decode workload: first call");
+    internal::synchronize_device("sparse_mla_decode workload: first call");
   }
 
   ChosenConfig chosen(const std::string& config) override {
@@ -134,14 +119,10 @@ class SparseMlaWorkload final : public Workload {
     kv_bytes_read_ = double(num_tokens_) * p_.topk * rb;
     flops_ = 2.0 * num_tokens_ * H * double(p_.topk) * (dim + lat);
 
-    const DriverApi& cu = driver();
-    CUdevice dev = 0;
-    check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-    const DeviceLimits lim = device_limits(static_cast<int>(dev));
+    const DeviceLimits lim = device_limits(internal::current_device_ordinal());
     const double copy_bytes = double(kv_bytes) + q_bytes_ + out_bytes_;
     int copies = std::min<int>(kMaxCopies, static_cast<int>(2.0 * lim.l2_bytes / copy_bytes) + 1);
-    size_t free_b = 0, total_b = 0;
-    check_cu(cu.cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo");
+    const size_t free_b = internal::device_memory_info().free_bytes;
     const double usable = 0.85 * double(free_b);
     if (copy_bytes > usable)
       throw Error(Status::unsupported, "sparse_mla_decode workload",
@@ -226,9 +207,13 @@ class SparseMlaWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_sparse_mla_decode_workload(Runtime& rt, const std::string& problem_key,
-                                                          const std::vector<std::pair<std::string, int64_t>>& buckets) {
-  return std::make_unique<SparseMlaWorkload>(rt, problem_key, buckets);
+}  // namespace ktune::autotune
+
+namespace ktune::mla {
+
+std::unique_ptr<autotune::Workload> make_workload(Runtime& rt, const std::string& problem_key,
+                                                  const TuningBuckets& buckets) {
+  return std::make_unique<autotune::SparseMlaWorkload>(rt, problem_key, buckets);
 }
 
-}  // namespace ktune::autotune
+}  // namespace ktune::mla

@@ -15,12 +15,13 @@
 
 #include <fmt/format.h>
 
-#include "autotune/mla_rows.hpp"
 #include "autotune/workload.hpp"
 #include "common/numerics.cuh"
 #include "ktune/error.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
+#include "sparse_mla_decode/family.hpp"
 #include "sparse_mla_decode/spec.hpp"
+#include "sparse_mla_decode/workload_rows.hpp"
 
 namespace ktune::autotune {
 namespace {
@@ -157,9 +158,13 @@ class SparseMlaHostWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_sparse_mla_decode_host_workload(Runtime& rt, const std::string& problem_key,
-                                                               const std::vector<std::pair<std::string, int64_t>>& buckets) {
-  return std::make_unique<SparseMlaHostWorkload>(rt, problem_key, buckets);
+}  // namespace ktune::autotune
+
+namespace ktune::mla {
+
+std::unique_ptr<autotune::Workload> make_host_workload(Runtime& rt, const std::string& problem_key,
+                                                  const TuningBuckets& buckets) {
+  return std::make_unique<autotune::SparseMlaHostWorkload>(rt, problem_key, buckets);
 }
 
-}  // namespace ktune::autotune
+}  // namespace ktune::mla

@@ -19,6 +19,7 @@
 #include "common/numerics.cuh"
 #include "ktune/error.hpp"
 #include "ktune/xqa_decode_host.hpp"
+#include "xqa_decode/family.hpp"
 #include "xqa_decode/spec.hpp"
 
 namespace ktune::autotune {
@@ -196,9 +197,13 @@ class XqaHostWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_xqa_host_workload(Runtime& rt, const std::string& problem_key,
-                                                 const std::vector<std::pair<std::string, int64_t>>& buckets) {
-  return std::make_unique<XqaHostWorkload>(rt, problem_key, buckets);
+}  // namespace ktune::autotune
+
+namespace ktune::xqa {
+
+std::unique_ptr<autotune::Workload> make_host_workload(Runtime& rt, const std::string& problem_key,
+                                                  const TuningBuckets& buckets) {
+  return std::make_unique<autotune::XqaHostWorkload>(rt, problem_key, buckets);
 }
 
-}  // namespace ktune::autotune
+}  // namespace ktune::xqa

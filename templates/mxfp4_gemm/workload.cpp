@@ -14,16 +14,16 @@
 
 #include "autotune/workload.hpp"
 #include "common/numerics.cuh"
-#include "driver_api.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "ktune/mxfp4_gemm.hpp"
+#include "ktune_internal/gpu.hpp"
+#include "mxfp4_gemm/family.hpp"
 #include "mxfp4_gemm/spec.hpp"
 
 namespace ktune::autotune {
 namespace {
 
-using namespace detail;
 namespace kc = ::ktune_common;
 using mxfp4::Problem;
 
@@ -34,35 +34,23 @@ constexpr int kMaxCopies = 16;
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t bytes) : bytes_(bytes) {
-    check_cu(driver().cuMemAlloc(&ptr_, std::max<size_t>(bytes, 16)), "cuMemAlloc (mxfp4_gemm workload)");
-  }
-  ~Buffer() {
-    if (ptr_)
-      if (const DriverApi* cu = try_driver()) cu->cuMemFree(ptr_);
-  }
-  Buffer(Buffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0; }
-  Buffer& operator=(Buffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  void* get() const { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
+  explicit Buffer(size_t bytes) : mem_(bytes, "cuMemAlloc (mxfp4_gemm workload)") {}
+  void* get() const { return mem_.get(); }
+  void upload(const void* src, size_t n, size_t offset = 0) { mem_.upload(src, n, offset); }
   // Fills the buffer from a host pool (repeating it at shifting offsets).
   void fill(const std::vector<unsigned char>& pool) {
     size_t off = 0, i = 0;
     const size_t chunk = pool.size() / 2;
-    while (off < bytes_) {
-      const size_t n = std::min(chunk, bytes_ - off);
+    while (off < mem_.bytes()) {
+      const size_t n = std::min(chunk, mem_.bytes() - off);
       const size_t src = ((i++ * 7919u) % chunk) & ~size_t(15);
-      check_cu(driver().cuMemcpyHtoD(ptr_ + off, pool.data() + src, n), "cuMemcpyHtoD (mxfp4_gemm workload)");
+      upload(pool.data() + src, n, off);
       off += n;
     }
   }
 
  private:
-  CUdeviceptr ptr_ = 0;
-  size_t bytes_ = 0;
+  internal::DeviceBuffer mem_;
 };
 
 class Mxfp4Workload final : public Workload {
@@ -81,7 +69,7 @@ class Mxfp4Workload final : public Workload {
 
   void prepare(const std::string& config) override {
     launch(config, nullptr);
-    check_cu(driver().cuCtxSynchronize(), "mxfp4_gemm workload: first call");
+    internal::synchronize_device("mxfp4_gemm workload: first call");
   }
 
   ChosenConfig chosen(const std::string& config) override {
@@ -128,20 +116,15 @@ class Mxfp4Workload final : public Workload {
         experts_used += count[e] > 0;
       }
       offsets_ = Buffer(off.size() * 4);
-      check_cu(driver().cuMemcpyHtoD(static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(offsets_.get())), off.data(), off.size() * 4),
-               "cuMemcpyHtoD (offsets)");
+      offsets_.upload(off.data(), off.size() * 4);
     }
     // Bytes that must move: the weights (and scales) of the experts in use, activations in, outputs out.
     bytes_ = double(wb + sb) / p_.num_experts * experts_used + double(ab) + double(cb);
 
-    const DriverApi& cu = driver();
-    CUdevice dev = 0;
-    check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-    const DeviceLimits lim = device_limits(static_cast<int>(dev));
+    const DeviceLimits lim = device_limits(internal::current_device_ordinal());
     const double copy_bytes = double(wb + sb + ab + cb);
     int copies = std::min<int>(kMaxCopies, int(2.0 * lim.l2_bytes / copy_bytes) + 1);
-    size_t free_b = 0, total_b = 0;
-    check_cu(cu.cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo");
+    const size_t free_b = internal::device_memory_info().free_bytes;
     const double usable = 0.8 * double(free_b);
     if (copy_bytes > usable)
       throw Error(Status::unsupported, "mxfp4_gemm workload",
@@ -180,9 +163,13 @@ class Mxfp4Workload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_mxfp4_gemm_workload(Runtime& rt, const std::string& problem_key,
-                                                   const std::vector<std::pair<std::string, int64_t>>& buckets) {
-  return std::make_unique<Mxfp4Workload>(rt, problem_key, buckets);
+}  // namespace ktune::autotune
+
+namespace ktune::mxfp4 {
+
+std::unique_ptr<autotune::Workload> make_workload(Runtime& rt, const std::string& problem_key,
+                                                  const TuningBuckets& buckets) {
+  return std::make_unique<autotune::Mxfp4Workload>(rt, problem_key, buckets);
 }
 
-}  // namespace ktune::autotune
+}  // namespace ktune::mxfp4

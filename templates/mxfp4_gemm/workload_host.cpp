@@ -20,6 +20,7 @@
 #include "common/numerics.cuh"
 #include "ktune/error.hpp"
 #include "ktune/mxfp4_gemm_host.hpp"
+#include "mxfp4_gemm/family.hpp"
 #include "mxfp4_gemm/spec.hpp"
 
 namespace ktune::autotune {
@@ -160,9 +161,13 @@ class Mxfp4HostWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_mxfp4_gemm_host_workload(Runtime& rt, const std::string& problem_key,
-                                                        const std::vector<std::pair<std::string, int64_t>>& buckets) {
-  return std::make_unique<Mxfp4HostWorkload>(rt, problem_key, buckets);
+}  // namespace ktune::autotune
+
+namespace ktune::mxfp4 {
+
+std::unique_ptr<autotune::Workload> make_host_workload(Runtime& rt, const std::string& problem_key,
+                                                  const TuningBuckets& buckets) {
+  return std::make_unique<autotune::Mxfp4HostWorkload>(rt, problem_key, buckets);
 }
 
-}  // namespace ktune::autotune
+}  // namespace ktune::mxfp4

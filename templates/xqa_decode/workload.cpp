@@ -18,17 +18,17 @@
 #include "autotune/workload.hpp"
 #include "common/mask.cuh"
 #include "common/numerics.cuh"
-#include "driver_api.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "ktune/xqa_decode.hpp"
+#include "ktune_internal/gpu.hpp"
+#include "xqa_decode/family.hpp"
 #include "xqa_decode/spec.hpp"
 
 namespace ktune::autotune {
 
 namespace {
 
-using namespace detail;
 namespace kc = ::ktune_common;
 using xqa::MaskKind;
 using xqa::Problem;
@@ -71,30 +71,16 @@ std::vector<unsigned char> random_pool(int dtype, size_t bytes, uint64_t seed) {
 class DeviceAlloc {
  public:
   DeviceAlloc() = default;
-  explicit DeviceAlloc(size_t bytes) : bytes_(bytes) {
-    check_cu(driver().cuMemAlloc(&ptr_, std::max<size_t>(bytes, 16)), "cuMemAlloc (xqa_decode workload)");
-  }
-  ~DeviceAlloc() {
-    if (ptr_)
-      if (const DriverApi* cu = try_driver()) cu->cuMemFree(ptr_);
-  }
-  DeviceAlloc(DeviceAlloc&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = 0; }
-  DeviceAlloc& operator=(DeviceAlloc&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  void* get() const { return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr_)); }
-  size_t bytes() const { return bytes_; }
-  void upload(const void* src, size_t n, size_t offset = 0) {
-    check_cu(driver().cuMemcpyHtoD(ptr_ + offset, src, n), "cuMemcpyHtoD (xqa_decode workload)");
-  }
+  explicit DeviceAlloc(size_t bytes) : mem_(bytes, "cuMemAlloc (xqa_decode workload)") {}
+  void* get() const { return mem_.get(); }
+  size_t bytes() const { return mem_.bytes(); }
+  void upload(const void* src, size_t n, size_t offset = 0) { mem_.upload(src, n, offset); }
   // Fills the whole buffer from `pool`, each chunk starting at a different pool offset (element aligned).
   void fill_from(const std::vector<unsigned char>& pool, int elem_bytes) {
     const size_t chunk = pool.size() / 2;
     size_t off = 0, i = 0;
-    while (off < bytes_) {
-      const size_t n = std::min(chunk, bytes_ - off);
+    while (off < bytes()) {
+      const size_t n = std::min(chunk, bytes() - off);
       const size_t src = ((i++ * 7919u * 16u) % chunk) / elem_bytes * elem_bytes;
       upload(pool.data() + src, n, off);
       off += n;
@@ -102,8 +88,7 @@ class DeviceAlloc {
   }
 
  private:
-  CUdeviceptr ptr_ = 0;
-  size_t bytes_ = 0;
+  internal::DeviceBuffer mem_;
 };
 
 class XqaWorkload final : public Workload {
@@ -125,7 +110,7 @@ class XqaWorkload final : public Workload {
     grow_workspace(plan.workspace_bytes);
     // One real call loads (or compiles) the kernel; timing never includes it.
     launch(config, nullptr);
-    check_cu(driver().cuCtxSynchronize(), "xqa_decode workload: first call");
+    internal::synchronize_device("xqa_decode workload: first call");
   }
 
   ChosenConfig chosen(const std::string& config) override {
@@ -169,14 +154,10 @@ class XqaWorkload final : public Workload {
     flops_ = 4.0 * QL * p_.group_size() * tokens_read * D * HKV * batch_;
 
     // Rotating copies: their total exceeds 2x L2 (one copy of a large shape already does).
-    const DriverApi& cu = driver();
-    CUdevice dev = 0;
-    check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-    const DeviceLimits lim = device_limits(static_cast<int>(dev));
+    const DeviceLimits lim = device_limits(internal::current_device_ordinal());
     const double copy_bytes = double(kv_bytes) + q_bytes_ + out_bytes_;
     int copies = std::min<int>(kMaxCopies, static_cast<int>(2.0 * lim.l2_bytes / copy_bytes) + 1);
-    size_t free_b = 0, total_b = 0;
-    check_cu(cu.cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo");
+    const size_t free_b = internal::device_memory_info().free_bytes;
     const double usable = 0.85 * double(free_b);
     if (copy_bytes > usable)
       throw Error(Status::unsupported, "xqa_decode workload",
@@ -272,9 +253,12 @@ class XqaWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_xqa_decode_workload(Runtime& rt, const std::string& problem_key,
-                                                   const std::vector<std::pair<std::string, int64_t>>& buckets) {
-  return std::make_unique<XqaWorkload>(rt, problem_key, buckets);
+}  // namespace ktune::autotune
+
+namespace ktune::xqa {
+
+std::unique_ptr<autotune::Workload> make_workload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets) {
+  return std::make_unique<autotune::XqaWorkload>(rt, problem_key, buckets);
 }
 
-}  // namespace ktune::autotune
+}  // namespace ktune::xqa

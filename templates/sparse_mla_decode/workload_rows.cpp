@@ -1,4 +1,4 @@
-#include "autotune/mla_rows.hpp"
+#include "sparse_mla_decode/workload_rows.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,19 @@
+// example_scale's registry entry and the tuner's inputs (workload.cpp).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "example_family/scale.hpp"
+#include "ktune/family.hpp"
+
+namespace ktune::example {
+
+FamilyInfo family_info();
+
+// FamilyInfo::workload / host_workload: rotating inputs of one (problem, bucket m = rows).
+std::unique_ptr<autotune::Workload> make_workload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets);
+std::unique_ptr<autotune::Workload> make_host_workload(Runtime& rt, const std::string& problem_key,
+                                                       const TuningBuckets& buckets);
+
+}  // namespace ktune::example

@@ -1,0 +1,351 @@
+// example_scale through everything a family goes through, with no edit outside its folder but its registration
+// (register.cpp): the registry, the one problem schema (JSON, presets, the C API's ktune_problem_key), NVRTC
+// compile for sm_90a and the cache, the C op (ktune_op_prepare / run / plan), and on the host CPU (LLVM backend)
+// the call, tune, warmup and replay. The [gpu] cases run the same on a GPU. The CLI and Python parts run as
+// ctest scripts against libktune_example.so (CMakeLists.txt here).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "autotune/host_tuner.hpp"
+#include "autotune/plan.hpp"
+#include "autotune/presets.hpp"
+#include "autotune/tuner.hpp"
+#include "autotune/warmup.hpp"
+#include "common/numerics.cuh"
+#include "example_family/family.hpp"
+#include "host/host_support.hpp"
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+#include "ktune/ktune.h"
+#include "ktune/tuning.hpp"
+#include "support/gpu.hpp"
+#include "support/skip.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace ktune;
+namespace kc = ::ktune_common;
+
+namespace {
+
+constexpr const char* kName = "example_scale";
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A preset of one example op; buckets batch 1..4 give the tokens buckets m1, m2, m4.
+const char* const kPreset = R"({"name": "scale-only", "buckets": {"batch": {"min": 1, "max": 4},
+  "seq_len": {"min": 128, "max": 128}},
+  "ops": [{"label": "scale", "family": "example_scale", "problem": {"cols": 256, "dtype": "bf16"}}]})";
+
+RuntimeOptions in(const test::TempDir& dir, bool jit = true) {
+  RuntimeOptions o;
+  o.cache_path = dir.file("example.db");
+  o.allow_jit = jit;
+  return o;
+}
+
+// alpha * x in the problem's dtype, as the kernels compute it.
+std::vector<unsigned char> expected(const example::Problem& p, const std::vector<unsigned char>& x, float alpha) {
+  std::vector<unsigned char> out(x.size());
+  const size_t n = x.size() / kc::dtype_size(p.dtype);
+  for (size_t i = 0; i < n; ++i) {
+    const float y = alpha * kc::to_float(p.dtype, x.data(), static_cast<long long>(i));
+    if (p.dtype == kc::kBF16) {
+      const unsigned short h = kc::float_to_bf16(y);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    } else {
+      std::memcpy(out.data() + 4 * i, &y, 4);
+    }
+  }
+  return out;
+}
+
+std::vector<unsigned char> ramp(const example::Problem& p, int64_t rows) {
+  const size_t n = size_t(rows) * p.cols;
+  std::vector<unsigned char> x(n * kc::dtype_size(p.dtype));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = float(int(i % 97) - 48) * 0.37f;
+    if (p.dtype == kc::kBF16) {
+      const unsigned short h = kc::float_to_bf16(v);
+      std::memcpy(x.data() + 2 * i, &h, 2);
+    } else {
+      std::memcpy(x.data() + 4 * i, &v, 4);
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("example family: registered by one call, listed after the library's own", "[example]") {
+  const FamilyInfo& f = family(kName);
+  CHECK(&f == &families().back());
+  CHECK(f.tuning_dims == std::vector<std::string>{"tokens"});
+  CHECK(f.workload != nullptr);
+  CHECK(f.host_workload != nullptr);
+
+  // What register_family refuses, naming it; and a registration after the registry was read.
+  FamilyInfo bad = f;
+  bad.name = "Example-Scale";
+  CHECK_THAT(error_of([&] { register_family(bad); }), Catch::Contains("name: expected [a-z0-9_]+, got 'Example-Scale'"));
+  bad.name = "example_scale_2";
+  bad.generate = nullptr;
+  CHECK_THAT(error_of([&] { register_family(bad); }), Catch::Contains("example_scale_2: expected generate"));
+  bad = f;
+  bad.name = "example_scale_2";
+  bad.tp_splits = {"n"};
+  CHECK_THAT(error_of([&] { register_family(bad); }), Catch::Contains("\"none\" among tp_splits"));
+  bad.tp_splits.clear();
+  CHECK_THAT(error_of([&] { register_family(bad); }), Catch::Contains("the registry has been read already"));
+  CHECK_THROWS_AS(family("example_scale_2"), Error);
+}
+
+TEST_CASE("example family: one problem schema for JSON, presets and the C API", "[example]") {
+  const FamilyInfo& f = family(kName);
+  CHECK(f.problem_from_json(R"({"cols": 4096, "dtype": "bf16"})") == "c4096.bf16");
+  CHECK(f.problem_from_json(R"({"cols": 8})") == "c8.f32");
+  CHECK(canonical_problem_json(f, R"({"dtype": "bf16", "cols": 8})") == R"({"cols":8,"dtype":"bf16"})");
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"cols": 0})"); }),
+             Catch::Contains("problem JSON: cols: expected a positive integer, got 0"));
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"cols": 8, "dtype": "fp16"})"); }),
+             Catch::Contains(R"(dtype: expected one of "f32", "bf16", got "fp16")"));
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"colz": 8})"); }),
+             Catch::Contains("colz: unknown field (expected one of cols, dtype)"));
+  CHECK_THAT(error_of([&] { f.problem_from_json("{}"); }), Catch::Contains("cols: required field missing"));
+  CHECK_THAT(error_of([&] { f.problem_from_json(R"({"cols": 2000000})"); }), Catch::Contains("cols: expected 1..1048576"));
+  CHECK(f.canonical_problem("c16.bf16") == "c16.bf16");
+  CHECK_THAT(error_of([&] { f.canonical_problem("c16.fp8"); }), Catch::Contains("problem key"));
+
+  // The C API builds keys through the same schema (what Python's ktune.problem_key calls).
+  const char* key = nullptr;
+  REQUIRE(ktune_problem_key(kName, R"({"cols": 64})", &key) == KTUNE_OK);
+  CHECK(std::string(key) == "c64.f32");
+  CHECK(ktune_problem_key(kName, R"({"cols": -1})", &key) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("cols: expected a positive integer, got -1"));
+
+  // Presets: the schema names the member by its preset path; the family's tuning dim gives the buckets.
+  const autotune::Preset p = autotune::parse_preset(kPreset, "test preset");
+  REQUIRE(p.ops.size() == 1);
+  CHECK(p.ops[0].problem_json == R"({"cols":256,"dtype":"bf16"})");
+  CHECK(p.ops[0].tp_split.empty());
+  const auto plan = autotune::make_plan(p, {"sm_90a"});
+  REQUIRE(plan.size() == 3);  // m1, m2, m4
+  CHECK(plan[2].item_key == R"(sm_90a/example_scale/{"cols":256,"dtype":"bf16"}|m4)");
+  CHECK(autotune::item_kv_tokens(plan[2]) == 4);  // the family's work_tokens: rows
+  std::string bad = kPreset;
+  bad.replace(bad.find("\"cols\": 256"), 11, "\"cols\": \"x\"");
+  CHECK_THAT(error_of([&] { autotune::parse_preset(bad, "test preset"); }),
+             Catch::Contains("test preset: ops[0].problem.cols: expected a positive integer, got \"x\""));
+  // No shard rule: tensor parallelism leaves the problem as it is.
+  CHECK(autotune::parse_preset(kPreset, "test preset", 2).ops[0].problem_json == R"({"cols":256,"dtype":"bf16"})");
+  // Overrides that name other families' members leave this family alone.
+  const autotune::Preset o = autotune::with_overrides(p, std::string("fp8"), std::nullopt, std::nullopt, 3);
+  CHECK(o.ops[0].problem_json == R"({"cols":256,"dtype":"bf16"})");
+  CHECK(autotune::make_plan(o, {"sm_90a"}).size() == 3);  // tokens = batch x (3 + 1): m4 .. m16
+}
+
+TEST_CASE("example family: compiles for sm_90a through NVRTC into the cache, then hits it", "[example][compile]") {
+  KTUNE_REQUIRE_NVRTC();
+  test::TempDir dir;
+  const FamilyInfo& f = family(kName);
+  const Arch arch = Arch::parse("sm_90a");
+  const std::string key = f.problem_from_json(R"({"cols": 4096, "dtype": "bf16"})");
+  const std::vector<std::string> space = f.search_space(key, arch, DeviceLimits{});
+  REQUIRE(space.size() == 12);
+  const std::string def = f.default_config(key, arch);
+  CHECK(def == "t256.v1");
+  {
+    Runtime rt(in(dir));
+    const EnsureResult r = rt.ensure_binary(f.generate(key, def, arch), arch);
+    CHECK(r.compiled);
+    CHECK(r.not_stored.empty());
+    CHECK_THAT(r.name, Catch::Contains("example_scale"));
+  }
+  Runtime again(in(dir, false));  // KTUNE_JIT=0: what is cached loads, what is not is refused
+  CHECK_FALSE(again.ensure_binary(f.generate(key, def, arch), arch).compiled);
+  CHECK(again.stats().compiles == 0);
+  const std::string other = space.back();
+  CHECK_THROWS_WITH(again.ensure_binary(f.generate(key, other, arch), arch), Catch::Contains("KTUNE_JIT=0 forbids compiling"));
+  // A config the problem cannot take is named before anything compiles.
+  CHECK_THAT(error_of([&] { f.generate(f.problem_from_json(R"({"cols": 6})"), "t64.v4", arch); }),
+             Catch::Contains("v: expected a divisor of cols (6)"));
+}
+
+TEST_CASE("example family: the C op refuses what it cannot run, naming it", "[example][capi]") {
+  test::TempDir dir;
+  const std::string db = dir.file("c.db");
+  ktune_runtime_options ro;
+  ktune_runtime_options_default(&ro);
+  ro.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
+  ktune_op* op = nullptr;
+  CHECK(ktune_op_prepare(rt, kName, R"({"cols": 0})", &op) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("cols: expected a positive integer"));
+  CHECK(op == nullptr);
+  REQUIRE(ktune_op_prepare(rt, kName, R"({"cols": 64})", &op) == KTUNE_OK);
+  example::CArgs a = example::c_args_default();
+  CHECK(a.family_id == ktune_family_id(kName));
+  ktune_xqa_args other;
+  ktune_xqa_args_default(&other);
+  CHECK(ktune_op_run(op, &other, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("args.family_id") && Catch::Contains(kName));
+  a.struct_size = 8;
+  CHECK(ktune_op_run(op, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("args.struct_size"));
+  a = example::c_args_default();
+  a.rows = 4;
+  CHECK(ktune_op_run(op, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);  // before any driver call
+  CHECK_THAT(ktune_last_error(), Catch::Contains("x: expected a device pointer, got null"));
+  a.rows = -1;
+  CHECK(ktune_op_run(op, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("rows:"));
+  a = example::c_args_default();
+  a.rows = 1000, a.config = "t128.v2";
+  const char* plan = nullptr;
+  REQUIRE(ktune_op_plan(op, &a, &plan) == KTUNE_OK);  // a forced config plans without a GPU
+  CHECK(std::string(plan) == R"({"config":"t128.v2","source":"forced","num_splits":1,"workspace_bytes":0,"tuning_key":"c64.f32|m1024"})");
+  a.config = "t128";
+  CHECK(ktune_op_plan(op, &a, &plan) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("config: expected a config key t<threads>.v<vec>"));
+  ktune_op_free(op);
+  ktune_runtime_destroy(rt);
+}
+
+TEST_CASE("example family on the host CPU: the call, the C op, tune, warmup and replay", "[example][host]") {
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  const FamilyInfo& f = family(kName);
+  const example::Problem p = example::Problem::from_key("c256.bf16");
+
+  SECTION("the host call computes alpha * x; the C op on a host-device thread is the same call") {
+    Runtime rt(in(dir));
+    const std::vector<unsigned char> x = ramp(p, 5);
+    std::vector<unsigned char> out(x.size(), 0xEE);
+    example::Args a;
+    a.x = x.data(), a.out = out.data(), a.rows = 5, a.alpha = -1.5f;
+    for (const std::string& config : f.search_space(p.key(), Arch::host_cpu(), DeviceLimits{})) {
+      std::fill(out.begin(), out.end(), 0xEE);
+      a.config = config.c_str();
+      example::scale_host(rt, p, a);
+      CHECK(out == expected(p, x, -1.5f));
+    }
+    a.config = nullptr;
+    a.x = nullptr;
+    CHECK_THAT(error_of([&] { example::scale_host(rt, p, a); }), Catch::Contains("x: expected a host pointer, got null"));
+
+    ktune_runtime_options ro;
+    ktune_runtime_options_default(&ro);
+    const std::string db = dir.file("c.db");
+    ro.cache_path = db.c_str();
+    ktune_runtime* crt = nullptr;
+    REQUIRE(ktune_runtime_create(&ro, &crt) == KTUNE_OK);
+    ktune_op* op = nullptr;
+    REQUIRE(ktune_op_prepare(crt, kName, "c256.bf16", &op) == KTUNE_OK);
+    std::vector<unsigned char> via(x.size(), 0xEE);
+    example::CArgs c = example::c_args_default();
+    c.x = x.data(), c.out = via.data(), c.rows = 5, c.alpha = -1.5f;
+    std::thread([&] {
+      REQUIRE(ktune_use_device(KTUNE_HOST_DEVICE) == KTUNE_OK);
+      CHECK(ktune_op_run(op, &c, nullptr) == KTUNE_OK);
+    }).join();
+    CHECK(via == expected(p, x, -1.5f));
+    ktune_op_free(op);
+    ktune_runtime_destroy(crt);
+  }
+
+  SECTION("tune stores a row the host call then runs") {
+    Runtime rt(in(dir));
+    autotune::TuneOptions t;
+    t.host = true;
+    t.measure = autotune::host_measure_options();
+    const autotune::TuneOutcome o = autotune::tune(rt, kName, p.key(), {{"m", 8}}, t);
+    CHECK(o.tuning_key == "c256.bf16|m8");
+    CHECK(o.candidates.size() == 9);
+    const auto space = f.search_space(p.key(), Arch::host_cpu(), DeviceLimits{});
+    CHECK(std::find(space.begin(), space.end(), o.winner) != space.end());
+    Runtime later(in(dir, false));  // another process on the same cache
+    const example::Plan plan = example::scale_host_plan(later, p, 7);
+    CHECK(plan.source == "tuned");
+    CHECK(plan.config == o.winner);
+  }
+
+  SECTION("warmup of a preset tunes every bucket; replay then runs them with 0 compiles and 0 tunings") {
+    const autotune::Preset preset = autotune::parse_preset(kPreset, "test preset");
+    {
+      Runtime rt(in(dir));
+      autotune::WarmupOptions w;
+      w.arches = {"host"};
+      const autotune::WarmupReport r = autotune::warmup(rt, preset, w);
+      CHECK(r.failed == 0);
+      CHECK(r.compile_failed == 0);
+      CHECK(r.tuned == 3);
+      for (const auto& item : r.items) CHECK(item.status == "tuned");
+      CHECK(autotune::warmup(rt, preset, w).already_done == 3);  // resumable
+    }
+    Runtime serve(in(dir, false));  // KTUNE_JIT=0
+    const autotune::ReplayReport r = autotune::replay(serve, preset, autotune::WarmupOptions{}.host_max_total_tokens,
+                                                      true, "host");
+    REQUIRE(r.ops.size() == 3);
+    for (const auto& op : r.ops) {
+      CHECK(op.family == kName);
+      CHECK(op.source == "tuned");
+    }
+    CHECK(r.ops[0].tuning_key == "c256.bf16|m1");
+    CHECK(r.stats.compiles == 0);
+    CHECK(r.tunings == 0);
+  }
+}
+
+TEST_CASE("example family on the GPU: the op matches alpha * x; tune and replay", "[example][gpu]") {
+  KTUNE_REQUIRE_GPU();
+  test::TempDir dir;
+  Runtime rt(in(dir));
+  const FamilyInfo& f = family(kName);
+  for (const char* key : {"c4096.f32", "c4096.bf16", "c6.bf16"}) {
+    const example::Problem p = example::Problem::from_key(key);
+    const int64_t rows = 33;
+    const std::vector<unsigned char> x = ramp(p, rows);
+    test::DeviceBuffer dx(x.size()), dout(x.size());
+    dx.upload(x.data(), x.size());
+    example::ScaleOp op = example::prepare(rt, p);
+    example::Args a;
+    a.x = dx.as<void>(), a.out = dout.as<void>(), a.rows = rows, a.alpha = 0.75f;
+    for (const std::string& config : f.search_space(key, rt.current_arch(), DeviceLimits{})) {
+      INFO(key << " " << config);
+      dout.poison();
+      a.config = config.c_str();
+      op.run(a, nullptr);
+      test::sync();
+      CHECK(dout.download<unsigned char>(x.size()) == expected(p, x, 0.75f));
+    }
+    a.config = nullptr;
+    CHECK(op.plan(a).source == "default");
+  }
+  const example::Problem p = example::Problem::from_key("c4096.bf16");
+  const autotune::TuneOutcome o = autotune::tune(rt, kName, p.key(), {{"m", 64}}, autotune::TuneOptions{});
+  CHECK(example::scale_plan(rt, p, 40).config == o.winner);
+  CHECK(example::scale_plan(rt, p, 40).source == "tuned");
+  const autotune::Preset preset = autotune::parse_preset(kPreset, "test preset");
+  autotune::WarmupOptions w;
+  const autotune::WarmupReport wr = autotune::warmup(rt, preset, w);
+  CHECK(wr.failed == 0);
+  CHECK(wr.tuned + wr.already_done == 3);
+  Runtime serve(in(dir, false));
+  const autotune::ReplayReport r = autotune::replay(serve, preset, w.max_total_tokens, true);
+  REQUIRE(r.ops.size() == 3);
+  for (const auto& op : r.ops) CHECK(op.source == "tuned");
+  CHECK(r.stats.compiles == 0);
+}

@@ -1,0 +1,148 @@
+// example_scale's tuning workloads: one key is (problem, m = rows); inputs are random, rotated over enough
+// copies that back-to-back GPU launches stream from memory rather than L2. The calls are the engine's
+// (ktune::example::scale), with the candidate config forced.
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "autotune/workload.hpp"
+#include "common/numerics.cuh"
+#include "example_family/family.hpp"
+#include "ktune/device.hpp"
+#include "ktune/error.hpp"
+#include "ktune_internal/gpu.hpp"
+
+namespace ktune::example {
+namespace {
+
+using autotune::ChosenConfig;
+using autotune::forced_config;
+
+[[noreturn]] void bad(const std::string& what) { throw Error(Status::invalid_argument, "example_scale workload", what); }
+
+int64_t rows_of(const TuningBuckets& buckets) {
+  int64_t rows = 0;
+  for (const auto& [dim, value] : buckets) {
+    if (dim != "m") bad(fmt::format("unknown bucket '{}' (example_scale tunes m = rows)", dim));
+    rows = value;
+  }
+  if (rows < 1 || rows > (1 << 20)) bad(fmt::format("bucket m: expected 1..{}, got {}", 1 << 20, rows));
+  return rows;
+}
+
+// Random elements of the problem's dtype, about unit scale.
+std::vector<unsigned char> random_tensor(const Problem& p, int64_t rows) {
+  const size_t n = size_t(rows) * p.cols, es = ::ktune_common::dtype_size(p.dtype);
+  std::vector<unsigned char> out(n * es);
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (size_t i = 0; i < n; ++i) {
+    const float v = normal(rng);
+    if (p.dtype == ::ktune_common::kBF16) {
+      const unsigned short h = ::ktune_common::float_to_bf16(v);
+      std::copy_n(reinterpret_cast<const unsigned char*>(&h), 2, out.data() + i * 2);
+    } else {
+      std::copy_n(reinterpret_cast<const unsigned char*>(&v), 4, out.data() + i * 4);
+    }
+  }
+  return out;
+}
+
+class GpuWorkload final : public autotune::Workload {
+ public:
+  GpuWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
+      : rt_(rt), p_(Problem::from_key(problem_key)), rows_(rows_of(buckets)) {
+    const size_t bytes = size_t(rows_) * p_.cols * ::ktune_common::dtype_size(p_.dtype);
+    const DeviceLimits lim = device_limits(internal::current_device_ordinal());
+    const int copies = std::clamp(static_cast<int>(2.0 * lim.l2_bytes / (2.0 * bytes)) + 1, 1, 16);
+    if (2.0 * bytes * copies > 0.8 * double(internal::device_memory_info().free_bytes))
+      throw Error(Status::unsupported, "example_scale workload", fmt::format("m{} does not fit in device memory", rows_));
+    const std::vector<unsigned char> host = random_tensor(p_, rows_);
+    for (int i = 0; i < copies; ++i) {
+      Copy c{internal::DeviceBuffer(bytes, "cuMemAlloc (example_scale workload)"),
+             internal::DeviceBuffer(bytes, "cuMemAlloc (example_scale workload)")};
+      c.x.upload(host.data(), bytes);
+      copies_.push_back(std::move(c));
+    }
+    bytes_ = 2.0 * bytes;
+  }
+
+  void prepare(const std::string& config) override {
+    launch(config, nullptr);  // loads (or compiles) the kernel; timing never includes it
+    internal::synchronize_device("example_scale workload: first call");
+  }
+  ChosenConfig chosen(const std::string& config) override {
+    const Plan plan = scale_plan(rt_, p_, rows_, forced_config(config));
+    return {plan.config, plan.source};
+  }
+  void launch(const std::string& config, void* stream) override {
+    const Copy& c = copies_[next_];
+    next_ = (next_ + 1) % copies_.size();
+    Args a;
+    a.x = c.x.get();
+    a.out = c.out.get();
+    a.rows = rows_;
+    a.alpha = 0.5f;
+    a.config = forced_config(config);
+    scale(rt_, p_, a, stream);
+  }
+  double bytes_per_call() const override { return bytes_; }
+  double flops_per_call() const override { return double(rows_) * p_.cols; }
+
+ private:
+  struct Copy {
+    internal::DeviceBuffer x, out;
+  };
+  Runtime& rt_;
+  Problem p_;
+  int64_t rows_;
+  std::vector<Copy> copies_;
+  size_t next_ = 0;
+  double bytes_ = 0;
+};
+
+// The host workload: one pair of host buffers (the host call is synchronous; `stream` is ignored).
+class HostWorkload final : public autotune::Workload {
+ public:
+  HostWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
+      : rt_(rt), p_(Problem::from_key(problem_key)), rows_(rows_of(buckets)), x_(random_tensor(p_, rows_)) {
+    out_.resize(x_.size());
+  }
+  void prepare(const std::string& config) override { launch(config, nullptr); }
+  ChosenConfig chosen(const std::string& config) override {
+    const Plan plan = scale_host_plan(rt_, p_, rows_, forced_config(config));
+    return {plan.config, plan.source};
+  }
+  void launch(const std::string& config, void*) override {
+    Args a;
+    a.x = x_.data();
+    a.out = out_.data();
+    a.rows = rows_;
+    a.alpha = 0.5f;
+    a.config = forced_config(config);
+    scale_host(rt_, p_, a);
+  }
+  double bytes_per_call() const override { return 2.0 * double(x_.size()); }
+  double flops_per_call() const override { return double(rows_) * p_.cols; }
+
+ private:
+  Runtime& rt_;
+  Problem p_;
+  int64_t rows_;
+  std::vector<unsigned char> x_, out_;
+};
+
+}  // namespace
+
+std::unique_ptr<autotune::Workload> make_workload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets) {
+  return std::make_unique<GpuWorkload>(rt, problem_key, buckets);
+}
+
+std::unique_ptr<autotune::Workload> make_host_workload(Runtime& rt, const std::string& problem_key,
+                                                       const TuningBuckets& buckets) {
+  return std::make_unique<HostWorkload>(rt, problem_key, buckets);
+}
+
+}  // namespace ktune::example
