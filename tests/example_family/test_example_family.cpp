@@ -178,6 +178,16 @@ TEST_CASE("example family: compiles for sm_90a through NVRTC into the cache, the
   CHECK(again.stats().compiles == 0);
   const std::string other = space.back();
   CHECK_THROWS_WITH(again.ensure_binary(f.generate(key, other, arch), arch), Catch::Contains("KTUNE_JIT=0 forbids compiling"));
+  // Every candidate compiles (what a GPU tuning of this problem will time), the default once more a cache hit.
+  std::vector<autotune::CompileJob> jobs;
+  for (const auto& c : space) jobs.push_back({kName, key, c, arch});
+  Runtime rt(in(dir));
+  const auto results = autotune::compile_all(rt, jobs, 2);
+  for (size_t i = 0; i < results.size(); ++i) {
+    INFO(space[i] << ": " << results[i].error);
+    CHECK(results[i].error.empty());
+    CHECK(results[i].compiled == (space[i] != def));
+  }
   // A config the problem cannot take is named before anything compiles.
   CHECK_THAT(error_of([&] { f.generate(f.problem_from_json(R"({"cols": 6})"), "t64.v4", arch); }),
              Catch::Contains("v: expected a divisor of cols (6)"));
