@@ -25,8 +25,8 @@ def _need_t(fam, name, t, shape, tags, what=""):
     if not t.is_contiguous():
         raise invalid(f"{fam}: {name}: expected a contiguous tensor")
     if t.device.type != "cuda":
-        cpu = "; CPU data: NumPy arrays run on the host backend" if fam == "sparse_mla_decode" else ""
-        raise invalid(f"{fam}: {name}: expected a CUDA tensor (no CPU-tensor path for this op{cpu}), got {t.device}")
+        raise invalid(f"{fam}: {name}: expected a CUDA tensor (no CPU-tensor path for this op; CPU data: NumPy arrays "
+                      f"run on the host backend), got {t.device}")
 
 
 def _same_device(fam, tensors):
