@@ -15,9 +15,9 @@
 //   default_config(p, arch, shape), planned_splits(p, c, shape, limits), workspace_bytes(p, c, shape, splits)
 //   launch(kernel, p, resolved, a, stream, report)
 //   run_host(rt, p, a)                   the host variant (use_device(kHostDevice))
-// and derives from SpecBase<OpSpec, Family> (Problem, Args, kFamily = Family::kName; bad / need_ptr). The family's spec namespace provides
-// can_implement(p, c, arch, limits) and generate(p, c, arch) (found by argument-dependent lookup; generate's p
-// carries the checked flag of the launches).
+// and derives from SpecBase<OpSpec, Family> (Problem, Args, kFamily = Family::kName; bad / need_ptr). The
+// family's spec namespace provides can_implement(p, c, arch, limits) and generate(p, c, arch) (found by
+// argument-dependent lookup; generate's p carries the checked flag of the launches).
 #pragma once
 
 #include <cstdint>
@@ -90,11 +90,6 @@ struct PlanKeyHash {
   }
 };
 
-template <class Spec>
-[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
-  launch_support::bad_arg(Spec::kFamily, field, expected, got);
-}
-
 // Argument errors in the one format, from the family's own OpSpec.
 template <class Spec>
 struct ArgChecks {
@@ -130,7 +125,7 @@ template <class Spec, class Args>
 void check_forced_splits(const Args& a) {
   if constexpr (Spec::kMaxForcedSplits > 0) {
     if (a.num_splits < 0 || a.num_splits > Spec::kMaxForcedSplits)
-      bad<Spec>("num_splits", fmt::format("0 (planned) or 1..{}", Spec::kMaxForcedSplits), std::to_string(a.num_splits));
+      Spec::bad("num_splits", fmt::format("0 (planned) or 1..{}", Spec::kMaxForcedSplits), std::to_string(a.num_splits));
   }
 }
 
@@ -140,11 +135,11 @@ void check_workspace(const Args& a, const Resolved<Config>& r) {
     if (r.splits <= 1) return;
     const size_t need = r.workspace_bytes;
     if (!a.workspace)
-      bad<Spec>("workspace", fmt::format("a device pointer of >= {} bytes ({} splits)", need, r.splits), "null");
+      Spec::bad("workspace", fmt::format("a device pointer of >= {} bytes ({} splits)", need, r.splits), "null");
     if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0)
-      bad<Spec>("workspace", "a 16-byte aligned device pointer", launch_support::ptr_text(a.workspace));
+      Spec::bad("workspace", "a 16-byte aligned device pointer", launch_support::ptr_text(a.workspace));
     if (a.workspace_bytes < need)
-      bad<Spec>("workspace_bytes", fmt::format(">= {} ({} splits; see {}_workspace_bytes)", need, r.splits, Spec::kFamily),
+      Spec::bad("workspace_bytes", fmt::format(">= {} ({} splits; see {}_workspace_bytes)", need, r.splits, Spec::kFamily),
                 std::to_string(a.workspace_bytes));
   }
 }
@@ -253,7 +248,7 @@ struct OpState {
     }
     const std::string why = can_implement(plan_problem, r.config, dev.arch, dev.limits);
     if (!why.empty())
-      pipeline::bad<Spec>("config", fmt::format("a config that can run {} on {}", problem_key, dev.arch.str()),
+      Spec::bad("config", fmt::format("a config that can run {} on {}", problem_key, dev.arch.str()),
                           fmt::format("'{}' ({})", r.config_key, why));
     r.splits = forced_splits > 0 ? forced_splits : Spec::planned_splits(plan_problem, r.config, s, dev.limits);
     r.workspace_bytes = Spec::workspace_bytes(plan_problem, r.config, s, r.splits);
@@ -293,8 +288,7 @@ void Op<Family>::run(const Args& a, void* stream) const {
       pipeline::parse_config<Spec>(a.config);
   }
   if (Spec::empty(a)) return;
-  void* ctx = internal::current_context();
-  if (!ctx) internal::device_facts(nullptr, Spec::kFamily);  // throws, saying how to make a context current
+  void* ctx = internal::require_context(Spec::kFamily);
   const auto entry = st.plan(ctx, Spec::shape(st.plan_problem, a), a.config, splits, true);
   const auto& r = entry->resolved;
   pipeline::check_workspace<Spec>(a, r);
@@ -310,8 +304,7 @@ typename Op<Family>::Plan Op<Family>::plan(const Args& a) const {
   pipeline::check_forced_splits<Spec>(a);
   const int splits = pipeline::forced_splits<Spec>(a);
   const bool device_free = a.config && (Spec::kMaxForcedSplits == 0 || splits > 0);
-  void* ctx = device_free ? nullptr : internal::current_context();
-  if (!device_free && !ctx) internal::device_facts(nullptr, Spec::kFamily);  // throws
+  void* ctx = device_free ? nullptr : internal::require_context(Spec::kFamily);
   const pipeline::Shape s = Spec::shape(st.plan_problem, a);
   if (device_free) return pipeline::plan_of(st.resolve(nullptr, s, a.config, splits));
   return pipeline::plan_of(st.plan(ctx, s, a.config, splits, false)->resolved);

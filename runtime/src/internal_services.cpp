@@ -33,13 +33,8 @@ const DeviceFacts& device_facts(void* ctx, const char* family) {
   if (ctx == last_ctx && last) return *last;
 
   const detail::DriverApi& cu = detail::driver();
-  CUcontext current = nullptr;
-  detail::check_cu(cu.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-  if (current != ctx) detail::check_cu(cu.cuCtxSetCurrent(static_cast<CUcontext>(ctx)), "cuCtxSetCurrent");
-  CUdevice dev = 0;
-  const CUresult got = cu.cuCtxGetDevice(&dev);
-  if (current != ctx) detail::check_cu(cu.cuCtxSetCurrent(current), "cuCtxSetCurrent");
-  detail::check_cu(got, "cuCtxGetDevice");
+  CUdevice dev = 0;  // of the current context, which is `ctx`
+  detail::check_cu(cu.cuCtxGetDevice(&dev), "cuCtxGetDevice");
   const int ordinal = static_cast<int>(dev);  // CUdevice is the ordinal
 
   static std::mutex mutex;

@@ -50,10 +50,10 @@ inline ktune_status invalid(const char* what) {
 
 // Every C argument struct begins with {struct_size, family_id} (set by its *_args_default). A struct of another
 // family or of a size this library does not know is refused before any field is read.
-inline ktune_status check_args_header(const void* args, const char* family, uint32_t size, const char* fn) {
+inline ktune_status check_args_header(const void* args, const char* family, uint32_t id, uint32_t size,
+                                      const char* fn) {
   uint32_t header[2];
   std::memcpy(header, args, sizeof(header));
-  const uint32_t id = ktune::c_family_id(family);
   static thread_local std::string msg;
   if (header[1] != id)
     return invalid((msg = std::string(fn) + ": args.family_id: expected " + std::to_string(id) + " (" + family +
@@ -64,6 +64,9 @@ inline ktune_status check_args_header(const void* args, const char* family, uint
                           family + " argument struct of this library), got " + std::to_string(header[0]))
                        .c_str());
   return KTUNE_OK;
+}
+inline ktune_status check_args_header(const void* args, const char* family, uint32_t size, const char* fn) {
+  return check_args_header(args, family, ktune::c_family_id(family), size, fn);
 }
 
 
