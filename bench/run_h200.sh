@@ -12,8 +12,9 @@
 #   xqa       bench_xqa + bench/peers_sdpa.py (cuDNN / flash SDPA) + bench_runtime (load and launch overhead)
 #   mla       bench_sparse_mla + bench/peers_sparse_mla.py (PyTorch gather + bmm)
 #   mxfp4     bench_mxfp4 + bench/peers_mxfp4.py (cuBLAS BF16 on the dequantized weight)
-#   dispatch  bench_dispatch (host us per call: prepared C++/C ops, one-shot calls, bare cuLaunchKernel) and
-#             bench/bench_dispatch.py (the Python op object, the torch custom op, SDPA's per-call cost)
+#   dispatch  bench_dispatch (host us per call: prepared C++/C ops, one-shot calls, bare cuLaunchKernel),
+#             bench/bench_dispatch.py (the Python op object, the torch custom op, SDPA's per-call cost) and
+#             bench_pdl (GPU us per call in a graph of chained decode calls, plain vs programmatic dependent launch)
 #   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys
 #   python    the Python package's GPU tests (python/tests) with KTUNE_TEST_REQUIRE=gpu, installed with pip --target
 #   sanitize  checked kernels + memcheck, the host oracle dump (tests/data/xqa_h200_oracle.bin), racecheck and
@@ -21,6 +22,7 @@
 #             the multi-process runtime stress
 #   shipping  docs/shipping.md's commands (warm up, export, sign, verify, the read-only image), then the
 #             deepseek-v3.2 and gpt-oss-120b presets on fresh caches
+#   engine    examples/engine_decode.py --steps 50 (engine-style decode loops under CUDA graphs, checked per step)
 #   readme    tests/readme/readme_story.sh with the pack's library (the README's new-user story)
 #
 # Every part writes under $OUT (default /tmp/ktune-h200): PART_STEP.txt per step, the benches' JSON, summary.md
@@ -35,7 +37,7 @@ if [[ "${1:-}" == "--pack" ]]; then
   set -eo pipefail
   B=${2:-build}
   rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/lib"
-  for t in ktune ktune_tests ktune_stress bench_xqa bench_runtime bench_sparse_mla bench_mxfp4 bench_autotune bench_dispatch; do
+  for t in ktune ktune_tests ktune_stress bench_xqa bench_runtime bench_sparse_mla bench_mxfp4 bench_autotune bench_dispatch bench_pdl; do
     if [[ -x $B/bin/$t ]]; then strip --strip-unneeded -o "$PACK/bin/$t" "$B/bin/$t"; else echo "no $B/bin/$t"; fi
   done
   strip --strip-unneeded -o "$PACK/lib/libktune.so.0" "$(readlink -f "$B/lib/libktune.so.0")"
@@ -210,6 +212,14 @@ part_dispatch() {
   step dispatch_py 120 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" python3 bench/bench_dispatch.py \
     --json "$OUT/dispatch_py.json"
   grep -E "^\||identical" "$OUT/dispatch_py.txt"
+  step dispatch_pdl 120 "$P/bin/bench_pdl" --json "$OUT/dispatch_pdl.json"
+  grep -E "^\|" "$OUT/dispatch_pdl.txt"
+}
+
+part_engine() {
+  step engine_decode 240 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CACHE="$WORK/py.db" \
+    python3 examples/engine_decode.py --steps 50 --json "$OUT/engine_decode.json"
+  grep -E "^\||engine_decode" "$OUT/engine_decode.txt"
 }
 
 part_readme() {
@@ -222,7 +232,7 @@ echo "ktune H200 run $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
 for part in "$@"; do
   if ! declare -F "part_$part" >/dev/null; then
-    echo "unknown part '$part' (expected tests xqa mla mxfp4 dispatch tune python sanitize shipping readme)"
+    echo "unknown part '$part' (expected tests xqa mla mxfp4 dispatch tune python sanitize shipping engine readme)"
     exit 2
   fi
   "part_$part"

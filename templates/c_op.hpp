@@ -34,6 +34,7 @@ class FamilyCOp final : public COp {
   std::string plan_json(const void* c_args) const override {
     return ktune::plan_json(op_.plan(to_args_(op_.problem(), *static_cast<const CArgs*>(c_args)))).dump();
   }
+  void set_pdl(bool enable) const override { op_.set_pdl(enable); }
 
  private:
   Op<Family> op_;

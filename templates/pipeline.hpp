@@ -13,13 +13,17 @@
 //   shape(p, a) -> pipeline::Shape       what the plan depends on, as plain integers
 //   tuning_dims(p, shape)                the tuning key's buckets, e.g. {{"b", 64}, {"l", 4096}}
 //   default_config(p, arch, shape), planned_splits(p, c, shape, limits), workspace_bytes(p, c, shape, splits)
-//   launch(kernel, p, resolved, a, stream, report)
+//   launch(kernel, p, resolved, a, stream, report)   stream: a LaunchStream (ktune/launch.hpp), passed on to
+//                                        ktune::launch
+//   kPdl (optional, default false)       true: every entry point calls pdl_wait() before its first global
+//                                        access, so Op::set_pdl(true) may launch it programmatically dependent
 //   run_host(rt, p, a)                   the host variant (use_device(kHostDevice))
 // and derives from SpecBase<OpSpec, Family> (Problem, Args, kFamily = Family::kName; bad / need_ptr). The
 // family's spec namespace provides can_implement(p, c, arch, limits) and generate(p, c, arch) (found by
 // argument-dependent lookup; generate's p carries the checked flag of the launches).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -144,6 +148,12 @@ void check_workspace(const Args& a, const Resolved<Config>& r) {
   }
 }
 
+// Families whose kernels may be launched programmatically dependent declare OpSpec::kPdl = true.
+template <class Spec, class = void>
+struct supports_pdl : std::false_type {};
+template <class Spec>
+struct supports_pdl<Spec, std::void_t<decltype(Spec::kPdl)>> : std::bool_constant<Spec::kPdl> {};
+
 // Families with a bounds-checked kernel variant have Problem::checked.
 template <class P, class = void>
 struct has_checked_variant : std::false_type {};
@@ -175,6 +185,7 @@ struct OpState {
   Problem problem;       // as launched: checked when the problem or the runtime asks for it
   Problem plan_problem;  // checked = false: the checked variant shares tuned configs and plans
   bool checked = false;       // the launches use the checked variant and pass the runtime's fault record
+  std::atomic<bool> pdl{false};  // Op::set_pdl: launches carry the programmatic-dependent-launch attribute
   std::string problem_key;    // of plan_problem
   std::string kernel_prefix;  // "<family>/<problem key>[.chk]/": the runtime's fast key is this + config key
 
@@ -293,7 +304,20 @@ void Op<Family>::run(const Args& a, void* stream) const {
   const auto& r = entry->resolved;
   pipeline::check_workspace<Spec>(a, r);
   void* report = st.checked ? st.rt->device_report() : nullptr;
-  Spec::launch(*r.kernel, st.problem, r, a, stream, report);
+  // griddepcontrol exists from sm_90 on; below it the attribute is not set (the kernels' waits are no-ops).
+  const bool pdl = st.pdl.load(std::memory_order_relaxed) && r.dev->arch.major >= 9;
+  Spec::launch(*r.kernel, st.problem, r, a, LaunchStream{stream, pdl}, report);
+}
+
+template <class Family>
+void Op<Family>::set_pdl(bool enable) const {
+  using Spec = pipeline::OpSpec<Family>;
+  detail::OpState<Family>& st = detail::op_state(state_);
+  if (enable && !pipeline::supports_pdl<Spec>::value)
+    throw Error(Status::unsupported, Spec::kFamily,
+                "pdl: this family's kernels do not wait for the kernel before them (no programmatic dependent "
+                "launch); leave it off");
+  st.pdl.store(enable, std::memory_order_relaxed);
 }
 
 template <class Family>

@@ -251,6 +251,7 @@ def _declare(lib):
         "ktune_op_run": ([P, P, P], S),
         "ktune_op_run_on_device": ([P, P, P, S], S),
         "ktune_op_plan": ([P, P, c.POINTER(c.c_char_p)], S),
+        "ktune_op_set_pdl": ([P, S], S),
         "ktune_op_free": ([P], None),
         "ktune_warmup_options_default": ([c.POINTER(_WarmupOptions)], None),
         "ktune_warmup": ([P, c.POINTER(_WarmupOptions), c.POINTER(_WarmupResult)], S),

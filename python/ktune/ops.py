@@ -45,6 +45,12 @@ class Op(_lib.Owned):
         if status:
             _lib.check(status, "ktune_op_run")
 
+    def set_pdl(self, enable: bool = True) -> None:
+        """Programmatic dependent launch for this op's launches from now on (sm_90+; off by default): a launch may
+        start while the kernel before it on the stream finishes, and waits on the GPU before touching memory, so
+        results are unchanged (docs/ops.md). UnsupportedError for a family whose kernels do not wait."""
+        _lib.check(_lib.lib().ktune_op_set_pdl(self._handle, 1 if enable else 0), "ktune_op_set_pdl")
+
     def plan(self, args_ref) -> dict:
         import json
         out = ctypes.c_char_p()
@@ -86,6 +92,10 @@ class XqaDecodeOp:
     @property
     def key(self) -> str:
         return self.info.key
+
+    def set_pdl(self, enable: bool = True) -> None:
+        """Programmatic dependent launch for this op's launches (Op.set_pdl)."""
+        self._op.set_pdl(enable)
 
     @classmethod
     def for_tensors(cls, q, kv_cache, *, layout: str = "hnd", out_dtype=None, rt: Optional[Runtime] = None,

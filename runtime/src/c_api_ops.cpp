@@ -66,6 +66,11 @@ ktune_status ktune_op_plan(const ktune_op* op, const void* args, const char** pl
   });
 }
 
+ktune_status ktune_op_set_pdl(ktune_op* op, int enable) {
+  if (!op) return invalid("ktune_op_set_pdl: op must not be NULL");
+  return guarded([&] { op->op->set_pdl(enable != 0); });
+}
+
 void ktune_op_free(ktune_op* op) { delete op; }
 
 }  // extern "C"

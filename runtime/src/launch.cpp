@@ -23,7 +23,8 @@ KernelResources kernel_resources(const LoadedKernel& kernel, int entry) {
   return r;
 }
 
-void launch_raw(const LoadedKernel& kernel, int entry, const LaunchDims& dims, void* stream, void** args) {
+void launch_raw(const LoadedKernel& kernel, int entry, const LaunchDims& dims, const LaunchStream& stream,
+                void** args) {
   if (entry < 0 || entry >= static_cast<int>(kernel.functions.size()))
     throw Error(Status::internal, "launch", fmt::format("{}: no entry point {}", kernel.name, entry));
   const DriverApi& cu = driver();
@@ -36,12 +37,20 @@ void launch_raw(const LoadedKernel& kernel, int entry, const LaunchDims& dims, v
   cfg.blockDimY = dims.block[1];
   cfg.blockDimZ = dims.block[2];
   cfg.sharedMemBytes = dims.dynamic_smem_bytes;
-  cfg.hStream = static_cast<CUstream>(stream);
+  cfg.hStream = static_cast<CUstream>(stream.stream);
+  CUlaunchAttribute attr;
+  std::memset(&attr, 0, sizeof(attr));
+  if (stream.pdl) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
   CUresult r = cu.cuLaunchKernelEx(&cfg, static_cast<CUfunction>(kernel.functions[entry]), args, nullptr);
   if (r != CUDA_SUCCESS)
-    check_cu(r, fmt::format("launch of {} entry {} grid ({},{},{}) block ({},{},{}) smem {}", kernel.name, entry,
+    check_cu(r, fmt::format("launch of {} entry {} grid ({},{},{}) block ({},{},{}) smem {}{}", kernel.name, entry,
                             dims.grid[0], dims.grid[1], dims.grid[2], dims.block[0], dims.block[1], dims.block[2],
-                            dims.dynamic_smem_bytes)
+                            dims.dynamic_smem_bytes, stream.pdl ? " (programmatic dependent launch)" : "")
                     .c_str());
 }
 

@@ -37,6 +37,7 @@
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
 #include "common/numerics.cuh"
+#include "common/pdl.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 #include "mxfp4_gemm/params.h"
@@ -173,6 +174,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   // slower with the table, so they keep the conversion (shape.h: Shape::scale_table; docs/mxfp4_gemm.md).
   constexpr bool kScaleTable = KS::kS.scale_table;
   __shared__ float e8m0_f32[kScaleTable ? 256 : 1];
+  ktune_common::pdl_wait();  // every input may be written by the kernel before this one on the stream
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   // mma.sync: warp = wn * kWK + wk. wgmma: the 4 warps of a warpgroup share wk (their K slice) and own 4

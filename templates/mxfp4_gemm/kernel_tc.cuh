@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(128, 1) gemm_kernel_tc(const __grid_constant__
   __shared__ alignas(8) unsigned long long mma_done[2];  // per stage: its four MMAs completed
   __shared__ unsigned tmem_slot;
   const int tid = threadIdx.x, warp = tid / 32;
+  ktune_common::pdl_wait();  // every input may be written by the kernel before this one on the stream
 
   int m0, m1, expert;
   if (!cta_rows<kBM, Spec::kGrouped>(p, tile_info, expert, m0, m1)) return;

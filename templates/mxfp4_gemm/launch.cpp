@@ -23,6 +23,7 @@ struct OpSpec<Mxfp4GemmFamily> : SpecBase<OpSpec<Mxfp4GemmFamily>, Mxfp4GemmFami
   static constexpr const char* kConfigGrammar =
       "a config key bm<tokens>.tn<tiles>.wn<warps_n>.wk<warps_k>.s<stages>.d<depth>[.wg], e.g. bm16.tn1.wn1.wk4.s3.d8";
   static constexpr int kMaxForcedSplits = 0;
+  static constexpr bool kPdl = true;  // every entry point waits (common/pdl.cuh)
 
 
   static void validate_problem(const Problem& p) { p.validate(); }
@@ -96,7 +97,7 @@ struct OpSpec<Mxfp4GemmFamily> : SpecBase<OpSpec<Mxfp4GemmFamily>, Mxfp4GemmFami
   }
 
   static void launch(const LoadedKernel& kernel, const Problem& p, const Resolved<Config>& r, const Args& a,
-                     void* stream, void*) {
+                     const LaunchStream& stream, void*) {
     const LaunchDims dims = mxfp4::gemm_dims(p, r.config, a.m);  // throws before any launch when m is too large
     ktune_mxfp4::Params prm = mxfp4::kernel_params(p, a);
     if (r.config.wgmma) encode_a_map(prm, r.config, a.m);

@@ -29,6 +29,7 @@
 #include "common/softmax.cuh"
 #include "common/wgmma.cuh"
 #include "common/checked.h"
+#include "common/pdl.cuh"
 #include "sparse_mla_decode/params.h"
 #include "sparse_mla_decode/shape.h"
 
@@ -703,12 +704,14 @@ KT_DEV void decode_body(const Params& p) {
   }
   __syncthreads();
 
+  kc::pdl_launch_dependents();  // the rows are consumed: the next kernel may take the SMs this grid frees
   write_output<S>(p, o, s_m, s_l, h0, token, split, orow0, ocol0, g, t4, tid);
 }
 
 template <class S>
 __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_blocks)
     decode_kernel(const __grid_constant__ Params p) {
+  kc::pdl_wait();  // every input may be written by the kernel before this one on the stream
   decode_body<S>(p);
 }
 
@@ -717,6 +720,8 @@ template <class S>
 __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Params p) {
   constexpr int LAT = S::kLat, H = S::kNumHeads, VPT = LAT / 128;
   const int head = blockIdx.x, token = blockIdx.y, tid = threadIdx.x;
+  kc::pdl_wait();  // the partials of the decode kernel before it
+  kc::pdl_launch_dependents();
   const int ns = p.num_splits;
   const long long row = (long long)token * H + head;
   const float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + row * ns * 2;

@@ -266,11 +266,13 @@ KT_DEV void decode_body_ws(const Params& p) {
     }
   }
   ws::bar_sync(ws::kBarEpilogue, ws::kConsumers);  // s_m / s_l from warpgroup 0
+  kc::pdl_launch_dependents();  // the rows are consumed: the next kernel may take the SMs this grid frees
   write_output<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);
 }
 
 template <class S>
 __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant__ Params p) {
+  kc::pdl_wait();  // every input may be written by the kernel before this one on the stream
   decode_body_ws<S>(p);
 }
 

@@ -22,6 +22,7 @@ struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, S
   static constexpr const char* kConfigGrammar =
       "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws";
   static constexpr int kMaxForcedSplits = 64;
+  static constexpr bool kPdl = true;  // every entry point waits (common/pdl.cuh)
   static constexpr int kMaxTokens = 65535;
 
 
@@ -64,7 +65,7 @@ struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, S
   static void run_host(Runtime& rt, const Problem& p, const Args& a) { sparse_mla_decode_host(rt, p, a); }
 
   static void launch(const LoadedKernel& kernel, const Problem& p, const Resolved<Config>& r, const Args& a,
-                     void* stream, void* report) {
+                     const LaunchStream& stream, void* report) {
     ktune_mla::Params prm = mla::kernel_params(p, a, r.splits, static_cast<float*>(a.workspace));
     prm.report = static_cast<ktune_common::DeviceReport*>(report);
     ktune::launch(kernel, 0, mla::decode_dims(p, r.config, a.num_tokens, r.splits), stream, prm);

@@ -23,6 +23,7 @@
 #include "common/mma.cuh"
 #include "common/async_copy.cuh"
 #include "common/mask.cuh"
+#include "common/pdl.cuh"
 #include "common/softmax.cuh"
 #include "xqa_decode/params.h"
 #include "xqa_decode/shape.h"
@@ -112,6 +113,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   const int b = blockIdx.z, split = blockIdx.x;
   const int kvh = blockIdx.y / sh.m_groups, mg = blockIdx.y % sh.m_groups;
 
+  kc::pdl_wait();  // every input may be written by the kernel before this one on the stream
   const Request rq = load_request<S>(p, b);
   const int n = rq.n, L = rq.L, q_start = rq.q_start;
   if (n <= 0 || L <= 0) return;                  // CUDA-graph padding: read nothing, write nothing
@@ -410,6 +412,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   }
   kc::cp_async_wait<0>();
   __syncthreads();
+  kc::pdl_launch_dependents();  // the KV stream is done: the next kernel may take the SMs this grid frees
 
   // ---- epilogue: merge the token-warps, normalize, store ----
 #pragma unroll
@@ -527,6 +530,8 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Pa
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row = blockIdx.x, b = blockIdx.y;
   const int qi = row / HQ, hq = row % HQ;
+  kc::pdl_wait();  // the partials of the decode kernel before it
+  kc::pdl_launch_dependents();
   const Request rq = load_request<S>(p, b);
   if (rq.n <= 0 || rq.L <= 0 || qi >= rq.n) return;
   __shared__ float red[4];

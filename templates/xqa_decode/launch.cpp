@@ -21,6 +21,7 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
   static constexpr const char* kConfigGrammar =
       "a config key t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4";
   static constexpr int kMaxForcedSplits = 1024;
+  static constexpr bool kPdl = true;  // every entry point waits (common/pdl.cuh)
 
   static void need_null(const void* p, const char* field, const char* why) {
     if (p) bad(field, fmt::format("null ({})", why), launch_support::ptr_text(p));
@@ -111,7 +112,7 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
   static void run_host(Runtime& rt, const Problem& p, const Args& a) { xqa_decode_host(rt, p, a); }
 
   static void launch(const LoadedKernel& kernel, const Problem& p, const Resolved<Config>& r, const Args& a,
-                     void* stream, void* report) {
+                     const LaunchStream& stream, void* report) {
     ktune_xqa::Params prm = xqa::kernel_params(p, a, r.splits, static_cast<float*>(a.workspace));
     prm.report = static_cast<ktune_common::DeviceReport*>(report);
     ktune::launch(kernel, 0, xqa::decode_dims(p, r.config, a.batch, r.splits), stream, prm);

@@ -105,7 +105,7 @@ struct OpSpec<example::Family> : SpecBase<OpSpec<example::Family>, example::Fami
   static size_t workspace_bytes(const Problem&, const Config&, const Shape&, int) { return 0; }
   static void run_host(Runtime& rt, const Problem& p, const Args& a) { run_on_host(rt, p, a); }
   static void launch(const LoadedKernel& kernel, const Problem& p, const Resolved<Config>& r, const Args& a,
-                     void* stream, void*) {
+                     const LaunchStream& stream, void*) {
     const long long n = a.rows * p.cols;
     ktune::launch(kernel, 0, example::launch_dims(p, r.config, a.rows), stream, a.x, a.out, n, a.alpha);
   }

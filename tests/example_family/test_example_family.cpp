@@ -230,6 +230,10 @@ TEST_CASE("example family: the C op refuses what it cannot run, naming it", "[ex
   a.config = "t128";
   CHECK(ktune_op_plan(op, &a, &plan) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("config: expected a config key t<threads>.v<vec>"));
+  // Its kernel does not wait for the kernel before it: programmatic dependent launch is refused, not ignored.
+  CHECK(ktune_op_set_pdl(op, 1) == KTUNE_ERROR_UNSUPPORTED);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("pdl:"));
+  CHECK(ktune_op_set_pdl(op, 0) == KTUNE_OK);
   ktune_op_free(op);
   ktune_runtime_destroy(rt);
 }

@@ -102,6 +102,27 @@ TEST_CASE("an op plans without a GPU when config and split count are forced", "[
   CHECK_THROWS_WITH(op.plan(a), Catch::Contains("config: expected a config key"));
 }
 
+TEST_CASE("programmatic dependent launch is an op setting the C++ and C ops accept", "[op][pdl]") {
+  test::TempDir dir;
+  Runtime rt(temp_options(dir));
+  XqaDecodeOp op = xqa::prepare(rt, xqa::Problem{});
+  op.set_pdl(true);
+  op.set_pdl(false);
+  XqaDecodeOp empty;
+  CHECK_THROWS_WITH(empty.set_pdl(true), Catch::Contains("expected a prepared op"));
+  mla::prepare(rt, mla::Problem{}).set_pdl(true);
+
+  const std::string db = dir.file("c.db");
+  ktune_runtime* crt = c_runtime(dir, db);
+  ktune_op* cop = nullptr;
+  REQUIRE(ktune_op_prepare(crt, "xqa_decode", "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none", &cop) == KTUNE_OK);
+  CHECK(ktune_op_set_pdl(cop, 1) == KTUNE_OK);
+  CHECK(ktune_op_set_pdl(nullptr, 1) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("op must not be NULL"));
+  ktune_op_free(cop);
+  ktune_runtime_destroy(crt);
+}
+
 TEST_CASE("ktune_op_prepare and ktune_op_run refuse what they cannot run, naming it", "[op][capi]") {
   test::TempDir dir;
   const std::string db = dir.file("c.db");

@@ -666,6 +666,79 @@ TEST_CASE("a prepared xqa op replays from a CUDA graph and follows a newly tuned
   cu.cuStreamDestroy(stream);
 }
 
+TEST_CASE("xqa ops launched programmatically dependent, chained eagerly and in a graph, match plain launches",
+          "[gpu][xqa][op][pdl]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const auto& cu = detail::driver();
+  // bf16 q and out of one shape: call i + 1 reads call i's output as its q, so a call that read its inputs
+  // before the call before it finished (a missing or misplaced griddepcontrol.wait) would differ.
+  const Problem p = make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None,
+                                 false, false, false, false);
+  test::XqaRandomOptions o;
+  o.batch = 6;
+  o.min_seq_len = 1500;
+  o.max_seq_len = 3000;
+  o.seed = run_seed();
+  DevCase dc(test::make_xqa_case(p, o));
+  const int bound = dc.c.max_pages_per_req * p.page_size;
+  constexpr int kChain = 8;
+  std::vector<std::unique_ptr<test::DeviceBuffer>> outs;
+  for (int i = 0; i < kChain; ++i) outs.push_back(std::make_unique<test::DeviceBuffer>(dc.out_bytes));
+  XqaDecodeOp plain = xqa::prepare(rt, p), pdl = xqa::prepare(rt, p);
+  pdl.set_pdl(true);
+  CUstream stream = nullptr;
+  CU_CHECK(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  for (int splits : {1, 4}) {
+    XqaDecodeArgs a = dc.args(bound);
+    a.num_splits = splits;
+    dc.ensure_workspace(plain.plan(a).workspace_bytes);
+    if (dc.ws) {
+      a.workspace = dc.ws->as<void>();
+      a.workspace_bytes = dc.ws->bytes();
+    }
+    auto chain = [&](const XqaDecodeOp& op) {
+      for (int i = 0; i < kChain; ++i) {
+        a.q = i == 0 ? dc.q->as<void>() : outs[i - 1]->as<void>();
+        a.out = outs[i]->as<void>();
+        op.run(a, stream);
+      }
+    };
+    auto read_all = [&] {
+      CU_CHECK(cu.cuStreamSynchronize(stream));
+      std::vector<std::vector<unsigned char>> v;
+      for (auto& b : outs) v.push_back(b->download<unsigned char>(dc.out_bytes));
+      for (auto& b : outs) b->poison(0xFF);
+      return v;
+    };
+    for (auto& b : outs) b->poison(0xFF);
+    chain(plain);
+    const auto want = read_all();
+    chain(pdl);
+    CHECK(read_all() == want);
+
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    CU_CHECK(cu.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    try {
+      chain(pdl);
+    } catch (...) {
+      cu.cuStreamEndCapture(stream, &graph);
+      throw;
+    }
+    CU_CHECK(cu.cuStreamEndCapture(stream, &graph));
+    CU_CHECK(cu.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    for (int rep = 0; rep < 3; ++rep) {
+      CU_CHECK(cu.cuGraphLaunch(exec, stream));
+      INFO("splits " << splits << ", graph replay " << rep);
+      CHECK(read_all() == want);
+    }
+    cu.cuGraphExecDestroy(exec);
+    cu.cuGraphDestroy(graph);
+  }
+  cu.cuStreamDestroy(stream);
+}
+
 TEST_CASE("xqa_decode plans split-KV for few long requests and refuses a missing workspace", "[gpu][xqa]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();

@@ -31,6 +31,7 @@ class KTUNE_API COp {
   virtual ~COp() = default;
   virtual void run(const void* c_args, void* stream) const = 0;
   virtual std::string plan_json(const void* c_args) const = 0;  // what run(c_args) would launch
+  virtual void set_pdl(bool enable) const = 0;                    // Op::set_pdl
 };
 
 // FNV-1a of the family name: the family_id that begins every C argument struct (ktune_family_id).

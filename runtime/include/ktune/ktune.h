@@ -108,6 +108,11 @@ KTUNE_C_API ktune_status ktune_op_run_on_device(const ktune_op* op, const void* 
 /* What ktune_op_run(op, args) would launch, as JSON (the family's plan fields, e.g. {"config","source",
  * "num_splits","workspace_bytes"}); reads only the shape fields of args (docs/ops.md). */
 KTUNE_C_API ktune_status ktune_op_plan(const ktune_op* op, const void* args, const char** plan_json);
+/* Programmatic dependent launch for the op's launches from now on (enable nonzero; off by default): on sm_90+ a
+ * launch may start while the kernel before it on the stream finishes, its kernels waiting (griddepcontrol.wait)
+ * before they touch memory, so results are unchanged (docs/ops.md). KTUNE_ERROR_UNSUPPORTED for a family whose
+ * kernels do not wait. */
+KTUNE_C_API ktune_status ktune_op_set_pdl(ktune_op* op, int enable);
 KTUNE_C_API void ktune_op_free(ktune_op* op);
 /* The family_id of a family's argument struct (a hash of its name; 0 for NULL). */
 KTUNE_C_API uint32_t ktune_family_id(const char* family);

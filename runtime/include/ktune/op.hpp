@@ -58,6 +58,12 @@ class Op {
   // the family's host call (host pointers, synchronous).
   void run(const Args& args, void* stream) const;
 
+  // Programmatic dependent launch for this op's launches from now on (every copy of the handle): on sm_90+ a
+  // launch may be scheduled while the kernel before it on the stream is still finishing, overlapping its
+  // prologue with that kernel's tail; the kernels wait (griddepcontrol.wait) before touching memory, so results
+  // are unchanged. Off by default. Error(unsupported) for a family whose kernels do not wait (enable only).
+  void set_pdl(bool enable) const;
+
   // What run(args) would launch. Reads only the shape fields of `args` (the family's header says which) and its
   // forced config / split count; needs a current context unless both are forced.
   Plan plan(const Args& args) const;
