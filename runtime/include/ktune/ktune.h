@@ -59,7 +59,9 @@ KTUNE_C_API ktune_status ktune_compile(ktune_runtime* runtime, const char* famil
 /* xqa_decode (paged decode attention). The problem is its readable key, e.g.
  * "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none" (see `ktune cache ls`, docs/xqa_decode.md); the fields below
  * mirror ktune::XqaDecodeArgs (runtime/include/ktune/xqa_decode.hpp): device pointers and run-time scalars.
- * Start from ktune_xqa_args_default(). */
+ * Start from ktune_xqa_args_default().
+ * Argument structs grow at their end only, and a field at the end means "as before" when zero: a caller built
+ * against an older, shorter struct (its struct_size) is accepted and read with the missing tail zero. */
 typedef struct ktune_xqa_args {
   uint32_t struct_size; /* set by ktune_xqa_args_default (every argument struct begins with these two fields) */
   uint32_t family_id;   /* ktune_family_id("xqa_decode"), set by ktune_xqa_args_default */
@@ -81,6 +83,17 @@ typedef struct ktune_xqa_args {
   int window_left;
   const char* config; /* NULL: tuned or default */
   int num_splits;     /* 0: planned */
+  /* Strided q / out, in elements (0: dense): row (token t, head h) at t * stride_token + h * stride_head. */
+  int64_t q_stride_token, q_stride_head, out_stride_token, out_stride_head;
+  /* K and V as a pair (kv_cache NULL): page i at k_cache / v_cache + i * kv_page_stride elements (0: dense). */
+  const void* k_cache;
+  const void* v_cache;
+  int64_t kv_page_stride;
+  /* Device-held fp32 scales or NULL, multiplied with the float forms (q: FP8 Q only; o: FP8 output only). */
+  const float* q_scale_ptr;
+  const float* k_scale_ptr;
+  const float* v_scale_ptr;
+  const float* o_scale_ptr;
 } ktune_xqa_args;
 
 KTUNE_C_API void ktune_xqa_args_default(ktune_xqa_args* args);
@@ -255,6 +268,9 @@ typedef struct ktune_sparse_mla_args {
   float softmax_scale;
   const char* config;       /* NULL: tuned or default */
   int num_splits;           /* 0: planned */
+  /* Strided q, in elements (0: dense; else multiples of 8): row (token t, head h) at t * q_stride_token +
+   * h * q_stride_head. A struct ending at num_splits (struct_size) is accepted: these read as 0. */
+  int64_t q_stride_token, q_stride_head;
 } ktune_sparse_mla_args;
 
 KTUNE_C_API void ktune_sparse_mla_args_default(ktune_sparse_mla_args* args);
