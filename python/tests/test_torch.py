@@ -447,6 +447,13 @@ class TorchGpuFamilies(unittest.TestCase):
             self.assertLess(err, 1e-2, f"{key}: rel L2 {err:.2e}")
             self.assertTrue(torch.equal(out[T - 1].float(), torch.zeros_like(ref[T - 1])))
             print(f"\nsparse_mla eager {key}: rel L2 {err:.2e}", file=sys.stderr)
+            # q as a slice of a wider buffer (padded heads and rows): the same answer through the q strides
+            dq = info.kv_lora_rank + info.rope_dim
+            wide = torch.full((T, info.num_heads + 1, dq + 8), float("nan"), device="cuda").to(torch.bfloat16)
+            wide[:, :info.num_heads, :dq] = q
+            out_s = ktune.sparse_mla_decode(key, wide[:, :info.num_heads, :dq], kv, idx)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(out_s, out), f"{key}: a strided q gives another result")
             # CUDA graph: capture once, replay with new q and indices
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
@@ -506,6 +513,12 @@ class TorchGpuFamilies(unittest.TestCase):
             err = ((c.float() - ref).norm() / ref.norm()).item()
             self.assertLess(err, 5e-3, f"{key}: rel L2 {err:.2e}")
             print(f"\nmxfp4 eager {key}: rel L2 {err:.2e}", file=sys.stderr)
+            # `a` with strided rows (a slice of a wider activation buffer): its row stride goes to the library as lda
+            wide = torch.full((m, k + 64), float("nan"), device="cuda").to(torch.bfloat16)
+            wide[:, :k] = a
+            c2 = ktune.mxfp4_gemm(key, wide[:, :k], weight, bias=b, expert_offsets=offsets)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(c2, c), f"{key}: a strided a gives another result")
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 g_c = ktune.mxfp4_gemm(key, a, weight, bias=b, expert_offsets=offsets)

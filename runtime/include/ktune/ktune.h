@@ -59,9 +59,7 @@ KTUNE_C_API ktune_status ktune_compile(ktune_runtime* runtime, const char* famil
 /* xqa_decode (paged decode attention). The problem is its readable key, e.g.
  * "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none" (see `ktune cache ls`, docs/xqa_decode.md); the fields below
  * mirror ktune::XqaDecodeArgs (runtime/include/ktune/xqa_decode.hpp): device pointers and run-time scalars.
- * Start from ktune_xqa_args_default().
- * Argument structs grow at their end only, and a field at the end means "as before" when zero: a caller built
- * against an older, shorter struct (its struct_size) is accepted and read with the missing tail zero. */
+ * Start from ktune_xqa_args_default(). */
 typedef struct ktune_xqa_args {
   uint32_t struct_size; /* set by ktune_xqa_args_default (every argument struct begins with these two fields) */
   uint32_t family_id;   /* ktune_family_id("xqa_decode"), set by ktune_xqa_args_default */
@@ -109,7 +107,9 @@ KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* pr
  * no cache row read, no compiler run (after the first call of a shape, which loads its module). `args` is the
  * family's argument struct (ktune_xqa_args, ktune_sparse_mla_args, ktune_mxfp4_args) started from its
  * *_args_default, which sets struct_size and family_id: a struct of another family, or of a size this library
- * does not know, is KTUNE_ERROR_INVALID_ARGUMENT, never misread. An op is thread-safe and must be freed before
+ * does not know, is KTUNE_ERROR_INVALID_ARGUMENT, never misread. Argument structs grow at their end only, and a
+ * new field means "as before" when zero: a caller built against an older, shorter struct (its struct_size) is
+ * accepted by every call taking the struct and read with the missing tail zero. An op is thread-safe and must be freed before
  * its runtime is destroyed. On a thread whose device is KTUNE_HOST_DEVICE, ktune_op_run is the host call. */
 typedef struct ktune_op ktune_op;
 KTUNE_C_API ktune_status ktune_op_prepare(ktune_runtime* runtime, const char* family, const char* problem,
@@ -269,7 +269,7 @@ typedef struct ktune_sparse_mla_args {
   const char* config;       /* NULL: tuned or default */
   int num_splits;           /* 0: planned */
   /* Strided q, in elements (0: dense; else multiples of 8): row (token t, head h) at t * q_stride_token +
-   * h * q_stride_head. A struct ending at num_splits (struct_size) is accepted: these read as 0. */
+   * h * q_stride_head. */
   int64_t q_stride_token, q_stride_head;
 } ktune_sparse_mla_args;
 
