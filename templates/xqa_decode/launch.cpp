@@ -22,6 +22,7 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
   static constexpr const char* kConfigGrammar =
       "a config key t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4";
   static constexpr int kMaxForcedSplits = 1024;
+  static constexpr int64_t kMaxStride = int64_t{1} << 40;  // elements: keeps every address product in int64
 
   static void need_null(const void* p, const char* field, const char* why) {
     if (p) bad(field, fmt::format("null ({})", why), launch_support::ptr_text(p));
@@ -53,9 +54,10 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     if (a.k_cache == a.v_cache) bad("v_cache", "a different address from k_cache", ptr_text(a.v_cache));
     const int64_t es = ::ktune_common::dtype_size(int(p.kv_dtype));
     const int64_t page = int64_t{p.num_kv_heads} * p.page_size * p.head_dim;
-    if (a.kv_page_stride != 0 && (a.kv_page_stride < page || a.kv_page_stride * es % 16 != 0))
-      bad("kv_page_stride", fmt::format("0 (dense pages) or >= one page ({} elements) and a multiple of 16 bytes "
-                                        "({} elements)", page, 16 / es),
+    if (a.kv_page_stride != 0 &&
+        (a.kv_page_stride < page || a.kv_page_stride > kMaxStride || a.kv_page_stride * es % 16 != 0))
+      bad("kv_page_stride", fmt::format("0 (dense pages) or >= one page ({} elements), <= 2^40 and a multiple of "
+                                        "16 bytes ({} elements)", page, 16 / es),
           std::to_string(a.kv_page_stride));
   }
 
@@ -65,7 +67,7 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
   static void validate_strides(const Problem& p, const Args& a) {
     const int64_t D = p.head_dim, HQ = p.num_q_heads;
     const auto non_negative = [](int64_t v, const char* field) {
-      if (v < 0) bad(field, "an element stride >= 0 (0: dense)", std::to_string(v));
+      if (v < 0 || v > kMaxStride) bad(field, "an element stride in 0..2^40 (0: dense)", std::to_string(v));
     };
     non_negative(a.q_stride_token, "q_stride_token");
     non_negative(a.q_stride_head, "q_stride_head");

@@ -918,6 +918,11 @@ TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") 
       // Strides: non-negative; out's keep 4-value stores aligned and rows apart.
       {"q_stride_token", [](Problem&, XqaDecodeArgs& a) { a.q_stride_token = -128; }},
       {"q_stride_head", [](Problem&, XqaDecodeArgs& a) { a.q_stride_head = -1; }},
+      {"q_stride_token", [](Problem&, XqaDecodeArgs& a) { a.q_stride_token = int64_t{1} << 41; }},
+      {"kv_page_stride", [&](Problem&, XqaDecodeArgs& a) {
+         a.kv_cache = nullptr; a.k_cache = fake(0x21000); a.v_cache = fake(0x22000);
+         a.kv_page_stride = int64_t{1} << 62;  // would overflow the byte offsets
+       }},
       {"out_stride_head", [](Problem&, XqaDecodeArgs& a) { a.out_stride_head = 130; }},
       {"out_stride_token", [](Problem&, XqaDecodeArgs& a) { a.out_stride_token = 32 * 128 + 2; }},
       {"out_stride_head", [](Problem&, XqaDecodeArgs& a) { a.out_stride_head = 64; }},
