@@ -2,7 +2,10 @@
 // the family's Args, then Op<Family>::run. Each family supplies the conversion.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <type_traits>
 #include <string>
 #include <utility>
 
@@ -20,6 +23,21 @@ inline cache::Json plan_json(const LaunchPlan& p) {
   return j;
 }
 
+// A C argument struct as this library reads it. The caller's struct_size was checked against the known sizes;
+// an older, shorter struct is copied with its missing tail zero (a field added at the end means "as before"
+// when zero, ktune.h).
+template <class CArgs>
+CArgs read_c_args(const void* c_args) {
+  static_assert(std::is_trivially_copyable_v<CArgs>, "C argument structs are plain data");
+  CArgs full;
+  std::memset(&full, 0, sizeof full);
+  uint32_t size = 0;
+  std::memcpy(&size, c_args, sizeof size);
+  std::memcpy(&full, c_args, size < sizeof full ? size : sizeof full);
+  full.struct_size = sizeof full;
+  return full;
+}
+
 template <class Family, class CArgs>
 class FamilyCOp final : public COp {
  public:
@@ -29,10 +47,10 @@ class FamilyCOp final : public COp {
   FamilyCOp(Op<Family> op, ToArgs to_args) : op_(std::move(op)), to_args_(to_args) {}
 
   void run(const void* c_args, void* stream) const override {
-    op_.run(to_args_(op_.problem(), *static_cast<const CArgs*>(c_args)), stream);
+    op_.run(to_args_(op_.problem(), read_c_args<CArgs>(c_args)), stream);
   }
   std::string plan_json(const void* c_args) const override {
-    return ktune::plan_json(op_.plan(to_args_(op_.problem(), *static_cast<const CArgs*>(c_args)))).dump();
+    return ktune::plan_json(op_.plan(to_args_(op_.problem(), read_c_args<CArgs>(c_args)))).dump();
   }
   void set_pdl(bool enable) const override { op_.set_pdl(enable); }
 

@@ -57,6 +57,8 @@ void check_entry(const FamilyInfo& f) {
   need(bool(f.search_space), "search_space");
   need(bool(f.generate), "generate");
   need(!f.prepare_c_op || f.c_args_size >= 8, "c_args_size (the C struct's size) with prepare_c_op");
+  for (uint32_t older : f.c_args_older_sizes)
+    need(older >= 8 && older < f.c_args_size, "c_args_older_sizes: each >= 8 and below c_args_size");
   need(f.tp_splits.empty() || std::find(f.tp_splits.begin(), f.tp_splits.end(), "none") != f.tp_splits.end(),
        "\"none\" among tp_splits");
 }

@@ -26,7 +26,9 @@ __all__ = ["Runtime", "WarmupReport", "warmup", "xqa_problem", "problem_key", "x
 def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, **kwargs):
     """Paged decode attention (docs/xqa_decode.md). NumPy arrays run on the host CPU (ktune.host.xqa_decode,
     synchronous); torch tensors go through the torch.ops.ktune.xqa_decode custom op (GPU: the current stream,
-    graph-capturable; CPU tensors: the host backend). Returns out, or (out, lse) for problems that write LSE."""
+    graph-capturable; CPU tensors: the host backend). kv_cache is the combined cache or a (k_cache, v_cache) pair;
+    q and out may be strided; scales numbers or one-element float32 arrays (docs/xqa_decode.md, "Argument forms").
+    Returns out, or (out, lse) for problems that write LSE."""
     if type(q).__name__ == "ndarray":
         from .host import xqa_decode as host_xqa
         return host_xqa(problem, q, kv_cache, block_tables, seq_lens, **kwargs)

@@ -74,6 +74,17 @@ class _XqaArgs(ctypes.Structure):
         ("window_left", ctypes.c_int),
         ("config", ctypes.c_char_p),
         ("num_splits", ctypes.c_int),
+        ("q_stride_token", ctypes.c_int64),  # elements; 0: dense
+        ("q_stride_head", ctypes.c_int64),
+        ("out_stride_token", ctypes.c_int64),
+        ("out_stride_head", ctypes.c_int64),
+        ("k_cache", ctypes.c_void_p),  # the (k_cache, v_cache) pair instead of kv_cache
+        ("v_cache", ctypes.c_void_p),
+        ("kv_page_stride", ctypes.c_int64),
+        ("q_scale_ptr", ctypes.c_void_p),  # device-held fp32 scales or None
+        ("k_scale_ptr", ctypes.c_void_p),
+        ("v_scale_ptr", ctypes.c_void_p),
+        ("o_scale_ptr", ctypes.c_void_p),
     ]
 
 
@@ -166,6 +177,8 @@ class _MlaArgs(ctypes.Structure):
         ("softmax_scale", ctypes.c_float),
         ("config", ctypes.c_char_p),
         ("num_splits", ctypes.c_int),
+        ("q_stride_token", ctypes.c_int64),  # elements; 0: dense
+        ("q_stride_head", ctypes.c_int64),
     ]
 
 

@@ -22,7 +22,23 @@ def _desc(name, a):
     if not isinstance(a, np.ndarray):
         raise invalid(f"xqa_decode: {name}: expected a numpy.ndarray on the host path, got {type(a).__name__}")
     tag = _TAGS.get(a.dtype.name, a.dtype.name)
-    return Desc(tuple(a.shape), tag, bool(a.flags["C_CONTIGUOUS"]), a.ctypes.data, "cpu")
+    strides = tuple(s // a.itemsize for s in a.strides) if all(s % a.itemsize == 0 for s in a.strides) else None
+    return Desc(tuple(a.shape), tag, bool(a.flags["C_CONTIGUOUS"]), a.ctypes.data, "cpu", strides)
+
+
+def _scale_desc(name, v):
+    """A scale given as an array (one float32) is read through its pointer, as a device-held scale is."""
+    return _desc(name, v) if isinstance(v, np.ndarray) else v
+
+
+def split_cache(kv_cache):
+    """kv_cache as an array, or the pair (k_cache, v_cache) -> (kv_cache, k_cache, v_cache)."""
+    if isinstance(kv_cache, (tuple, list)):
+        if len(kv_cache) != 2:
+            raise invalid(f"xqa_decode: kv_cache: expected an array or a (k_cache, v_cache) pair, got a sequence of "
+                          f"{len(kv_cache)}")
+        return None, kv_cache[0], kv_cache[1]
+    return kv_cache, None, None
 
 
 def _check_indices(info, block_tables, seq_lens, q_cu_seq_lens, num_pages, num_tokens, max_seq_len, q_len_per_req):
@@ -58,12 +74,16 @@ def _check_indices(info, block_tables, seq_lens, q_cu_seq_lens, num_pages, num_t
 def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, *, max_seq_len=None, q_cu_seq_lens=None, mask=None,
                sinks=None, softmax_scale=None, q_scale=1.0, k_scale=1.0, v_scale=1.0, o_scale=1.0, softcap=0.0,
                window_left=-1, out=None, lse=None, config=None, num_splits=0, threads=0, runtime=None):
-    """Paged decode attention on the CPU. Arrays (C-contiguous NumPy): q [num_tokens, num_q_heads, head_dim],
-    kv_cache [num_pages, 2, num_kv_heads, page_size, head_dim] (HND) or [num_pages, 2, page_size, num_kv_heads,
-    head_dim] (NHD), block_tables [batch, max_pages_per_req] int32, seq_lens [batch] int32, q_cu_seq_lens
-    [batch+1] int32 (ragged) or None, mask uint32 [num_tokens] (explicit), sinks [num_q_heads] float32.
-    bf16 data is uint16 bit patterns (ktune.numerics.float_to_bf16), e4m3 uint8 codes, fp16 numpy.float16.
-    Returns out, or (out, lse) when the problem writes LSE."""
+    """Paged decode attention on the CPU. Arrays (NumPy): q [num_tokens, num_q_heads, head_dim] (head_dim
+    contiguous, any token and head strides, e.g. a slice of a fused QKV buffer), kv_cache [num_pages, 2,
+    num_kv_heads, page_size, head_dim] (HND) or [num_pages, 2, page_size, num_kv_heads, head_dim] (NHD), or the
+    pair (k_cache, v_cache) of [num_pages, <page>] arrays with dense, equally strided pages (kv[0], kv[1] of a
+    [2, num_pages, ...] array, kv[:, 0], kv[:, 1] of the combined one, or two arrays), block_tables [batch,
+    max_pages_per_req] int32, seq_lens [batch] int32, q_cu_seq_lens [batch+1] int32 (ragged) or None, mask uint32
+    [num_tokens] (explicit), sinks [num_q_heads] float32; out may be strided like q. A scale is a number or a
+    float32 array of one element (read through its pointer at the call, as a device-held scale on the GPU).
+    bf16 data is uint16 bit patterns (ktune.numerics.float_to_bf16), e4m3 uint8 codes, fp16 numpy.float16; other
+    arrays C-contiguous. Returns out, or (out, lse) when the problem writes LSE."""
     from .runtime import runtime as default_runtime
     info = canonical(problem)
     rt = runtime or default_runtime()
@@ -78,12 +98,15 @@ def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, *, max_seq_len=None
         out = np.empty((q.shape[0], info.num_q_heads, info.head_dim), dtype=storage_dtype(info.out_dtype))
     if lse is None and info.lse and isinstance(q, np.ndarray):
         lse = np.empty((q.shape[0], info.num_q_heads), dtype=np.float32)
+    kv, k_cache, v_cache = split_cache(kv_cache)
     args, batch, num_tokens = build_args(
-        info, _desc("q", q), _desc("kv_cache", kv_cache), _desc("block_tables", block_tables),
+        info, _desc("q", q), _desc("kv_cache", kv), _desc("block_tables", block_tables),
         _desc("seq_lens", seq_lens), _desc("q_cu_seq_lens", q_cu_seq_lens), _desc("mask", mask),
-        _desc("sinks", sinks), _desc("out", out), _desc("lse", lse), max_seq_len, softmax_scale, q_scale, k_scale,
-        v_scale, o_scale, softcap, window_left, config, num_splits)
-    _check_indices(info, block_tables, seq_lens, q_cu_seq_lens, kv_cache.shape[0], num_tokens, max_seq_len,
+        _desc("sinks", sinks), _desc("out", out), _desc("lse", lse), max_seq_len, softmax_scale,
+        _scale_desc("q_scale", q_scale), _scale_desc("k_scale", k_scale), _scale_desc("v_scale", v_scale),
+        _scale_desc("o_scale", o_scale), softcap, window_left, config, num_splits,
+        k_cache=_desc("k_cache", k_cache), v_cache=_desc("v_cache", v_cache))
+    _check_indices(info, block_tables, seq_lens, q_cu_seq_lens, args.num_pages, num_tokens, max_seq_len,
                    args.q_len_per_req)
     _lib.check(_lib.lib().ktune_xqa_decode_host(rt.handle, info.key.encode(), ctypes.byref(args), int(threads)),
                "ktune_xqa_decode_host")

@@ -16,8 +16,9 @@ from .mla import canonical
 _FAM = "sparse_mla_decode"
 
 
-def _need(name, a, shape, dtypes, what=""):
-    """Shape / dtype / layout check of one host array (None in `shape` = any extent)."""
+def _need(name, a, shape, dtypes, what="", strided=False):
+    """Shape / dtype / layout check of one host array (None in `shape` = any extent; strided: rows may be
+    strided, the last dimension contiguous)."""
     if not isinstance(a, np.ndarray):
         raise invalid(f"{_FAM}: {name}: expected a numpy.ndarray on the host path, got {type(a).__name__}")
     if a.ndim != len(shape) or any(w is not None and int(g) != w for g, w in zip(a.shape, shape)):
@@ -25,14 +26,18 @@ def _need(name, a, shape, dtypes, what=""):
         raise invalid(f"{_FAM}: {name}: expected shape {want}{what}, got {list(a.shape)}")
     if a.dtype not in dtypes:
         raise invalid(f"{_FAM}: {name}: expected dtype {' or '.join(str(np.dtype(d)) for d in dtypes)}, got {a.dtype}")
-    if not a.flags["C_CONTIGUOUS"]:
+    if strided:
+        if a.shape[-1] > 1 and a.strides[-1] != a.itemsize:
+            raise invalid(f"{_FAM}: {name}: expected the last dimension contiguous, got strides {a.strides} bytes")
+    elif not a.flags["C_CONTIGUOUS"]:
         raise invalid(f"{_FAM}: {name}: expected a C-contiguous array")
 
 
 def sparse_mla_decode(problem, q, kv_cache, indices, *, sinks=None, softmax_scale=None, out=None, lse=None,
                       return_lse=False, config=None, num_splits=0, threads=0, runtime=None):
-    """Sparse MLA decode on the CPU. Arrays (C-contiguous NumPy): q [num_tokens, num_heads, kv_lora_rank +
-    rope_dim] uint16 (bf16 bits, ktune.numerics.float_to_bf16); kv_cache [num_pages, page_size, row_bytes] uint8
+    """Sparse MLA decode on the CPU. Arrays (C-contiguous NumPy, except q): q [num_tokens, num_heads,
+    kv_lora_rank + rope_dim] uint16 (bf16 bits, ktune.numerics.float_to_bf16; rows may be strided, multiples of
+    8 elements apart); kv_cache [num_pages, page_size, row_bytes] uint8
     (fp8_ds_mla rows) or [num_pages, page_size, kv_lora_rank + rope_dim] uint16 (bf16); indices [num_tokens,
     topk] int32 physical slots page * page_size + offset, -1 = skip (any other slot outside the cache is an
     InvalidArgumentError naming the token and entry); sinks [num_heads] float32 or None. Returns out
@@ -45,7 +50,7 @@ def sparse_mla_decode(problem, q, kv_cache, indices, *, sinks=None, softmax_scal
     if not isinstance(q, np.ndarray) or q.ndim != 3:
         raise invalid(f"{_FAM}: q: expected a [num_tokens, {info.num_heads}, {dq}] uint16 (bf16) array")
     T = int(q.shape[0])
-    _need("q", q, (T, info.num_heads, dq), (np.uint16,), " (bf16 bits)")
+    _need("q", q, (T, info.num_heads, dq), (np.uint16,), " (bf16 bits)", strided=True)
     if not isinstance(kv_cache, np.ndarray) or kv_cache.ndim != 3:
         raise invalid(f"{_FAM}: kv_cache: expected a 3-d [num_pages, {info.page_size}, row] array")
     if info.kv_dtype == "fp8ds":
@@ -72,6 +77,8 @@ def sparse_mla_decode(problem, q, kv_cache, indices, *, sinks=None, softmax_scal
     a.q, a.kv_cache, a.indices, a.sinks, a.out, a.lse = (ptr(q), ptr(kv_cache), ptr(indices), ptr(sinks), ptr(out),
                                                          ptr(lse))
     a.num_tokens, a.num_pages = T, int(kv_cache.shape[0])
+    if not q.flags["C_CONTIGUOUS"]:  # the library checks the strides (multiples of 8 elements)
+        a.q_stride_token, a.q_stride_head = q.strides[0] // q.itemsize, q.strides[1] // q.itemsize
     a.softmax_scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(dq)
     a.config, a.num_splits = _lib.cstr(config) if config else None, int(num_splits)
     _lib.check(L.ktune_sparse_mla_decode_host(rt.handle, info.key.encode(), ctypes.byref(a), int(threads)),

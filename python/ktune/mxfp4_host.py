@@ -22,12 +22,17 @@ def host_weight(w_packed, w_scale) -> mxfp4.Mxfp4Weight:
     return mxfp4.Mxfp4Weight(wp.shape[-2], 2 * wp.shape[-1], e, pw, ps, mxfp4.layout_version())
 
 
-def _array(name, a, dtype, shape=None):
+def _array(name, a, dtype, shape=None, strided_rows=False):
+    """strided_rows: a 2-D array whose rows may be strided (the last dimension contiguous)."""
     if not isinstance(a, np.ndarray):
         raise invalid(f"mxfp4_gemm: {name}: expected a numpy.ndarray on the host path, got {type(a).__name__}")
     if a.dtype != dtype:
         raise invalid(f"mxfp4_gemm: {name}: expected dtype {np.dtype(dtype).name}, got {a.dtype}")
-    if not a.flags["C_CONTIGUOUS"]:
+    if strided_rows:
+        if a.ndim != 2 or (a.shape[1] > 1 and a.strides[1] != a.itemsize) or a.strides[0] % a.itemsize:
+            raise invalid(f"mxfp4_gemm: {name}: expected rows with a contiguous last dimension, got strides "
+                          f"{a.strides} bytes")
+    elif not a.flags["C_CONTIGUOUS"]:
         raise invalid(f"mxfp4_gemm: {name}: expected a C-contiguous array")
     if shape is not None and tuple(a.shape) != tuple(shape):
         raise invalid(f"mxfp4_gemm: {name}: expected shape {tuple(shape)}, got {tuple(a.shape)}")
@@ -37,7 +42,8 @@ def _array(name, a, dtype, shape=None):
 def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, config=None, threads=0,
                runtime=None):
     """C[m, n] = A[m, k] W[n, k]^T (+ bias) on the CPU. a [m, k] (bf16 as uint16 bit patterns,
-    ktune.numerics.float_to_bf16; fp16 numpy.float16), weight from host_weight (or ktune.mxfp4.Mxfp4Weight with
+    ktune.numerics.float_to_bf16; fp16 numpy.float16; rows may be strided: lda = the row stride, a multiple of 8
+    elements), weight from host_weight (or ktune.mxfp4.Mxfp4Weight with
     NumPy packed/scales), bias [num_experts, n] (or [n]) in the output dtype, expert_offsets [E + 1] int32 (grouped
     problems; rows sorted by expert). Returns C [m, n], or writes out= in place."""
     from .runtime import runtime as default_runtime
@@ -47,7 +53,7 @@ def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, 
         raise invalid(f"mxfp4_gemm: a: expected a 2-D numpy.ndarray [m, k], got "
                       f"{getattr(a, 'shape', type(a).__name__)}")
     m = a.shape[0]
-    _array("a", a, _STORAGE[info.a_dtype], (m, info.k))
+    _array("a", a, _STORAGE[info.a_dtype], (m, info.k), strided_rows=True)
     if not isinstance(weight, mxfp4.Mxfp4Weight):
         raise invalid(f"mxfp4_gemm: weight: expected a ktune.mxfp4.Mxfp4Weight (ktune.host.host_weight), got "
                       f"{type(weight).__name__}")
@@ -70,6 +76,8 @@ def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, 
     L = _lib.require("ktune_mxfp4_gemm_host", "ktune_mxfp4_grouped_gemm_host")
     L.ktune_mxfp4_args_default(ctypes.byref(args))
     args.a = a.ctypes.data
+    if not a.flags["C_CONTIGUOUS"] and m > 1:  # the library checks lda (>= k, a multiple of 8)
+        args.lda = a.strides[0] // a.itemsize
     args.layout_version = int(weight.layout_version)
     args.weight_packed = packed.ctypes.data
     args.weight_scales = scales.ctypes.data

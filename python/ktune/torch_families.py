@@ -13,7 +13,8 @@ from .errors import invalid
 from .runtime import runtime
 from .torch_ops import _OUT, _TAGS, _ensure_device, _ws_cache
 # ---- shared helpers for the other families ------------------------------------------------------------------
-def _need_t(fam, name, t, shape, tags, what=""):
+def _need_t(fam, name, t, shape, tags, what="", strided=False):
+    """strided: rows may be strided (the last dimension contiguous), e.g. q sliced out of a wider buffer."""
     if not isinstance(t, torch.Tensor):
         raise invalid(f"{fam}: {name}: expected a torch.Tensor, got {type(t).__name__}")
     tag = _TAGS.get(t.dtype, str(t.dtype).replace("torch.", ""))
@@ -22,7 +23,10 @@ def _need_t(fam, name, t, shape, tags, what=""):
         raise invalid(f"{fam}: {name}: expected shape {want}{what}, got [{', '.join(str(int(x)) for x in t.shape)}]")
     if tag not in tags:
         raise invalid(f"{fam}: {name}: expected dtype {' or '.join(tags)}, got {tag}")
-    if not t.is_contiguous():
+    if strided:
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise invalid(f"{fam}: {name}: expected the last dimension contiguous, got strides {tuple(t.stride())}")
+    elif not t.is_contiguous():
         raise invalid(f"{fam}: {name}: expected a contiguous tensor")
     if t.device.type != "cuda":
         raise invalid(f"{fam}: {name}: expected a CUDA tensor (no CPU-tensor path for this op; CPU data: NumPy arrays "
@@ -50,7 +54,7 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise invalid(f"{fam}: q: expected a [num_tokens, {info.num_heads}, {dq}] bf16 tensor")
     T = int(q.shape[0])
-    _need_t(fam, "q", q, (T, info.num_heads, dq), ("bf16",))
+    _need_t(fam, "q", q, (T, info.num_heads, dq), ("bf16",), strided=True)
     if kv_cache is None or kv_cache.dim() != 3:
         raise invalid(f"{fam}: kv_cache: expected a 3-d [num_pages, {info.page_size}, row] tensor")
     if info.kv_dtype == "fp8ds":
@@ -74,6 +78,8 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     a.q, a.kv_cache, a.indices, a.sinks, a.out, a.lse = (_ptr(q), _ptr(kv_cache), _ptr(indices), _ptr(sinks),
                                                          _ptr(out), _ptr(lse))
     a.num_tokens, a.num_pages = T, int(kv_cache.shape[0])
+    if not q.is_contiguous():  # the library checks the strides (multiples of 8 elements)
+        a.q_stride_token, a.q_stride_head = int(q.stride(0)), int(q.stride(1))
     a.softmax_scale = float(softmax_scale) if softmax_scale is not None and softmax_scale >= 0 else 1.0 / math.sqrt(dq)
     cfg = _lib.cstr(config) if config else None
     a.config, a.num_splits = cfg, int(num_splits)
@@ -119,7 +125,8 @@ def _sparse_mla_decode_fake(q, kv_cache, indices, sinks, problem, softmax_scale,
 
 def sparse_mla_decode(problem: str, q, kv_cache, indices, *, sinks=None, softmax_scale: Optional[float] = None,
                       return_lse: bool = False, num_splits: int = 0, config: Optional[str] = None):
-    """DeepSeek sparse MLA decode (docs/sparse_mla_decode.md): q [T, heads, rank+rope] bf16, kv_cache
+    """DeepSeek sparse MLA decode (docs/sparse_mla_decode.md): q [T, heads, rank+rope] bf16 (rows may be strided,
+    multiples of 8 elements apart, e.g. a slice of a wider buffer), kv_cache
     [pages, page_size, 656] uint8 (fp8_ds_mla) or [pages, page_size, rank+rope] bf16, indices [T, topk] int32
     (-1 = skip). Returns out [T, heads, rank] bf16, or (out, lse) with return_lse."""
     scale = -1.0 if softmax_scale is None else float(softmax_scale)

@@ -38,7 +38,28 @@ def _desc(name, t):
         raise invalid(f"xqa_decode: {name}: expected a torch.Tensor, got {type(t).__name__}")
     dev = "cpu" if t.device.type == "cpu" else f"{t.device.type}:{t.device.index}"
     return Desc(tuple(t.shape), _TAGS.get(t.dtype, str(t.dtype).replace("torch.", "")), t.is_contiguous(),
-                t.data_ptr(), dev)
+                t.data_ptr(), dev, tuple(t.stride()))
+
+
+def _scale_of(value, tensor):
+    """A scale as the custom ops carry it (a float, and a one-element float32 tensor or None) -> what
+    build_args and XqaDecodeOp take: the tensor when given (held on the device, read at every launch)."""
+    return value if tensor is None else tensor
+
+
+def _split_scale(v):
+    """A scale as the wrapper takes it (a number or a tensor) -> (float, tensor or None) for the custom ops."""
+    return (1.0, v) if isinstance(v, torch.Tensor) else (float(v), None)
+
+
+def _split_cache(kv_cache):
+    """kv_cache as a tensor or the pair (k_cache, v_cache) -> (kv_cache, k_cache, v_cache)."""
+    if isinstance(kv_cache, (tuple, list)):
+        if len(kv_cache) != 2:
+            raise invalid(f"xqa_decode: kv_cache: expected a tensor or a (k_cache, v_cache) pair, got a sequence of "
+                          f"{len(kv_cache)}")
+        return None, kv_cache[0], kv_cache[1]
+    return kv_cache, None, None
 
 
 _ws_cache = {}
@@ -65,27 +86,34 @@ def prepared_op(key):
 
 
 def _launch(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse, problem, max_seq_len,
-            softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config):
+            softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config, k_cache,
+            v_cache, q_scale_t, k_scale_t, v_scale_t, o_scale_t):
     info = canonical(problem)
     if softmax_scale is None or softmax_scale < 0:
         softmax_scale = 1.0 / math.sqrt(info.head_dim)
+    q_scale, k_scale = _scale_of(q_scale, q_scale_t), _scale_of(k_scale, k_scale_t)
+    v_scale, o_scale = _scale_of(v_scale, v_scale_t), _scale_of(o_scale, o_scale_t)
     if isinstance(q, torch.Tensor) and q.device.type == "cuda":
-        prepared_op(info.key)(q, kv_cache, block_tables, seq_lens, max_seq_len=max_seq_len, out=out,
+        cache = kv_cache if kv_cache is not None else (k_cache, v_cache)
+        prepared_op(info.key)(q, cache, block_tables, seq_lens, max_seq_len=max_seq_len, out=out,
                               lse=lse if info.lse else None, q_cu_seq_lens=q_cu_seq_lens, mask=mask, sinks=sinks,
                               softmax_scale=softmax_scale, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale,
                               o_scale=o_scale, softcap=softcap, window_left=window_left, num_splits=num_splits,
                               config=config or None)
         return
     rt = runtime()
+    sd = lambda name, v: _desc(name, v) if isinstance(v, torch.Tensor) else v  # noqa: E731
     args, batch, _ = build_args(
         info, _desc("q", q), _desc("kv_cache", kv_cache), _desc("block_tables", block_tables),
         _desc("seq_lens", seq_lens), _desc("q_cu_seq_lens", q_cu_seq_lens), _desc("mask", mask),
         _desc("sinks", sinks), _desc("out", out), _desc("lse", lse if info.lse else None), max_seq_len,
-        softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, config or None, num_splits)
+        softmax_scale, sd("q_scale", q_scale), sd("k_scale", k_scale), sd("v_scale", v_scale),
+        sd("o_scale", o_scale), softcap, window_left, config or None, num_splits,
+        k_cache=_desc("k_cache", k_cache), v_cache=_desc("v_cache", v_cache))
     if q.device.type == "cpu":
         from .host import _check_indices
         _check_indices(info, block_tables.numpy(), seq_lens.numpy(),
-                       None if q_cu_seq_lens is None else q_cu_seq_lens.numpy(), kv_cache.shape[0], q.shape[0],
+                       None if q_cu_seq_lens is None else q_cu_seq_lens.numpy(), args.num_pages, q.shape[0],
                        max_seq_len, args.q_len_per_req)
         _lib.check(_lib.lib().ktune_xqa_decode_host(rt.handle, info.key.encode(), ctypes.byref(args), 0),
                    "ktune_xqa_decode_host")
@@ -101,58 +129,73 @@ def _outputs(q, problem):
     return out, lse
 
 
+# The cache is kv_cache, or (kv_cache None) the pair k_cache, v_cache; each scale is its float times, when given,
+# its one-element float32 tensor (*_scale_t, held on the device).
 @torch.library.custom_op("ktune::xqa_decode", mutates_args=())
-def xqa_decode_op(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
-                  q_cu_seq_lens: Optional[torch.Tensor], mask: Optional[torch.Tensor], sinks: Optional[torch.Tensor],
-                  problem: str, max_seq_len: int, softmax_scale: float, q_scale: float, k_scale: float,
-                  v_scale: float, o_scale: float, softcap: float, window_left: int, num_splits: int,
-                  config: str) -> Tuple[torch.Tensor, torch.Tensor]:
+def xqa_decode_op(q: torch.Tensor, kv_cache: Optional[torch.Tensor], block_tables: torch.Tensor,
+                  seq_lens: torch.Tensor, q_cu_seq_lens: Optional[torch.Tensor], mask: Optional[torch.Tensor],
+                  sinks: Optional[torch.Tensor], problem: str, max_seq_len: int, softmax_scale: float, q_scale: float,
+                  k_scale: float, v_scale: float, o_scale: float, softcap: float, window_left: int, num_splits: int,
+                  config: str, k_cache: Optional[torch.Tensor], v_cache: Optional[torch.Tensor],
+                  q_scale_t: Optional[torch.Tensor], k_scale_t: Optional[torch.Tensor],
+                  v_scale_t: Optional[torch.Tensor], o_scale_t: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
     out, lse = _outputs(q, problem)
     _launch(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse, problem, max_seq_len,
-            softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config)
+            softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config, k_cache,
+            v_cache, q_scale_t, k_scale_t, v_scale_t, o_scale_t)
     return out, lse
 
 
 @xqa_decode_op.register_fake
 def _xqa_decode_fake(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, problem, max_seq_len,
-                     softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config):
+                     softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config,
+                     k_cache, v_cache, q_scale_t, k_scale_t, v_scale_t, o_scale_t):
     return _outputs(q, problem)
 
 
 @torch.library.custom_op("ktune::xqa_decode_out", mutates_args=("out", "lse"))
-def xqa_decode_out_op(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
-                      q_cu_seq_lens: Optional[torch.Tensor], mask: Optional[torch.Tensor],
+def xqa_decode_out_op(q: torch.Tensor, kv_cache: Optional[torch.Tensor], block_tables: torch.Tensor,
+                      seq_lens: torch.Tensor, q_cu_seq_lens: Optional[torch.Tensor], mask: Optional[torch.Tensor],
                       sinks: Optional[torch.Tensor], out: torch.Tensor, lse: Optional[torch.Tensor], problem: str,
                       max_seq_len: int, softmax_scale: float, q_scale: float, k_scale: float, v_scale: float,
-                      o_scale: float, softcap: float, window_left: int, num_splits: int, config: str) -> None:
+                      o_scale: float, softcap: float, window_left: int, num_splits: int, config: str,
+                      k_cache: Optional[torch.Tensor], v_cache: Optional[torch.Tensor],
+                      q_scale_t: Optional[torch.Tensor], k_scale_t: Optional[torch.Tensor],
+                      v_scale_t: Optional[torch.Tensor], o_scale_t: Optional[torch.Tensor]) -> None:
     _launch(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse, problem, max_seq_len,
-            softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config)
+            softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config, k_cache,
+            v_cache, q_scale_t, k_scale_t, v_scale_t, o_scale_t)
 
 
 @xqa_decode_out_op.register_fake
 def _xqa_decode_out_fake(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse, problem,
                          max_seq_len, softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left,
-                         num_splits, config):
+                         num_splits, config, k_cache, v_cache, q_scale_t, k_scale_t, v_scale_t, o_scale_t):
     return None
 
 
 def xqa_decode(problem: str, q, kv_cache, block_tables, seq_lens, *, max_seq_len: int, q_cu_seq_lens=None,
-               mask=None, sinks=None, softmax_scale: Optional[float] = None, q_scale: float = 1.0,
-               k_scale: float = 1.0, v_scale: float = 1.0, o_scale: float = 1.0, softcap: float = 0.0,
-               window_left: int = -1, out=None, lse=None, num_splits: int = 0, config: Optional[str] = None):
+               mask=None, sinks=None, softmax_scale: Optional[float] = None, q_scale=1.0, k_scale=1.0, v_scale=1.0,
+               o_scale=1.0, softcap: float = 0.0, window_left: int = -1, out=None, lse=None, num_splits: int = 0,
+               config: Optional[str] = None):
     """Paged decode attention on torch tensors (layouts: docs/xqa_decode.md). `problem` is a key string from
-    ktune.xqa_problem(...) (compute it outside a compiled region). `max_seq_len` is a host-known upper bound of
-    seq_lens (no device data is read). Returns out, or (out, lse) when the problem writes LSE; with out= given,
-    writes it (and lse) in place."""
+    ktune.xqa_problem(...) (compute it outside a compiled region). kv_cache is the combined 5-D cache or the pair
+    (k_cache, v_cache); q and out may be strided with head_dim contiguous (q a slice of a fused QKV buffer); a
+    scale is a number or a float32 tensor of one element on q's device (read by the kernel at every launch, so
+    a CUDA graph replays with its current value). `max_seq_len` is a host-known upper bound of seq_lens (no
+    device data is read). Returns out, or (out, lse) when the problem writes LSE; with out= given, writes it
+    (and lse) in place."""
     scale = -1.0 if softmax_scale is None else float(softmax_scale)
+    kv, k_cache, v_cache = _split_cache(kv_cache)
+    (qs, qt), (ks, kt), (vs, vt), (os_, ot) = (_split_scale(v) for v in (q_scale, k_scale, v_scale, o_scale))
     if out is None:
-        o, l = torch.ops.ktune.xqa_decode(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, problem,
-                                          max_seq_len, scale, q_scale, k_scale, v_scale, o_scale, softcap,
-                                          window_left, num_splits, config or "")
+        o, l = torch.ops.ktune.xqa_decode(q, kv, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, problem,
+                                          max_seq_len, scale, qs, ks, vs, os_, softcap, window_left, num_splits,
+                                          config or "", k_cache, v_cache, qt, kt, vt, ot)
     else:
-        torch.ops.ktune.xqa_decode_out(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
-                                       problem, max_seq_len, scale, q_scale, k_scale, v_scale, o_scale, softcap,
-                                       window_left, num_splits, config or "")
+        torch.ops.ktune.xqa_decode_out(q, kv, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
+                                       problem, max_seq_len, scale, qs, ks, vs, os_, softcap, window_left,
+                                       num_splits, config or "", k_cache, v_cache, qt, kt, vt, ot)
         o, l = out, lse
     return (o, l) if ".lse" in problem else o
 

@@ -72,12 +72,14 @@ def canonical(problem) -> XqaInfo:
 
 @dataclass
 class Desc:
-    """What the checks need of an array: shape, storage dtype tag, C-contiguity, data address, device."""
+    """What the checks need of an array: shape, storage dtype tag, C-contiguity, data address, device, and its
+    strides in elements (None when they are not whole elements)."""
     shape: tuple
     dtype: str
     contiguous: bool
     ptr: int
     device: str = "cpu"
+    strides: tuple = None
 
 
 def _shape_text(s):
@@ -95,32 +97,105 @@ def _need(name, d, shape, tags, what=""):
         raise invalid(f"xqa_decode: {name}: expected a C-contiguous array")
 
 
+def _rows(name, d, shape, tags):
+    """q / out: [num_tokens, heads, head_dim] with head_dim contiguous and any token and head strides (a slice
+    of a fused QKV buffer). Returns (stride_token, stride_head) in elements, (0, 0) when dense; the library
+    checks their values (non-negative, out rows aligned and apart)."""
+    if d is None:
+        raise invalid(f"xqa_decode: {name}: expected a {_shape_text(shape)} array, got None")
+    if tuple(d.shape) != tuple(shape):
+        raise invalid(f"xqa_decode: {name}: expected shape {_shape_text(shape)}, got {_shape_text(d.shape)}")
+    if d.dtype not in tags:
+        raise invalid(f"xqa_decode: {name}: expected dtype {' or '.join(tags)}, got {d.dtype}")
+    if d.contiguous:
+        return 0, 0
+    if d.strides is None or (shape[2] > 1 and d.strides[2] != 1):
+        raise invalid(f"xqa_decode: {name}: expected the last dimension (head_dim) contiguous, got strides "
+                      f"{d.strides}")
+    return int(d.strides[0]), int(d.strides[1])
+
+
+def _page_shape(info):
+    if info.layout == "hnd":
+        return (info.num_kv_heads, info.page_size, info.head_dim), "[num_kv_heads, page_size, head_dim] (HND)"
+    return (info.page_size, info.num_kv_heads, info.head_dim), "[page_size, num_kv_heads, head_dim] (NHD)"
+
+
+def _cache(info, kv_cache, k_cache, v_cache):
+    """Exactly one of the combined kv_cache [num_pages, 2, page...] or the pair k_cache, v_cache [num_pages,
+    page...] whose pages are dense and equally strided. Returns (num_pages, kv, k, v, page stride)."""
+    page, page_text = _page_shape(info)
+    if kv_cache is not None and (k_cache is not None or v_cache is not None):
+        raise invalid("xqa_decode: kv_cache: expected None when the (k_cache, v_cache) pair is given (exactly one "
+                      "of kv_cache or the pair)")
+    if kv_cache is None and (k_cache is None or v_cache is None):
+        missing = "v_cache" if k_cache is not None else "k_cache" if v_cache is not None else "kv_cache"
+        raise invalid(f"xqa_decode: {missing}: expected the combined kv_cache or both of k_cache and v_cache, got "
+                      f"{'neither' if missing == 'kv_cache' else 'None'}")
+    if kv_cache is not None:
+        if len(kv_cache.shape) != 5:
+            raise invalid(f"xqa_decode: kv_cache: expected a 5-d paged cache, got {_shape_text(kv_cache.shape)}")
+        num_pages = int(kv_cache.shape[0])
+        _need("kv_cache", kv_cache, (num_pages, 2) + page, ACCEPT[info.kv_dtype],
+              f" ([num_pages, 2] + {page_text})")
+        return num_pages, kv_cache.ptr, None, None, 0
+    if len(k_cache.shape) != 4:
+        raise invalid(f"xqa_decode: k_cache: expected a 4-d [num_pages] + {page_text} array, got "
+                      f"{_shape_text(k_cache.shape)}")
+    num_pages = int(k_cache.shape[0])
+    dense = (page[1] * page[2], page[2], 1)
+    stride = None
+    for name, d in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if tuple(d.shape) != (num_pages,) + page:
+            raise invalid(f"xqa_decode: {name}: expected shape {_shape_text((num_pages,) + page)} ([num_pages] + "
+                          f"{page_text}), got {_shape_text(d.shape)}")
+        if d.dtype not in ACCEPT[info.kv_dtype]:
+            raise invalid(f"xqa_decode: {name}: expected dtype {' or '.join(ACCEPT[info.kv_dtype])}, got {d.dtype}")
+        if d.contiguous:
+            s = 0
+        elif d.strides is None or tuple(d.strides[1:]) != dense:
+            raise invalid(f"xqa_decode: {name}: expected dense pages (strides [*, {', '.join(map(str, dense))}]), got "
+                          f"strides {d.strides}")
+        else:
+            s = int(d.strides[0]) if num_pages > 1 else 0
+        if s == page[0] * page[1] * page[2]:
+            s = 0
+        if stride is not None and s != stride:
+            raise invalid(f"xqa_decode: v_cache: expected the page stride of k_cache ({stride} elements; 0 = "
+                          f"dense), got {s}")
+        stride = s
+    return num_pages, None, k_cache.ptr, v_cache.ptr, stride
+
+
+def _scale(name, v):
+    """A scale as a number, or as an array of one float32 (held on the device: read by the kernel at every
+    launch). Returns (float form, pointer or None)."""
+    if isinstance(v, Desc):
+        if tuple(v.shape) not in ((), (1,)) or v.dtype != "f32":
+            raise invalid(f"xqa_decode: {name}: expected a number or a float32 array of one element, got dtype "
+                          f"{v.dtype} shape {_shape_text(v.shape)}")
+        return 1.0, v.ptr
+    return float(v), None
+
+
 def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
                max_seq_len, softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, config,
-               num_splits, num_tokens_ragged=None):
-    """Checks every array against the problem and returns (ctypes args, batch, num_tokens). Raises
-    InvalidArgumentError naming the argument, the expected value and the one given."""
+               num_splits, k_cache=None, v_cache=None):
+    """Checks every array against the problem and returns (ctypes args, batch, num_tokens). The cache is kv_cache
+    or the pair k_cache, v_cache; q and out may be strided (head_dim contiguous); a scale is a number or a
+    one-element float32 array (Desc). Raises InvalidArgumentError naming the argument, the expected value and
+    the one given."""
     if q is None or len(q.shape) != 3:
         raise invalid(f"xqa_decode: q: expected a 3-d [num_tokens, {info.num_q_heads}, {info.head_dim}] array, got "
                       f"{'None' if q is None else _shape_text(q.shape)}")
     num_tokens = int(q.shape[0])
-    _need("q", q, (num_tokens, info.num_q_heads, info.head_dim), ACCEPT[info.q_dtype])
+    q_strides = _rows("q", q, (num_tokens, info.num_q_heads, info.head_dim), ACCEPT[info.q_dtype])
     if block_tables is None or len(block_tables.shape) != 2:
         raise invalid("xqa_decode: block_tables: expected a 2-d [batch, max_pages_per_req] int32 array, got "
                       f"{'None' if block_tables is None else _shape_text(block_tables.shape)}")
     batch, max_pages = int(block_tables.shape[0]), int(block_tables.shape[1])
     _need("block_tables", block_tables, (batch, max_pages), ("i32",))
-    if kv_cache is None or len(kv_cache.shape) != 5:
-        raise invalid("xqa_decode: kv_cache: expected a 5-d paged cache, got "
-                      f"{'None' if kv_cache is None else _shape_text(kv_cache.shape)}")
-    num_pages = int(kv_cache.shape[0])
-    if info.layout == "hnd":
-        kv_shape = (num_pages, 2, info.num_kv_heads, info.page_size, info.head_dim)
-        lay = " ([num_pages, 2, num_kv_heads, page_size, head_dim], HND)"
-    else:
-        kv_shape = (num_pages, 2, info.page_size, info.num_kv_heads, info.head_dim)
-        lay = " ([num_pages, 2, page_size, num_kv_heads, head_dim], NHD)"
-    _need("kv_cache", kv_cache, kv_shape, ACCEPT[info.kv_dtype], lay)
+    num_pages, kv_ptr, k_ptr, v_ptr, page_stride = _cache(info, kv_cache, k_cache, v_cache)
     _need("seq_lens", seq_lens, (batch,), ("i32",), " ([batch], batch from block_tables)")
     if q_cu_seq_lens is not None:
         _need("q_cu_seq_lens", q_cu_seq_lens, (batch + 1,), ("i32",), " ([batch + 1])")
@@ -144,7 +219,7 @@ def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens
         _need("sinks", sinks, (info.num_q_heads,), ("f32",), " ([num_q_heads] float32)")
     elif sinks is not None:
         raise invalid("xqa_decode: sinks: expected None (the problem has no sinks), got an array")
-    _need("out", out, (num_tokens, info.num_q_heads, info.head_dim), ACCEPT[info.out_dtype])
+    out_strides = _rows("out", out, (num_tokens, info.num_q_heads, info.head_dim), ACCEPT[info.out_dtype])
     if info.lse:
         _need("lse", lse, (num_tokens, info.num_q_heads), ("f32",))
     elif lse is not None:
@@ -154,13 +229,18 @@ def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens
                       f"got {max_seq_len!r}")
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(info.head_dim)
-    devices = {d.device for d in (q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse)
-               if d is not None}
+    scales = [_scale(n, v) for n, v in (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale),
+                                        ("o_scale", o_scale))]
+    devices = {d.device for d in (q, kv_cache, k_cache, v_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks,
+                                  out, lse, q_scale, k_scale, v_scale, o_scale) if isinstance(d, Desc)}
     if len(devices) > 1:
         raise invalid(f"xqa_decode: every array must live on one device, got {', '.join(sorted(devices))}")
     a = _lib._XqaArgs()
     _lib.lib().ktune_xqa_args_default(ctypes.byref(a))
-    a.q, a.kv_cache, a.block_tables, a.seq_lens = q.ptr, kv_cache.ptr, block_tables.ptr, seq_lens.ptr
+    a.q, a.kv_cache, a.block_tables, a.seq_lens = q.ptr, kv_ptr, block_tables.ptr, seq_lens.ptr
+    a.k_cache, a.v_cache, a.kv_page_stride = k_ptr, v_ptr, page_stride
+    a.q_stride_token, a.q_stride_head = q_strides
+    a.out_stride_token, a.out_stride_head = out_strides
     a.q_cu_seq_lens = q_cu_seq_lens.ptr if q_cu_seq_lens is not None else None
     a.mask = mask.ptr if mask is not None else None
     a.sinks = sinks.ptr if sinks is not None else None
@@ -168,8 +248,9 @@ def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens
     a.lse = lse.ptr if lse is not None else None
     a.batch, a.num_tokens, a.q_len_per_req = batch, num_tokens, q_len_per_req
     a.max_pages_per_req, a.num_pages, a.max_seq_len = max_pages, num_pages, max_seq_len
-    a.softmax_scale, a.q_scale, a.k_scale, a.v_scale = float(softmax_scale), float(q_scale), float(k_scale), float(v_scale)
-    a.o_scale, a.softcap, a.window_left = float(o_scale), float(softcap), int(window_left)
+    a.softmax_scale = float(softmax_scale)
+    (a.q_scale, a.q_scale_ptr), (a.k_scale, a.k_scale_ptr), (a.v_scale, a.v_scale_ptr), (a.o_scale, a.o_scale_ptr) = scales
+    a.softcap, a.window_left = float(softcap), int(window_left)
     a._config = _lib.cstr(config) if config else None  # keeps the bytes alive with the struct
     a.config = a._config
     a.num_splits = int(num_splits)

@@ -123,6 +123,75 @@ class XqaHost(unittest.TestCase):
         self.assertEqual((forced["config"], forced["source"], forced["num_splits"]), ("t32.v8.u1", "forced", 3))
 
 
+class XqaHostForms(unittest.TestCase):
+    """The tensors engines hold, on the host path: q a slice of a fused QKV buffer, a padded out, the K/V pair
+    (views of the combined cache, a stacked [2, num_pages, ...] array, two arrays) and scales given as arrays."""
+
+    def check(self, fields, kv_form, scales_as_arrays):
+        key = ktune.xqa_problem(**fields)
+        info = parse_key(key)
+        rng = np.random.default_rng([SEED, len(key), len(kv_form)])
+        case = make_case(rng, info, 3, [int(rng.integers(1, 200)), 0, int(rng.integers(100, 300))])
+        n_tok, hq, hkv, d = case["q"].shape[0], info.num_q_heads, info.num_kv_heads, info.head_dim
+        qkv = numerics.from_float(np.full((n_tok, hq + 2 * hkv, d), np.nan, dtype=np.float32), info.q_dtype)
+        qkv[:, :hq] = case["q"]
+        q = qkv[:, :hq]
+        self.assertFalse(q.flags["C_CONTIGUOUS"])
+        out_buf = np.empty((n_tok, hq, d + 8), dtype=numerics.storage_dtype(info.out_dtype))
+        out_buf.view(np.uint8)[...] = 0xFF
+        out = out_buf[:, :, :d]
+        kv = case["kv_cache"]
+        if kv_form == "views":
+            cache = (kv[:, 0], kv[:, 1])
+        elif kv_form == "stacked":
+            stacked = np.ascontiguousarray(np.stack([kv[:, 0], kv[:, 1]]))
+            cache = (stacked[0], stacked[1])
+        else:
+            cache = (np.ascontiguousarray(kv[:, 0]), np.ascontiguousarray(kv[:, 1]))
+        k_scale, v_scale = float(rng.uniform(0.5, 1.5)), float(rng.uniform(0.5, 1.5))
+        ks = np.array([k_scale], dtype=np.float32) if scales_as_arrays else k_scale
+        vs = np.array([v_scale], dtype=np.float32) if scales_as_arrays else v_scale
+        scale = 1.0 / np.sqrt(d)
+        ktune.xqa_decode(key, q, cache, case["block_tables"], case["seq_lens"], softmax_scale=scale, out=out,
+                         k_scale=ks, v_scale=vs)
+        ref, _ = reference(info, case, scale, k_scale=float(np.float32(k_scale)), v_scale=float(np.float32(v_scale)))
+        got = numerics.to_float(np.ascontiguousarray(out), info.out_dtype)
+        live = ~np.isnan(ref).all(axis=(1, 2))
+        self.assertTrue(np.isfinite(got[live]).all(), f"{key} {kv_form}: a live row was not written")
+        self.assertLess(rel_l2(got[live], ref[live]), 5e-3, f"{key} {kv_form}")
+        self.assertTrue(np.isnan(got[~live]).all(), "a padding request wrote output")
+        self.assertTrue((out_buf[:, :, d:].view(np.uint8) == 0xFF).all(), "out padding was written")
+
+    @need_host
+    def test_strided_q_out_and_kv_pairs(self):
+        for fields in (dict(head_dim=64, num_q_heads=8, num_kv_heads=2, page_size=16, max_q_len=1),
+                       dict(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=32, layout="nhd", kv_dtype="fp8")):
+            for i, form in enumerate(("views", "stacked", "separate")):
+                self.check(fields, form, scales_as_arrays=i != 1)
+
+    @need_host
+    def test_pair_errors_name_the_argument(self):
+        key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16)
+        info = parse_key(key)
+        case = make_case(np.random.default_rng(SEED), info, 2, [20, 30])
+        kv = case["kv_cache"]
+        args = (key, case["q"])
+        rest = (case["block_tables"], case["seq_lens"])
+        for cache, field in (((kv[:, 0], None), "v_cache"), ((kv[:, 0], kv[:-1, 1]), "v_cache"),
+                             ((kv[:, 0], np.ascontiguousarray(kv[:, 1])), "v_cache"),
+                             ((kv[:, 0, :, :, :32], kv[:, 1, :, :, :32]), "k_cache")):
+            with self.assertRaises(ktune.InvalidArgumentError) as cm:
+                ktune.xqa_decode(*args, cache, *rest)
+            self.assertIn(f"{field}:", str(cm.exception))
+        with self.assertRaises(ktune.InvalidArgumentError) as cm:
+            ktune.xqa_decode(*args, kv, *rest, k_scale=np.ones(2, dtype=np.float32))
+        self.assertIn("k_scale:", str(cm.exception))
+        q_bad = np.lib.stride_tricks.as_strided(case["q"], strides=(case["q"].strides[0], 2 * 64 * 2, 4))
+        with self.assertRaises(ktune.InvalidArgumentError) as cm:
+            ktune.xqa_decode(*args[:1], q_bad, kv, *rest)
+        self.assertIn("q:", str(cm.exception))
+
+
 class Errors(unittest.TestCase):
     def test_bad_problem_json_names_the_field(self):
         with self.assertRaises(ktune.InvalidArgumentError) as c:

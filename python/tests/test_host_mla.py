@@ -85,14 +85,19 @@ class MlaHost(unittest.TestCase):
         if HOST_WHY:
             skip_test(self, "host", f"host backend unavailable: {HOST_WHY}")
 
-    def run_case(self, fmt, heads, topk, page, tokens, sinks, **kw):
+    def run_case(self, fmt, heads, topk, page, tokens, sinks, strided_q=False, **kw):
         key = ktune.mla_problem(heads, 512, 64, topk, page_size=page, kv_dtype=fmt)
         rng = np.random.default_rng([SEED, heads, topk])
         q, kv, idx, s, rows = make_case(rng, fmt, heads, topk, page, tokens, sinks)
+        q_in = q
+        if strided_q:  # q as a slice of a wider NaN-filled buffer: heads and rows padded
+            wide = np.full((tokens, heads + 1, 576 + 8), 0x7FC0, dtype=np.uint16)
+            wide[:, :heads, :576] = q
+            q_in = wide[:, :heads, :576]
         scale = 1.5 / np.sqrt(576.0)
         out = np.full((tokens, heads, 512), 0xFFFF, dtype=np.uint16)  # NaN poison
-        got, lse = ktune.sparse_mla_decode(key, q, kv, idx, sinks=s, softmax_scale=scale, out=out, return_lse=True,
-                                           runtime=RT, **kw)
+        got, lse = ktune.sparse_mla_decode(key, q_in, kv, idx, sinks=s, softmax_scale=scale, out=out,
+                                           return_lse=True, runtime=RT, **kw)
         self.assertIs(got, out)
         ref, ref_lse = reference(q, rows, idx, s, scale)
         g = numerics.bf16_to_float(out).astype(np.float64)
@@ -117,6 +122,10 @@ class MlaHost(unittest.TestCase):
         self.assertGreaterEqual(plan["num_splits"], 2)  # 1 token x 1 head group on 4 threads: split the top-k
         forced = ktune.sparse_mla_decode_plan(key, 2, config="t64.g8.v8.u4", num_splits=2, runtime=RT)
         self.assertEqual((forced["config"], forced["source"], forced["num_splits"]), ("t64.g8.v8.u4", "forced", 2))
+
+    def test_strided_q(self):
+        self.run_case("fp8_ds_mla", 16, 128, 64, 3, True, strided_q=True)
+        self.run_case("bf16", 16, 256, 256, 2, False, strided_q=True, num_splits=3, threads=2)
 
     def test_out_of_range_slot_names_token_and_entry(self):
         key = ktune.mla_problem(16, 512, 64, 64, page_size=64)

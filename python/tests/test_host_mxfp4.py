@@ -57,7 +57,8 @@ def nonzero_normal(rng, shape, sigma=1.0):
 
 
 class Mxfp4Host(unittest.TestCase):
-    def run_case(self, n, k, m, experts=1, top_k=1, dtype="bf16", bias=False, counts=None, nan_at=None, rng=None):
+    def run_case(self, n, k, m, experts=1, top_k=1, dtype="bf16", bias=False, counts=None, nan_at=None, rng=None,
+                 lda=None):
         key = ktune.mxfp4_problem(n, k, num_experts=experts, top_k=top_k, a_dtype=dtype, out_dtype=dtype)
         wp = rng.integers(0, 256, (experts, n, k // 2), dtype=np.uint8)
         ws = rng.integers(120, 133, (experts, n, k // 32), dtype=np.uint8)
@@ -65,6 +66,12 @@ class Mxfp4Host(unittest.TestCase):
             ws[:, nan_at[0], nan_at[1]] = 0xFF
         w = host_weight(wp, ws)
         a16 = to16(nonzero_normal(rng, (m, k)), dtype)
+        a_in = a16
+        if lda is not None:  # rows lda elements apart in a wider NaN-filled buffer
+            wide = np.empty((m, lda), dtype=a16.dtype)
+            wide.view(np.uint16)[...] = 0xFFFF
+            wide[:, :k] = a16
+            a_in = wide[:, :k]
         b16 = to16(nonzero_normal(rng, (experts, n), 4.0), dtype) if bias else None
         offsets = None
         expert_of = np.zeros(m, dtype=np.int64)
@@ -73,7 +80,7 @@ class Mxfp4Host(unittest.TestCase):
             expert_of = np.repeat(np.arange(experts), counts)
         out = np.empty((m, n), dtype=np.uint16 if dtype == "bf16" else np.float16)
         out.view(np.uint16)[...] = 0xFFFF  # poison: NaN in bf16 and fp16
-        res = ktune.mxfp4_gemm(key, a16, w, bias=b16, expert_offsets=offsets, out=out, runtime=RT)
+        res = ktune.mxfp4_gemm(key, a_in, w, bias=b16, expert_offsets=offsets, out=out, runtime=RT)
         self.assertIs(res, out)
         deq = mxfp4.dequantize(wp, ws).astype(np.float64)  # [E, n, k], exact
         af = from16(a16, dtype).astype(np.float64)
@@ -101,6 +108,12 @@ class Mxfp4Host(unittest.TestCase):
         for m in (1, 7, 16):
             self.run_case(100, 96, m, bias=m != 7, rng=rng)
         self.run_case(200, 320, 5, dtype="fp16", bias=True, rng=rng)
+
+    @need_host
+    def test_a_with_strided_rows(self):
+        rng = np.random.default_rng([SEED, 5])
+        self.run_case(100, 96, 7, rng=rng, lda=104)
+        self.run_case(100, 96, 40, experts=5, top_k=2, counts=[3, 17, 0, 1, 19], rng=rng, lda=160)
 
     @need_host
     def test_grouped_uneven_and_empty_experts(self):

@@ -123,9 +123,17 @@ class TorchOps(unittest.TestCase):
             sl = torch.empty(3, dtype=torch.int32)
             sinks = torch.empty(info.num_q_heads, dtype=torch.float32)
             out, lse = torch.ops.ktune.xqa_decode(q, kv, bt, sl, None, None, sinks, key, 64, -1.0, 1.0, 1.0, 1.0, 1.0,
-                                                  0.0, -1, 0, "")
+                                                  0.0, -1, 0, "", None, None, None, None, None, None)
             self.assertEqual(tuple(out.shape), (12, info.num_q_heads, info.head_dim))
             self.assertEqual(out.dtype, torch.bfloat16)
+            self.assertEqual(tuple(lse.shape), (12, info.num_q_heads))
+            # the engine forms: a strided q, the (k_cache, v_cache) pair, a device-held scale
+            qkv = torch.empty(12, info.num_q_heads + 2 * info.num_kv_heads, info.head_dim, dtype=torch.bfloat16)
+            one = torch.empty(1, dtype=torch.float32)
+            out, lse = torch.ops.ktune.xqa_decode(qkv[:, :info.num_q_heads], None, bt, sl, None, None, sinks, key, 64,
+                                                  -1.0, 1.0, 1.0, 1.0, 1.0, 0.0, -1, 0, "", kv[:, 0], kv[:, 1], None,
+                                                  one, one, None)
+            self.assertEqual(tuple(out.shape), (12, info.num_q_heads, info.head_dim))
             self.assertEqual(tuple(lse.shape), (12, info.num_q_heads))
 
     def test_family_fake_kernels(self):
@@ -308,9 +316,69 @@ class TorchGpu(unittest.TestCase):
         rng = np.random.default_rng(SEED + 3)
         key, info, case, t = self._inputs(gpu_problems.SPEC_PROBLEM, rng, 2, [100, 200])
         args = (t["q"], t["kv_cache"], t["block_tables"], t["seq_lens"], None, None, t["sinks"], key, 1024, -1.0, 1.0,
-                1.0, 1.0, 1.0, 0.0, -1, 0, "")
+                1.0, 1.0, 1.0, 0.0, -1, 0, "", None, None, None, None, None, None)
         torch.library.opcheck(torch.ops.ktune.xqa_decode.default, args,
                               test_utils=("test_schema", "test_faketensor"))
+        kv = t["kv_cache"]
+        scale = torch.ones(1, dtype=torch.float32, device="cuda")
+        args = (t["q"], None, t["block_tables"], t["seq_lens"], None, None, t["sinks"], key, 1024, -1.0, 1.0, 1.0,
+                1.0, 1.0, 0.0, -1, 0, "", kv[:, 0], kv[:, 1], None, scale, scale, None)
+        torch.library.opcheck(torch.ops.ktune.xqa_decode.default, args,
+                              test_utils=("test_schema", "test_faketensor"))
+
+    def test_6_engine_forms(self):
+        """q sliced out of a fused QKV buffer, a strided out, the (k_cache, v_cache) pair in the three ways engines
+        hold it, scales as float32[1] CUDA tensors; through the wrapper, the prepared op and a CUDA graph replayed
+        after the device-held v_scale changed."""
+        import ktune.torch_ops as kt
+        from ktune.ops import XqaDecodeOp
+        rng = np.random.default_rng(SEED + 6)
+        key, info, case, t = self._inputs(gpu_problems.README_PROBLEM, rng, 3, [900, 0, 300])
+        hq, hkv, d = info.num_q_heads, info.num_kv_heads, info.head_dim
+        n_tok = t["q"].shape[0]
+        qkv = torch.full((n_tok, hq + 2 * hkv, d), float("nan"), dtype=t["q"].dtype, device="cuda")
+        qkv[:, :hq] = t["q"]
+        q = qkv[:, :hq]
+        kv = t["kv_cache"]
+        stacked = torch.stack([kv[:, 0], kv[:, 1]]).contiguous()
+        pairs = {"views": (kv[:, 0], kv[:, 1]), "stacked": (stacked[0], stacked[1]),
+                 "separate": (kv[:, 0].contiguous(), kv[:, 1].contiguous())}
+        k_scale, v_scale = float(rng.uniform(0.5, 1.5)), float(rng.uniform(0.5, 1.5))
+        ks = torch.tensor([k_scale], dtype=torch.float32, device="cuda")
+        vs = torch.tensor([v_scale], dtype=torch.float32, device="cuda")
+        ref_scales = dict(k_scale=float(np.float32(k_scale)), v_scale=float(np.float32(v_scale)))
+        for name, pair in pairs.items():
+            with self.subTest(form=name):
+                out = kt.xqa_decode(key, q, pair, t["block_tables"], t["seq_lens"], max_seq_len=1024, k_scale=ks,
+                                    v_scale=vs)
+                torch.cuda.synchronize()
+                check_against_reference(self, info, case, out, tol=1e-2, **ref_scales)
+                out_buf = torch.full((n_tok, hq, d + 8), float("nan"), dtype=out.dtype, device="cuda")
+                op = XqaDecodeOp.for_tensors(q, pair, layout=info.layout)
+                self.assertEqual(op.key, key)
+                op(q, pair, t["block_tables"], t["seq_lens"], max_seq_len=1024, out=out_buf[:, :, :d], k_scale=ks,
+                   v_scale=vs)
+                torch.cuda.synchronize()
+                check_against_reference(self, info, case, out_buf[:, :, :d].contiguous(), tol=1e-2, **ref_scales)
+                self.assertTrue(torch.isnan(out_buf[:, :, d:].float()).all().item(), "out padding was written")
+        # a captured graph follows the device-held v_scale
+        op = XqaDecodeOp(key)
+        out = torch.full((n_tok, hq, d), float("nan"), dtype=t["q"].dtype, device="cuda")
+        call = lambda: op(q, pairs["views"], t["block_tables"], t["seq_lens"], max_seq_len=1024, out=out,  # noqa: E731
+                          k_scale=ks, v_scale=vs)
+        call()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            call()
+        g.replay()
+        torch.cuda.synchronize()
+        first = out.float().clone()
+        vs.mul_(2.0)
+        g.replay()
+        torch.cuda.synchronize()
+        live = ~torch.isnan(first).all(-1).all(-1)
+        self.assertTrue(torch.equal(out.float()[live], 2 * first[live]))
 
 
 def _family(name):
@@ -379,6 +447,13 @@ class TorchGpuFamilies(unittest.TestCase):
             self.assertLess(err, 1e-2, f"{key}: rel L2 {err:.2e}")
             self.assertTrue(torch.equal(out[T - 1].float(), torch.zeros_like(ref[T - 1])))
             print(f"\nsparse_mla eager {key}: rel L2 {err:.2e}", file=sys.stderr)
+            # q as a slice of a wider buffer (padded heads and rows): the same answer through the q strides
+            dq = info.kv_lora_rank + info.rope_dim
+            wide = torch.full((T, info.num_heads + 1, dq + 8), float("nan"), device="cuda").to(torch.bfloat16)
+            wide[:, :info.num_heads, :dq] = q
+            out_s = ktune.sparse_mla_decode(key, wide[:, :info.num_heads, :dq], kv, idx)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(out_s, out), f"{key}: a strided q gives another result")
             # CUDA graph: capture once, replay with new q and indices
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
@@ -438,6 +513,12 @@ class TorchGpuFamilies(unittest.TestCase):
             err = ((c.float() - ref).norm() / ref.norm()).item()
             self.assertLess(err, 5e-3, f"{key}: rel L2 {err:.2e}")
             print(f"\nmxfp4 eager {key}: rel L2 {err:.2e}", file=sys.stderr)
+            # `a` with strided rows (a slice of a wider activation buffer): its row stride goes to the library as lda
+            wide = torch.full((m, k + 64), float("nan"), device="cuda").to(torch.bfloat16)
+            wide[:, :k] = a
+            c2 = ktune.mxfp4_gemm(key, wide[:, :k], weight, bias=b, expert_offsets=offsets)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(c2, c), f"{key}: a strided a gives another result")
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 g_c = ktune.mxfp4_gemm(key, a, weight, bias=b, expert_offsets=offsets)

@@ -42,7 +42,8 @@ ktune_status ktune_op_prepare(ktune_runtime* runtime, const char* family, const 
 ktune_status ktune_op_run(const ktune_op* op, const void* args, void* stream) {
   if (!op) return invalid("ktune_op_run: op must not be NULL");
   if (!args) return invalid("ktune_op_run: args must not be NULL");
-  if (ktune_status st = check_args_header(args, op->family->name.c_str(), op->family_id, op->family->c_args_size, "ktune_op_run"))
+  if (ktune_status st = check_args_header(args, op->family->name.c_str(), op->family_id, op->family->c_args_size,
+                                           "ktune_op_run", op->family->c_args_older_sizes))
     return st;
   return guarded([&] { op->op->run(args, stream); });
 }
@@ -57,7 +58,7 @@ ktune_status ktune_op_plan(const ktune_op* op, const void* args, const char** pl
   if (!args) return invalid("ktune_op_plan: args must not be NULL");
   if (!plan_json) return invalid("ktune_op_plan: plan_json must not be NULL");
   if (ktune_status st = check_args_header(args, op->family->name.c_str(), op->family_id, op->family->c_args_size,
-                                           "ktune_op_plan"))
+                                           "ktune_op_plan", op->family->c_args_older_sizes))
     return st;
   static thread_local std::string result;
   return guarded([&] {

@@ -2,6 +2,7 @@
 #include "ktune/ktune.h"
 
 #include <string>
+#include <vector>
 
 #include "ktune/error.hpp"
 #include "ktune/sparse_mla_decode.hpp"
@@ -11,6 +12,8 @@
 #include "sparse_mla_decode/family.hpp"
 
 namespace {
+
+const std::vector<uint32_t> kOlderSizes = {ktune::mla::kCArgsSizeBeforeStrides};
 using namespace ktune::capi;
 
 const ktune::mla::Problem& mla_problem(const char* key) {
@@ -32,7 +35,8 @@ void ktune_sparse_mla_args_default(ktune_sparse_mla_args* a) {
   if (!a) return;
   const ktune::SparseMlaDecodeArgs d;
   *a = ktune_sparse_mla_args{sizeof(ktune_sparse_mla_args), ktune::c_family_id("sparse_mla_decode"), d.q, d.kv_cache, d.indices, d.sinks, d.out, d.lse, d.workspace, d.workspace_bytes,
-                             d.num_tokens, d.num_pages, d.softmax_scale, d.config, d.num_splits};
+                             d.num_tokens, d.num_pages, d.softmax_scale, d.config, d.num_splits,
+                             d.q_stride_token, d.q_stride_head};
 }
 
 ktune_status ktune_sparse_mla_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int num_tokens,
@@ -65,10 +69,12 @@ ktune_status ktune_sparse_mla_decode(ktune_runtime* runtime, const char* problem
   if (!runtime) return invalid("ktune_sparse_mla_decode: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_sparse_mla_decode: problem_key must not be NULL");
   if (!a) return invalid("ktune_sparse_mla_decode: args must not be NULL");
-  if (ktune_status st = check_args_header(a, "sparse_mla_decode", sizeof(*a), "ktune_sparse_mla_decode")) return st;
+  if (ktune_status st = check_args_header(a, "sparse_mla_decode", sizeof(*a), "ktune_sparse_mla_decode", kOlderSizes))
+    return st;
   return guarded([&] {
     const ktune::mla::Problem& p = mla_problem(problem_key);
-    ktune::sparse_mla_decode(runtime->rt, p, ktune::mla::args_from_c(p, *a), stream);
+    ktune::sparse_mla_decode(runtime->rt, p, ktune::mla::args_from_c(p, ktune::read_c_args<ktune_sparse_mla_args>(a)),
+                             stream);
   });
 }
 
@@ -77,11 +83,13 @@ ktune_status ktune_sparse_mla_decode_host(ktune_runtime* runtime, const char* pr
   if (!runtime) return invalid("ktune_sparse_mla_decode_host: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_sparse_mla_decode_host: problem_key must not be NULL");
   if (!a) return invalid("ktune_sparse_mla_decode_host: args must not be NULL");
-  if (ktune_status st = check_args_header(a, "sparse_mla_decode", sizeof(*a), "ktune_sparse_mla_decode_host"))
+  if (ktune_status st =
+          check_args_header(a, "sparse_mla_decode", sizeof(*a), "ktune_sparse_mla_decode_host", kOlderSizes))
     return st;
   return guarded([&] {
     const ktune::mla::Problem& p = mla_problem(problem_key);
-    ktune::sparse_mla_decode_host(runtime->rt, p, ktune::mla::args_from_c(p, *a), threads);
+    ktune::sparse_mla_decode_host(runtime->rt, p,
+                                  ktune::mla::args_from_c(p, ktune::read_c_args<ktune_sparse_mla_args>(a)), threads);
   });
 }
 

@@ -11,6 +11,7 @@ SparseMlaDecodeArgs args_from_c(const Problem&, const ktune_sparse_mla_args& a) 
   d.lse = a.lse, d.workspace = a.workspace, d.workspace_bytes = a.workspace_bytes;
   d.num_tokens = a.num_tokens, d.num_pages = a.num_pages, d.softmax_scale = a.softmax_scale;
   d.config = a.config, d.num_splits = a.num_splits;
+  d.q_stride_token = a.q_stride_token, d.q_stride_head = a.q_stride_head;
   return d;
 }
 

@@ -99,6 +99,7 @@ FamilyInfo family_info() {
   };
   f.prepare_c_op = prepare_c_op;
   f.c_args_size = sizeof(ktune_sparse_mla_args);
+  f.c_args_older_sizes = {kCArgsSizeBeforeStrides};
   f.tuning_dims = {"batch"};  // the work is bounded by topk, not by the KV length
   f.workload = make_workload;
   f.host_workload = make_host_workload;

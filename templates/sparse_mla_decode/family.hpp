@@ -1,6 +1,8 @@
 // sparse_mla_decode behind the uniform FamilyInfo interface (CLI, C API, tuner).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -11,6 +13,9 @@
 namespace ktune::mla {
 
 FamilyInfo family_info();
+
+// struct_size of ktune_sparse_mla_args before its q strides.
+inline constexpr uint32_t kCArgsSizeBeforeStrides = offsetof(ktune_sparse_mla_args, q_stride_token);
 
 // The C argument struct as the C++ call takes it (c_op.cpp); the caller has checked its struct_size and family_id.
 SparseMlaDecodeArgs args_from_c(const Problem& problem, const ktune_sparse_mla_args& args);

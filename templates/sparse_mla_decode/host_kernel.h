@@ -184,9 +184,11 @@ struct Kernel {
     if constexpr (FP8)
       for (int i = 0; i < 256; ++i) lut[i] = kc::e4m3_to_float(static_cast<unsigned char>(i));
 
-    const unsigned short* qg = static_cast<const unsigned short*>(p.q) + ((long long)token * H + h0) * D;
+    const long long q_st = p.q_stride_token ? p.q_stride_token : (long long)H * D;  // elements (params.h)
+    const long long q_sh = p.q_stride_head ? p.q_stride_head : (long long)D;
+    const unsigned short* qg = static_cast<const unsigned short*>(p.q) + (long long)token * q_st + (long long)h0 * q_sh;
     for (int r = 0; r < G; ++r) {
-      for (int d = 0; d < D; ++d) q[r][d] = kc::bf16_to_float(qg[(long long)r * D + d]);
+      for (int d = 0; d < D; ++d) q[r][d] = kc::bf16_to_float(qg[(long long)r * q_sh + d]);
       for (int d = 0; d < LAT; ++d) o[r][d] = 0.f;
       m[r] = kc::neg_inf();
       l[r] = 0.f;

@@ -73,10 +73,12 @@ KT_DEV unsigned f16x2_to_bf16x2_scaled(unsigned h, float s) {
 template <int H, int HG, int D>
 KT_DEV void issue_q_tile(const Params& p, unsigned sQ, int token, int h0, int tid, int nthreads) {
   constexpr int QCH = D / 8;
-  const char* qg = static_cast<const char*>(p.q) + ((long long)token * H + h0) * D * 2;
+  const long long st = p.q_stride_token ? p.q_stride_token : (long long)H * D;  // elements (params.h)
+  const long long sh = p.q_stride_head ? p.q_stride_head : (long long)D;
+  const char* qg = static_cast<const char*>(p.q) + ((long long)token * st + (long long)h0 * sh) * 2;
   for (int i = tid; i < HG * QCH; i += nthreads) {
     const int r = i / QCH, c = i % QCH;
-    kc::cp_async_16(sQ + tile_off(HG, r, c), qg + (long long)r * D * 2 + c * 16, 16);
+    kc::cp_async_16(sQ + tile_off(HG, r, c), qg + (long long)r * sh * 2 + c * 16, 16);
   }
 }
 

@@ -21,6 +21,7 @@ inline ktune_mla::Params kernel_params(const Problem& p, const SparseMlaDecodeAr
   prm.num_slots = a.num_pages * p.page_size;
   prm.softmax_scale = a.softmax_scale;
   prm.report = nullptr;
+  prm.q_stride_token = a.q_stride_token, prm.q_stride_head = a.q_stride_head;
   return prm;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -35,6 +36,10 @@ struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, S
     using launch_support::ptr_text;
     validate_shape(p, a);
     need_ptr(a.q, "q", 16);
+    for (const auto& [v, field] : {std::pair{a.q_stride_token, "q_stride_token"}, {a.q_stride_head, "q_stride_head"}})
+      if (v < 0 || v > (int64_t{1} << 40) || v % 8 != 0)
+        bad(field, "0 (dense) or a positive multiple of 8 elements up to 2^40 (q rows are loaded 16 bytes at a time)",
+            std::to_string(v));
     need_ptr(a.kv_cache, "kv_cache", 16);
     need_ptr(a.indices, "indices", 4);
     need_ptr(a.out, "out", 4);

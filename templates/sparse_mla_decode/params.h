@@ -1,8 +1,9 @@
 // sparse_mla_decode kernel parameters: one POD struct passed by value to both entry points. Included by the
 // host spec (C++17) and the device template (NVRTC), so it uses builtin types only.
 //
-// Tensor layouts (contiguous, row-major):
-//   q        [num_tokens, num_heads, kv_lora_rank + rope_dim] bf16 (latent first, then rope)
+// Tensor layouts (row-major; strides in elements):
+//   q        [num_tokens, num_heads, kv_lora_rank + rope_dim] bf16 (latent first, then rope); row (token t,
+//            head h) at t * q_stride_token + h * q_stride_head, the row contiguous (0 strides: dense)
 //   kv_cache fp8_ds_mla: [num_pages, page_size, row] bytes, row = kv_lora_rank e4m3 (tiles of 128 values)
 //            + kv_lora_rank/128 fp32 scales (one per tile) + rope_dim bf16  (656 bytes for 512 + 64)
 //            bf16:       [num_pages, page_size, kv_lora_rank + rope_dim] bf16
@@ -33,6 +34,7 @@ struct Params {
   long long num_slots;     // num_pages * page_size (checked kernels: valid slots are [0, num_slots))
   float softmax_scale;     // logits = softmax_scale * (q . k)
   ktune_common::DeviceReport* report;  // checked kernels (Spec::kChecked) record bad indices here; else unused
+  long long q_stride_token, q_stride_head;  // elements; 0 => dense (num_heads * row, row)
 };
 
 }  // namespace ktune_mla

@@ -2,6 +2,7 @@
 #include "ktune/ktune.h"
 
 #include <string>
+#include <vector>
 
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
@@ -13,6 +14,8 @@
 
 namespace {
 using namespace ktune::capi;
+
+const std::vector<uint32_t> kOlderSizes = {ktune::xqa::kCArgsSizeBeforeForms};
 
 // Problem keys are parsed once per thread and key: the hot path of a C caller is a string compare.
 const ktune::xqa::Problem& xqa_problem(const char* key) {
@@ -38,7 +41,9 @@ void ktune_xqa_args_default(ktune_xqa_args* a) {
   *a = ktune_xqa_args{sizeof(ktune_xqa_args), ktune::c_family_id("xqa_decode"), d.q, d.kv_cache, d.block_tables, d.seq_lens, d.q_cu_seq_lens, d.mask, d.sinks, d.out, d.lse,
                       d.workspace, d.workspace_bytes, d.batch, d.num_tokens, d.q_len_per_req, d.max_pages_per_req,
                       d.num_pages, d.max_seq_len, d.softmax_scale, d.q_scale, d.k_scale, d.v_scale, d.o_scale,
-                      d.softcap, d.window_left, d.config, d.num_splits};
+                      d.softcap, d.window_left, d.config, d.num_splits, d.q_stride_token, d.q_stride_head,
+                      d.out_stride_token, d.out_stride_head, d.k_cache, d.v_cache, d.kv_page_stride,
+                      d.q_scale_ptr, d.k_scale_ptr, d.v_scale_ptr, d.o_scale_ptr};
 }
 
 ktune_status ktune_xqa_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int batch,
@@ -53,10 +58,10 @@ ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* problem_key, c
   if (!runtime) return invalid("ktune_xqa_decode: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_xqa_decode: problem_key must not be NULL");
   if (!a) return invalid("ktune_xqa_decode: args must not be NULL");
-  if (ktune_status st = check_args_header(a, "xqa_decode", sizeof(*a), "ktune_xqa_decode")) return st;
+  if (ktune_status st = check_args_header(a, "xqa_decode", sizeof(*a), "ktune_xqa_decode", kOlderSizes)) return st;
   return guarded([&] {
     const ktune::xqa::Problem& p = xqa_problem(problem_key);
-    ktune::xqa_decode(runtime->rt, p, ktune::xqa::args_from_c(p, *a), stream);
+    ktune::xqa_decode(runtime->rt, p, ktune::xqa::args_from_c(p, ktune::read_c_args<ktune_xqa_args>(a)), stream);
   });
 }
 
@@ -76,10 +81,11 @@ ktune_status ktune_xqa_decode_host(ktune_runtime* runtime, const char* problem_k
   if (!runtime) return invalid("ktune_xqa_decode_host: runtime must not be NULL");
   if (!problem_key) return invalid("ktune_xqa_decode_host: problem_key must not be NULL");
   if (!a) return invalid("ktune_xqa_decode_host: args must not be NULL");
-  if (ktune_status st = check_args_header(a, "xqa_decode", sizeof(*a), "ktune_xqa_decode_host")) return st;
+  if (ktune_status st = check_args_header(a, "xqa_decode", sizeof(*a), "ktune_xqa_decode_host", kOlderSizes))
+    return st;
   return guarded([&] {
     const ktune::xqa::Problem& p = xqa_problem(problem_key);
-    ktune::xqa_decode_host(runtime->rt, p, ktune::xqa::args_from_c(p, *a), threads);
+    ktune::xqa_decode_host(runtime->rt, p, ktune::xqa::args_from_c(p, ktune::read_c_args<ktune_xqa_args>(a)), threads);
   });
 }
 

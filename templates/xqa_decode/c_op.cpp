@@ -13,6 +13,11 @@ XqaDecodeArgs args_from_c(const Problem&, const ktune_xqa_args& a) {
   d.num_pages = a.num_pages, d.max_seq_len = a.max_seq_len, d.softmax_scale = a.softmax_scale;
   d.q_scale = a.q_scale, d.k_scale = a.k_scale, d.v_scale = a.v_scale, d.o_scale = a.o_scale;
   d.softcap = a.softcap, d.window_left = a.window_left, d.config = a.config, d.num_splits = a.num_splits;
+  d.q_stride_token = a.q_stride_token, d.q_stride_head = a.q_stride_head;
+  d.out_stride_token = a.out_stride_token, d.out_stride_head = a.out_stride_head;
+  d.k_cache = a.k_cache, d.v_cache = a.v_cache, d.kv_page_stride = a.kv_page_stride;
+  d.q_scale_ptr = a.q_scale_ptr, d.k_scale_ptr = a.k_scale_ptr, d.v_scale_ptr = a.v_scale_ptr;
+  d.o_scale_ptr = a.o_scale_ptr;
   return d;
 }
 

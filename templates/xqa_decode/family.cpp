@@ -138,6 +138,7 @@ FamilyInfo family_info() {
   };
   f.prepare_c_op = prepare_c_op;
   f.c_args_size = sizeof(ktune_xqa_args);
+  f.c_args_older_sizes = {kCArgsSizeBeforeForms};
   f.tuning_dims = {"batch", "seq_len"};
   f.workload = make_workload;
   f.host_workload = make_host_workload;

@@ -1,6 +1,8 @@
 // xqa_decode behind the uniform FamilyInfo interface (CLI, C API, presets, tuner).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -11,6 +13,9 @@
 namespace ktune::xqa {
 
 FamilyInfo family_info();
+
+// struct_size of ktune_xqa_args before its strided q/out, K/V pair and device-scale fields.
+inline constexpr uint32_t kCArgsSizeBeforeForms = offsetof(ktune_xqa_args, q_stride_token);
 
 // The C argument struct as the C++ call takes it (c_op.cpp); the caller has checked its struct_size and family_id.
 XqaDecodeArgs args_from_c(const Problem& problem, const ktune_xqa_args& args);

@@ -159,9 +159,12 @@ struct Kernel {
     if constexpr (KVT == kc::kE4M3)
       for (int i = 0; i < 256; ++i) lut[i] = kc::e4m3_to_float(static_cast<unsigned char>(i));
 
+    const Scales scl = load_scales(p);
+    const long long q_st = p.q_stride_token ? p.q_stride_token : (long long)HQ * D;
+    const long long q_sh = p.q_stride_head ? p.q_stride_head : (long long)D;
     for (int r = 0; r < rows; ++r) {
       const int qi = r / G, gh = r % G;
-      const long long off = ((long long)(q_start + qi) * HQ + kvh * G + gh) * D;
+      const long long off = (long long)(q_start + qi) * q_st + (long long)(kvh * G + gh) * q_sh;
       for (int d = 0; d < D; ++d) q[r][d] = load_elem<S::kQType>(p.q, off + d);
       for (int d = 0; d < D; ++d) o[r][d] = 0.f;
       m[r] = kc::neg_inf();
@@ -169,16 +172,20 @@ struct Kernel {
       mword[r] = S::kMask == 2 ? kc::draft_mask_word(p.mask, q_start + qi, 1, 0) : 0u;
     }
 
-    const float scale_log2 = p.bmm1_scale * kc::kLog2e;
+    const float scale_log2 = scl.bmm1 * kc::kLog2e;
     const bool use_cap = S::kSoftcap && p.softcap > 0.f;
-    const float cap_pre = use_cap ? p.bmm1_scale / p.softcap : 0.f;
+    const float cap_pre = use_cap ? scl.bmm1 / p.softcap : 0.f;
     const float cap_log2e = use_cap ? p.softcap * kc::kLog2e : 0.f;
     const int* bt = p.block_tables + (long long)b * p.max_pages_per_req;
-    const long long page_elems = 2LL * HKV * PS * D, v_off = (long long)HKV * PS * D;
+    const int es = kc::dtype_size(KVT);
+    // K of page i at page_elems * i; its V v_off bytes after it (params.h; 0 fields: the combined cache).
+    const long long page_elems = p.kv_page_stride ? p.kv_page_stride : 2LL * HKV * PS * D;
+    const long long v_off = p.kv_v_offset ? p.kv_v_offset : (long long)HKV * PS * D * es;
+    const void* v_base = static_cast<const char*>(p.kv_cache) + v_off;
     const long long head_off = S::kLayoutHND ? (long long)kvh * PS * D : (long long)kvh * D;
     const long long row_stride = S::kLayoutHND ? (long long)D : (long long)HKV * D;
 
-    const int row_bytes = D * kc::dtype_size(KVT);
+    const int row_bytes = D * es;
     for (int tile = t_begin; tile < t_end; ++tile) {
       const int k0 = tile * TT;
       const int nt = imin(TT, L - k0);  // tokens of the request in this tile (never read past L)
@@ -187,10 +194,10 @@ struct Kernel {
         for (int t = 0; t < nn; ++t) {
           const int k = k0 + TT + t;
           const char* e = static_cast<const char*>(p.kv_cache) +
-                          ((long long)bt[k / PS] * page_elems + head_off + (k % PS) * row_stride) * kc::dtype_size(KVT);
+                          ((long long)bt[k / PS] * page_elems + head_off + (k % PS) * row_stride) * es;
           for (int b0 = 0; b0 < row_bytes; b0 += 64) {
             __builtin_prefetch(e + b0);
-            __builtin_prefetch(e + v_off * kc::dtype_size(KVT) + b0);
+            __builtin_prefetch(e + v_off + b0);
           }
         }
       }
@@ -198,7 +205,7 @@ struct Kernel {
         const int k = k0 + t;
         const long long e = (long long)bt[k / PS] * page_elems + head_off + (k % PS) * row_stride;
         decode_row(sp, p.kv_cache, e, lut, kf[t]);
-        decode_row(sp, p.kv_cache, e + v_off, lut, vf[t]);
+        decode_row(sp, v_base, e, lut, vf[t]);
       }
       scores(sp, rows, nt, q, kf, sc);
 
@@ -244,11 +251,13 @@ struct Kernel {
 
     // Epilogue: normalized output (+ LSE), or the split's partial.
     const float* sinks = S::kSinks ? p.sinks : nullptr;
+    const long long o_st = p.out_stride_token ? p.out_stride_token : (long long)HQ * D;
+    const long long o_sh = p.out_stride_head ? p.out_stride_head : (long long)D;
     for (int r = 0; r < rows; ++r) {
       const int qi = r / G, hq = kvh * G + r % G;
       if (ns == 1) {
-        const kc::RowFinal f = kc::finalize_row(m[r], l[r], sinks != nullptr, sinks ? sinks[hq] : 0.f, p.bmm2_scale);
-        const long long off = ((long long)(q_start + qi) * HQ + hq) * D;
+        const kc::RowFinal f = kc::finalize_row(m[r], l[r], sinks != nullptr, sinks ? sinks[hq] : 0.f, scl.bmm2);
+        const long long off = (long long)(q_start + qi) * o_st + (long long)hq * o_sh;
         for (int d = 0; d < D; ++d) store_elem<S::kOutType>(p.out, off + d, o[r][d] * f.scale);
         if (S::kWriteLse && p.lse) p.lse[(long long)(q_start + qi) * HQ + hq] = f.lse;
       } else {
@@ -278,6 +287,9 @@ struct Kernel {
     const int ns = p.num_splits;
     const long long ws_rows = (long long)p.batch * QL * HQ;
     const float* sinks = S::kSinks ? p.sinks : nullptr;
+    const float bmm2 = load_scales(p).bmm2;
+    const long long o_st = p.out_stride_token ? p.out_stride_token : (long long)HQ * D;
+    const long long o_sh = p.out_stride_head ? p.out_stride_head : (long long)D;
     alignas(64) float acc[DM];
     for (int row = begin; row < end; ++row) {
       const int hq = row % HQ, bq = row / HQ, qi = bq % QL, b = bq / QL;
@@ -297,8 +309,8 @@ struct Kernel {
         const float* x = po + (long long)s * D;
         for (int d = 0; d < D; ++d) acc[d] += w * x[d];
       }
-      const kc::RowFinal f = kc::finalize_row(M, Lsum, sinks != nullptr, sinks ? sinks[hq] : 0.f, p.bmm2_scale);
-      const long long off = ((long long)(rq.q_start + qi) * HQ + hq) * D;
+      const kc::RowFinal f = kc::finalize_row(M, Lsum, sinks != nullptr, sinks ? sinks[hq] : 0.f, bmm2);
+      const long long off = (long long)(rq.q_start + qi) * o_st + (long long)hq * o_sh;
       for (int d = 0; d < D; ++d) store_elem<S::kOutType>(p.out, off + d, acc[d] * f.scale);
       if (S::kWriteLse && p.lse) p.lse[(long long)(rq.q_start + qi) * HQ + hq] = f.lse;
     }

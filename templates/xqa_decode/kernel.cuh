@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   constexpr int CPR = sh.kv_chunks, NTHR = sh.threads, PPT = sh.pages_per_tile, CMT = sh.cta_m_tiles;
   constexpr int CROWS = sh.cta_rows, WN = sh.warps_n, ODN = D / 8;
   constexpr int ES = kc::dtype_size(S::kKVType);
-  constexpr long long kPageElems = 2LL * HKV * PS * D;
+  constexpr long long kPageElems = 2LL * HKV * PS * D;          // the combined cache's defaults (params.h)
   constexpr long long kVOffBytes = (long long)HKV * PS * D * ES;
   constexpr int kTileBytes = TT * D * ES;  // one K (or V) tile in smem
   constexpr bool kQRegs = sh.q_in_regs;
@@ -118,6 +118,9 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   const int n = rq.n, L = rq.L, q_start = rq.q_start;
   if (n <= 0 || L <= 0) return;                  // CUDA-graph padding: read nothing, write nothing
   if (mg * CROWS >= n * G) return;               // this row group holds no live query row
+  const Scales scl = load_scales(p);
+  const long long q_st = p.q_stride_token ? p.q_stride_token : (long long)HQ * D;
+  const long long q_sh = p.q_stride_head ? p.q_stride_head : (long long)D;
 
   const bool win = S::kSlidingWindow && p.window_left >= 0;
   const int wl = p.window_left;
@@ -158,7 +161,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
     const int rg = mg * CROWS + r, qi = rg / G, gh = rg % G;
     float v0 = 0.f, v1 = 0.f;
     if (rg < sh.rows && qi < n) {
-      const long long off = ((long long)(q_start + qi) * HQ + kvh * G + gh) * D + c;
+      const long long off = (long long)(q_start + qi) * q_st + (long long)(kvh * G + gh) * q_sh + c;
       v0 = kc::to_float(S::kQType, p.q, off);
       v1 = kc::to_float(S::kQType, p.q, off + 1);
     }
@@ -178,6 +181,8 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   __syncthreads();
 
   const char* kv_base = static_cast<const char*>(p.kv_cache);
+  const long long page_bytes = (p.kv_page_stride ? p.kv_page_stride : kPageElems) * ES;
+  const long long v_off = p.kv_v_offset ? p.kv_v_offset : kVOffBytes;  // V row = K row + v_off (may be < 0)
   // Thread -> (row0 + it * RPI, chunk) of a tile: RPI rows per pass, 16-byte chunks coalesced along each row.
   constexpr int RPI = NTHR / CPR;
   constexpr long long kRowStride = (S::kLayoutHND ? (long long)D : (long long)HKV * D) * ES;  // next token in a page
@@ -187,13 +192,13 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
     const int stage = j % ST;
     const int tile_start = (t_begin + j) * TT;
     const unsigned dst0 = s_base + stage * sh.smem_stage;
-    const char* page0 = kv_base + (long long)s_pages[stage * PPT] * kPageElems * ES + head_off;
+    const char* page0 = kv_base + (long long)s_pages[stage * PPT] * page_bytes + head_off;
 #pragma unroll
     for (int it = 0; it < TT / RPI; ++it) {
       const int row = ld_row0 + it * RPI;
       const char* src;
       if constexpr (TT > PS) {
-        src = kv_base + (long long)s_pages[stage * PPT + row / PS] * kPageElems * ES + head_off +
+        src = kv_base + (long long)s_pages[stage * PPT + row / PS] * page_bytes + head_off +
               (row % PS) * kRowStride;
       } else {
         src = page0 + ((tile_start % PS) + row) * kRowStride;
@@ -201,7 +206,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
       const bool valid = tile_start + row < L;
       const unsigned dst = dst0 + (row * CPR + swz<CPR>(row, ld_ch)) * 16;
       kc::cp_async_16(dst, valid ? src : kv_base, valid ? 16 : 0);
-      kc::cp_async_16(dst + kTileBytes, valid ? src + kVOffBytes : kv_base, valid ? 16 : 0);
+      kc::cp_async_16(dst + kTileBytes, valid ? src + v_off : kv_base, valid ? 16 : 0);
     }
   };
 #pragma unroll
@@ -250,9 +255,9 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
     lrow[j][0] = lrow[j][1] = 0.f;
   }
 
-  const float scale_log2 = p.bmm1_scale * Tr::kFold * kc::kLog2e;
+  const float scale_log2 = scl.bmm1 * Tr::kFold * kc::kLog2e;
   const bool use_cap = S::kSoftcap && p.softcap > 0.f;
-  const float cap_pre = use_cap ? p.bmm1_scale * Tr::kFold / p.softcap : 0.f;  // logit / cap
+  const float cap_pre = use_cap ? scl.bmm1 * Tr::kFold / p.softcap : 0.f;  // logit / cap
   const float cap_log2e = use_cap ? p.softcap * kc::kLog2e : 0.f;
   const int tok0 = wn * TPW;
 
@@ -432,6 +437,8 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   __syncthreads();
   float* s_scale = s_stat + 2 * WN * CROWS;
   const bool direct = p.num_splits == 1;
+  const long long o_st = p.out_stride_token ? p.out_stride_token : (long long)HQ * D;
+  const long long o_sh = p.out_stride_head ? p.out_stride_head : (long long)D;
   const long long ws_rows = (long long)p.batch * QL * HQ;
   for (int r = tid; r < CROWS; r += NTHR) {
     float M = kc::neg_inf();
@@ -449,7 +456,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
     if (rg < sh.rows && qi < n) {
       if (direct) {
         const RowFinal f = finalize_row(M, Lsum, S::kSinks && p.sinks != nullptr,
-                                        S::kSinks && p.sinks ? p.sinks[hq] : 0.f, p.bmm2_scale * Tr::kFold);
+                                        S::kSinks && p.sinks ? p.sinks[hq] : 0.f, scl.bmm2 * Tr::kFold);
         scale = f.scale;
         if (S::kWriteLse && p.lse) p.lse[(long long)(q_start + qi) * HQ + hq] = f.lse;
       } else {
@@ -509,7 +516,8 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
         acc.w *= sc;
         const int d = dc * 64 + c4 * 4;
         if (direct) {
-          store4<S::kOutType>(p.out, ((long long)(q_start + qi) * HQ + hq) * D + d, acc.x, acc.y, acc.z, acc.w);
+          store4<S::kOutType>(p.out, (long long)(q_start + qi) * o_st + (long long)hq * o_sh + d, acc.x, acc.y, acc.z,
+                              acc.w);
         } else {
           const long long rowid = (long long)(b * QL + qi) * HQ + hq;
           *reinterpret_cast<float4*>(p.workspace + (rowid * p.num_splits + split) * D + d) = acc;
@@ -578,8 +586,10 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Pa
   for (int v = 0; v < VPL; ++v) acc[v] = part[0][lane * VPL + v] + part[1][lane * VPL + v] + part[2][lane * VPL + v] +
                                          part[3][lane * VPL + v];
   const RowFinal f = finalize_row(M, Lsum, S::kSinks && p.sinks != nullptr, S::kSinks && p.sinks ? p.sinks[hq] : 0.f,
-                                  p.bmm2_scale * Tr::kFold);
-  const long long ob = ((long long)(rq.q_start + qi) * HQ + hq) * D + lane * VPL;
+                                  load_scales(p).bmm2 * Tr::kFold);
+  const long long o_st = p.out_stride_token ? p.out_stride_token : (long long)HQ * D;
+  const long long o_sh = p.out_stride_head ? p.out_stride_head : (long long)D;
+  const long long ob = (long long)(rq.q_start + qi) * o_st + (long long)hq * o_sh + lane * VPL;
   if constexpr (VPL >= 4) {
 #pragma unroll
     for (int v = 0; v < VPL; v += 4)

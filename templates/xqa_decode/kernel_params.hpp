@@ -7,12 +7,12 @@
 namespace ktune::xqa {
 
 // Scales: bmm1 = softmax_scale * k_scale (* q_scale only for an FP8 Q); bmm2 = v_scale (/ o_scale only for an FP8
-// output). `workspace` holds the split partials (null when unsplit).
+// output), each times its device-held form when given. `workspace` holds the split partials (null when unsplit).
 inline ktune_xqa::Params kernel_params(const Problem& p, const XqaDecodeArgs& a, int splits, float* workspace) {
   namespace kc = ::ktune_common;
   ktune_xqa::Params prm{};
   prm.q = a.q;
-  prm.kv_cache = a.kv_cache;
+  prm.kv_cache = a.kv_cache ? a.kv_cache : a.k_cache;
   prm.block_tables = a.block_tables;
   prm.seq_lens = a.seq_lens;
   prm.q_cu_seq_lens = a.q_cu_seq_lens;
@@ -32,6 +32,16 @@ inline ktune_xqa::Params kernel_params(const Problem& p, const XqaDecodeArgs& a,
   prm.window_left = p.sliding_window ? a.window_left : -1;
   prm.num_splits = splits;
   prm.report = nullptr;
+  prm.q_stride_token = a.q_stride_token, prm.q_stride_head = a.q_stride_head;
+  prm.out_stride_token = a.out_stride_token, prm.out_stride_head = a.out_stride_head;
+  if (!a.kv_cache) {  // the pair: validated distinct and 16-byte aligned, so the V distance is never 0
+    prm.kv_page_stride = a.kv_page_stride ? a.kv_page_stride : (long long)p.num_kv_heads * p.page_size * p.head_dim;
+    prm.kv_v_offset = static_cast<const char*>(a.v_cache) - static_cast<const char*>(a.k_cache);
+  }
+  prm.q_scale_ptr = p.q_dtype == kc::kE4M3 ? a.q_scale_ptr : nullptr;
+  prm.k_scale_ptr = a.k_scale_ptr;
+  prm.v_scale_ptr = a.v_scale_ptr;
+  prm.o_scale_ptr = p.out_dtype == kc::kE4M3 ? a.o_scale_ptr : nullptr;
   return prm;
 }
 

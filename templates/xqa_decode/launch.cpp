@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,7 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
       "a config key t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4";
   static constexpr int kMaxForcedSplits = 1024;
   static constexpr bool kPdl = true;  // every entry point waits (common/pdl.cuh)
+  static constexpr int64_t kMaxStride = int64_t{1} << 40;  // elements: keeps every address product in int64
 
   static void need_null(const void* p, const char* field, const char* why) {
     if (p) bad(field, fmt::format("null ({})", why), launch_support::ptr_text(p));
@@ -31,6 +33,65 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
   }
 
   static void validate_problem(const Problem& p) { p.validate(); }
+
+  // Exactly one cache form: kv_cache, or the (k_cache, v_cache) pair with its page stride.
+  static void validate_cache(const Problem& p, const Args& a) {
+    using launch_support::ptr_text;
+    const bool pair = a.k_cache || a.v_cache;
+    if (a.kv_cache && pair)
+      bad("kv_cache", "null when the (k_cache, v_cache) pair is given (exactly one of kv_cache or the pair)",
+          ptr_text(a.kv_cache));
+    if (!a.kv_cache && !pair)
+      bad("kv_cache", "the combined cache or the (k_cache, v_cache) pair (exactly one of them)", "neither");
+    if (!pair) {
+      need_ptr(a.kv_cache, "kv_cache", 16);
+      if (a.kv_page_stride != 0)
+        bad("kv_page_stride", "0 with kv_cache (the page stride belongs to the (k_cache, v_cache) pair)",
+            std::to_string(a.kv_page_stride));
+      return;
+    }
+    need_ptr(a.k_cache, "k_cache", 16);
+    need_ptr(a.v_cache, "v_cache", 16);
+    if (a.k_cache == a.v_cache) bad("v_cache", "a different address from k_cache", ptr_text(a.v_cache));
+    const int64_t es = ::ktune_common::dtype_size(int(p.kv_dtype));
+    const int64_t page = int64_t{p.num_kv_heads} * p.page_size * p.head_dim;
+    if (a.kv_page_stride != 0 &&
+        (a.kv_page_stride < page || a.kv_page_stride > kMaxStride || a.kv_page_stride * es % 16 != 0))
+      bad("kv_page_stride", fmt::format("0 (dense pages) or >= one page ({} elements), <= 2^40 and a multiple of "
+                                        "16 bytes ({} elements)", page, 16 / es),
+          std::to_string(a.kv_page_stride));
+  }
+
+  // q and out rows: (token t, head h) at t * stride_token + h * stride_head elements, head_dim contiguous.
+  // Reads of q may overlap; rows of out may not (they are written concurrently), and out strides keep the
+  // 4-value stores aligned.
+  static void validate_strides(const Problem& p, const Args& a) {
+    const int64_t D = p.head_dim, HQ = p.num_q_heads;
+    const auto non_negative = [](int64_t v, const char* field) {
+      if (v < 0 || v > kMaxStride) bad(field, "an element stride in 0..2^40 (0: dense)", std::to_string(v));
+    };
+    non_negative(a.q_stride_token, "q_stride_token");
+    non_negative(a.q_stride_head, "q_stride_head");
+    non_negative(a.out_stride_token, "out_stride_token");
+    non_negative(a.out_stride_head, "out_stride_head");
+    for (const auto& [v, field] : {std::pair{a.out_stride_token, "out_stride_token"}, {a.out_stride_head, "out_stride_head"}})
+      if (v % 4 != 0)
+        bad(field, "a multiple of 4 elements (out is stored 4 values at a time; with an aligned out every row "
+                   "start stays aligned)", std::to_string(v));
+    const int64_t st = a.out_stride_token ? a.out_stride_token : HQ * D;
+    const int64_t sh = a.out_stride_head ? a.out_stride_head : D;
+    // Rows do not overlap when the inner dimension's rows are head_dim apart and the outer one clears them.
+    struct Dim { int64_t stride, count; const char* field; };
+    Dim in{sh, HQ, "out_stride_head"}, outer{st, a.num_tokens, "out_stride_token"};
+    if (in.count > 1 && outer.count > 1 && in.stride > outer.stride) std::swap(in, outer);
+    if (in.count > 1 && in.stride < D)
+      bad(in.field, fmt::format(">= head_dim ({}): rows of out must not overlap", D), std::to_string(in.stride));
+    const int64_t span = in.count > 1 ? (in.count - 1) * in.stride + D : D;
+    if (outer.count > 1 && outer.stride < span)
+      bad(outer.field, fmt::format(">= {} elements (the other dimension's rows end there): rows of out must not overlap",
+                                   span),
+          std::to_string(outer.stride));
+  }
 
   static void validate_shape(const Problem&, const Args& a) {
     if (a.batch < 1 || a.batch > 65535) bad("batch", "1..65535", std::to_string(a.batch));
@@ -44,10 +105,11 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     validate_shape(p, a);
     const bool fp8_q = p.q_dtype == kc::kE4M3, fp8_out = p.out_dtype == kc::kE4M3;
     need_ptr(a.q, "q", fp8_q ? 1 : 2);
-    need_ptr(a.kv_cache, "kv_cache", 16);
+    validate_cache(p, a);
     need_ptr(a.block_tables, "block_tables", 4);
     need_ptr(a.seq_lens, "seq_lens", 4);
     need_ptr(a.out, "out", fp8_out ? 4 : 8);
+    validate_strides(p, a);
     if (a.q_cu_seq_lens) {
       if (reinterpret_cast<uintptr_t>(a.q_cu_seq_lens) % 4 != 0)
         bad("q_cu_seq_lens", "a 4-byte aligned device pointer", ptr_text(a.q_cu_seq_lens));
@@ -87,6 +149,11 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     need_positive(a.v_scale, "v_scale");
     if (fp8_q) need_positive(a.q_scale, "q_scale");
     if (fp8_out) need_positive(a.o_scale, "o_scale");
+    // Device-held scales (their values are read by the kernel only): aligned pointers where they apply.
+    if (a.k_scale_ptr) need_ptr(a.k_scale_ptr, "k_scale_ptr", 4);
+    if (a.v_scale_ptr) need_ptr(a.v_scale_ptr, "v_scale_ptr", 4);
+    if (fp8_q && a.q_scale_ptr) need_ptr(a.q_scale_ptr, "q_scale_ptr", 4);
+    if (fp8_out && a.o_scale_ptr) need_ptr(a.o_scale_ptr, "o_scale_ptr", 4);
     if (a.max_pages_per_req < 1) bad("max_pages_per_req", ">= 1", std::to_string(a.max_pages_per_req));
     if (int64_t{a.max_pages_per_req} * p.page_size < a.max_seq_len)
       bad("max_pages_per_req", fmt::format("max_pages_per_req * page_size ({} * {}) >= max_seq_len ({})",

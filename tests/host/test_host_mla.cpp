@@ -43,6 +43,7 @@ struct MlaCombo {
   int num_tokens = 4, threads = 0, forced_splits = 0;
   int all_skip_token = 1;  // this token gets only -1 (< 0: none)
   bool sinks = false, own_workspace = false;
+  bool strided_q = false;  // q rows in a wider NaN-filled buffer (padded heads and rows)
   double skip_fraction = 0.1;
 };
 
@@ -112,6 +113,17 @@ void run_combo(Runtime& rt, const MlaCombo& cb, uint64_t seed, std::set<std::str
 
   SparseMlaDecodeArgs a;
   a.q = c.q.data();
+  std::vector<uint16_t> q_wide;
+  if (cb.strided_q) {  // [T, heads + 1, row + 8]: the rows of c.q, the rest NaN
+    const int64_t row = p.kv_lora_rank + p.rope_dim, sh = row + 8, st = (p.num_heads + 1) * sh;
+    q_wide.assign(size_t(c.opt.num_tokens * st), 0x7FC0);
+    for (int64_t t = 0; t < c.opt.num_tokens; ++t)
+      for (int64_t h = 0; h < p.num_heads; ++h)
+        std::memcpy(q_wide.data() + t * st + h * sh, c.q.data() + (t * p.num_heads + h) * row, row * 2);
+    a.q = q_wide.data();
+    a.q_stride_token = st;
+    a.q_stride_head = sh;
+  }
   a.kv_cache = c.kv.data();
   a.indices = c.indices.data();
   a.sinks = cb.sinks ? c.sinks.data() : nullptr;
@@ -176,6 +188,20 @@ TEST_CASE("host sparse_mla_decode matches the fp64 reference over the matrix", "
   }
 }
 
+TEST_CASE("host sparse_mla_decode reads q through token and head strides", "[host][mla][forms]") {
+  KTUNE_REQUIRE_HOST();
+  const uint64_t seed = test::host_run_seed();
+  std::printf("[host][mla][forms] seed %llu (KTUNE_TEST_SEED=%llu replays)\n", (unsigned long long)seed,
+              (unsigned long long)seed);
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  std::vector<MlaCombo> list = combos();
+  for (size_t i = 0; i < list.size(); i += 3) {
+    list[i].strided_q = true;
+    run_combo(rt, list[i], seed + 1000003ull * i, nullptr);
+  }
+}
+
 TEST_CASE("host sparse_mla_decode rejects bad arguments and out-of-range indices naming them", "[host][mla]") {
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
@@ -206,6 +232,12 @@ TEST_CASE("host sparse_mla_decode rejects bad arguments and out-of-range indices
   SparseMlaDecodeArgs b = a;
   b.q = nullptr;
   expect_field(b, "q:");
+  b = a;
+  b.q_stride_head = 580;  // not a multiple of 8 elements
+  expect_field(b, "q_stride_head:");
+  b = a;
+  b.q_stride_token = -8;
+  expect_field(b, "q_stride_token:");
   b = a;
   b.indices = nullptr;
   expect_field(b, "indices:");

@@ -14,16 +14,19 @@
 // < 5x that; |LSE - ref| < 2e-3.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "common/numerics.cuh"
 #include "host/host_support.hpp"
 #include "ktune/error.hpp"
 #include "ktune/xqa_decode_host.hpp"
 #include "support/temp_dir.hpp"
+#include "support/xqa_forms.hpp"
 #include "support/xqa_reference.hpp"
 
 using namespace ktune;
@@ -120,6 +123,41 @@ void run_combo(Runtime& rt, const HostCombo& cb, uint64_t seed) {
   if (cb.forced_splits > 0) CHECK(plan.num_splits == cb.forced_splits);
 }
 
+// One case through the engine forms (support/xqa_forms.hpp): the same data as the dense case, so the dense
+// reference applies; out rows gathered back, their padding checked untouched.
+void run_forms(Runtime& rt, const Problem& p, test::XqaKvForm form, bool head_major_q, int forced_splits,
+               const char* config, uint64_t seed) {
+  test::XqaRandomOptions o;
+  o.batch = 3;
+  o.max_seq_len = 500;
+  o.seed = seed;
+  o.ragged = seed % 2 == 0;
+  o.zero_fraction = 0.2;
+  const test::XqaRandomCase c = test::make_xqa_case(p, o);
+  test::XqaForms f = test::make_xqa_forms(c, form, head_major_q);
+  std::vector<float> lse(std::max<size_t>(size_t(c.num_tokens) * p.num_q_heads, 1));
+  std::memset(lse.data(), 0xFF, lse.size() * sizeof(float));
+  XqaDecodeArgs a = test::host_args(c, nullptr, lse.data());
+  test::set_xqa_forms(a, c, f, f.q.data(), f.out.data(), f.kv.data(), f.scale_values);
+  a.num_splits = forced_splits;
+  a.config = config;
+  INFO(p.key() << ", kv form " << int(form) << (head_major_q ? ", head-major q" : ", fused-QKV q") << ", splits "
+                << forced_splits << ", tokens " << c.num_tokens << ", seed " << seed);
+  xqa_decode_host(rt, p, a, 4);
+
+  long long pad_clobbered = 0;
+  const std::vector<unsigned char> dense = test::gather_xqa_out(c, f, f.out, &pad_clobbered);
+  const test::XqaRefResult ref = test::xqa_reference(p, c.host_params());
+  const test::XqaCompare cmp = test::xqa_compare(p, ref, dense.data(), p.write_lse ? lse.data() : nullptr, 0xFF);
+  const double tol = p.out_dtype == kc::kE4M3 ? 8e-2 : 5e-3;
+  CHECK(pad_clobbered == 0);
+  CHECK(cmp.nonfinite == 0);
+  CHECK(cmp.clobbered == 0);
+  CHECK(cmp.rel_l2 < tol);
+  CHECK(cmp.max_row_rel < 5 * tol);
+  if (p.write_lse) CHECK(cmp.lse_max_abs < 2e-3);
+}
+
 RuntimeOptions host_test_options(const test::TempDir& dir) {
   RuntimeOptions o = RuntimeOptions::from_env();  // KTUNE_CACHE may point at a warm cache
   if (o.cache_path.empty() || !std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("host.db");
@@ -196,4 +234,59 @@ TEST_CASE("host xqa_decode rejects bad arguments naming the field", "[host][xqa]
   b = a;
   b.num_tokens = 3;
   expect_field(b, "num_tokens");
+}
+
+TEST_CASE("host xqa_decode takes strided q/out, the K/V pair and device-held scales", "[host][xqa][forms]") {
+  KTUNE_REQUIRE_HOST();
+  const uint64_t seed = test::host_run_seed();
+  std::printf("[host][xqa][forms] seed %llu (KTUNE_TEST_SEED=%llu replays)\n", (unsigned long long)seed,
+              (unsigned long long)seed);
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
+  // 16-bit Q and output (the device q / o scales must be ignored), FP8 Q, KV and output (they apply), sinks.
+  const std::vector<Problem> problems = {
+      make_problem(128, 8, 2, 16, Layout::Hnd, BF, BF, BF, 2, MaskKind::Causal, false, false, false, true),
+      make_problem(64, 8, 2, 32, Layout::Nhd, E4, E4, E4, 1, MaskKind::None, false, false, false, true),
+      make_problem(64, 4, 4, 16, Layout::Nhd, FP, E4, FP, 4, MaskKind::Explicit, true, false, false, true),
+  };
+  const test::XqaKvForm forms[] = {test::XqaKvForm::combined, test::XqaKvForm::separate, test::XqaKvForm::v_before_k,
+                                   test::XqaKvForm::stacked, test::XqaKvForm::views};
+  uint64_t i = 0;
+  for (const Problem& p : problems)
+    for (test::XqaKvForm form : forms) {
+      ++i;
+      run_forms(rt, p, form, i % 2 == 1, 0, nullptr, seed + 7919 * i);
+    }
+  // The combine pass stores through the out strides too.
+  run_forms(rt, problems[0], test::XqaKvForm::views, false, 3, "t16.v8.u1", seed + 1);
+  run_forms(rt, problems[1], test::XqaKvForm::separate, true, 2, "t16.v8.u1", seed + 2);
+}
+
+TEST_CASE("host xqa_decode with device-held scales follows a changed scale", "[host][xqa][forms]") {
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  const Problem p = make_problem(64, 4, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false,
+                                 false, false, false);
+  test::XqaRandomOptions o;
+  o.batch = 2;
+  o.max_seq_len = 100;
+  o.seed = test::host_run_seed();
+  const test::XqaRandomCase c = test::make_xqa_case(p, o);
+  const size_t bytes = size_t(c.num_tokens) * p.num_q_heads * p.head_dim * 2;
+  std::vector<unsigned char> a_out(bytes, 0xFF), b_out(bytes, 0xFF);
+  float v_scale = 1.f;
+  XqaDecodeArgs a = test::host_args(c, a_out.data(), nullptr);
+  a.v_scale_ptr = &v_scale;
+  xqa_decode_host(rt, p, a, 2);
+  v_scale = 2.f;  // the same arguments, a new value behind the pointer: out doubles exactly
+  a.out = b_out.data();
+  xqa_decode_host(rt, p, a, 2);
+  for (size_t i = 0; i < bytes / 2; ++i) {
+    const float x = kc::to_float(kc::kBF16, a_out.data(), static_cast<long long>(i));
+    const float y = kc::to_float(kc::kBF16, b_out.data(), static_cast<long long>(i));
+    REQUIRE(std::isfinite(x));
+    REQUIRE(y == 2 * x);
+  }
 }

@@ -2,6 +2,9 @@
 // C API's argument-struct header (struct_size, family_id).
 #include <catch2/catch.hpp>
 
+#include <cstddef>
+#include <cstring>
+
 #include <string>
 
 #include "ktune/error.hpp"
@@ -148,6 +151,29 @@ TEST_CASE("ktune_op_prepare and ktune_op_run refuse what they cannot run, naming
   a.struct_size = 12;
   CHECK(ktune_op_run(op, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("args.struct_size"));
+  {
+    // A caller built against the struct before its strided/pair/device-scale fields: accepted, and its missing
+    // tail read as zero (the bytes past its struct_size here are garbage and must not be read).
+    ktune_xqa_args older;
+    std::memset(&older, 0xAB, sizeof older);
+    ktune_xqa_args_default(&a);
+    std::memcpy(&older, &a, offsetof(ktune_xqa_args, q_stride_token));
+    older.struct_size = offsetof(ktune_xqa_args, q_stride_token);
+    older.batch = 2, older.max_seq_len = 4096, older.config = "t64.s3.w4", older.num_splits = 2;
+    const char* older_plan = nullptr;
+    REQUIRE(ktune_op_plan(op, &older, &older_plan) == KTUNE_OK);
+    CHECK_THAT(older_plan, Catch::Contains("\"num_splits\":2"));
+    older.q = reinterpret_cast<const void*>(uintptr_t{0x10000});
+    older.kv_cache = nullptr;
+    CHECK(ktune_op_run(op, &older, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(ktune_last_error(), Catch::Contains("kv_cache:") && Catch::Contains("got neither"));
+    CHECK(ktune_xqa_decode(rt, "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none", &older, nullptr) ==
+          KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(ktune_last_error(), Catch::Contains("got neither"));
+    older.struct_size = offsetof(ktune_xqa_args, q_stride_token) + 8;  // no size this library ever had
+    CHECK(ktune_op_run(op, &older, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(ktune_last_error(), Catch::Contains("args.struct_size"));
+  }
   ktune_xqa_args_default(&a);
   a.batch = 1, a.max_seq_len = 100;
   CHECK(ktune_op_run(op, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);  // no pointers: the first is named

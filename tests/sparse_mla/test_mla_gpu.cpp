@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -328,6 +329,55 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", 
               passed, runs, worst, worst_lse,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               (unsigned long long)seed);
+  for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
+  CHECK(failures.empty());
+}
+
+// q read through token and head strides (a wider NaN-filled buffer: padded heads and rows) by every kernel of
+// the matrix: both the mma.sync and the warp-specialized templates share issue_q_tile.
+TEST_CASE("sparse_mla_decode reads q through token and head strides", "[gpu][sparse_mla][forms]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const uint64_t seed = run_seed();
+  std::printf("sparse_mla strided q: seed %llu (KTUNE_TEST_SEED=%llu replays it)\n", (unsigned long long)seed,
+              (unsigned long long)seed);
+  test::MlaRng rng(seed);
+  std::vector<std::string> failures;
+  for (const Combo& cb : all_combos()) {
+    test::MlaCaseOptions o;
+    o.seed = rng.next();
+    o.num_tokens = cb.num_tokens > 0 ? cb.num_tokens : rng.range(3, 6);
+    o.sinks = cb.sinks;
+    DevCase dc(test::make_mla_case(cb.p, o));
+    const Problem& p = cb.p;
+    const int64_t row = p.kv_lora_rank + p.rope_dim, sh = row + 8, st = (p.num_heads + 1) * sh;
+    std::vector<uint16_t> wide(size_t(o.num_tokens * st), 0x7FC0);
+    for (int64_t t = 0; t < o.num_tokens; ++t)
+      for (int64_t h = 0; h < p.num_heads; ++h)
+        std::memcpy(wide.data() + t * st + h * sh, dc.c.q.data() + (t * p.num_heads + h) * row, row * 2);
+    test::DeviceBuffer q(wide.size() * 2);
+    q.upload(wide);
+    const test::MlaRef ref = test::mla_reference(dc.c);
+    const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
+    std::string line;
+    bool ok = false;
+    try {
+      dc.ensure_workspace(sparse_mla_decode_plan(rt, p, o.num_tokens, cfg, 0).workspace_bytes);
+      dc.poison();
+      SparseMlaDecodeArgs a = dc.args();
+      a.q = q.as<void>();
+      a.q_stride_token = st;
+      a.q_stride_head = sh;
+      a.config = cfg;
+      sparse_mla_decode(rt, p, a, nullptr);
+      test::sync();
+      ok = passes(dc.compare(ref), &line);
+    } catch (const std::exception& e) {
+      line = std::string("threw: ") + e.what();
+    }
+    std::printf("strided q %-28s %-40s %s %s\n", cb.name.c_str(), p.key().c_str(), line.c_str(), ok ? "PASS" : "FAIL");
+    if (!ok) failures.push_back(cb.name + " " + line);
+  }
   for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
   CHECK(failures.empty());
 }

@@ -38,6 +38,7 @@
 #include "support/gpu.hpp"
 #include "support/random_inputs.hpp"
 #include "support/temp_dir.hpp"
+#include "support/xqa_forms.hpp"
 #include "support/xqa_oracle.hpp"
 #include "support/xqa_reference.hpp"
 
@@ -553,6 +554,114 @@ TEST_CASE("xqa_decode replays from a captured CUDA graph with new seq_lens", "[g
   }
 }
 
+// The tensors engines hold (support/xqa_forms.hpp): strided q (a fused-QKV slice, head-major), padded out rows,
+// the K/V pair in every form, device-held scales; unsplit (direct store) and split (combine store). Then a
+// captured graph replayed after the device-held v_scale changed.
+TEST_CASE("xqa_decode takes strided q/out, the K/V pair and device-held scales", "[gpu][xqa][forms]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const auto& cu = detail::driver();
+  const uint64_t seed = run_seed();
+  std::printf("xqa forms: seed %llu (KTUNE_TEST_SEED=%llu replays it)\n", (unsigned long long)seed,
+              (unsigned long long)seed);
+  const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
+  const std::vector<Problem> problems = {
+      make_problem(128, 32, 8, 32, Layout::Hnd, BF, BF, BF, 4, MaskKind::Causal, false, false, false, true),
+      make_problem(64, 8, 2, 16, Layout::Nhd, E4, E4, E4, 1, MaskKind::None, false, false, false, true),
+      make_problem(128, 16, 2, 64, Layout::Nhd, FP, E4, FP, 2, MaskKind::Explicit, true, false, false, true),
+      make_problem(256, 8, 8, 16, Layout::Hnd, BF, E4, BF, 1, MaskKind::None, false, false, false, false),
+  };
+  const test::XqaKvForm forms[] = {test::XqaKvForm::combined, test::XqaKvForm::separate, test::XqaKvForm::v_before_k,
+                                   test::XqaKvForm::stacked, test::XqaKvForm::views};
+  uint64_t i = 0;
+  for (const Problem& p : problems)
+    for (test::XqaKvForm form : forms)
+      for (int splits : {1, 5}) {
+        ++i;
+        test::XqaRandomOptions o;
+        o.batch = 3;
+        o.max_seq_len = 3000;
+        o.seed = seed + 7919 * i;
+        o.ragged = i % 3 == 0;
+        o.zero_fraction = 0.2;
+        DevCase dc(test::make_xqa_case(p, o));
+        const test::XqaForms f = test::make_xqa_forms(dc.c, form, i % 2 == 0);
+        test::DeviceBuffer q(f.q.size()), out(f.out.size()), kv(f.kv.size()), scales(sizeof f.scale_values);
+        q.upload(f.q);
+        out.upload(f.out);
+        kv.upload(f.kv);
+        scales.upload(f.scale_values, sizeof f.scale_values);
+        const int bound = dc.c.max_pages_per_req * p.page_size;
+        dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound, nullptr, splits));
+        XqaDecodeArgs a = dc.args(bound);
+        test::set_xqa_forms(a, dc.c, f, q.as<void>(), out.as<void>(), kv.as<void>(), scales.as<float>());
+        a.num_splits = splits;
+        if (dc.ws) a.workspace = dc.ws->as<void>(), a.workspace_bytes = dc.ws->bytes();
+        dc.poison();
+        xqa_decode(rt, p, a, nullptr);
+        CU_CHECK(cu.cuCtxSynchronize());
+        long long pad_clobbered = 0;
+        const auto dense = test::gather_xqa_out(dc.c, f, out.download<unsigned char>(f.out.size()), &pad_clobbered);
+        const auto lse = dc.lse->download<float>(dc.lse_bytes / sizeof(float));
+        const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
+        const Outcome res =
+            check(p, test::xqa_compare(p, ref, dense.data(), p.write_lse ? lse.data() : nullptr, 0xFF));
+        INFO(p.key() << ", kv form " << int(form) << ", splits " << splits << ", seed " << o.seed << ": " << res.line);
+        CHECK(res.ok);
+        CHECK(pad_clobbered == 0);
+      }
+
+  // A graph captured once replays with the device-held v_scale of the moment.
+  const Problem& p = problems[0];
+  test::XqaRandomOptions o;
+  o.batch = 2;
+  o.max_seq_len = 800;
+  o.seed = seed + 1;
+  DevCase dc(test::make_xqa_case(p, o));
+  float v_dev = 1.f;
+  test::DeviceBuffer v_scale(sizeof v_dev);
+  v_scale.upload(&v_dev, sizeof v_dev);
+  XqaDecodeArgs a = dc.args(dc.c.max_pages_per_req * p.page_size);
+  a.num_splits = 1;
+  a.v_scale_ptr = v_scale.as<float>();
+  CUstream stream = nullptr;
+  CU_CHECK(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  xqa_decode(rt, p, a, stream);
+  CU_CHECK(cu.cuStreamSynchronize(stream));
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  CU_CHECK(cu.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  xqa_decode(rt, p, a, stream);
+  CU_CHECK(cu.cuStreamEndCapture(stream, &graph));
+  CU_CHECK(cu.cuGraphInstantiateWithFlags(&exec, graph, 0));
+  dc.poison();
+  CU_CHECK(cu.cuGraphLaunch(exec, stream));
+  CU_CHECK(cu.cuStreamSynchronize(stream));
+  const auto first = dc.out->download<unsigned char>(dc.out_bytes);
+  v_dev = 2.f;
+  v_scale.upload(&v_dev, sizeof v_dev);
+  dc.poison();
+  CU_CHECK(cu.cuGraphLaunch(exec, stream));
+  CU_CHECK(cu.cuStreamSynchronize(stream));
+  const auto second = dc.out->download<unsigned char>(dc.out_bytes);
+  const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
+  long long doubled = 0, written = 0;
+  for (size_t t = 0; t < ref.written.size(); ++t) {
+    if (!ref.written[t]) continue;
+    for (long long e = 0; e < (long long)p.num_q_heads * p.head_dim; ++e) {
+      const long long idx = (long long)t * p.num_q_heads * p.head_dim + e;
+      const float x = kc::to_float(kc::kBF16, first.data(), idx), y = kc::to_float(kc::kBF16, second.data(), idx);
+      ++written;
+      doubled += std::isfinite(x) && y == 2 * x;
+    }
+  }
+  CHECK(written > 0);
+  CHECK(doubled == written);
+  cu.cuGraphExecDestroy(exec);
+  cu.cuGraphDestroy(graph);
+  cu.cuStreamDestroy(stream);
+}
+
 TEST_CASE("a prepared xqa op matches the one-shot call bit for bit, through C++ and ktune_op_run", "[gpu][xqa][op]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
@@ -859,6 +968,50 @@ TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") 
       {"max_pages_per_req", [](Problem&, XqaDecodeArgs& a) { a.max_pages_per_req = 0; }},
       {"max_pages_per_req", [](Problem&, XqaDecodeArgs& a) { a.max_seq_len = 128 * 32 + 1; }},
       {"num_pages", [](Problem&, XqaDecodeArgs& a) { a.num_pages = 0; }},
+      // Exactly one cache form; the pair's pointers and page stride.
+      {"kv_cache", [&](Problem&, XqaDecodeArgs& a) { a.k_cache = fake(0x21000); a.v_cache = fake(0x22000); }},
+      {"kv_cache", [&](Problem&, XqaDecodeArgs& a) { a.kv_cache = nullptr; }},
+      {"v_cache", [&](Problem&, XqaDecodeArgs& a) { a.kv_cache = nullptr; a.k_cache = fake(0x21000); }},
+      {"k_cache", [&](Problem&, XqaDecodeArgs& a) { a.kv_cache = nullptr; a.v_cache = fake(0x22000); }},
+      {"k_cache", [&](Problem&, XqaDecodeArgs& a) {
+         a.kv_cache = nullptr; a.k_cache = fake(0x21008); a.v_cache = fake(0x22000);
+       }},
+      {"v_cache", [&](Problem&, XqaDecodeArgs& a) {
+         a.kv_cache = nullptr; a.k_cache = fake(0x21000); a.v_cache = fake(0x21000);
+       }},
+      {"kv_page_stride", [](Problem&, XqaDecodeArgs& a) { a.kv_page_stride = 2 * 8 * 32 * 128; }},
+      {"kv_page_stride", [&](Problem&, XqaDecodeArgs& a) {
+         a.kv_cache = nullptr; a.k_cache = fake(0x21000); a.v_cache = fake(0x22000);
+         a.kv_page_stride = 8 * 32 * 128 - 8;  // less than one page
+       }},
+      {"kv_page_stride", [&](Problem&, XqaDecodeArgs& a) {
+         a.kv_cache = nullptr; a.k_cache = fake(0x21000); a.v_cache = fake(0x22000);
+         a.kv_page_stride = 8 * 32 * 128 + 4;  // 8 bytes past a page: not a multiple of 16 bytes
+       }},
+      // Strides: non-negative; out's keep 4-value stores aligned and rows apart.
+      {"q_stride_token", [](Problem&, XqaDecodeArgs& a) { a.q_stride_token = -128; }},
+      {"q_stride_head", [](Problem&, XqaDecodeArgs& a) { a.q_stride_head = -1; }},
+      {"q_stride_token", [](Problem&, XqaDecodeArgs& a) { a.q_stride_token = int64_t{1} << 41; }},
+      {"kv_page_stride", [&](Problem&, XqaDecodeArgs& a) {
+         a.kv_cache = nullptr; a.k_cache = fake(0x21000); a.v_cache = fake(0x22000);
+         a.kv_page_stride = int64_t{1} << 62;  // would overflow the byte offsets
+       }},
+      {"out_stride_head", [](Problem&, XqaDecodeArgs& a) { a.out_stride_head = 130; }},
+      {"out_stride_token", [](Problem&, XqaDecodeArgs& a) { a.out_stride_token = 32 * 128 + 2; }},
+      {"out_stride_head", [](Problem&, XqaDecodeArgs& a) { a.out_stride_head = 64; }},
+      {"out_stride_token", [](Problem&, XqaDecodeArgs& a) { a.out_stride_head = 136; }},
+      {"out_stride_head", [](Problem&, XqaDecodeArgs& a) { a.out_stride_token = 128; a.out_stride_head = 128 * 16; }},
+      // Device-held scales: 4-byte aligned where they apply.
+      {"k_scale_ptr", [&](Problem&, XqaDecodeArgs& a) { a.k_scale_ptr = static_cast<const float*>(fake(0xB0002)); }},
+      {"v_scale_ptr", [&](Problem&, XqaDecodeArgs& a) { a.v_scale_ptr = static_cast<const float*>(fake(0xB0001)); }},
+      {"q_scale_ptr", [&](Problem& p, XqaDecodeArgs& a) {
+         p.q_dtype = p.kv_dtype = kc::kE4M3;
+         a.q_scale_ptr = static_cast<const float*>(fake(0xB0002));
+       }},
+      {"o_scale_ptr", [&](Problem& p, XqaDecodeArgs& a) {
+         p.out_dtype = kc::kE4M3;
+         a.o_scale_ptr = static_cast<const float*>(fake(0xB0002));
+       }},
       {"num_splits", [](Problem&, XqaDecodeArgs& a) { a.num_splits = -1; }},
       {"num_splits", [](Problem&, XqaDecodeArgs& a) { a.num_splits = 5000; }},
       {"config", [](Problem&, XqaDecodeArgs& a) { a.config = "t64.bogus"; }},

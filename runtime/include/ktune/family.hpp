@@ -107,6 +107,9 @@ struct KTUNE_API FamilyInfo {
   // ktune.h struct). Empty for a family without a C API.
   std::function<std::unique_ptr<COp>(Runtime&, const std::string& problem_key)> prepare_c_op;
   uint32_t c_args_size = 0;
+  // The sizes of the struct's older, shorter forms that callers may still pass (ktune.h: a struct grows at its
+  // end and a new field means "as before" when zero; such a struct is read with its missing tail zero).
+  std::vector<uint32_t> c_args_older_sizes;
 
   // ---- Tuning, warmup and replay (autotune/) ----
   // The bucketed dynamic dimensions of a tuning key, from the preset's ranges: "batch" (requests per step,

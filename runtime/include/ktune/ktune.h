@@ -81,6 +81,17 @@ typedef struct ktune_xqa_args {
   int window_left;
   const char* config; /* NULL: tuned or default */
   int num_splits;     /* 0: planned */
+  /* Strided q / out, in elements (0: dense): row (token t, head h) at t * stride_token + h * stride_head. */
+  int64_t q_stride_token, q_stride_head, out_stride_token, out_stride_head;
+  /* K and V as a pair (kv_cache NULL): page i at k_cache / v_cache + i * kv_page_stride elements (0: dense). */
+  const void* k_cache;
+  const void* v_cache;
+  int64_t kv_page_stride;
+  /* Device-held fp32 scales or NULL, multiplied with the float forms (q: FP8 Q only; o: FP8 output only). */
+  const float* q_scale_ptr;
+  const float* k_scale_ptr;
+  const float* v_scale_ptr;
+  const float* o_scale_ptr;
 } ktune_xqa_args;
 
 KTUNE_C_API void ktune_xqa_args_default(ktune_xqa_args* args);
@@ -96,7 +107,9 @@ KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* pr
  * no cache row read, no compiler run (after the first call of a shape, which loads its module). `args` is the
  * family's argument struct (ktune_xqa_args, ktune_sparse_mla_args, ktune_mxfp4_args) started from its
  * *_args_default, which sets struct_size and family_id: a struct of another family, or of a size this library
- * does not know, is KTUNE_ERROR_INVALID_ARGUMENT, never misread. An op is thread-safe and must be freed before
+ * does not know, is KTUNE_ERROR_INVALID_ARGUMENT, never misread. Argument structs grow at their end only, and a
+ * new field means "as before" when zero: a caller built against an older, shorter struct (its struct_size) is
+ * accepted by every call taking the struct and read with the missing tail zero. An op is thread-safe and must be freed before
  * its runtime is destroyed. On a thread whose device is KTUNE_HOST_DEVICE, ktune_op_run is the host call. */
 typedef struct ktune_op ktune_op;
 KTUNE_C_API ktune_status ktune_op_prepare(ktune_runtime* runtime, const char* family, const char* problem,
@@ -260,6 +273,9 @@ typedef struct ktune_sparse_mla_args {
   float softmax_scale;
   const char* config;       /* NULL: tuned or default */
   int num_splits;           /* 0: planned */
+  /* Strided q, in elements (0: dense; else multiples of 8): row (token t, head h) at t * q_stride_token +
+   * h * q_stride_head. */
+  int64_t q_stride_token, q_stride_head;
 } ktune_sparse_mla_args;
 
 KTUNE_C_API void ktune_sparse_mla_args_default(ktune_sparse_mla_args* args);

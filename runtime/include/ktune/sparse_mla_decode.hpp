@@ -31,7 +31,8 @@ namespace ktune {
 
 // Layouts: templates/sparse_mla_decode/params.h. All pointers are device pointers of the current CUDA context.
 struct KTUNE_API SparseMlaDecodeArgs {
-  const void* q = nullptr;           // [num_tokens, num_heads, kv_lora_rank + rope_dim] bf16 (16-byte aligned)
+  const void* q = nullptr;           // [num_tokens, num_heads, kv_lora_rank + rope_dim] bf16 (16-byte aligned;
+                                     // strides below)
   const void* kv_cache = nullptr;    // [num_pages, page_size, row_bytes] (16-byte aligned)
   const int32_t* indices = nullptr;  // [num_tokens, topk] physical slots page * page_size + offset, -1 = skip
   const float* sinks = nullptr;      // [num_heads] sink logits, or null (no sinks)
@@ -44,6 +45,10 @@ struct KTUNE_API SparseMlaDecodeArgs {
   float softmax_scale = 0;           // usually 1 / sqrt(kv_lora_rank + rope_dim)
   const char* config = nullptr;      // force a config key (the tuner/benches); nullptr = tuned or default
   int num_splits = 0;                // 0 = planned from num_tokens; else 1..64 (forced)
+  // Strided q (e.g. a slice of a wider projection output): row (token t, head h) starts at element
+  // t * q_stride_token + h * q_stride_head, the row contiguous. 0 = dense (num_heads * row, row); else multiples
+  // of 8 elements (rows are loaded 16 bytes at a time).
+  int64_t q_stride_token = 0, q_stride_head = 0;
 };
 
 using SparseMlaDecodePlan = LaunchPlan;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
@@ -49,9 +50,10 @@ inline ktune_status invalid(const char* what) {
 }
 
 // Every C argument struct begins with {struct_size, family_id} (set by its *_args_default). A struct of another
-// family or of a size this library does not know is refused before any field is read.
+// family or of a size this library does not know (neither `size` nor one of the older sizes) is refused before
+// any field is read.
 inline ktune_status check_args_header(const void* args, const char* family, uint32_t id, uint32_t size,
-                                      const char* fn) {
+                                      const char* fn, const std::vector<uint32_t>& older_sizes = {}) {
   uint32_t header[2];
   std::memcpy(header, args, sizeof(header));
   static thread_local std::string msg;
@@ -59,14 +61,18 @@ inline ktune_status check_args_header(const void* args, const char* family, uint
     return invalid((msg = std::string(fn) + ": args.family_id: expected " + std::to_string(id) + " (" + family +
                           "; start the struct from its *_args_default), got " + std::to_string(header[1]))
                        .c_str());
-  if (header[0] != size)
-    return invalid((msg = std::string(fn) + ": args.struct_size: expected " + std::to_string(size) + " (sizeof the " +
-                          family + " argument struct of this library), got " + std::to_string(header[0]))
-                       .c_str());
-  return KTUNE_OK;
+  if (header[0] == size) return KTUNE_OK;
+  for (uint32_t s : older_sizes)
+    if (header[0] == s) return KTUNE_OK;
+  std::string older;
+  for (uint32_t s : older_sizes) older += " or " + std::to_string(s);
+  return invalid((msg = std::string(fn) + ": args.struct_size: expected " + std::to_string(size) + " (sizeof the " +
+                        family + " argument struct of this library)" + older + ", got " + std::to_string(header[0]))
+                     .c_str());
 }
-inline ktune_status check_args_header(const void* args, const char* family, uint32_t size, const char* fn) {
-  return check_args_header(args, family, ktune::c_family_id(family), size, fn);
+inline ktune_status check_args_header(const void* args, const char* family, uint32_t size, const char* fn,
+                                      const std::vector<uint32_t>& older_sizes = {}) {
+  return check_args_header(args, family, ktune::c_family_id(family), size, fn, older_sizes);
 }
 
 
