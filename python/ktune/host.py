@@ -61,7 +61,8 @@ def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, *, max_seq_len=None
     """Paged decode attention on the CPU. Arrays (C-contiguous NumPy): q [num_tokens, num_q_heads, head_dim],
     kv_cache [num_pages, 2, num_kv_heads, page_size, head_dim] (HND) or [num_pages, 2, page_size, num_kv_heads,
     head_dim] (NHD), block_tables [batch, max_pages_per_req] int32, seq_lens [batch] int32, q_cu_seq_lens
-    [batch+1] int32 (ragged) or None, mask uint32 [num_tokens] (explicit), sinks [num_q_heads] float32.
+    [batch+1] int32 (ragged) or None, mask (explicit) uint32 [num_tokens] (max_q_len <= 32) or [num_tokens, 2]
+    (max_q_len 33..64), sinks [num_q_heads] float32.
     bf16 data is uint16 bit patterns (ktune.numerics.float_to_bf16), e4m3 uint8 codes, fp16 numpy.float16.
     Returns out, or (out, lse) when the problem writes LSE."""
     from .runtime import runtime as default_runtime
