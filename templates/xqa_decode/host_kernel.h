@@ -9,8 +9,9 @@
 //   decode  item = ((b * num_kv_heads + kv_head) * row_groups + row_group) * num_splits + split: up to kCapRows
 //           query rows of one kv head of one request (row r = q_index * group + head_in_group; row group g holds
 //           rows [g * kCapRows, (g + 1) * kCapRows), row_groups = ceil(max_q_len * group / kCapRows), the
-//           spec's host_row_groups), KV tiles [t_begin, t_end) of that split; split-KV partials (unnormalized O, (max, sum) in log2 units) go to the workspace in the CUDA
-//           kernel's layout, so one workspace_bytes() serves both.
+//           spec's host_row_groups), KV tiles [t_begin, t_end) of that split; split-KV partials (unnormalized
+//           O, (max, sum) in log2 units) go to the workspace in the CUDA kernel's layout, so one
+//           workspace_bytes() serves both.
 //   combine item = (b * max_q_len + q_index) * num_q_heads + q_head (only when num_splits > 1).
 // Per tile: K and V rows are decoded to fp32 once (tokens beyond the request are never read), scores are dot
 // products accumulated in kVecWidth independent lanes (so they vectorize without reassociation), kUnroll
