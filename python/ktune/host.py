@@ -79,11 +79,12 @@ def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, *, max_seq_len=None
     num_kv_heads, page_size, head_dim] (HND) or [num_pages, 2, page_size, num_kv_heads, head_dim] (NHD), or the
     pair (k_cache, v_cache) of [num_pages, <page>] arrays with dense, equally strided pages (kv[0], kv[1] of a
     [2, num_pages, ...] array, kv[:, 0], kv[:, 1] of the combined one, or two arrays), block_tables [batch,
-    max_pages_per_req] int32, seq_lens [batch] int32, q_cu_seq_lens [batch+1] int32 (ragged) or None, mask uint32
-    [num_tokens] (explicit), sinks [num_q_heads] float32; out may be strided like q. A scale is a number or a
-    float32 array of one element (read through its pointer at the call, as a device-held scale on the GPU).
-    bf16 data is uint16 bit patterns (ktune.numerics.float_to_bf16), e4m3 uint8 codes, fp16 numpy.float16; other
-    arrays C-contiguous. Returns out, or (out, lse) when the problem writes LSE."""
+    max_pages_per_req] int32, seq_lens [batch] int32, q_cu_seq_lens [batch+1] int32 (ragged) or None, mask
+    (explicit) uint32 [num_tokens] (max_q_len <= 32) or [num_tokens, 2] (max_q_len 33..64), sinks [num_q_heads]
+    float32; out may be strided like q. A scale is a number or a float32 array of one element (read through its
+    pointer at the call, as a device-held scale on the GPU). bf16 data is uint16 bit patterns
+    (ktune.numerics.float_to_bf16), e4m3 uint8 codes, fp16 numpy.float16; other arrays C-contiguous. Returns out,
+    or (out, lse) when the problem writes LSE."""
     from .runtime import runtime as default_runtime
     info = canonical(problem)
     rt = runtime or default_runtime()

@@ -70,6 +70,12 @@ def canonical(problem) -> XqaInfo:
     return info
 
 
+def mask_words(max_q_len: int) -> int:
+    """32-bit words per query row of an explicit draft mask: ceil(max_q_len / 32) (bit j of word w = draft key
+    32w + j), 1 up to max_q_len 32 and 2 up to 64."""
+    return (int(max_q_len) + 31) // 32
+
+
 @dataclass
 class Desc:
     """What the checks need of an array: shape, storage dtype tag, C-contiguity, data address, device, and its
@@ -208,11 +214,15 @@ def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens
     if info.mask == "mask":
         if mask is None:
             raise invalid("xqa_decode: mask: the problem's mask is explicit, so a draft mask is required")
-        words = (num_tokens, 2) if mask.dtype in ("u16", "i16") else (num_tokens,)
-        if mask.dtype in ("u16", "i16") and len(mask.shape) == 3:
-            words = (batch, q_len_per_req, 2)
-        _need("mask", mask, words, ("u16", "i16", "u32", "i32"),
-              " (one 32-bit word per query row: uint32 [num_tokens] or uint16 pairs [num_tokens, 2])")
+        w = mask_words(info.max_q_len)  # the problem's row stride, the same for every row
+        if mask.dtype in ("u16", "i16"):
+            shape = (batch, q_len_per_req, 2 * w) if len(mask.shape) == 3 else (num_tokens, 2 * w)
+        else:
+            shape = (num_tokens,) if w == 1 else (num_tokens, w)
+        u32 = "[num_tokens]" if w == 1 else f"[num_tokens, {w}]"
+        _need("mask", mask, shape, ("u16", "i16", "u32", "i32"),
+              f" ({w} 32-bit word{'s' if w > 1 else ''} per query row for max_q_len {info.max_q_len}: uint32 {u32} "
+              f"or uint16 pairs [num_tokens, {2 * w}])")
     elif mask is not None:
         raise invalid(f"xqa_decode: mask: expected None (the problem's mask is {info.mask}), got an array")
     if info.sinks:

@@ -107,6 +107,33 @@ class XqaHost(unittest.TestCase):
                       softcap=30.0, window_left=int(rng.integers(0, 64)))
 
     @need_host
+    def test_draft_tree_q64_two_word_mask_ragged_with_padding(self):
+        # 64 query tokens: two mask words a row, [num_tokens, 2] uint32; lengths across the word boundary
+        rng = np.random.default_rng(SEED + 6)
+        q_lens = [64, 0, 33, 17, 1]
+        seq = [int(rng.integers(64, 300)), 0, int(rng.integers(33, 200)), int(rng.integers(17, 40)), 5]
+        self.run_case(dict(head_dim=64, num_q_heads=8, num_kv_heads=2, page_size=16, max_q_len=64, mask="explicit",
+                           sinks=True, lse=True), 5, seq, q_lens=q_lens, ragged=True)
+
+    @need_host
+    def test_draft_tree_q40_causal_uniform_and_uint16_mask(self):
+        rng = np.random.default_rng(SEED + 7)
+        self.run_case(dict(head_dim=64, num_q_heads=16, num_kv_heads=1, page_size=32, max_q_len=40, mask="causal",
+                           kv_dtype="fp8", sliding_window=True), 2, [int(rng.integers(40, 260)) for _ in range(2)],
+                      window_left=int(rng.integers(0, 80)))
+        # the same explicit mask as uint16 pairs [num_tokens, 4] (low half first) gives the same answer
+        key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16, max_q_len=40, mask="explicit")
+        info = parse_key(key)
+        case = make_case(rng, info, 2, [90, 41])
+        a = (key, case["q"], case["kv_cache"], case["block_tables"], case["seq_lens"])
+        words = ktune.xqa_decode(*a, mask=case["mask"])
+        pairs = ktune.xqa_decode(*a, mask=np.ascontiguousarray(case["mask"]).view(np.uint16))
+        self.assertEqual(case["mask"].shape, (80, 2))
+        np.testing.assert_array_equal(words, pairs)
+        ref, _ = reference(info, case, 1 / 8.0)
+        self.assertLess(rel_l2(numerics.bf16_to_float(words), ref), 5e-3)
+
+    @need_host
     def test_returns_new_out_when_not_given_and_plan(self):
         key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16)
         info = parse_key(key)
@@ -252,6 +279,23 @@ class Errors(unittest.TestCase):
         self.assertIn("seq_lens", err(lambda: ktune.xqa_decode(*args, max_seq_len=5)))
         self.assertIn("sinks", err(lambda: ktune.xqa_decode(*args, sinks=np.zeros(4, np.float32))))
         self.assertIn("max_seq_len", err(lambda: ktune.xqa_decode(*args, max_seq_len=-1)))
+
+    def test_draft_tree_limits_and_mask_shapes(self):
+        with self.assertRaises(ktune.InvalidArgumentError) as c:
+            ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, max_q_len=65, mask="explicit")
+        self.assertIn("max_q_len: expected 1..64, got 65", c.exception.message)
+        key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16, max_q_len=64,
+                                mask="explicit")
+        self.assertIn(".q64.mask", key)
+        info = parse_key(key)
+        case = make_case(np.random.default_rng(SEED + 8), info, 2, [70, 64])
+        self.assertEqual(case["mask"].shape, (128, 2))
+        args = (key, case["q"], case["kv_cache"], case["block_tables"], case["seq_lens"])
+        for bad in (case["mask"][:, 0].copy(), np.zeros((128, 2), np.uint16), np.zeros((128, 3), np.uint32)):
+            with self.assertRaises(ktune.InvalidArgumentError) as c:
+                ktune.xqa_decode(*args, mask=bad)
+            self.assertIn("mask:", c.exception.message)
+            self.assertIn("2 32-bit words per query row", c.exception.message)
 
     @need_host
     def test_library_validation_message_is_carried(self):

@@ -51,20 +51,42 @@ def make_case(rng, info, batch, seq_lens, q_lens=None, ragged=False, extra_pages
     q = numerics.from_float(q_f, info.q_dtype)
     case = dict(q=q, kv_cache=kv, block_tables=block_tables, seq_lens=seq_lens, q_lens=q_lens,
                 q_cu_seq_lens=np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32) if ragged else None)
-    if info.mask == "mask":  # random draft mask, one uint32 word per query row (diagonal kept visible)
-        words = np.zeros(num_tokens, dtype=np.uint32)
-        t = 0
+    if info.mask == "mask":  # random draft mask (diagonal kept visible), packed by pack_mask
+        rows = []
         for b in range(batch):
             n = int(q_lens[b])
             for i in range(n):
                 bits = rng.integers(0, 2, size=n)
                 bits[i] = 1
-                words[t] = sum(int(bits[j]) << j for j in range(n))
-                t += 1
-        case["mask"] = words
+                rows.append(bits)
+        case["mask"] = pack_mask(rows, info.max_q_len)
     if info.sinks:
         case["sinks"] = rng.standard_normal(hq).astype(np.float32)
     return case
+
+
+def mask_words(max_q_len):
+    """32-bit words per mask row: ceil(max_q_len / 32), the same for every row (docs/xqa_decode.md)."""
+    return (int(max_q_len) + 31) // 32
+
+
+def pack_mask(rows, max_q_len):
+    """Draft-mask rows (one 0/1 sequence per query token, bit j = draft key j visible) -> uint32 words: shape
+    [num_tokens] when max_q_len <= 32, else [num_tokens, W]; bit j of row r is bit j % 32 of word j // 32."""
+    w = mask_words(max_q_len)
+    words = np.zeros((len(rows), w), dtype=np.uint32)
+    for r, bits in enumerate(rows):
+        for j, bit in enumerate(bits):
+            if bit:
+                words[r, j // 32] |= np.uint32(1 << (j % 32))
+    return words.reshape(len(rows)) if w == 1 else words
+
+
+def mask_bit(mask, row, j):
+    """Bit j of query row `row` of a mask packed by pack_mask (either shape)."""
+    m = np.asarray(mask)
+    word = int(m[row]) if m.ndim == 1 else int(m[row, j // 32])
+    return (word >> (j % 32)) & 1 == 1
 
 
 def reference(info, case, softmax_scale, q_scale=1.0, k_scale=1.0, v_scale=1.0, o_scale=1.0, softcap=0.0,
@@ -102,7 +124,7 @@ def reference(info, case, softmax_scale, q_scale=1.0, k_scale=1.0, v_scale=1.0, 
             for j in range(n):
                 k = draft0 + j
                 if info.mask == "mask":
-                    vis[k] = (int(case["mask"][t0 + i]) >> j) & 1 == 1
+                    vis[k] = mask_bit(case["mask"], t0 + i, j)
                 else:
                     vis[k] = j <= i
             if window_left >= 0:

@@ -1,15 +1,17 @@
 // xqa_decode for the host CPU: the same problem, parameters and semantics as kernel.cuh (paged KV, GQA,
-// spec-decode q_len 1..16, causal / explicit draft masks, sinks, sliding window, softcap, LSE, split-KV with a
+// spec-decode q_len 1..64, causal / explicit draft masks, sinks, sliding window, softcap, LSE, split-KV with a
 // combine pass), written as portable C++17 with no system headers so the LLVM host backend JIT-compiles it
 // from the embedded templates exactly like NVRTC compiles the CUDA one. The numerics are the shared ones:
 // element decoding and rounding (common/numerics.cuh), the draft-mask bit layout (common/mask.cuh), the
 // base-2 online softmax and row finalization (common/softmax.cuh).
 //
 // Work decomposition (the host launcher runs ranges of items on a thread pool):
-//   decode  item = (b * num_kv_heads + kv_head) * num_splits + split: all query rows of one kv head of one
-//           request (row r = q_index * group + head_in_group), KV tiles [t_begin, t_end) of that split;
-//           split-KV partials (unnormalized O, (max, sum) in log2 units) go to the workspace in the CUDA
-//           kernel's layout, so one workspace_bytes() serves both.
+//   decode  item = ((b * num_kv_heads + kv_head) * row_groups + row_group) * num_splits + split: up to kCapRows
+//           query rows of one kv head of one request (row r = q_index * group + head_in_group; row group g holds
+//           rows [g * kCapRows, (g + 1) * kCapRows), row_groups = ceil(max_q_len * group / kCapRows), the
+//           spec's host_row_groups), KV tiles [t_begin, t_end) of that split; split-KV partials (unnormalized
+//           O, (max, sum) in log2 units) go to the workspace in the CUDA kernel's layout, so one
+//           workspace_bytes() serves both.
 //   combine item = (b * max_q_len + q_index) * num_q_heads + q_head (only when num_splits > 1).
 // Per tile: K and V rows are decoded to fp32 once (tokens beyond the request are never read), scores are dot
 // products accumulated in kVecWidth independent lanes (so they vectorize without reassociation), kUnroll
@@ -21,7 +23,8 @@
 //   sp.kHeadDim, sp.kNumKvHeads, sp.kGroupSize, sp.kPageSize, sp.kMaxQLen, sp.kTokensPerTile   shape/tile
 //   S::kQType, kKVType, kOutType, kLayoutHND, kMask, kSinks, kSlidingWindow, kSoftcap, kWriteLse  (constexpr)
 //   S::kVecWidth, kUnroll                                                                        (constexpr)
-//   S::kCapHeadDim, kCapRows, kCapTile: array bounds (= the exact values in a JIT specialization)
+//   S::kCapHeadDim, kCapRows, kCapTile: array bounds (= the exact values in a JIT specialization; kCapRows is
+//   also the row-group size: min(max_q_len * group, kHostRowsPerItem))
 #pragma once
 
 #include "common/dtype.h"
@@ -78,6 +81,7 @@ struct Kernel {
   static constexpr int KVT = S::kKVType;
   static constexpr int kOChunk = 64;  // output columns accumulated in registers (every head_dim is a multiple)
   static constexpr int kLanes = 16;   // lanes of the softmax max / sum reductions (every tile is a multiple)
+  static constexpr int kMaskWords = 2;  // draft-mask words a row can have (max_q_len <= 64)
   static_assert(VW >= 1 && (DM % VW) == 0 && (TM % VW) == 0, "kVecWidth must divide head_dim and the tile");
   static_assert(TM % 16 == 0, "tiles are whole multiples of 16 tokens");
   static_assert(UN >= 1 && UN <= 8, "kUnroll must be 1..8");
@@ -130,13 +134,15 @@ struct Kernel {
     }
   }
 
-  static void decode_item(const S& sp, const Params& p, int b, int kvh, int split) {
+  static void decode_item(const S& sp, const Params& p, int b, int kvh, int rgroup, int split) {
     const int D = sp.kHeadDim, G = sp.kGroupSize, PS = sp.kPageSize, TT = sp.kTokensPerTile;
     const int HKV = sp.kNumKvHeads, HQ = HKV * G, QL = sp.kMaxQLen;
     const Request rq = load_request(sp, p, b);
     const int n = rq.n, L = rq.L, q_start = rq.q_start;
     if (n <= 0 || L <= 0) return;  // CUDA-graph padding: read nothing, write nothing
-    const int rows = n * G;
+    const int r0 = rgroup * RM;      // first row of this row group
+    const int rows = imin(n * G - r0, RM);
+    if (rows <= 0) return;           // a row group past this request's query rows
     const int ns = p.num_splits > 0 ? p.num_splits : 1;
 
     const bool win = S::kSlidingWindow && p.window_left >= 0;
@@ -154,7 +160,7 @@ struct Kernel {
     alignas(64) float vf[TM][DM];
     alignas(64) float sc[RM][TM];
     float m[RM], l[RM];
-    unsigned mword[RM];
+    unsigned mword[RM][kMaskWords];  // the row's draft-mask words (the second one 0 when the mask has one)
     float lut[KVT == kc::kE4M3 ? 256 : 1];
     if constexpr (KVT == kc::kE4M3)
       for (int i = 0; i < 256; ++i) lut[i] = kc::e4m3_to_float(static_cast<unsigned char>(i));
@@ -162,14 +168,16 @@ struct Kernel {
     const Scales scl = load_scales(p);
     const long long q_st = p.q_stride_token ? p.q_stride_token : (long long)HQ * D;
     const long long q_sh = p.q_stride_head ? p.q_stride_head : (long long)D;
+    const int mwords = kc::draft_mask_words(QL);  // row stride of the mask in words
     for (int r = 0; r < rows; ++r) {
-      const int qi = r / G, gh = r % G;
+      const int qi = (r0 + r) / G, gh = (r0 + r) % G;
       const long long off = (long long)(q_start + qi) * q_st + (long long)(kvh * G + gh) * q_sh;
       for (int d = 0; d < D; ++d) q[r][d] = load_elem<S::kQType>(p.q, off + d);
       for (int d = 0; d < D; ++d) o[r][d] = 0.f;
       m[r] = kc::neg_inf();
       l[r] = 0.f;
-      mword[r] = S::kMask == 2 ? kc::draft_mask_word(p.mask, q_start + qi, 1, 0) : 0u;
+      for (int w = 0; w < kMaskWords; ++w)
+        mword[r][w] = S::kMask == 2 && w < mwords ? kc::draft_mask_word(p.mask, q_start + qi, mwords, w) : 0u;
     }
 
     const float scale_log2 = scl.bmm1 * kc::kLog2e;
@@ -220,13 +228,13 @@ struct Kernel {
         }
         for (int t = nt; t < ntp; ++t) sr[t] = kc::neg_inf();
         if (need_mask) {
-          const int qi = r / G;
+          const int qi = (r0 + r) / G;
           for (int t = 0; t < nt; ++t) {
             const int k = k0 + t;
             bool vis = true;
             if (k >= draft0) {
               const int jd = k - draft0;
-              vis = S::kMask == 2 ? ((mword[r] >> jd) & 1u) != 0 : jd <= qi;
+              vis = S::kMask == 2 ? kc::draft_mask_bit<kMaskWords>(mword[r], jd) : jd <= qi;
             }
             if (win) vis = vis && k >= draft0 + qi - wl;
             if (!vis) sr[t] = kc::neg_inf();
@@ -254,7 +262,7 @@ struct Kernel {
     const long long o_st = p.out_stride_token ? p.out_stride_token : (long long)HQ * D;
     const long long o_sh = p.out_stride_head ? p.out_stride_head : (long long)D;
     for (int r = 0; r < rows; ++r) {
-      const int qi = r / G, hq = kvh * G + r % G;
+      const int qi = (r0 + r) / G, hq = kvh * G + (r0 + r) % G;
       if (ns == 1) {
         const kc::RowFinal f = kc::finalize_row(m[r], l[r], sinks != nullptr, sinks ? sinks[hq] : 0.f, scl.bmm2);
         const long long off = (long long)(q_start + qi) * o_st + (long long)hq * o_sh;
@@ -275,9 +283,10 @@ struct Kernel {
   // Decode work items [begin, end).
   static void decode(const S& sp, const Params& p, int begin, int end) {
     const int ns = p.num_splits > 0 ? p.num_splits : 1;
+    const int rgs = (sp.kMaxQLen * sp.kGroupSize + RM - 1) / RM;
     for (int item = begin; item < end; ++item) {
-      const int split = item % ns, bk = item / ns;
-      decode_item(sp, p, bk / sp.kNumKvHeads, bk % sp.kNumKvHeads, split);
+      const int split = item % ns, bkg = item / ns, rg = bkg % rgs, bk = bkg / rgs;
+      decode_item(sp, p, bk / sp.kNumKvHeads, bk % sp.kNumKvHeads, rg, split);
     }
   }
 

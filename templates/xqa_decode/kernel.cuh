@@ -1,4 +1,4 @@
-// xqa_decode: paged-KV decode attention (GQA, spec-decode q_len 1..16, masks, sinks, window, softcap, split-KV).
+// xqa_decode: paged-KV decode attention (GQA, spec-decode q_len 1..64, masks, sinks, window, softcap, split-KV).
 //
 // One CTA per (split, kv head [x row group], request). The CTA's query rows are every (query token, q head) of
 // its kv head: row r = q_index * group + head_in_group. They form the M dimension of mma.sync m16n8k16, so each
@@ -44,7 +44,8 @@ struct Traits {
   static constexpr float kFold = kKV8 ? kc::kE4m3Fold : 1.f;  // e4m3 -> f16 conversion scale (K and V)
   static constexpr int kNumQHeads = S::kNumKvHeads * S::kGroupSize;
   static_assert(shape_error(sh) == nullptr, "invalid xqa_decode shape (see shape_error)");
-  static_assert(S::kMaxQLen >= 1 && S::kMaxQLen <= 16, "kMaxQLen must be 1..16");
+  static_assert(S::kMaxQLen >= 1 && S::kMaxQLen <= 64, "kMaxQLen must be 1..64");
+  static constexpr int kMaskWords = kc::draft_mask_words(S::kMaxQLen);  // explicit mask: words per query row
 };
 
 // Row finalization (sinks, normalization, LSE) is the shared one (common/softmax.cuh), as on the host.
@@ -216,8 +217,9 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   }
 
   // ---- per-thread row data ----
+  constexpr int MW = Tr::kMaskWords;
   int qrow[MTW][2];          // query index of the thread's rows (g, g+8) per m tile
-  unsigned mword[MTW][2];    // explicit mask words
+  unsigned mword[MTW][2][MW];  // explicit mask words of those rows
 #pragma unroll
   for (int j = 0; j < MTW; ++j)
 #pragma unroll
@@ -225,9 +227,12 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
       const int rg = mg * CROWS + (wm + j * WM) * 16 + g + 8 * h;
       const int qi = rg / G;
       qrow[j][h] = qi;
-      mword[j][h] = 0u;
-      if (S::kMask == 2 && rg < sh.rows && qi < n && (wm + j * WM) < CMT)
-        mword[j][h] = kc::draft_mask_word(p.mask, q_start + qi, 1, 0);
+#pragma unroll
+      for (int w = 0; w < MW; ++w) {
+        mword[j][h][w] = 0u;
+        if (S::kMask == 2 && rg < sh.rows && qi < n && (wm + j * WM) < CMT)
+          mword[j][h][w] = kc::draft_mask_word(p.mask, q_start + qi, MW, w);
+      }
     }
 
   constexpr int QF_MT = kQRegs ? MTW : 1, QF_KS = kQRegs ? D / 16 : 1;
@@ -343,7 +348,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
               bool vis = k < L;
               if (k >= draft0) {
                 const int jd = k - draft0;
-                if (S::kMask == 2) vis = vis && ((mword[j][h] >> jd) & 1u);
+                if (S::kMask == 2) vis = vis && kc::draft_mask_bit<MW>(mword[j][h], jd);
                 else vis = vis && jd <= qi;
               }
               if (win) vis = vis && k >= draft0 + qi - wl;

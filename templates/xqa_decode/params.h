@@ -12,8 +12,10 @@
 //                (0 for both: that default)
 //   block_tables [batch, max_pages_per_req] int32, seq_lens [batch] int32 (KV length incl. this step's tokens)
 //   q_cu_seq_lens [batch + 1] int32 (ragged form) or null (uniform form: q_len_per_req tokens per request)
-//   mask         explicit draft mask, uint16 pairs forming uint32 words, ceil(q_len/32) words per query row:
-//                uniform [batch, q_len_per_req, words*2], ragged [total_q, words*2]; null for causal/none
+//   mask         explicit draft mask, uint16 pairs forming uint32 words (low half first), W = ceil(max_q_len/32)
+//                words per query row (the problem's max_q_len: one row stride for every request; bit j of word w
+//                = draft key 32w + j): uniform [batch, q_len_per_req, W*2], ragged [total_q, W*2]; null for
+//                causal/none
 //   sinks        [num_q_heads] fp32 logits (natural-log units) or null
 //   out          [num_tokens, num_q_heads, head_dim] output dtype, strided like q (out_stride_token/_head)
 //   lse          [num_tokens, num_q_heads] fp32 natural-log LSE of the scaled logits (sink included), or null

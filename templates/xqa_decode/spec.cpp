@@ -64,7 +64,8 @@ void Problem::validate() const {
   if (kv_dtype != kc::kE4M3 && q_dtype != kv_dtype)
     fail("q_dtype", std::string("with ") + dtype_name(kv_dtype) + " KV expected q_dtype " + dtype_name(kv_dtype) +
                         ", got " + dtype_name(q_dtype));
-  if (max_q_len < 1 || max_q_len > 16) fail("max_q_len", "expected 1..16, got " + num(max_q_len));
+  if (max_q_len < 1 || max_q_len > kMaxQLenLimit)
+    fail("max_q_len", "expected 1.." + num(kMaxQLenLimit) + ", got " + num(max_q_len));
   if (mask != MaskKind::None && mask != MaskKind::Causal && mask != MaskKind::Explicit)
     fail("mask", "expected none, causal or explicit");
   if (mask == MaskKind::None && max_q_len != 1)
@@ -190,6 +191,9 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   const ktune_xqa::Shape s = shape_of(p, c);
   if (const char* why = ktune_xqa::shape_error(s)) return why;
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
+  if ((long long)p.num_kv_heads * s.m_groups > 65535)
+    return "num_kv_heads * row groups (" + std::to_string(p.num_kv_heads) + " * " + std::to_string(s.m_groups) +
+           ") exceed grid.y 65535 (use more m tiles per CTA)";
   if (s.smem_total > lim.max_smem_per_block_optin)
     return "shared memory " + std::to_string(s.smem_total) + " B exceeds the per-block limit " +
            std::to_string(lim.max_smem_per_block_optin) + " B";
@@ -301,7 +305,8 @@ GeneratedKernel generate_host(const Problem& p, const Config& c) {
     << ", kSoftcap = " << b(p.softcap) << ", kWriteLse = " << b(p.write_lse) << ";\n"
     << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kVecWidth = " << c.vec_width
     << ", kUnroll = " << c.unroll << ";\n"
-    << "  static constexpr int kCapHeadDim = kHeadDim, kCapRows = kMaxQLen * kGroupSize, kCapTile = kTokensPerTile;\n"
+    << "  static constexpr int kCapHeadDim = kHeadDim, kCapRows = " << host_rows_per_item(p)
+    << ", kCapTile = kTokensPerTile;\n"
     << "};\n"
     << "}  // namespace ktune_xqa\n";
   GeneratedKernel k;
@@ -317,7 +322,7 @@ GeneratedKernel generate_host(const Problem& p, const Config& c) {
 
 int choose_num_splits_host(const Problem& p, const Config& c, int batch, int max_seq_len, int threads) {
   if (batch <= 0 || max_seq_len <= 0) return 1;
-  const int items = batch * p.num_kv_heads;
+  const int items = batch * p.num_kv_heads * host_row_groups(p);
   const int want = 2 * std::max(1, threads);
   if (items >= want) return 1;
   const int tiles = (max_seq_len + c.tokens_per_tile - 1) / c.tokens_per_tile;

@@ -18,6 +18,9 @@ using DType = ::ktune_common::DType;
 enum class Layout : int { Hnd = 0, Nhd = 1 };
 enum class MaskKind : int { None = 0, Causal = 1, Explicit = 2 };
 
+// Largest max_q_len (query tokens per request: speculative decoding, EAGLE-style draft trees).
+constexpr int kMaxQLenLimit = 64;
+
 // The static specialization: every field changes the binary.
 struct KTUNE_API Problem {
   int head_dim = 128;      // 64, 128, 256
@@ -28,7 +31,7 @@ struct KTUNE_API Problem {
   DType q_dtype = ::ktune_common::kBF16;   // bf16, fp16, e4m3 (e4m3 Q needs e4m3 KV)
   DType kv_dtype = ::ktune_common::kBF16;  // bf16, fp16 (== q dtype), e4m3
   DType out_dtype = ::ktune_common::kBF16; // bf16, fp16, e4m3
-  int max_q_len = 1;       // 1..16 query tokens per request
+  int max_q_len = 1;       // 1..64 query tokens per request (explicit mask: ceil(max_q_len/32) words a row)
   MaskKind mask = MaskKind::Causal;  // None only with max_q_len == 1
   bool has_sinks = false;
   bool sliding_window = false;
@@ -77,11 +80,21 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
 // void(const ktune_xqa::Params&, int begin_item, int end_item).
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch);
 
-// Host launch planning: decode work items are (request, kv head, split); splits are added only while there
-// are fewer items than ~2 per thread, and each split keeps at least two tiles.
+// Host launch planning: decode work items are (request, kv head, row group, split); splits are added only while
+// there are fewer items than ~2 per thread, and each split keeps at least two tiles.
 int choose_num_splits_host(const Problem& p, const Config& c, int batch, int max_seq_len, int threads);
+// A host row group holds at most kHostRowsPerItem query rows of one kv head (the host kernel keeps its rows in
+// stack arrays, so their size stays bounded whatever max_q_len * group is).
+constexpr int kHostRowsPerItem = 256;
+inline int host_rows_per_item(const Problem& p) {
+  const int rows = p.max_q_len * p.group_size();
+  return rows < kHostRowsPerItem ? rows : kHostRowsPerItem;
+}
+inline int host_row_groups(const Problem& p) {
+  return (p.max_q_len * p.group_size() + kHostRowsPerItem - 1) / kHostRowsPerItem;
+}
 inline int host_decode_items(const Problem& p, int batch, int num_splits) {
-  return batch * p.num_kv_heads * (num_splits > 0 ? num_splits : 1);
+  return batch * p.num_kv_heads * host_row_groups(p) * (num_splits > 0 ? num_splits : 1);
 }
 inline int host_combine_items(const Problem& p, int batch) { return batch * p.max_q_len * p.num_q_heads; }
 

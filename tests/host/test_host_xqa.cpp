@@ -2,7 +2,8 @@
 // fp64 CPU reference, through the engine call ktune::xqa_decode_host.
 //
 // The kernels are a fixed, seeded sample of the matrix (head_dim 64/128/256, GQA 1/4/8 (+2, 16), page 16/32
-// (+64, 128), HND/NHD, bf16/fp16/e4m3 KV (+ e4m3 Q, e4m3 output), q_len 1/2/4/7 (+16), uniform/ragged,
+// (+64, 128), HND/NHD, bf16/fp16/e4m3 KV (+ e4m3 Q, e4m3 output), q_len 1/2/4/7 (+16; draft trees 17, 33,
+// 48, 64: two mask words a row, and up to 1024 rows a kv head in 256-row groups), uniform/ragged,
 // none/causal/explicit masks, sinks, window, softcap, LSE, host configs, planned and forced split counts); the
 // data are fresh every run (seed printed; KTUNE_TEST_SEED=<seed> replays): seq_lens not page-aligned,
 // zero-length padding requests, shuffled block tables, NaN-filled unused pages and page tails, outputs and
@@ -80,6 +81,19 @@ std::vector<HostCombo> combos() {
       [](HostCombo& c) { c.batch = 1; c.max_seq_len = 4000; c.threads = 8; });  // 2 items on 8 threads: splits
   add("uniform_padding_e4m3", make_problem(128, 16, 4, 32, H, BF, E4, BF, 4, CA, false, false, false, true), "",
       [](HostCombo& c) { c.ragged = 0; c.zero_fraction = 0.5; c.batch = 6; });
+  // draft trees: q_len 17..64 (explicit masks of one and two words a row; 1024 rows a kv head = 4 row groups)
+  add("d128_g4_p32_hnd_bf16_q17_causal", make_problem(128, 16, 4, 32, H, BF, BF, BF, 17, CA, false, false, false, true), "",
+      [](HostCombo& c) { c.ragged = 0; c.batch = 3; c.max_seq_len = 400; });
+  add("d64_g8_p16_nhd_fp16_q33_mask_ragged", make_problem(64, 16, 2, 16, N, FP, FP, FP, 33, EX, false, false, false, true), "",
+      [](HostCombo& c) { c.ragged = 1; c.zero_fraction = 0.3; c.batch = 5; c.max_seq_len = 300; });
+  add("d128_g2_p32_hnd_e4m3_q64_mask_sink_win", make_problem(128, 4, 2, 32, H, BF, E4, BF, 64, EX, true, true, false, true), "",
+      [](HostCombo& c) { c.ragged = 0; c.batch = 3; c.max_seq_len = 500; c.window_left = 40; });
+  add("d64_g16_p64_nhd_bf16_q64_causal_ragged_split", make_problem(64, 16, 1, 64, N, BF, BF, BF, 64, CA, false, false, false, true), "t32.v8.u4",
+      [](HostCombo& c) { c.ragged = 1; c.zero_fraction = 0.3; c.batch = 4; c.forced_splits = 3; c.max_seq_len = 400; });
+  add("d64_g16_p16_hnd_fp16_q64_mask_uniform_padding", make_problem(64, 32, 2, 16, H, FP, FP, FP, 64, EX, true, false, false, true), "",
+      [](HostCombo& c) { c.ragged = 0; c.zero_fraction = 0.4; c.batch = 3; c.max_seq_len = 300; });
+  add("d128_g1_p16_hnd_bf16_q48_mask_ragged_cap_split", make_problem(128, 2, 2, 16, H, BF, BF, BF, 48, EX, false, false, true, true), "",
+      [](HostCombo& c) { c.ragged = 1; c.zero_fraction = 0.25; c.batch = 4; c.forced_splits = 2; c.max_seq_len = 600; });
   add("all_padding_ragged", make_problem(64, 8, 2, 16, N, BF, BF, BF, 2, CA, false, false, false, true), "",
       [](HostCombo& c) { c.ragged = 1; c.zero_fraction = 1.0; c.forced_splits = 2; });
   return v;
@@ -289,4 +303,50 @@ TEST_CASE("host xqa_decode with device-held scales follows a changed scale", "[h
     REQUIRE(std::isfinite(x));
     REQUIRE(y == 2 * x);
   }
+}
+
+TEST_CASE("host xqa_decode: q_len above the problem's max_q_len (and above 64) is refused", "[host][xqa]") {
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  Problem p = make_problem(64, 8, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 64, MaskKind::Explicit, false,
+                           false, false, false);
+  p.max_q_len = 65;
+  CHECK_THROWS_WITH(p.validate(), Catch::Contains("max_q_len: expected 1..64, got 65"));
+  p.max_q_len = 64;
+  test::XqaRandomOptions o;
+  o.batch = 2;
+  o.max_seq_len = 200;
+  o.ragged = true;
+  const test::XqaRandomCase c = test::make_xqa_case(p, o);
+  std::vector<unsigned char> out(size_t(c.num_tokens + 2) * p.num_q_heads * p.head_dim * 2);
+  const XqaDecodeArgs a = test::host_args(c, out.data(), nullptr);
+  auto expect_field = [&](const XqaDecodeArgs& bad, const char* field) {
+    try {
+      xqa_decode_host(rt, p, bad, 1);
+      FAIL("expected invalid_argument for " << field);
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(field));
+    }
+  };
+  // ragged: a request of 65 query tokens
+  std::vector<int32_t> cu = {0, 65, 65};
+  std::vector<int32_t> lens = {100, 0};
+  XqaDecodeArgs b = a;
+  b.q_cu_seq_lens = cu.data();
+  b.seq_lens = lens.data();
+  b.num_tokens = 65;
+  std::vector<unsigned char> q(size_t(65) * p.num_q_heads * p.head_dim * 2, 0x3C);
+  std::vector<unsigned short> mask(size_t(65) * 4, 0xFFFF);
+  b.q = q.data();
+  b.mask = mask.data();
+  b.out = out.data();
+  expect_field(b, "q_cu_seq_lens[1] (request 0)");
+  // uniform: q_len_per_req 65
+  b = a;
+  b.q_cu_seq_lens = nullptr;
+  b.q_len_per_req = 65;
+  b.num_tokens = 65 * a.batch;
+  expect_field(b, "q_len_per_req");
 }

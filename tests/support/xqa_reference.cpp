@@ -57,8 +57,7 @@ void one_item(const Problem& pr, const ktune_xqa::Params& p, int b, int kvh, Xqa
     }
     for (int i = 0; i < r.n; ++i) {
       const int pos = r.L - r.n + i, draft0 = r.L - r.n;
-      unsigned word = 0;
-      if (pr.mask == MaskKind::Explicit) word = kc::draft_mask_word(p.mask, r.q_start + i, 1, 0);
+      const int words = kc::draft_mask_words(pr.max_q_len);  // the problem's row stride, whatever r.n is
       for (int gh = 0; gh < G; ++gh) {
         const int hq = kvh * G + gh;
         const long long qoff = ((long long)(r.q_start + i) * HQ + hq) * D;
@@ -68,7 +67,7 @@ void one_item(const Problem& pr, const ktune_xqa::Params& p, int b, int kvh, Xqa
           bool vis = true;
           if (k >= draft0) {
             const int j = k - draft0;
-            vis = pr.mask == MaskKind::Explicit ? ((word >> j) & 1u) != 0 : j <= i;
+            vis = pr.mask == MaskKind::Explicit ? kc::draft_mask_visible(p.mask, r.q_start + i, words, j) : j <= i;
           }
           if (pr.sliding_window && p.window_left >= 0 && k < pos - p.window_left) vis = false;
           if (!vis) {

@@ -25,6 +25,9 @@ TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "
       R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":32,"page_size":32,"max_q_len":16,"mask":"explicit","lse":true})",
       R"({"head_dim":128,"num_q_heads":64,"num_kv_heads":8,"page_size":32,"kv_dtype":"fp8","q_dtype":"fp8","out_dtype":"fp8","softcap":true})",
       R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32,"checked":true})",  // device bounds checks
+      // draft trees: two mask words a row (q33..64), 1024 rows a kv head (q64 x group 16) over row groups
+      R"({"head_dim":128,"num_q_heads":64,"num_kv_heads":8,"page_size":32,"max_q_len":64,"mask":"explicit","lse":true})",
+      R"({"head_dim":256,"num_q_heads":16,"num_kv_heads":1,"page_size":64,"kv_dtype":"fp8","max_q_len":64,"mask":"causal","sinks":true,"sliding_window":true})",
   };
   const char* arches[] = {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120a"};
   test::TempDir dir;

@@ -2,7 +2,7 @@
 //
 // [gpu][xqa]: a fixed, seeded sample of the specialization matrix (head_dim x GQA ratio x page size x
 //   layout x KV dtype x q_len {1,2,3,4,7,16} x mask x sinks x window x softcap x lse x config) plus targeted edge
-//   cases. The kernels are a fixed list (so `[xqa_precompile]` can put them into a cache ahead of time); the
+//   cases (among them draft trees: q_len 32/48/64, causal and two-word explicit masks, up to 1024 rows a kv head). The kernels are a fixed list (so `[xqa_precompile]` can put them into a cache ahead of time); the
 //   data are fresh every run: seq_lens (1..64K, not page-aligned), uniform/ragged form, zero-length padding
 //   requests, shuffled block tables, NaN-filled unused pages, poisoned outputs/workspace, planned and forced
 //   split counts. The run seed is printed; KTUNE_TEST_SEED=<seed> replays it.
@@ -139,6 +139,37 @@ std::vector<Combo> edge_combos() {
       [](Combo& c) { c.batch = 4; c.max_seq_len = 5000; });
   add("tile_lt_page", make_problem(64, 24, 4, 128, N, FP, E4, FP, 3, CA, true, false, true, false), "t32.s4.w2",
       [](Combo& c) { c.batch = 4; c.max_seq_len = 5000; });
+  // draft trees (q_len 32..64): causal and explicit masks (two mask words a row above 32), uniform and ragged
+  // with padding, bf16 and fp8 KV, default and forced configs, planned and forced splits
+  add("tree_q32_causal_bf16", make_problem(128, 32, 8, 32, H, BF, BF, BF, 32, CA, false, false, false, true), "",
+      [](Combo& c) { c.batch = 4; c.ragged = 0; c.max_seq_len = 3000; });
+  add("tree_q32_mask_fp8_ragged", make_problem(128, 32, 8, 16, N, BF, E4, BF, 32, EX, true, false, false, true), "",
+      [](Combo& c) { c.batch = 5; c.ragged = 1; c.zero_fraction = 0.3; c.max_seq_len = 2500; });
+  add("tree_q48_mask_fp8_ragged", make_problem(128, 16, 2, 16, N, BF, E4, BF, 48, EX, true, false, false, true), "",
+      [](Combo& c) { c.batch = 5; c.ragged = 1; c.zero_fraction = 0.3; c.max_seq_len = 2500; });
+  add("tree_q48_causal_bf16_uniform", make_problem(64, 24, 4, 64, H, BF, BF, BF, 48, CA, false, true, false, false), "",
+      [](Combo& c) { c.batch = 4; c.ragged = 0; c.zero_fraction = 0.25; c.max_seq_len = 2000; c.window_left = 300; });
+  add("tree_q64_mask_bf16_ragged", make_problem(128, 32, 8, 32, H, BF, BF, BF, 64, EX, false, false, false, true), "",
+      [](Combo& c) { c.batch = 4; c.ragged = 1; c.zero_fraction = 0.25; c.max_seq_len = 4000; });
+  add("tree_q64_mask_bf16_uniform", make_problem(128, 32, 8, 32, N, BF, BF, BF, 64, EX, true, false, false, true), "",
+      [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 3000; });
+  add("tree_q64_causal_fp8_uniform", make_problem(128, 32, 8, 32, H, BF, E4, BF, 64, CA, false, false, false, true), "",
+      [](Combo& c) { c.batch = 4; c.ragged = 0; c.zero_fraction = 0.3; c.max_seq_len = 4000; });
+  add("tree_q64_causal_fp8_ragged", make_problem(64, 16, 4, 16, N, FP, E4, FP, 64, CA, false, false, true, false), "",
+      [](Combo& c) { c.batch = 5; c.ragged = 1; c.zero_fraction = 0.2; c.max_seq_len = 2000; });
+  // 1024 rows a kv head (q64 x group 16): row groups over CTAs; head_dim 256 bf16, fp8 KV with e4m3 output
+  add("tree_q64_rows1024_mask_d256", make_problem(256, 32, 2, 64, N, BF, BF, BF, 64, EX, true, true, false, true), "",
+      [](Combo& c) { c.batch = 2; c.ragged = 1; c.zero_fraction = 0.0; c.max_seq_len = 1500; c.window_left = 500; });
+  add("tree_q64_rows1024_causal_fp8", make_problem(128, 16, 1, 32, H, BF, E4, E4, 64, CA, true, false, false, true), "",
+      [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2500; });
+  // long context, split-KV with the combine over 64 query tokens
+  add("tree_q64_mask_fp8_long_split", make_problem(128, 8, 1, 64, H, BF, E4, BF, 64, EX, false, false, false, true), "",
+      [](Combo& c) { c.batch = 2; c.min_seq_len = 16000; c.max_seq_len = 24000; c.short_fraction = 0; c.zero_fraction = 0; c.forced_splits = 9; });
+  // forced configs of the q64 search space: one CTA per 16-row tile, and 8 m tiles on 8 warps
+  add("tree_q64_mask_cfg_m1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 64, EX, false, false, false, true), "t64.s3.w4.m1",
+      [](Combo& c) { c.batch = 3; c.ragged = 1; c.zero_fraction = 0.2; c.max_seq_len = 2000; });
+  add("tree_q64_mask_fp8_cfg_m8", make_problem(128, 64, 8, 32, H, BF, E4, BF, 64, EX, false, false, false, true), "t32.s4.w8.m8",
+      [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2000; });
   // the bench problems (default configs)
   add("bench_bf16_q1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 1, NO, false, false, false, false), "",
       [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
@@ -943,6 +974,12 @@ TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") 
       {"num_tokens", [](Problem&, XqaDecodeArgs& a) { a.num_tokens = 31; }},
       {"q_len_per_req", [](Problem&, XqaDecodeArgs& a) { a.q_len_per_req = 0; }},
       {"q_len_per_req", [](Problem&, XqaDecodeArgs& a) { a.q_len_per_req = 5; a.num_tokens = 40; }},
+      {"max_q_len", [](Problem& p, XqaDecodeArgs&) { p.max_q_len = 65; }},
+      {"q_len_per_req", [](Problem& p, XqaDecodeArgs& a) {
+         p.max_q_len = 64;
+         a.q_len_per_req = 65;
+         a.num_tokens = 8 * 65;
+       }},
       {"num_tokens", [&](Problem&, XqaDecodeArgs& a) {
          a.q_cu_seq_lens = static_cast<const int32_t*>(fake(0x60000));
          a.num_tokens = 33;

@@ -1,6 +1,7 @@
 // CPU tests of the xqa_decode host spec, the shared numerics and the CPU reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -63,7 +64,7 @@ TEST_CASE("xqa validation errors name the field", "[xqa]") {
       {[](Problem& q) { q.out_dtype = kc::kF32; }, "out_dtype", "f32"},
       {[](Problem& q) { q.q_dtype = kc::kFP16; }, "q_dtype", "bf16"},
       {[](Problem& q) { q.q_dtype = kc::kE4M3; }, "q_dtype", "e4m3"},
-      {[](Problem& q) { q.max_q_len = 17; }, "max_q_len", "got 17"},
+      {[](Problem& q) { q.max_q_len = 65; }, "max_q_len", "expected 1..64, got 65"},
       {[](Problem& q) { q.max_q_len = 0; }, "max_q_len", "got 0"},
       {[](Problem& q) { q.mask = MaskKind::None; }, "mask", "max_q_len 1"},
   };
@@ -85,6 +86,13 @@ TEST_CASE("xqa validation errors name the field", "[xqa]") {
   fp8.kv_dtype = kc::kE4M3;  // bf16 Q with e4m3 KV
   fp8.out_dtype = kc::kE4M3;
   CHECK(validation_error(fp8).empty());
+  Problem tree = base_problem();  // EAGLE-style draft trees: up to 64 query tokens
+  tree.max_q_len = 64;
+  tree.mask = MaskKind::Explicit;
+  CHECK(validation_error(tree).empty());
+  CHECK(tree.key() == "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q64.mask");
+  CHECK(Problem::from_key(tree.key()) == tree);
+  CHECK_THROWS_AS(Problem::from_key("d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q65.mask"), ktune::Error);
 }
 
 TEST_CASE("xqa problem and config keys round trip", "[xqa]") {
@@ -195,6 +203,54 @@ TEST_CASE("xqa default config can implement a broad matrix on every arch", "[xqa
   const auto space = search_space(p, {9, 0, 'a'});
   CHECK(space.size() >= 4);
   for (const Config& c : space) CHECK(can_implement(p, c, {9, 0, 'a'}, default_limits({9, 0, 'a'})).empty());
+}
+
+TEST_CASE("xqa q_len 17..64: a default config and a pruned search space on every arch", "[xqa]") {
+  int checked = 0;
+  for (const ktune::Arch& arch : arches()) {
+    const ktune::DeviceLimits lim = default_limits(arch);
+    for (int d : {64, 128, 256})
+      for (int g : {1, 3, 8, 16})
+        for (DType kv : {kc::kBF16, kc::kFP16, kc::kE4M3})
+          for (int ql : {17, 32, 33, 64})
+            for (MaskKind m : {MaskKind::Causal, MaskKind::Explicit}) {
+              Problem p;
+              p.head_dim = d;
+              p.num_kv_heads = 8;
+              p.num_q_heads = 8 * g;
+              p.page_size = (g + ql) % 2 ? 16 : 64;
+              p.layout = (g + ql) % 3 ? Layout::Hnd : Layout::Nhd;
+              p.kv_dtype = kv;
+              p.q_dtype = kv == kc::kE4M3 ? kc::kBF16 : kv;
+              p.out_dtype = p.q_dtype;
+              p.max_q_len = ql;
+              p.mask = m;
+              p.has_sinks = p.sliding_window = (g == 8);
+              const Config c = default_config(p, arch);
+              INFO(p.key() << " " << c.key() << " sm_" << arch.sm());
+              REQUIRE(can_implement(p, c, arch, lim).empty());
+              REQUIRE(ctas_per_sm(p, c, lim) >= 1);
+              if (arch.sm() == 90) {  // the tuner's candidates: every one implementable, the default first
+                const std::vector<Config> space = search_space(p, arch);
+                REQUIRE(!space.empty());
+                for (const Config& sc : space) REQUIRE(can_implement(p, sc, arch, lim).empty());
+                CHECK(std::find(space.begin(), space.end(), c) != space.end());
+              }
+              ++checked;
+            }
+  }
+  CHECK(checked == 5 * 3 * 4 * 3 * 4 * 2);
+  // 1024 rows per kv head (q64 x group 16) on 1024 kv heads: configs whose row groups overflow grid.y are
+  // refused with the reason, and the default is not one of them
+  Problem wide = base_problem();
+  wide.max_q_len = 64;
+  wide.num_kv_heads = 1024;
+  wide.num_q_heads = 16 * 1024;
+  const ktune::Arch h{9, 0, 'a'};
+  CHECK(can_implement(wide, Config{32, 3, 2, 1}, h, default_limits(h)).find("grid.y") != std::string::npos);
+  const Config wd = default_config(wide, h);
+  CHECK(can_implement(wide, wd, h, default_limits(h)).empty());
+  CHECK(decode_dims(wide, wd, 1, 1).grid[1] <= 65535u);
 }
 
 TEST_CASE("xqa can_implement explains rejections", "[xqa]") {
@@ -324,7 +380,34 @@ TEST_CASE("xqa draft mask bit layout", "[xqa]") {
   CHECK(kc::draft_mask_visible(m.data(), 1, 1, 16));
   CHECK(!kc::draft_mask_visible(m.data(), 1, 1, 17));
   CHECK(kc::draft_mask_words(16) == 1);
+  CHECK(kc::draft_mask_words(32) == 1);
   CHECK(kc::draft_mask_words(33) == 2);
+  CHECK(kc::draft_mask_words(64) == 2);
+  // two words a row (max_q_len 33..64): row r starts at uint16 4r; word 1 holds draft keys 32..63
+  std::vector<unsigned short> m2(4 * 3, 0);
+  kc::draft_mask_set(m2.data(), 1, 2, 0);
+  kc::draft_mask_set(m2.data(), 1, 2, 31);
+  kc::draft_mask_set(m2.data(), 1, 2, 32);
+  kc::draft_mask_set(m2.data(), 1, 2, 63);
+  kc::draft_mask_set(m2.data(), 2, 2, 48);
+  CHECK(m2[4] == 0x0001);
+  CHECK(m2[5] == 0x8000);
+  CHECK(m2[6] == 0x0001);
+  CHECK(m2[7] == 0x8000);
+  CHECK(m2[10] == 0x0000);
+  CHECK(m2[11] == 0x0001);  // row 2, key 48: word 1, bit 16
+  CHECK(kc::draft_mask_word(m2.data(), 1, 2, 1) == 0x80000001u);
+  const unsigned row1[2] = {kc::draft_mask_word(m2.data(), 1, 2, 0), kc::draft_mask_word(m2.data(), 1, 2, 1)};
+  for (int j = 0; j < 64; ++j) {
+    INFO(j);
+    const bool set = j == 0 || j == 31 || j == 32 || j == 63;
+    CHECK(kc::draft_mask_bit<2>(row1, j) == set);
+    CHECK(kc::draft_mask_visible(m2.data(), 1, 2, j) == set);
+  }
+  const unsigned one[1] = {0x80000001u};
+  CHECK(kc::draft_mask_bit<1>(one, 0));
+  CHECK(kc::draft_mask_bit<1>(one, 31));
+  CHECK(!kc::draft_mask_bit<1>(one, 30));
 }
 
 TEST_CASE("xqa reference: tiny q_len 1 case by hand", "[xqa]") {

@@ -68,7 +68,7 @@ typedef struct ktune_xqa_args {
   const int32_t* block_tables;
   const int32_t* seq_lens;
   const int32_t* q_cu_seq_lens; /* NULL: uniform form */
-  const uint16_t* mask;         /* explicit draft mask or NULL */
+  const uint16_t* mask;         /* explicit draft mask (ceil(max_q_len/32) 32-bit words a row) or NULL */
   const float* sinks;           /* per-q-head sink logits or NULL */
   void* out;
   float* lse;                   /* NULL unless the problem writes LSE */

@@ -42,7 +42,8 @@ struct KTUNE_API XqaDecodeArgs {
   const int32_t* block_tables = nullptr;   // [batch, max_pages_per_req]
   const int32_t* seq_lens = nullptr;       // [batch], KV length incl. this step's tokens, each <= max_seq_len
   const int32_t* q_cu_seq_lens = nullptr;  // [batch + 1] ragged form; null = uniform (q_len_per_req each)
-  const uint16_t* mask = nullptr;          // explicit draft mask (problem.mask == explicit), else null
+  const uint16_t* mask = nullptr;          // explicit draft mask (problem.mask == explicit: ceil(max_q_len/32)
+                                           // uint32 words a query row as uint16 pairs, params.h), else null
   const float* sinks = nullptr;            // [num_q_heads] iff problem.has_sinks
   void* out = nullptr;                     // [num_tokens, num_q_heads, head_dim] out dtype (8-byte aligned;
                                            // e4m3: 4-byte), strides below
