@@ -34,6 +34,7 @@ class FamilyCOp final : public COp {
   std::string plan_json(const void* c_args) const override {
     return ktune::plan_json(op_.plan(to_args_(op_.problem(), *static_cast<const CArgs*>(c_args)))).dump();
   }
+  const Op<Family>& op() const { return op_; }
 
  private:
   Op<Family> op_;

@@ -264,6 +264,11 @@ OpState<Family>& op_state(const std::shared_ptr<OpState<Family>>& s) {
   return *s;
 }
 
+template <class Family>
+struct OpAccess {
+  static OpState<Family>& state(const Op<Family>& op) { return op_state(op.state_); }
+};
+
 }  // namespace detail
 
 template <class Family>

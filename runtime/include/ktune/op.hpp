@@ -26,6 +26,8 @@ namespace ktune {
 namespace detail {
 template <class Family>
 struct OpState;  // templates/pipeline.hpp
+template <class Family>
+struct OpAccess;  // templates/pipeline.hpp: the family's own launchers (e.g. its helper kernels) read the state
 }
 
 // What a call will launch: the same fields for every family (families without split-KV always plan 1 split
@@ -67,6 +69,7 @@ class Op {
   explicit operator bool() const { return state_ != nullptr; }
 
  private:
+  friend struct detail::OpAccess<Family>;
   std::shared_ptr<detail::OpState<Family>> state_;
 };
 
