@@ -264,11 +264,6 @@ OpState<Family>& op_state(const std::shared_ptr<OpState<Family>>& s) {
   return *s;
 }
 
-template <class Family>
-struct OpAccess {
-  static OpState<Family>& state(const Op<Family>& op) { return op_state(op.state_); }
-};
-
 }  // namespace detail
 
 template <class Family>
@@ -313,6 +308,17 @@ typename Op<Family>::Plan Op<Family>::plan(const Args& a) const {
   const pipeline::Shape s = Spec::shape(st.plan_problem, a);
   if (device_free) return pipeline::plan_of(st.resolve(nullptr, s, a.config, splits));
   return pipeline::plan_of(st.plan(ctx, s, a.config, splits, false)->resolved);
+}
+
+template <class Family>
+const LoadedKernel& Op<Family>::default_module() const {
+  using Spec = pipeline::OpSpec<Family>;
+  detail::OpState<Family>& st = detail::op_state(state_);
+  void* ctx = internal::require_context(Spec::kFamily);
+  const Arch& arch = internal::device_facts(ctx, Spec::kFamily).arch;
+  const typename Spec::Config c = Spec::default_config(st.plan_problem, arch, pipeline::Shape{});
+  // the decode's own fast key: a call that runs the default config shares this module
+  return st.rt->get(st.kernel_prefix + c.key(), [&] { return generate(st.problem, c, arch); });
 }
 
 template <class Family>

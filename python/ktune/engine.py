@@ -46,11 +46,11 @@ def _xqa_op(op):
         return op, parse_key(op.key)
     if isinstance(op, (str, dict)):
         info = canonical(op)
-        with _KEYED_LOCK:
+        with _KEYED_LOCK:  # a plain C op: no torch needed for the NumPy forms
             cached = _KEYED_OPS.get(info.key)
             if cached is None:
-                cached = _KEYED_OPS[info.key] = XqaDecodeOp(info.key)
-        return cached._op, info
+                cached = _KEYED_OPS[info.key] = Op("xqa_decode", info.key)
+        return cached, info
     raise invalid(f"xqa_decode: op: expected an XqaDecodeOp, an xqa_decode ops.Op or a problem key, got "
                   f"{type(op).__name__}")
 
@@ -353,6 +353,9 @@ class DecodePlan:
             rows = int(mask.shape[0])
             xqa_pack_mask(mask, self.op, q_cu_seq_lens=cu, out=self.mask[:rows])
         else:
+            if tuple(mask.shape) not in ((n * self.q_len, self.q_len), (n, self.q_len, self.q_len)):
+                raise invalid(f"xqa_decode: mask: expected a bool [{n * self.q_len}, {self.q_len}] mask (uniform plan "
+                              f"of q_len {self.q_len}, {n} requests), got shape {tuple(mask.shape)}")
             xqa_pack_mask(mask, self.op, out=self.mask[: n * self.q_len])
 
     def run(self, q, kv_cache, *, sinks=None, softmax_scale: Optional[float] = None, q_scale: float = 1.0,

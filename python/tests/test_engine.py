@@ -112,7 +112,7 @@ class EngineHost(unittest.TestCase):
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "bool_mask"):
             ktune.xqa_pack_mask(np.ones((6, 4), dtype=np.float32), key)
         with self.assertRaisesRegex(ktune.InvalidArgumentError, r"q_cu_seq_lens\[2\]"):
-            ktune.xqa_pack_mask(np.ones((9, 4), dtype=np.bool_), key, q_cu_seq_lens=np.array([0, 4, 9], np.int32))
+            ktune.xqa_pack_mask(np.ones((8, 4), dtype=np.bool_), key, q_cu_seq_lens=np.array([0, 4, 9], np.int32))
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "mask"):
             ktune.xqa_pack_mask(np.ones((4, 4), dtype=np.bool_),
                                 ktune.xqa_problem(head_dim=128, num_q_heads=32, num_kv_heads=8, page_size=32,

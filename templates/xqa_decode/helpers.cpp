@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "ktune/launch.hpp"
-#include "pipeline.hpp"
+#include "launch_support.hpp"
 #include "xqa_decode/helpers_host.hpp"
 
 namespace ktune::xqa {
@@ -45,6 +45,7 @@ void check_mask_args(const Problem& p, const DraftMaskArgs& a, bool device) {
   const bool from_bool = a.source == DraftMaskSource::FromBool;
   if (!from_bool && a.bool_mask)
     bad_arg(kFamily, "bool_mask", "null (source is Causal or Full)", launch_support::ptr_text(a.bool_mask));
+  if (a.rows == 0) return;  // ragged, no rows: nothing is read or written (an empty tensor may have no address)
   if (device) {
     if (from_bool) launch_support::need_device_ptr(kFamily, a.bool_mask, "bool_mask", 1);
     if (a.q_cu_seq_lens) launch_support::need_device_ptr(kFamily, a.q_cu_seq_lens, "q_cu_seq_lens", 4);
@@ -79,16 +80,6 @@ ktune_xqa::DraftMaskParams mask_params(const DraftMaskArgs& a) {
   return prm;
 }
 
-// The helpers run from the module of the op's default config on this device: the config every warmup compiles
-// (the head of every search space), so a warmed cache always holds it. The fast key is the decode's own, so a
-// decode that runs the default config shares the module.
-const LoadedKernel& helper_module(detail::OpState<XqaDecodeFamily>& st) {
-  void* ctx = internal::require_context(kFamily);
-  const Arch& arch = internal::device_facts(ctx, kFamily).arch;
-  const Config c = default_config(st.plan_problem, arch);
-  return st.rt->get(st.kernel_prefix + c.key(), [&] { return generate(st.problem, c, arch); });
-}
-
 }  // namespace
 
 int draft_mask_words(const Problem& problem) { return (problem.max_q_len + 31) / 32; }
@@ -116,6 +107,7 @@ void draft_mask_rows_host(const ktune_xqa::DraftMaskParams& prm, int words, int 
 void pack_draft_mask_host(const Problem& problem, const DraftMaskArgs& a) {
   problem.validate();
   check_mask_args(problem, a, false);
+  if (a.rows == 0) return;
   if (a.q_cu_seq_lens) {
     const int32_t* cu = a.q_cu_seq_lens;
     if (cu[0] != 0) bad_arg(kFamily, "q_cu_seq_lens[0]", "0", std::to_string(cu[0]));
@@ -148,12 +140,13 @@ void build_q_cu_seq_lens_host(const Problem& problem, const int32_t* q_lens, int
 }
 
 void pack_draft_mask(const XqaDecodeOp& op, const DraftMaskArgs& a, void* stream) {
-  detail::OpState<XqaDecodeFamily>& st = detail::OpAccess<XqaDecodeFamily>::state(op);
-  if (host_device_current()) return pack_draft_mask_host(st.plan_problem, a);
-  check_mask_args(st.plan_problem, a, true);
+  const Problem& p = op.problem();
+  if (host_device_current()) return pack_draft_mask_host(p, a);
+  check_mask_args(p, a, true);
   if (a.rows == 0) return;
-  const LoadedKernel& k = helper_module(st);
-  const int items = st.plan_problem.max_q_len * draft_mask_words(st.plan_problem);
+  // the helpers run from the module of the op's default config, which every warmup of the problem compiles
+  const LoadedKernel& k = op.default_module();
+  const int items = p.max_q_len * draft_mask_words(p);
   LaunchDims d;
   d.grid[0] = unsigned(a.batch);
   d.block[0] = unsigned((items + 31) / 32 * 32);  // HelperTraits::kMaskThreads
@@ -162,10 +155,10 @@ void pack_draft_mask(const XqaDecodeOp& op, const DraftMaskArgs& a, void* stream
 
 void build_q_cu_seq_lens(const XqaDecodeOp& op, const int32_t* q_lens, int batch, int32_t* q_cu_seq_lens,
                          void* stream) {
-  detail::OpState<XqaDecodeFamily>& st = detail::OpAccess<XqaDecodeFamily>::state(op);
-  if (host_device_current()) return build_q_cu_seq_lens_host(st.plan_problem, q_lens, batch, q_cu_seq_lens);
+  const Problem& p = op.problem();
+  if (host_device_current()) return build_q_cu_seq_lens_host(p, q_lens, batch, q_cu_seq_lens);
   check_cu_args(q_lens, batch, q_cu_seq_lens, true);
-  const LoadedKernel& k = helper_module(st);
+  const LoadedKernel& k = op.default_module();
   ktune_xqa::CuSeqLensParams prm{};
   prm.q_lens = q_lens;
   prm.q_cu_seq_lens = q_cu_seq_lens;

@@ -141,7 +141,7 @@ typedef struct ktune_xqa_mask_args {
   int source;                     /* ktune_xqa_mask_source */
   int batch;                      /* requests, 1..65535 */
   int q_len;                      /* columns of bool_mask, 1..max_q_len; uniform: query tokens per request */
-  int rows;                       /* uniform: batch * q_len; ragged: 0..batch * max_q_len */
+  int rows;                       /* uniform: batch * q_len; ragged: 0..batch * max_q_len (0: nothing done) */
 } ktune_xqa_mask_args;
 
 KTUNE_C_API void ktune_xqa_mask_args_default(ktune_xqa_mask_args* args);

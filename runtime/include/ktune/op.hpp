@@ -26,8 +26,6 @@ namespace ktune {
 namespace detail {
 template <class Family>
 struct OpState;  // templates/pipeline.hpp
-template <class Family>
-struct OpAccess;  // templates/pipeline.hpp: the family's own launchers (e.g. its helper kernels) read the state
 }
 
 // What a call will launch: the same fields for every family (families without split-KV always plan 1 split
@@ -64,12 +62,16 @@ class Op {
   // forced config / split count; needs a current context unless both are forced.
   Plan plan(const Args& args) const;
 
+  // The module of the family's default config for this problem on the current context, loaded once per context
+  // (from the cache, or compiled when JIT is allowed): for a family's helper kernels, which are entry points of
+  // every module of the family. Every warmup compiles the default config (the head of every search space).
+  const LoadedKernel& default_module() const;
+
   const Problem& problem() const;
   const std::string& problem_key() const;  // canonical key, without the checked flag
   explicit operator bool() const { return state_ != nullptr; }
 
  private:
-  friend struct detail::OpAccess<Family>;
   std::shared_ptr<detail::OpState<Family>> state_;
 };
 

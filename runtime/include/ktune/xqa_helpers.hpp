@@ -43,7 +43,8 @@ struct KTUNE_API DraftMaskArgs {
   DraftMaskSource source = DraftMaskSource::FromBool;
   int batch = 0;  // requests, 1..65535
   int q_len = 0;  // columns of bool_mask, 1..problem.max_q_len; uniform form: query tokens of every request
-  int rows = 0;   // rows of bool_mask and out: uniform exactly batch * q_len; ragged 0..batch * max_q_len
+  int rows = 0;   // rows of bool_mask and out: uniform exactly batch * q_len; ragged 0..batch * max_q_len (0:
+                  // nothing is done, and the pointers may be null)
 };
 
 // Writes the W words of every query row of every request: row start_b + i for query i of request b (uniform
