@@ -297,7 +297,8 @@ class DecodePlan:
         self.device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
         self.num_tokens = self.batch * (self.q_len if self.q_len is not None else info.max_q_len)
         dev, i32 = self.device, torch.int32
-        out_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": torch.float8_e4m3fn}[info.out_dtype]
+        out_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16,
+                     "e4m3": getattr(torch, "float8_e4m3fn", torch.uint8)}[info.out_dtype]
         self.out = torch.empty((self.num_tokens, info.num_q_heads, info.head_dim), dtype=out_dtype, device=dev)
         self.lse = torch.empty((self.num_tokens, info.num_q_heads), dtype=torch.float32, device=dev) if info.lse else None
         self.block_tables = torch.zeros((self.batch, self.max_pages_per_req), dtype=i32, device=dev)
