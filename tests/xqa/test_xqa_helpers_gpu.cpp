@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ktune/ktune.h"
 #include "ktune/xqa_helpers.hpp"
 #include "support/gpu.hpp"
 #include "support/random_inputs.hpp"
@@ -216,4 +217,42 @@ TEST_CASE("xqa helpers: a warmed cache serves them with JIT off (0 compiles)", "
   test::sync();
   CHECK(dcu.download<int32_t>(10) == hc.cu);
   CHECK(rt.stats().compiles == 0);
+}
+
+TEST_CASE("xqa helpers: the C API launches them through a prepared op", "[gpu][xqa][helpers][capi]") {
+  KTUNE_REQUIRE_GPU();
+  ktune_runtime_options o;
+  ktune_runtime_options_default(&o);
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  ktune_op* op = nullptr;
+  REQUIRE(ktune_op_prepare(rt, "xqa_decode", explicit_problem(8).key().c_str(), &op) == KTUNE_OK);
+  test::SplitMix r(gpu_helper_seed() + 4);
+  const HostCase hc = random_case(r, 8, true, DraftMaskSource::FromBool, 11);
+  std::vector<uint32_t> want(size_t(hc.a.rows), kPoison);
+  DraftMaskArgs h = hc.a;
+  h.out = reinterpret_cast<uint16_t*>(want.data());
+  pack_draft_mask_host(explicit_problem(8), h);
+
+  test::DeviceBuffer bools(hc.bools.size() + 1), lens(hc.lens.size() * 4), cu(hc.cu.size() * 4),
+      out(want.size() * 4 + 4);
+  bools.upload(hc.bools);
+  lens.upload(hc.lens);
+  out.upload(std::vector<uint32_t>(want.size() + 1, kPoison));
+  cu.poison();
+  REQUIRE(ktune_xqa_q_cu_seq_lens(op, lens.as<int32_t>(), 11, cu.as<int32_t>(), nullptr) == KTUNE_OK);
+  ktune_xqa_mask_args m;
+  ktune_xqa_mask_args_default(&m);
+  m.bool_mask = bools.as<uint8_t>();
+  m.q_cu_seq_lens = cu.as<int32_t>();
+  m.out = out.as<uint16_t>();
+  m.batch = 11;
+  m.q_len = hc.a.q_len;
+  m.rows = hc.a.rows;
+  REQUIRE(ktune_xqa_pack_mask(op, &m, nullptr) == KTUNE_OK);
+  test::sync();
+  CHECK(cu.download<int32_t>(12) == hc.cu);
+  CHECK(out.download<uint32_t>(want.size()) == want);
+  ktune_op_free(op);
+  ktune_runtime_destroy(rt);
 }
