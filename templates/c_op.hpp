@@ -53,6 +53,7 @@ class FamilyCOp final : public COp {
     return ktune::plan_json(op_.plan(to_args_(op_.problem(), read_c_args<CArgs>(c_args)))).dump();
   }
   void set_pdl(bool enable) const override { op_.set_pdl(enable); }
+  const Op<Family>& op() const { return op_; }
 
  private:
   Op<Family> op_;

@@ -335,6 +335,17 @@ typename Op<Family>::Plan Op<Family>::plan(const Args& a) const {
 }
 
 template <class Family>
+const LoadedKernel& Op<Family>::default_module() const {
+  using Spec = pipeline::OpSpec<Family>;
+  detail::OpState<Family>& st = detail::op_state(state_);
+  void* ctx = internal::require_context(Spec::kFamily);
+  const Arch& arch = internal::device_facts(ctx, Spec::kFamily).arch;
+  const typename Spec::Config c = Spec::default_config(st.plan_problem, arch, pipeline::Shape{});
+  // the decode's own fast key: a call that runs the default config shares this module
+  return st.rt->get(st.kernel_prefix + c.key(), [&] { return generate(st.problem, c, arch); });
+}
+
+template <class Family>
 const typename Op<Family>::Problem& Op<Family>::problem() const {
   return detail::op_state(state_).problem;
 }

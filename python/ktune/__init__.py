@@ -13,6 +13,7 @@ from .errors import (CacheError, CompileError, CudaError, InvalidArgumentError, 
 from .runtime import (Runtime, WarmupReport, ensure_device, families, presets, problem_key, runtime, set_runtime,
                       version, warmup, xqa_problem)
 from ._lib import library_path
+from .engine import DecodePlan, MaskCache, q_cu_seq_lens, xqa_pack_mask
 
 __version__ = "0.1.0"
 
@@ -20,7 +21,8 @@ __all__ = ["Runtime", "WarmupReport", "warmup", "xqa_problem", "problem_key", "x
            "runtime", "set_runtime", "families", "presets", "version", "library_path", "ensure_device",
            "KtuneError", "InvalidArgumentError", "NotFoundError", "CompileError", "CudaError", "CacheError",
            "JitDisabledError", "NoDriverError", "NoCompilerError", "UnsupportedError", "torch_ops_available",
-           "sparse_mla_decode", "sparse_mla_decode_plan", "mxfp4_gemm", "mla_problem", "mxfp4_problem"]
+           "sparse_mla_decode", "sparse_mla_decode_plan", "mxfp4_gemm", "mla_problem", "mxfp4_problem",
+           "xqa_pack_mask", "q_cu_seq_lens", "MaskCache", "DecodePlan"]
 
 
 def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, **kwargs):

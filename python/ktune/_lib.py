@@ -200,6 +200,20 @@ class _Mxfp4Args(ctypes.Structure):
     ]
 
 
+class _XqaMaskArgs(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),  # set by ktune_xqa_mask_args_default
+        ("family_id", ctypes.c_uint32),
+        ("bool_mask", ctypes.c_void_p),
+        ("q_cu_seq_lens", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("source", ctypes.c_int),
+        ("batch", ctypes.c_int),
+        ("q_len", ctypes.c_int),
+        ("rows", ctypes.c_int),
+    ]
+
+
 def _optional_signatures():
     """Entry points of families that a library may lack (older builds): missing ones make only their ops fail."""
     c = ctypes
@@ -222,6 +236,11 @@ def _optional_signatures():
         "ktune_mxfp4_grouped_gemm": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), P], S),
         "ktune_mxfp4_gemm_host": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), S], S),
         "ktune_mxfp4_grouped_gemm_host": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), S], S),
+        # the xqa_decode engine helpers (ktune.engine)
+        "ktune_xqa_mask_args_default": ([c.POINTER(_XqaMaskArgs)], None),
+        "ktune_xqa_mask_words": ([P, c.POINTER(S)], S),
+        "ktune_xqa_pack_mask": ([P, c.POINTER(_XqaMaskArgs), P], S),
+        "ktune_xqa_q_cu_seq_lens": ([P, P, S, P, P], S),
     }
 
 

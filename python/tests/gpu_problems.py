@@ -13,7 +13,10 @@ FP8_PROBLEM = dict(head_dim=64, num_q_heads=8, num_kv_heads=2, page_size=32, lay
 # a draft tree: 48 query tokens, an explicit mask of two words a row, LSE
 TREE_PROBLEM = dict(head_dim=128, num_q_heads=32, num_kv_heads=8, page_size=32, max_q_len=48, mask="explicit",
                     lse=True)
-ALL = [README_PROBLEM, SPEC_PROBLEM, FP8_PROBLEM, TREE_PROBLEM]
+# the engine helpers' decode plan (test_engine.py): explicit draft mask, ragged, LSE
+ENGINE_PROBLEM = dict(head_dim=128, num_q_heads=16, num_kv_heads=4, page_size=16, max_q_len=4, mask="explicit",
+                      lse=True)
+ALL = [README_PROBLEM, SPEC_PROBLEM, FP8_PROBLEM, ENGINE_PROBLEM, TREE_PROBLEM]
 # sparse MLA decode (a TP-16 shard of DeepSeek V3.2's 128 heads, a short top-k to keep the test small)
 MLA_PROBLEMS = [dict(num_heads=16, kv_lora_rank=512, rope_dim=64, topk=128, page_size=64, kv_dtype="fp8_ds_mla"),
                 dict(num_heads=16, kv_lora_rank=512, rope_dim=64, topk=128, page_size=64, kv_dtype="bf16")]

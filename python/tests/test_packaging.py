@@ -42,7 +42,7 @@ class Packaging(unittest.TestCase):
             with zipfile.ZipFile(os.path.join(d, name)) as z:
                 names = set(z.namelist())
                 for mod in ("__init__", "_lib", "errors", "runtime", "xqa", "host", "numerics", "torch_ops",
-                            "torch_families", "mla", "host_mla", "mxfp4"):
+                            "torch_families", "mla", "host_mla", "mxfp4", "engine"):
                     self.assertIn(f"ktune/{mod}.py", names)
                 self.assertFalse(any("__pycache__" in n for n in names))
                 di = [n for n in names if n.endswith(".dist-info/RECORD")][0].rsplit("/", 1)[0]

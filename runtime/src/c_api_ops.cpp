@@ -5,12 +5,6 @@
 
 #include "ktune_internal/c_api.hpp"
 
-struct ktune_op {
-  const ktune::FamilyInfo* family = nullptr;
-  uint32_t family_id = 0;
-  std::unique_ptr<ktune::COp> op;
-};
-
 using namespace ktune::capi;
 
 extern "C" {

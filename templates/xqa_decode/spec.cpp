@@ -339,6 +339,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   const auto b = [](bool v) { return v ? "true" : "false"; };
   s << "// ktune xqa_decode " << p.key() << " / " << c.key() << "\n"
     << "#include \"xqa_decode/kernel.cuh\"\n"
+    << "#include \"xqa_decode/helpers.cuh\"\n"
     << "namespace ktune_xqa {\n"
     << "struct Spec {\n"
     << "  static constexpr int kHeadDim = " << p.head_dim << ";\n"
@@ -362,7 +363,8 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   k.problem_key = p.key();
   k.config_key = c.key();
   k.source = s.str();
-  k.entry_points = {"ktune_xqa::decode_kernel<ktune_xqa::Spec>", "ktune_xqa::combine_kernel<ktune_xqa::Spec>"};
+  k.entry_points = {"ktune_xqa::decode_kernel<ktune_xqa::Spec>", "ktune_xqa::combine_kernel<ktune_xqa::Spec>",
+                    "ktune_xqa::draft_mask_kernel<ktune_xqa::Spec>", "ktune_xqa::cu_seq_lens_kernel<ktune_xqa::Spec>"};
   k.options = {"-std=c++17"};
   return k;
 }

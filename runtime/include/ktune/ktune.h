@@ -136,6 +136,44 @@ KTUNE_C_API uint32_t ktune_family_id(const char* family);
 #define KTUNE_HOST_DEVICE (-1)
 KTUNE_C_API ktune_status ktune_use_device(int ordinal);
 
+/* ---- xqa_decode engine helpers (docs/engines.md; C++: ktune/xqa_helpers.hpp) ------------------------------
+ * Through a prepared xqa_decode op (ktune_op_prepare(rt, "xqa_decode", ...)): the kernels are entry points of
+ * the op's module, so a warmed-up cache serves them with no compile. They enqueue on `stream`, never allocate,
+ * sync or read device data on the host: graph-capturable once the op's module is loaded. On a thread whose
+ * device is KTUNE_HOST_DEVICE they take HOST pointers and run synchronously (and reject bad index entries).
+ *
+ * Mask words: per query row W = ceil(max_q_len / 32) uint32 words (ktune_xqa_mask_words) stored as uint16 pairs,
+ * low half first; bit j of word w set => draft key 32w + j visible. */
+typedef enum ktune_xqa_mask_source {
+  KTUNE_XQA_MASK_FROM_BOOL = 0, /* bool_mask[row][j] != 0 => key j visible */
+  KTUNE_XQA_MASK_CAUSAL = 1,    /* key j visible to query i iff j <= i */
+  KTUNE_XQA_MASK_FULL = 2       /* every key of the request visible */
+} ktune_xqa_mask_source;
+
+typedef struct ktune_xqa_mask_args {
+  uint32_t struct_size;           /* set by ktune_xqa_mask_args_default */
+  uint32_t family_id;             /* ktune_family_id("xqa_decode/mask"), set by ktune_xqa_mask_args_default */
+  const uint8_t* bool_mask;       /* [rows, q_len] 0 / nonzero (KTUNE_XQA_MASK_FROM_BOOL), else NULL */
+  const int32_t* q_cu_seq_lens;   /* [batch + 1] ragged form; NULL = uniform (q_len rows per request) */
+  uint16_t* out;                  /* [rows, W * 2] mask words, 4-byte aligned */
+  int source;                     /* ktune_xqa_mask_source */
+  int batch;                      /* requests, 1..65535 */
+  int q_len;                      /* columns of bool_mask, 1..max_q_len; uniform: query tokens per request */
+  int rows;                       /* uniform: batch * q_len; ragged: 0..batch * max_q_len (0: nothing done) */
+} ktune_xqa_mask_args;
+
+KTUNE_C_API void ktune_xqa_mask_args_default(ktune_xqa_mask_args* args);
+/* W of the op's problem. */
+KTUNE_C_API ktune_status ktune_xqa_mask_words(const ktune_op* op, int* words);
+/* Writes the W words of every query row: row start_b + i for query i of request b (uniform start_b = b * q_len,
+ * ragged q_cu_seq_lens[b]); a row of a request of n tokens has bits only for keys < min(n, q_len). Ragged rows
+ * past q_cu_seq_lens[batch] are not written. The op's problem mask must be explicit. */
+KTUNE_C_API ktune_status ktune_xqa_pack_mask(const ktune_op* op, const ktune_xqa_mask_args* args, void* stream);
+/* q_cu_seq_lens[batch + 1] (int32) = exclusive prefix sum of q_lens[batch] (entries in [0, max_q_len]), one
+ * launch for any batch in 0..2^24. */
+KTUNE_C_API ktune_status ktune_xqa_q_cu_seq_lens(const ktune_op* op, const int32_t* q_lens, int batch,
+                                                 int32_t* q_cu_seq_lens, void* stream);
+
 /* ---- Language bindings (the Python package in python/, docs/python.md) ----------------------------------
  * Strings returned through `const char**` belong to ktune and stay valid until the next call of the same
  * function on the same thread. */

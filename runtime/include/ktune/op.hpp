@@ -68,6 +68,11 @@ class Op {
   // forced config / split count; needs a current context unless both are forced.
   Plan plan(const Args& args) const;
 
+  // The module of the family's default config for this problem on the current context, loaded once per context
+  // (from the cache, or compiled when JIT is allowed): for a family's helper kernels, which are entry points of
+  // every module of the family. Every warmup compiles the default config (the head of every search space).
+  const LoadedKernel& default_module() const;
+
   const Problem& problem() const;
   const std::string& problem_key() const;  // canonical key, without the checked flag
   explicit operator bool() const { return state_ != nullptr; }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -16,6 +17,13 @@
 struct ktune_runtime {
   ktune::Runtime rt;
   explicit ktune_runtime(ktune::RuntimeOptions o) : rt(std::move(o)) {}
+};
+
+// A prepared op (ktune_op_prepare); a family's own C entry points that take one reach its Op through `op`.
+struct ktune_op {
+  const ktune::FamilyInfo* family = nullptr;
+  uint32_t family_id = 0;
+  std::unique_ptr<ktune::COp> op;
 };
 
 
