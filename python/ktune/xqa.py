@@ -118,7 +118,8 @@ def _rows(name, d, shape, tags):
     if d.strides is None or (shape[2] > 1 and d.strides[2] != 1):
         raise invalid(f"xqa_decode: {name}: expected the last dimension (head_dim) contiguous, got strides "
                       f"{d.strides}")
-    return int(d.strides[0]), int(d.strides[1])
+    # the stride of a dimension of extent 1 is never used (and may be anything): 0 = the default
+    return tuple(int(st) if n > 1 else 0 for n, st in zip(shape[:2], d.strides[:2]))
 
 
 def _page_shape(info):
@@ -159,7 +160,7 @@ def _cache(info, kv_cache, k_cache, v_cache):
             raise invalid(f"xqa_decode: {name}: expected dtype {' or '.join(ACCEPT[info.kv_dtype])}, got {d.dtype}")
         if d.contiguous:
             s = 0
-        elif d.strides is None or tuple(d.strides[1:]) != dense:
+        elif d.strides is None or any(n > 1 and got != want for n, got, want in zip(page, d.strides[1:], dense)):
             raise invalid(f"xqa_decode: {name}: expected dense pages (strides [*, {', '.join(map(str, dense))}]), got "
                           f"strides {d.strides}")
         else:

@@ -94,7 +94,7 @@ TEST_CASE("bad input: every family's problem_from_json names the field", "[harde
       {with("kv_dtype", "\"fp4\""), "kv_dtype"},
       {with("out_dtype", "\"f32\""), "out_dtype"},
       {with("max_q_len", "0"), "max_q_len"},
-      {with("max_q_len", "17"), "max_q_len"},
+      {with("max_q_len", "65"), "max_q_len"},
       {with("max_q_len", "4294967297"), "max_q_len"},  // 2^32 + 1
       {with("mask", "\"bogus\""), "mask"},
       {with("mask", "\"none\""), "mask"},  // none with max_q_len 4

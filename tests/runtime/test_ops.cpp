@@ -174,6 +174,20 @@ TEST_CASE("ktune_op_prepare and ktune_op_run refuse what they cannot run, naming
     CHECK(ktune_op_run(op, &older, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(ktune_last_error(), Catch::Contains("args.struct_size"));
   }
+  {
+    // The same for sparse_mla_decode's struct before its q strides: garbage past it would be a bad q stride.
+    ktune_sparse_mla_args mla_old;
+    std::memset(&mla_old, 0xAB, sizeof mla_old);
+    ktune_sparse_mla_args mla_def;
+    ktune_sparse_mla_args_default(&mla_def);
+    std::memcpy(&mla_old, &mla_def, offsetof(ktune_sparse_mla_args, q_stride_token));
+    mla_old.struct_size = offsetof(ktune_sparse_mla_args, q_stride_token);
+    mla_old.q = reinterpret_cast<const void*>(uintptr_t{0x10000});
+    mla_old.num_tokens = 1;
+    CHECK(ktune_sparse_mla_decode(rt, "h128.r512.d64.k2048.p64.bf16-fp8ds.q1", &mla_old, nullptr) ==
+          KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(ktune_last_error(), Catch::Contains("kv_cache:"));
+  }
   ktune_xqa_args_default(&a);
   a.batch = 1, a.max_seq_len = 100;
   CHECK(ktune_op_run(op, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);  // no pointers: the first is named
