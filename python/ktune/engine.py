@@ -359,15 +359,17 @@ class DecodePlan:
                               f"of q_len {self.q_len}, {n} requests), got shape {tuple(mask.shape)}")
             xqa_pack_mask(mask, self.op, out=self.mask[: n * self.q_len])
 
-    def run(self, q, kv_cache, *, sinks=None, softmax_scale: Optional[float] = None, q_scale: float = 1.0,
-            k_scale: float = 1.0, v_scale: float = 1.0, o_scale: float = 1.0, softcap: float = 0.0,
-            window_left: int = -1):
+    def run(self, q, kv_cache, *, sinks=None, softmax_scale: Optional[float] = None, q_scale=1.0, k_scale=1.0,
+            v_scale=1.0, o_scale=1.0, softcap: float = 0.0, window_left: int = -1):
         """The decode over the plan's buffers: q [num_tokens, num_q_heads, head_dim] (num_tokens = batch * q_len,
-        or batch * max_q_len for a ragged plan). Returns the plan's out (and lse)."""
+        or batch * max_q_len for a ragged plan; strided or not), kv_cache the combined cache or the (k_cache,
+        v_cache) pair, each scale a number or a float32[1] device tensor (read at every launch, so a captured
+        graph replays with its current value). Returns the plan's out (and lse)."""
         rows = int(q.shape[0])  # views of the plan's buffers: the same addresses on every call
         mask = None if self.mask is None else _decode_mask(self.mask[:rows])
         return self.op(q, kv_cache, self.block_tables, self.seq_lens, max_seq_len=self.max_seq_len,
-                       out=self.out[:rows], lse=None if self.lse is None else self.lse[:rows], q_cu_seq_lens=self.q_cu_seq_lens if self.q_len is None else None, mask=mask,
+                       out=self.out[:rows], lse=None if self.lse is None else self.lse[:rows],
+                       q_cu_seq_lens=self.q_cu_seq_lens if self.q_len is None else None, mask=mask,
                        sinks=sinks, softmax_scale=softmax_scale, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale,
                        o_scale=o_scale, softcap=softcap, window_left=window_left,
                        workspace=self.workspace if self.workspace_bytes else None)
