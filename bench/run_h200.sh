@@ -76,7 +76,13 @@ export PYTHONUNBUFFERED=1
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 WORK=/tmp/ktune-h200-work
 rm -rf "$WORK" && mkdir -p "$WORK"
-[[ -f $P/all.db ]] && cp "$P/all.db" "$WORK/all.db"  # a writable copy: tuning rows land in it
+# fresh_db SRC DST: a writable copy of a pack's cache. A write-ahead log left beside DST by an earlier part would
+# be replayed onto the new copy, so the copy replaces DST together with its -wal and -shm files.
+fresh_db() {
+  rm -f "$2" "$2-wal" "$2-shm"
+  [[ -f $1 ]] && cp "$1" "$2"
+}
+fresh_db "$P/all.db" "$WORK/all.db"  # tuning rows land in it
 export KTUNE_CACHE=$WORK/all.db
 t_start=$(date +%s)
 budget=${KTUNE_H200_BUDGET:-560}
@@ -111,7 +117,7 @@ part_xqa() {
   step xqa_prepare 90 "$P/bin/bench_xqa" prepare --cache "$KTUNE_CACHE" --arch sm_90a
   step xqa_bench 120 "$P/bin/bench_xqa" run --json "$OUT/xqa_bench.json" --reps 60
   step xqa_peers 150 python3 bench/peers_sdpa.py --json "$OUT/xqa_peers.json" --reps 50
-  cp "$P/runtime.db" "$WORK/runtime.db" 2>/dev/null
+  fresh_db "$P/runtime.db" "$WORK/runtime.db"
   step runtime_bench 60 "$P/bin/bench_runtime" run --cache "$WORK/runtime.db" --json "$OUT/runtime_bench.json"
 }
 
@@ -126,7 +132,7 @@ part_mxfp4() {
 }
 
 part_tune() {
-  cp "$P/warmup.db" "$WORK/warmup.db"
+  fresh_db "$P/warmup.db" "$WORK/warmup.db"
   local db=$WORK/warmup.db range=(--preset llama-3.1-8b --max-batch 64 --max-seq-len 16384)
   step tune_warmup 150 "$K" warmup "${range[@]}" --cache "$db" --json
   step tune_replay 60 "$K" replay "${range[@]}" --cache "$db" --json
@@ -137,7 +143,7 @@ part_tune() {
 }
 
 part_python() {
-  cp "$P/py.db" "$WORK/py.db"
+  fresh_db "$P/py.db" "$WORK/py.db"
   rm -rf "$WORK/py" && python3 -m pip install --no-index --no-deps --quiet --target "$WORK/py" ./python
   # The installed package, not the checkout's: the tests run from /tmp with PYTHONPATH at the install.
   step python_gpu 200 env -C /tmp PYTHONPATH="$WORK/py" KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CACHE="$WORK/py.db" \
@@ -217,7 +223,8 @@ part_dispatch() {
 }
 
 part_engine() {
-  step engine_decode 240 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CACHE="$WORK/py.db" \
+  fresh_db "$P/py.db" "$WORK/engine.db"  # its own copy: the example compiles its kernels into it
+  step engine_decode 240 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CACHE="$WORK/engine.db" \
     python3 examples/engine_decode.py --steps 50 --json "$OUT/engine_decode.json"
   grep -E "^\||engine_decode" "$OUT/engine_decode.txt"
 }
