@@ -102,7 +102,8 @@ def main():
         ("ktune.ops.XqaDecodeOp", lambda: op(q, kv, bt, sl, max_seq_len=L, out=out, workspace=ws)),
         ("XqaDecodeOp, workspace from torch", lambda: op(q, kv, bt, sl, max_seq_len=L, out=out)),
         ("torch.ops.ktune.xqa_decode_out", lambda: torch.ops.ktune.xqa_decode_out(
-            q, kv, bt, sl, None, None, None, out, None, key, L, -1.0, 1.0, 1.0, 1.0, 1.0, 0.0, -1, 0, "")),
+            q, kv, bt, sl, None, None, None, out, None, key, L, -1.0, 1.0, 1.0, 1.0, 1.0, 0.0, -1, 0, "",
+            None, None, None, None, None, None)),
         ("ktune.xqa_decode (allocates out)", lambda: ktune.xqa_decode(key, q, kv, bt, sl, max_seq_len=L)),
         ("torch SDPA cuDNN (contiguous K/V)", sdpa),
     ]

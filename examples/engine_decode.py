@@ -77,11 +77,11 @@ class XqaModel:
 
     def __init__(self, rng):
         g = torch.Generator(device=DEV).manual_seed(int(rng.integers(1 << 31)))
-        self.key = ktune.xqa_problem(head_dim=self.D, num_q_heads=self.HQ, num_kv_heads=self.HKV,
-                                     page_size=self.PAGE, layout="hnd", q_dtype=torch.bfloat16, kv_dtype=FP8,
-                                     out_dtype=torch.bfloat16, max_q_len=self.MAX_Q, mask="explicit", sinks=True,
-                                     sliding_window=True)
-        self.op = XqaDecodeOp(self.key)
+        # one op per layer type: the windowed layers' problem has the sliding-window flag, the full ones' not
+        self.ops = {win: XqaDecodeOp(ktune.xqa_problem(
+            head_dim=self.D, num_q_heads=self.HQ, num_kv_heads=self.HKV, page_size=self.PAGE, layout="hnd",
+            q_dtype=torch.bfloat16, kv_dtype=FP8, out_dtype=torch.bfloat16, max_q_len=self.MAX_Q, mask="explicit",
+            sinks=True, sliding_window=win)) for win in (True, False)}
         self.max_pages = -(-self.MAX_SEQ // self.PAGE)
         self.num_pages = 8 * self.max_pages + 16
         # vLLM's layout: one [2, num_pages, ...] tensor per layer, K and V its two halves (a (k_cache, v_cache) pair)
@@ -96,19 +96,24 @@ class XqaModel:
                    .to(torch.bfloat16) for _ in range(self.LAYERS)]
         self.scale = 1.0 / math.sqrt(self.D)
 
+    def windowed(self, layer):
+        return layer % 2 == 0
+
     def window(self, layer):
-        return self.WINDOW if layer % 2 == 0 else -1
+        return self.WINDOW if self.windowed(layer) else -1
 
 
 class XqaBucket:
-    """One CUDA-graph bucket: a DecodePlan (the metadata buffers at fixed addresses) plus the model's static
-    activations (the step's hidden states in, every layer's q and attention output kept for the check)."""
+    """One CUDA-graph bucket: a DecodePlan per layer type (the metadata buffers at fixed addresses) plus the
+    model's static activations (the step's hidden states in, every layer's q and attention output kept for the
+    check)."""
 
     def __init__(self, model, batch, q_len):
         self.m, self.batch, self.q_len = model, batch, q_len  # q_len None: the ragged form
-        self.plan = ktune.DecodePlan(model.op, batch=batch, max_seq_len=model.MAX_SEQ,
-                                     max_pages_per_req=model.max_pages, q_len=q_len)
-        self.rows = self.plan.num_tokens
+        self.plans = {win: ktune.DecodePlan(op, batch=batch, max_seq_len=model.MAX_SEQ,
+                                            max_pages_per_req=model.max_pages, q_len=q_len)
+                      for win, op in model.ops.items()}
+        self.rows = self.plans[True].num_tokens
         self.x = torch.zeros(self.rows, model.HIDDEN, dtype=torch.bfloat16, device=DEV)
         self.q = [torch.zeros(self.rows, model.HQ, model.D, dtype=torch.bfloat16, device=DEV)
                   for _ in range(model.LAYERS)]
@@ -121,8 +126,9 @@ class XqaBucket:
         for layer in range(m.LAYERS):
             self.q[layer].copy_((x @ m.wq[layer]).view(self.rows, m.HQ, m.D))
             k_cache, v_cache = m.kv[layer][0], m.kv[layer][1]
-            out = self.plan.run(self.q[layer], (k_cache, v_cache), sinks=m.sinks[layer], softmax_scale=m.scale,
-                                k_scale=m.k_scale[layer], v_scale=m.v_scale[layer], window_left=m.window(layer))
+            plan = self.plans[m.windowed(layer)]
+            out = plan.run(self.q[layer], (k_cache, v_cache), sinks=m.sinks[layer], softmax_scale=m.scale,
+                           k_scale=m.k_scale[layer], v_scale=m.v_scale[layer], window_left=m.window(layer))
             self.o[layer].copy_(out)
             x = x + self.o[layer].view(self.rows, m.HQ * m.D) @ m.wo[layer]
 
@@ -185,7 +191,8 @@ class XqaStep:
         block_tables = self.h_block_tables.to(DEV, non_blocking=True)
         mask = self.h_mask.to(DEV, non_blocking=True)
         q_lens = self.h_q_lens.to(DEV, non_blocking=True) if bucket.q_len is None else None
-        bucket.plan.plan(seq_lens, block_tables, q_lens=q_lens, mask=mask)
+        for plan in bucket.plans.values():
+            plan.plan(seq_lens, block_tables, q_lens=q_lens, mask=mask)
         scales = self.h_scales.to(DEV, non_blocking=True)
         for layer in range(model.LAYERS):
             model.k_scale[layer].copy_(scales[layer:layer + 1])
