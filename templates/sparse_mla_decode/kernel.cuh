@@ -723,7 +723,6 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Pa
   constexpr int LAT = S::kLat, H = S::kNumHeads, VPT = LAT / 128;
   const int head = blockIdx.x, token = blockIdx.y, tid = threadIdx.x;
   kc::pdl_wait();  // the partials of the decode kernel before it
-  kc::pdl_launch_dependents();
   const int ns = p.num_splits;
   const long long row = (long long)token * H + head;
   const float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + row * ns * 2;

@@ -544,7 +544,6 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Pa
   const int row = blockIdx.x, b = blockIdx.y;
   const int qi = row / HQ, hq = row % HQ;
   kc::pdl_wait();  // the partials of the decode kernel before it
-  kc::pdl_launch_dependents();
   const Request rq = load_request<S>(p, b);
   if (rq.n <= 0 || rq.L <= 0 || qi >= rq.n) return;
   __shared__ float red[4];
