@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "driver_api.hpp"
+#include "gpu_bench_util.hpp"
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 #include "ktune/ktune.h"
@@ -24,29 +24,10 @@
 #include "ktune/xqa_decode.hpp"
 
 using namespace ktune;
+using namespace ktune::bench;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-const detail::DriverApi& cu() { return detail::driver(); }
-void ck(CUresult r, const char* what) { detail::check_cu(r, what); }
-
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-
-CUdeviceptr alloc(size_t bytes, unsigned char fill) {
-  CUdeviceptr p = 0;
-  ck(cu().cuMemAlloc(&p, bytes), "cuMemAlloc");
-  ck(cu().cuMemsetD8(p, fill, bytes), "cuMemsetD8");
-  return p;
-}
-template <class T>
-T* ptr(CUdeviceptr p) {
-  return reinterpret_cast<T*>(static_cast<uintptr_t>(p));
-}
 
 // Keeps the GPU busy for ~`ms` so every measured launch is only enqueued.
 struct Spinner {
