@@ -10,16 +10,26 @@
 //            the buffer full.
 //   warpgroup 0: S = Q K^T for all 64 heads x 64 slots by wgmma (m64n64k16, whole rows in one warpgroup, so the
 //            online softmax needs no exchange), the softmax on the accumulators, P and the rows' rescale factors
-//            to shared memory, then O[:, 0 : LAT/2] += P V by wgmma.
+//            to shared memory, then O[:, 0 : LAT/2] += P V by wgmma. It announces P and goes on without waiting
+//            for warpgroup 1 to take it.
 //   warpgroup 1: O[:, LAT/2 : LAT] += P V by wgmma, with P and the factors warpgroup 0 left in shared memory.
 // Warpgroup 0's Q K^T of tile i+1 runs on the tensor cores while warpgroup 1 finishes P V of tile i. A consumer
 // warp skips the O rescale when all its rows' factors are 1 (the running max held; x * 1 = x, so the result is
 // the same): 128 multiplies per thread and tile that would take issue slots from the producer.
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
-// Hand-offs are named barriers (barrier.arrive on the signalling side, barrier.sync on the waiting side; ids
-// below). The roles reach each barrier from different code, so the barriers are the non-.aligned forms: bar.sync
-// and bar.arrive mean barrier.sync.aligned / barrier.arrive.aligned, which require every thread to execute the
-// same barrier instruction (compute-sanitizer's synccheck reports the .aligned forms here as divergent).
+// Hand-offs of the K/V buffers and of the P buffer's reuse are named barriers (barrier.arrive on the signalling
+// side, barrier.sync on the waiting side; ids below). The roles reach each barrier from different code, so the
+// barriers are the non-.aligned forms: bar.sync and bar.arrive mean barrier.sync.aligned /
+// barrier.arrive.aligned, which require every thread to execute the same barrier instruction (compute-sanitizer's
+// synccheck reports the .aligned forms here as divergent).
+// What warpgroup 0 hands to warpgroup 1 in shared memory for its own arithmetic (the tile's rescale factors, then
+// the rows' max and sum for the epilogue) goes through two mbarriers instead: every warpgroup-0 thread arrives
+// (release) after its stores, the readers wait (acquire) on the phase. Either primitive orders the accesses, but
+// compute-sanitizer's racecheck follows the mbarrier's and not the named barrier's in this kernel: with the
+// hand-off on a 256-thread barrier.sync that both warpgroups execute, it reported every factor read as a RAW
+// hazard against its store (bench/dev/mla_ws_race_variants.cu keeps the variants that located this), and the
+// kernel could not be checked. Warpgroup 0 waits on the P-ready phase too (its own P V reads all four of its
+// warps' rows), but no longer for warpgroup 1.
 // Registers: ptxas fits every role within the launch bound's 168 per thread (warpgroup 0 holds 160 accumulator
 // values: half of O and the scores). The setmaxnreg calls (208 / 160 / 136) only repartition the hardware
 // allocation; they do not let ptxas give a role more than the bound (with 512 threads, a bound of 128, warpgroup
@@ -28,6 +38,7 @@
 // Same results contract as decode_kernel: splits, sinks, LSE, -1 slots, checked slots, all-masked rows.
 #pragma once
 
+#include "common/tma.cuh"
 #include "sparse_mla_decode/kernel.cuh"
 
 namespace ktune_mla {
@@ -43,10 +54,13 @@ struct WsTraits {
 namespace ws {
 
 // Named barrier ids (0 is __syncthreads): K/V buffer b full (producer arrives; both consumers wait) and empty
-// (consumers arrive; the producer waits), P of a tile ready (both consumers), P free again (warpgroup 1
-// arrives, warpgroup 0 waits), the epilogue's row statistics (both consumers). (An mbarrier for "empty", which
-// the producer polls, is slower: the polling takes issue slots from the consumers.)
-enum : int { kBarFull = 1, kBarEmpty = 3, kBarPReady = 5, kBarPFree = 6, kBarEpilogue = 7 };
+// (consumers arrive; the producer waits), P free again (warpgroup 1 arrives, warpgroup 0 waits). (An mbarrier for
+// "empty", which the producer polls, is slower: the polling takes issue slots from the consumers.)
+// The mbarriers at Shape::off_bar: P of a tile and its rescale factors ready (128 arrivals of warpgroup 0, one
+// phase per tile, waited on by both warpgroups with parity it & 1: warpgroup 0 cannot complete the next phase
+// before warpgroup 1 has released P, so it is never a phase ahead), and the rows' max / sum ready (one phase).
+enum : int { kBarFull = 1, kBarEmpty = 3, kBarPFree = 6 };
+enum : int { kMbarPReady = 0, kMbarStats = 8 };  // byte offsets from Shape::off_bar
 constexpr int kAll = 384, kConsumers = 256;
 constexpr int kRegsQK = 208, kRegsPV = 160, kRegsProducer = 136;
 
@@ -55,6 +69,12 @@ KT_DEV void bar_sync(int id, int threads) {
 }
 KT_DEV void bar_arrive(int id, int threads) {
   asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+// This thread's arrival on an mbarrier, releasing its earlier shared-memory stores to the waiters.
+KT_DEV void mbar_arrive(unsigned bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.release.cta.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+#endif
 }
 template <int kRegs>
 KT_DEV void regs_dec() {
@@ -201,7 +221,12 @@ KT_DEV void decode_body_ws(const Params& p) {
   float* s_m = s_alpha + HG;
   float* s_l = s_m + HG;
 
-  // Q by every thread, published to wgmma before the roles split.
+  const unsigned mb_p_ready = sb + sh.off_bar + ws::kMbarPReady, mb_stats = sb + sh.off_bar + ws::kMbarStats;
+  if (tid == 0) {
+    kc::mbar_init(mb_p_ready, 128);
+    kc::mbar_init(mb_stats, 128);
+  }
+  // Q by every thread, published to wgmma before the roles split (the barrier also publishes the mbarriers).
   issue_q_tile<H, HG, D>(p, sb + sh.off_q, token, h0, tid, ws::kAll);
   kc::cp_async_commit();
   kc::cp_async_wait<0>();
@@ -239,8 +264,9 @@ KT_DEV void decode_body_ws(const Params& p) {
         s_alpha[r0] = alpha[0];
         s_alpha[r0 + 8] = alpha[1];
       }
-      kc::fence_proxy_async();                               // P is read by wgmma
-      ws::bar_sync(ws::kBarPReady, ws::kConsumers);          // ...of both warpgroups
+      kc::fence_proxy_async();  // P is read by wgmma of both warpgroups
+      ws::mbar_arrive(mb_p_ready);
+      kc::mbar_wait(mb_p_ready, it & 1);  // this warpgroup's own P V reads the rows of its other warps
       rescale_o_rows(o, alpha[0], alpha[1]);
       pv_wgmma<TN, COLS>(o, sP, sK, 0);
       if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
@@ -251,6 +277,7 @@ KT_DEV void decode_body_ws(const Params& p) {
       s_l[r0] = l_run[0];
       s_l[r0 + 8] = l_run[1];
     }
+    ws::mbar_arrive(mb_stats);
   } else {
     ws::regs_dec<ws::kRegsPV>();
 #pragma unroll 1
@@ -258,14 +285,14 @@ KT_DEV void decode_body_ws(const Params& p) {
       const int b = it % ST;
       const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
       ws::bar_sync(ws::kBarFull + b, ws::kAll);
-      ws::bar_sync(ws::kBarPReady, ws::kConsumers);
+      kc::mbar_wait(mb_p_ready, it & 1);
       rescale_o_rows(o, s_alpha[r0], s_alpha[r0 + 8]);
       pv_wgmma<TN, COLS>(o, sP, sK, COLS);
       if (it + 1 < ntiles) ws::bar_arrive(ws::kBarPFree, ws::kConsumers);
       if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
     }
   }
-  ws::bar_sync(ws::kBarEpilogue, ws::kConsumers);  // s_m / s_l from warpgroup 0
+  kc::mbar_wait(mb_stats, 0);  // s_m / s_l from warpgroup 0
   kc::pdl_launch_dependents();  // the rows are consumed: the next kernel may take the SMs this grid frees
   write_output<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);
 }

@@ -28,7 +28,7 @@ struct Shape {
   int s_stride;        // floats per row of the S buffer
   int est_regs, min_blocks;
   // shared memory (bytes, 16-aligned offsets)
-  int off_q, off_kv, off_raw, off_s, off_p, off_slot, off_idx, off_stat, smem_total;
+  int off_q, off_kv, off_raw, off_s, off_p, off_slot, off_idx, off_stat, off_bar, smem_total;
   int kv_tile_bytes, raw_tile_bytes, kv_buffers, slot_buffers, idx_buffers;
   int ws;           // 1: the warp-specialized shape (kernel_ws.cuh)
 };
@@ -99,7 +99,8 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
   s.off_stat = s.off_idx + mla_align16(s.idx_buffers * tile * 4);
   s.smem_total = s.off_stat + mla_align16(3 * heads_per_cta * 4);
   if (s.smem_total <= 113 * 1024 && s.est_regs * s.threads <= 32768) s.min_blocks = 2;
-  if (ws) {  // Q, `stages` bf16 K/V tiles, P, the tiles' slot lists, per-row alpha / max / sum
+  s.off_bar = s.smem_total;  // none
+  if (ws) {  // Q, `stages` bf16 K/V tiles, P, the tiles' slot lists, per-row alpha / max / sum, 2 mbarriers
     s.ws = 1;
     s.warps = 12;
     s.threads = 384;
@@ -112,7 +113,8 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
     s.slot_buffers = stages;
     s.off_slot = s.off_p + heads_per_cta * tile * 2;
     s.off_stat = s.off_slot + mla_align16(stages * tile * 4);
-    s.smem_total = s.off_stat + mla_align16(3 * heads_per_cta * 4);
+    s.off_bar = s.off_stat + mla_align16(3 * heads_per_cta * 4);
+    s.smem_total = s.off_bar + 16;
     s.min_blocks = 1;
   }
   return s;
