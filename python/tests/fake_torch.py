@@ -74,7 +74,10 @@ class Tensor:
 
     @property
     def nbytes(self):
-        return self.numel() * self._dtype.itemsize
+        n = self._dtype.itemsize
+        for x in self._shape:
+            n *= x
+        return n
 
     def size(self):
         return self.shape
