@@ -199,6 +199,22 @@ def run_op(args):
         print(f"| {name} | {med:.3f} | {lo:.3f} | {hi:.3f} | {reads} |")
 
 
+def tensor_guards(torch):
+    """Dynamo's C++ tensor guard class (private; its constructor differs across torch versions) as a function of
+    the tensors it records, or None."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+    except Exception:  # noqa: BLE001
+        return None
+
+    def make(*tensors):
+        try:
+            return TensorGuards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None)
+        except TypeError:
+            return TensorGuards(*tensors, dynamic_shapes=False)
+    return make
+
+
 def run_costs(args):
     import torch
     from ktune import _lib
@@ -226,12 +242,8 @@ def run_costs(args):
         "hash+dict get": lambda: d.get(sig),
     }
     five = [torch.empty(4, 32, 128, device=dev, dtype=torch.bfloat16) for _ in range(5)]
-    try:  # dynamo's C++ tensor guard (private; its constructor differs across torch versions)
-        from torch._C._dynamo.guards import TensorGuards
-        try:
-            tg = TensorGuards(*five, dynamic_dims_sizes=None, dynamic_dims_strides=None)
-        except TypeError:
-            tg = TensorGuards(*five, dynamic_shapes=False)
+    try:
+        tg = tensor_guards(torch)(*five)
         tests["TensorGuards.check of 5 tensors (private)"] = lambda: tg.check(*five)
     except Exception as e:  # noqa: BLE001
         print(f"(TensorGuards not timed: {type(e).__name__}: {e})")
@@ -265,7 +277,17 @@ def run_guards(args):
         "(data_ptr, shape, stride)": lambda t: (t.data_ptr(), t.shape, t.stride()),
         "(shape, stride, dtype, device)": lambda t: (t.shape, t.stride(), t.dtype, t.device),
     }
-    print(f"torch {torch.__version__}; tensor on {dev}; 'changed' = the guard's value differs after the change\n")
+    make_tg = tensor_guards(torch)
+    if make_tg is not None:
+        class Recorded:  # compares as "the guard made before the change still passes"
+            def __init__(self, t):
+                self.guard, self.t = make_tg(t), t
+
+            def __ne__(self, other):
+                return not self.guard.check(self.t)
+        guards["dynamo TensorGuards (private)"] = Recorded
+    print(f"torch {torch.__version__}; tensor on {dev}; 'changed' = the guard's value differs after the change "
+          f"(the op reads data_ptr() at every call besides its facts, so a new address alone needs no guard)\n")
     print("| in-place change | " + " | ".join(guards) + " |\n|---|" + "---|" * len(guards))
     for name, change in changes.items():
         row = []
@@ -274,7 +296,7 @@ def run_guards(args):
             try:
                 before = g(t)
                 change(t)
-                row.append("changed" if g(t) != before else "SAME")
+                row.append("changed" if before != g(t) else "SAME")
             except Exception as e:  # noqa: BLE001 (a change torch refuses is a result too)
                 row.append(f"error: {type(e).__name__}: {str(e).splitlines()[0][:60]}")
         print(f"| {name} | " + " | ".join(row) + " |")
