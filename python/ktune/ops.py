@@ -4,9 +4,10 @@ tensors, writes their addresses into a cached argument struct and launches on th
   op = ktune.ops.XqaDecodeOp(ktune.xqa_problem(head_dim=128, num_q_heads=32, num_kv_heads=8, page_size=32))
   op(q, kv_cache, block_tables, seq_lens, max_seq_len=4096, out=out)     # eager, graph-capturable
 
-A call whose tensors have the shapes, dtypes, devices and layouts of an earlier call skips the full argument
-check (the C side still checks every pointer and scalar); anything new goes through the complete check of
-ktune.xqa.build_args, whose errors name the argument. The torch custom ops (ktune.torch_ops) run through these
+A call reads the shape, strides, dtype and device of every tensor it is given; when they (and the scalars that
+shape the plan) equal those of an earlier call, the full argument check is skipped (the C side still checks
+every pointer and scalar); anything new goes through the complete check of ktune.xqa.build_args, whose errors
+name the argument. The torch custom ops (ktune.torch_ops) run through these
 objects. An op refers to its ktune.Runtime, which it keeps alive."""
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ class XqaDecodeOp:
     scalars that shape the plan) and compares them with the last call's: equal facts give equal check results,
     so the call goes straight to writing the changed addresses and launching. New facts are looked up among the
     facts seen before, and checked in full (ktune.xqa.build_args, errors naming the argument) when never seen.
-    The C side checks every pointer and scalar at every call. Not thread-safe: one op object per thread."""
+    The C side checks every pointer and scalar at every call. One argument struct per object: calls from several
+    threads at once need an object each."""
 
     __slots__ = ("info", "_op", "_args", "_ref", "_seen", "_facts", "_ws", "_qp", "_outp", "_rest", "_stream",
                  "_tensor", "_empty", "_u8", "_tags", "_ensure_device", "_default_scale", "__weakref__")
