@@ -252,8 +252,10 @@ struct OpState {
   }
 
   // Both memos are filled under one tuning generation and cleared together when it moves on (under `mutex`).
+  // Generations only grow: a caller that read an older one before another moved the memos on finds the newer
+  // entries, and its own result is not stored (gen != generation), instead of clearing them.
   void sync_generation(uint64_t gen) {
-    if (gen == generation) return;
+    if (gen <= generation) return;
     plans.clear();
     default_modules.clear();
     generation = gen;
