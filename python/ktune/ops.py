@@ -97,11 +97,16 @@ _SCALES = ("q_scale", "k_scale", "v_scale", "o_scale")
 
 
 def _tensor_facts(t):
-    """What the full check of a tensor argument depends on: shape, strides (contiguity follows from both),
-    dtype and device. The same torch object can change every one of them in place (resize_, as_strided_, set_,
-    the `.data` setter; torch's version counter does not see the last), so they are read at every call and the
-    object's identity proves nothing."""
+    """What the full check of a strided tensor argument (k_cache, v_cache) depends on: shape, strides, dtype and
+    device. The same torch object can change every one of them in place (resize_, as_strided_, set_, the `.data`
+    setter, which keeps the object's version counter), so they are read at every call and the object's identity
+    proves nothing."""
     return t.shape, t.stride(), t.dtype, t.device
+
+
+def _dense_facts(t):
+    """The same for an argument the check requires C-contiguous: its strides matter only through that."""
+    return t.shape, t.is_contiguous(), t.dtype, t.device
 
 
 class XqaDecodeOp:
@@ -110,8 +115,8 @@ class XqaDecodeOp:
     a number or a one-element float32 tensor on q's device. `out` (and `lse` for problems that write it) are
     required here: allocate them once, as a CUDA graph needs.
 
-    A call reads the facts every argument check depends on (shape, strides, dtype and device of each tensor, the
-    scalars that shape the plan) and compares them with the last call's: equal facts give equal check results,
+    A call reads the facts every argument check depends on (shape, strides -- or only contiguity where the check
+    requires a dense tensor --, dtype and device of each tensor, the scalars that shape the plan) and compares them with the last call's: equal facts give equal check results,
     so the call goes straight to writing the changed addresses and launching. New facts are looked up among the
     facts seen before, and checked in full (ktune.xqa.build_args, errors naming the argument) when never seen.
     The C side checks every pointer and scalar at every call. One argument struct per object: calls from several
@@ -297,13 +302,13 @@ class XqaDecodeOp:
         try:
             qdev = q.device
             facts = (q.shape, q.stride(), q.dtype, qdev, out.shape, out.stride(), out.dtype, out.device,
-                     (kv.shape, kv.stride(), kv.dtype, kv.device) if kv is not None else
+                     (kv.shape, kv.is_contiguous(), kv.dtype, kv.device) if kv is not None else
                      _tensor_facts(k_cache) + _tensor_facts(v_cache),
-                     block_tables.shape, block_tables.stride(), block_tables.dtype, block_tables.device,
-                     seq_lens.shape, seq_lens.stride(), seq_lens.dtype, seq_lens.device,
-                     None if lse is None else _tensor_facts(lse),
-                     None if q_cu_seq_lens is None else _tensor_facts(q_cu_seq_lens),
-                     None if mask is None else _tensor_facts(mask), None if sinks is None else _tensor_facts(sinks),
+                     block_tables.shape, block_tables.is_contiguous(), block_tables.dtype, block_tables.device,
+                     seq_lens.shape, seq_lens.is_contiguous(), seq_lens.dtype, seq_lens.device,
+                     None if lse is None else _dense_facts(lse),
+                     None if q_cu_seq_lens is None else _dense_facts(q_cu_seq_lens),
+                     None if mask is None else _dense_facts(mask), None if sinks is None else _dense_facts(sinks),
                      scale_facts, max_seq_len, max_seq_len.__class__, num_splits, config)
         except (AttributeError, TypeError, RuntimeError):
             facts = None  # not all tensors: the full check names the argument
