@@ -7,8 +7,9 @@
           skipped); --tensors fake: python/tests/fake_torch.py tensors and a stand-in C op (no torch, no GPU).
           The fake's attribute reads are plain Python properties (~0.05 us), torch's cost 0.19-0.38 us each on
           the H200 host: so the fake run times the op's own Python work, and it also counts the tensor
-          attribute reads per call, which are what differs on torch. Works with this tree's op and with an
-          older one (PYTHONPATH=<old checkout>/python): the same inputs, before/after.
+          attribute reads per call, which are what differs on torch. --compare OPS_PY times another version of
+          ops.py (e.g. main's, without the test seam) in the same process, interleaved with this tree's:
+          before/after on the same inputs under the same machine load.
   costs   per-operation costs on torch tensors (attribute reads, ctypes field writes and calls, stream queries);
           needs torch with CUDA.
   guards  which cheap guards see which in-place metadata change of one tensor object (resize_, as_strided_,
@@ -16,7 +17,7 @@
           op compares (shape, stride, dtype, device); needs torch (CUDA for the device move).
 
   PYTHONPATH=python KTUNE_LIBRARY=build/lib/libktune.so.0 python3 bench/dev/py_call_costs.py [op|costs|guards]
-      [--tensors torch|fake] [--calls 2000] [--reps 21] [--clock wall|cpu]
+      [--tensors torch|fake] [--calls 2000] [--reps 21] [--clock wall|cpu] [--compare OPS_PY]
 """
 import argparse
 import ctypes
@@ -55,14 +56,26 @@ class NoLaunch:
         return self.real.plan(ref) if self.real is not None else {"workspace_bytes": FAKE_WORKSPACE_BYTES}
 
 
-def make_op(torch, fake):
-    """An XqaDecodeOp of KEY whose launches do nothing, from whichever ktune.ops is on the path."""
-    from ktune import _lib, ops
+def load_ops(path):
+    """ktune.ops as another version of ops.py defines it (e.g. `git show main:python/ktune/ops.py > F`), loaded
+    beside this tree's as the module ktune._ops_compare: its relative imports find this tree's modules."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("ktune._ops_compare", path)
+    mod = importlib.util.module_from_spec(spec)
+    mod.__package__ = "ktune"
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_op(ops, torch, fake):
+    """An XqaDecodeOp of KEY from the module `ops` whose launches do nothing."""
+    from ktune import _lib
     real = None if fake else ops.Op("xqa_decode", KEY)
     c_op = NoLaunch(real)
     ensure = (lambda index: 0) if fake else _lib.lib().ktune_ensure_device
     if hasattr(ops.XqaDecodeOp, "_unprepared"):
-        return ops.XqaDecodeOp._unprepared(KEY, c_op, torch, ensure), "this tree (XqaDecodeOp._unprepared)"
+        return ops.XqaDecodeOp._unprepared(KEY, c_op, torch, ensure)
     # an older ktune.ops without the seam: its attributes as its __init__ sets them
     import math
     from ktune.xqa import parse_key
@@ -93,7 +106,7 @@ def make_op(torch, fake):
         stub._desc = _desc
         sys.modules["ktune.torch_ops"] = stub
         sys.modules["torch"] = torch  # its workspace allocation imports torch
-    return op, "an older ktune.ops (attributes set as its __init__ does)"
+    return op
 
 
 def inputs(torch):
@@ -171,39 +184,59 @@ def count_reads(torch, fn):
     return counts
 
 
+def timed(fn, calls):
+    t0 = CLOCK()
+    for _ in range(calls):
+        fn()
+    return (CLOCK() - t0) * 1e6 / calls
+
+
 def run_op(args):
+    from ktune import ops as this_ops
     fake = args.tensors == "fake"
     torch = load_torch(args.tensors)
     if not fake:
         torch.cuda.set_device(0)
-    op, which = make_op(torch, fake)
     t = inputs(torch)
-    noop = NoLaunch()
-    floor = median_us(lambda: noop._run_on_device(None, None, 0, 0), args.calls, args.reps)[0]
-    print(f"XqaDecodeOp.__call__ with a no-op launch; {which}; tensors: {args.tensors}; python "
-          f"{sys.version.split()[0]}")
-    print(f"{KEY} B{B} L{L}; {args.calls} calls x {args.reps} reps, {args.clock} clock; the no-op launch itself: "
-          f"{floor:.3f} us\n")
-    print("| way | median us/call | min | max | tensor reads/call |\n|---|---|---|---|---|")
-    if fake:  # what the fake's reads cost by themselves, to tell the op's own work from them
+    versions = [("this tree", make_op(this_ops, torch, fake))]
+    if args.compare:
+        versions.append((args.compare, make_op(load_ops(args.compare), torch, fake)))
+    print(f"XqaDecodeOp.__call__ with a no-op launch; tensors: {args.tensors}; python {sys.version.split()[0]}; "
+          f"{KEY} B{B} L{L}")
+    print(f"{args.reps} reps of {args.calls} calls, {args.clock} clock; each rep times every version in turn "
+          f"(the same inputs, interleaved), us per call\n")
+    heads = " | ".join(f"{v}: median | min" for v, _ in versions)
+    print(f"| way | {heads} | tensor reads per call |\n|---|" + "---|---|" * len(versions) + "---|")
+    if fake:  # what the fake's reads cost by themselves, to tell the ops' own work from them
         def reads_alone(q=t["q"], out=t["out"], kv=t["kv"], bt=t["bt"], sl=t["sl"], ws=t["ws"]):
             for x in (q, out):
                 x.shape, x.stride(), x.dtype, x.device, x.data_ptr()
             for x in (kv, bt, sl):
                 x.shape, x.is_contiguous(), x.dtype, x.device, x.data_ptr()
             ws.nbytes, ws.device, ws.is_contiguous(), ws.data_ptr()
-        med, lo, hi = median_us(reads_alone, args.calls, args.reps)
-        print(f"| the 29 fake tensor reads of this tree's op on the first row, alone | {med:.3f} | {lo:.3f} | "
-              f"{hi:.3f} | 29 |")
-    for name, fn in ways(op, t):
-        fn()
-        fn()  # the first call checks in full; time the steady state
-        med, lo, hi = median_us(fn, args.calls, args.reps)
+        med, lo, _ = median_us(reads_alone, args.calls, args.reps)
+        print(f"| 29 fake tensor reads (this tree's op, first row), alone | {med:.2f} | {lo:.2f} |"
+              + " | |" * (len(versions) - 1) + " 29 |")
+    for i, (name, _) in enumerate(ways(versions[0][1], t)):
+        fns = [ways(op, t)[i][1] for _, op in versions]
+        for fn in fns:
+            fn()
+            fn()  # the first call checks in full; time the steady state
+        per = [[] for _ in fns]
+        gc.disable()
+        try:
+            for _ in range(args.reps):
+                for j, fn in enumerate(fns):
+                    per[j].append(timed(fn, args.calls))
+        finally:
+            gc.enable()
+        cells = " | ".join(f"{statistics.median(p):.2f} | {min(p):.2f}" for p in per)
         reads = ""
         if fake:
-            c = count_reads(torch, fn)
-            reads = f"{sum(c.values())} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) + ")"
-        print(f"| {name} | {med:.3f} | {lo:.3f} | {hi:.3f} | {reads} |")
+            reads = " / ".join(
+                f"{sum(c.values())} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) + ")"
+                for c in (count_reads(torch, fn) for fn in fns))
+        print(f"| {name} | {cells} | {reads} |")
 
 
 def tensor_guards(torch):
@@ -322,6 +355,8 @@ def main():
     ap.add_argument("--tensors", choices=("torch", "fake"))
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--compare", metavar="OPS_PY",
+                    help="op: also time the XqaDecodeOp of this ops.py (another version of python/ktune/ops.py)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: this thread's CPU time, which leaves out the time other processes hold the cores "
                          "(a shared machine); wall: what a caller waits")

@@ -21,28 +21,27 @@ int32, int16, uint8, uint16, uint32 = dtype("int32", 4), dtype("int16", 2), dtyp
 float8_e4m3fn = dtype("float8_e4m3fn", 1)
 
 
-class device:
-    """Equal by value and hashable, as torch.device; a new object per `Tensor.device` read, as torch's."""
-    __slots__ = ("type", "index")
+class device(tuple):
+    """(type, index), equal by value and hashable as torch.device, and compared in C as torch's is (a
+    Python-level __eq__ would make the fake's comparisons cost what torch's do not); a new object per
+    `Tensor.device` read, as torch's."""
+    __slots__ = ()
 
-    def __init__(self, spec, index=None):
+    def __new__(cls, spec, index=None):
         if isinstance(spec, device):
-            spec, index = spec.type, spec.index
+            return spec
         if ":" in spec:
             spec, index = spec.split(":")[0], int(spec.split(":")[1])
-        self.type, self.index = spec, index
+        return tuple.__new__(cls, (spec, index))
 
-    def __eq__(self, other):
-        return isinstance(other, device) and self.type == other.type and self.index == other.index
-
-    def __hash__(self):
-        return hash((self.type, self.index))
+    type = property(lambda self: self[0])
+    index = property(lambda self: self[1])
 
     def __str__(self):
-        return self.type if self.index is None else f"{self.type}:{self.index}"
+        return self[0] if self[1] is None else f"{self[0]}:{self[1]}"
 
     def __repr__(self):
-        return f"device(type='{self.type}'" + ("" if self.index is None else f", index={self.index}") + ")"
+        return f"device(type='{self[0]}'" + ("" if self[1] is None else f", index={self[1]}") + ")"
 
 
 class Size(tuple):
@@ -69,7 +68,7 @@ class Tensor:
 
     shape = property(lambda self: Size(self._shape))
     dtype = property(lambda self: self._dtype)
-    device = property(lambda self: device(self._device))
+    device = property(lambda self: tuple.__new__(device, self._device))
     is_cuda = property(lambda self: self._device.type == "cuda")
 
     @property
