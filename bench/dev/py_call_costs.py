@@ -5,9 +5,9 @@
           bench/bench_dispatch.py (Llama-3.1-8B decode B1 L512, 32/8 heads, d128, page 32), median of many reps.
           --tensors torch: real torch CUDA tensors (the C op is prepared and planned for real; only the launch is
           skipped); --tensors fake: python/tests/fake_torch.py tensors and a stand-in C op (no torch, no GPU).
-          The fake's attribute reads are plain Python properties (~0.05 us), torch's cost 0.19-0.38 us each on
-          the H200 host: so the fake run times the op's own Python work, and it also counts the tensor
-          attribute reads per call, which are what differs on torch. --compare OPS_PY times another version of
+          The fake's attribute reads are Python properties (~0.1 us here), torch's cost 0.19-0.38 us each on
+          the H200 host; the fake run also counts the tensor reads per call. --tensors fake-cheap: reads of
+          ~0.03 us (plain attributes), so the time is the op's own Python work. --compare OPS_PY times another version of
           ops.py (e.g. main's, without the test seam) in the same process, interleaved with this tree's:
           before/after on the same inputs under the same machine load.
   costs   per-operation costs on torch tensors (attribute reads, ctypes field writes and calls, stream queries);
@@ -17,7 +17,7 @@
           op compares (shape, stride, dtype, device); needs torch (CUDA for the device move).
 
   PYTHONPATH=python KTUNE_LIBRARY=build/lib/libktune.so.0 python3 bench/dev/py_call_costs.py [op|costs|guards]
-      [--tensors torch|fake] [--calls 2000] [--reps 21] [--clock wall|cpu] [--compare OPS_PY]
+      [--tensors torch|fake|fake-cheap] [--calls 2000] [--reps 21] [--clock wall|cpu] [--compare OPS_PY]
 """
 import argparse
 import ctypes
@@ -109,7 +109,21 @@ def make_op(ops, torch, fake):
     return op
 
 
-def inputs(torch):
+def cheap(torch, t):
+    """A fake tensor whose reads are plain attributes and constant-returning methods (~0.03 us each): an op's time
+    on these is its own Python work."""
+    class Cheap(torch.Tensor):
+        shape = dtype = device = nbytes = None
+
+    c = Cheap.__new__(Cheap)
+    c.__dict__.update(t.__dict__)
+    c.shape, c.dtype, c.device, c.nbytes = t.shape, t.dtype, t.device, t.nbytes
+    st, contiguous, ptr = t.stride(), t.is_contiguous(), t.data_ptr()
+    c.stride, c.is_contiguous, c.data_ptr = (lambda: st), (lambda: contiguous), (lambda: ptr)
+    return c
+
+
+def inputs(torch, cheap_reads=False):
     dev = "cuda:0"
     pages = L // PAGE
     bf16, i32 = torch.bfloat16, torch.int32
@@ -123,6 +137,8 @@ def inputs(torch):
     if hasattr(torch, "zeros") and hasattr(torch, "cuda"):  # real tensors: valid block tables and lengths
         t["bt"] = torch.arange(pages, dtype=i32, device=dev).reshape(B, pages)
         t["sl"] = torch.full((B,), L, dtype=i32, device=dev)
+    if cheap_reads:
+        t = {k: cheap(torch, v) for k, v in t.items()}
     return t
 
 
@@ -193,11 +209,11 @@ def timed(fn, calls):
 
 def run_op(args):
     from ktune import ops as this_ops
-    fake = args.tensors == "fake"
+    fake = args.tensors != "torch"
     torch = load_torch(args.tensors)
     if not fake:
         torch.cuda.set_device(0)
-    t = inputs(torch)
+    t = inputs(torch, args.tensors == "fake-cheap")
     versions = [("this tree", make_op(this_ops, torch, fake))]
     if args.compare:
         versions.append((args.compare, make_op(load_ops(args.compare), torch, fake)))
@@ -207,7 +223,7 @@ def run_op(args):
           f"(the same inputs, interleaved), us per call\n")
     heads = " | ".join(f"{v}: median | min" for v, _ in versions)
     print(f"| way | {heads} | tensor reads per call |\n|---|" + "---|---|" * len(versions) + "---|")
-    if fake:  # what the fake's reads cost by themselves, to tell the ops' own work from them
+    if args.tensors == "fake":  # what the fake's reads cost by themselves, to tell the ops' own work from them
         def reads_alone(q=t["q"], out=t["out"], kv=t["kv"], bt=t["bt"], sl=t["sl"], ws=t["ws"]):
             for x in (q, out):
                 x.shape, x.stride(), x.dtype, x.device, x.data_ptr()
@@ -232,7 +248,7 @@ def run_op(args):
             gc.enable()
         cells = " | ".join(f"{statistics.median(p):.2f} | {min(p):.2f}" for p in per)
         reads = ""
-        if fake:
+        if args.tensors == "fake":
             reads = " / ".join(
                 f"{sum(c.values())} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) + ")"
                 for c in (count_reads(torch, fn) for fn in fns))
@@ -352,7 +368,7 @@ def run_guards(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="op", choices=("op", "costs", "guards"))
-    ap.add_argument("--tensors", choices=("torch", "fake"))
+    ap.add_argument("--tensors", choices=("torch", "fake", "fake-cheap"))
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=21)
     ap.add_argument("--compare", metavar="OPS_PY",
