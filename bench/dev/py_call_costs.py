@@ -7,14 +7,16 @@
           skipped); --tensors fake: python/tests/fake_torch.py tensors and a stand-in C op (no torch, no GPU).
           The fake's attribute reads are Python properties (~0.1 us here), torch's cost 0.19-0.38 us each on
           the H200 host; the fake run also counts the tensor reads per call. --tensors fake-cheap: reads of
-          ~0.03 us (plain attributes), so the time is the op's own Python work. --compare OPS_PY times another version of
-          ops.py (e.g. main's, without the test seam) in the same process, interleaved with this tree's:
+          ~0.03 us (plain attributes), so the time is the op's own Python work. --compare OPS_PY times another
+          version of ops.py (e.g. main's, without the test seam) in the same process, interleaved with this tree's:
           before/after on the same inputs under the same machine load.
   costs   per-operation costs on torch tensors (attribute reads, ctypes field writes and calls, stream queries);
           needs torch with CUDA.
   guards  which cheap guards see which in-place metadata change of one tensor object (resize_, as_strided_,
-          set_, the .data setter, a data write): torch's _version, (data_ptr, shape, stride), and the facts the
-          op compares (shape, stride, dtype, device); needs torch (CUDA for the device move).
+          set_, the .data setter, a data write): torch's _version, (data_ptr, shape, stride), the facts the op
+          compares (shape, stride, dtype, device) and dynamo's private C++ TensorGuards (one call for many
+          tensors: a candidate to replace most reads, if it sees every change); needs torch (CUDA for the
+          device move).
 
   PYTHONPATH=python KTUNE_LIBRARY=build/lib/libktune.so.0 python3 bench/dev/py_call_costs.py [op|costs|guards]
       [--tensors torch|fake|fake-cheap] [--calls 2000] [--reps 21] [--clock wall|cpu] [--compare OPS_PY]
@@ -291,7 +293,8 @@ def run_costs(args):
         "t.get_device()": lambda: t.get_device(), "t.stride()": lambda: t.stride(), "t.nbytes": lambda: t.nbytes,
         "t._version": lambda: t._version, "a.q = int": lambda: setattr(a, "q", 12345),
         "a.softcap = float": lambda: setattr(a, "softcap", 1.0), "ctypes noop (ktune_family_id)": lambda: fid(None),
-        "raw stream": lambda: raw(0), "current_stream().cuda_stream": lambda: torch.cuda.current_stream(dev).cuda_stream,
+        "raw stream": lambda: raw(0),
+        "current_stream().cuda_stream": lambda: torch.cuda.current_stream(dev).cuda_stream,
         "ensure_device": lambda: lib.ktune_ensure_device(0),
         "tuple of 20": lambda: (t.shape, t.dtype, t.shape, t.dtype, t.shape, t.dtype, t.shape, t.dtype, t.shape,
                                 t.dtype, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),

@@ -116,9 +116,10 @@ class XqaDecodeOp:
     required here: allocate them once, as a CUDA graph needs.
 
     A call reads the facts every argument check depends on (shape, strides -- or only contiguity where the check
-    requires a dense tensor --, dtype and device of each tensor, the scalars that shape the plan) and compares them with the last call's: equal facts give equal check results,
-    so the call goes straight to writing the changed addresses and launching. New facts are looked up among the
-    facts seen before, and checked in full (ktune.xqa.build_args, errors naming the argument) when never seen.
+    requires a dense tensor --, dtype and device of each tensor, the scalars that shape the plan) and compares
+    them with the last call's: equal facts give equal check results, so the call goes straight to writing the
+    changed addresses and launching. New facts are looked up among the facts seen before, and checked in full
+    (ktune.xqa.build_args, errors naming the argument) when never seen.
     The C side checks every pointer and scalar at every call. One argument struct per object: calls from several
     threads at once need an object each."""
 
