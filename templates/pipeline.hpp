@@ -190,8 +190,11 @@ struct OpState {
   std::string kernel_prefix;  // "<family>/<problem key>[.chk]/": the runtime's fast key is this + config key
 
   std::mutex mutex;
-  uint64_t generation = 0;  // internal::tuning_generation when `plans` was filled
+  uint64_t generation = 0;  // internal::tuning_generation when `plans` and `default_modules` were filled
   std::unordered_map<pipeline::PlanKey, std::shared_ptr<const Entry>, pipeline::PlanKeyHash> plans;
+  // Op::default_module per context: the helper launches find it by one lookup instead of rebuilding the
+  // device facts, the default config and the fast key string and searching the runtime's module table.
+  std::unordered_map<void*, const LoadedKernel*> default_modules;
 
   OpState(Runtime& runtime, const Problem& p) : rt(&runtime), problem(p), plan_problem(p) {
     if constexpr (pipeline::has_checked_variant<Problem>::value) {
@@ -212,10 +215,7 @@ struct OpState {
     const uint64_t gen = internal::tuning_generation(*rt);
     {
       std::lock_guard<std::mutex> lock(mutex);
-      if (gen != generation) {
-        plans.clear();
-        generation = gen;
-      }
+      sync_generation(gen);
       auto it = plans.find(key);
       if (it != plans.end() && (!load || it->second->resolved.kernel) &&
           (!forced || it->second->forced_config == forced))
@@ -231,6 +231,34 @@ struct OpState {
     std::lock_guard<std::mutex> lock(mutex);
     if (gen == generation) plans[key] = entry;
     return entry;
+  }
+
+  // The module of the default config on ctx (Op::default_module), loaded once per context and then one lookup.
+  const LoadedKernel& default_module(void* ctx) {
+    const uint64_t gen = internal::tuning_generation(*rt);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      sync_generation(gen);
+      auto it = default_modules.find(ctx);
+      if (it != default_modules.end()) return *it->second;
+    }
+    const Arch& arch = internal::device_facts(ctx, Spec::kFamily).arch;
+    const Config c = Spec::default_config(plan_problem, arch, pipeline::Shape{});
+    // the decode's own fast key: a call that runs the default config shares this module
+    const LoadedKernel& k = rt->get(kernel_prefix + c.key(), [&] { return generate(problem, c, arch); });
+    std::lock_guard<std::mutex> lock(mutex);
+    if (gen == generation) default_modules[ctx] = &k;
+    return k;
+  }
+
+  // Both memos are filled under one tuning generation and cleared together when it moves on (under `mutex`).
+  // Generations only grow: a caller that read an older one before another moved the memos on finds the newer
+  // entries, and its own result is not stored (gen != generation), instead of clearing them.
+  void sync_generation(uint64_t gen) {
+    if (gen <= generation) return;
+    plans.clear();
+    default_modules.clear();
+    generation = gen;
   }
 
   // Config (forced, tuned or default), split count and workspace for one shape. A null ctx plans without a
@@ -336,13 +364,8 @@ typename Op<Family>::Plan Op<Family>::plan(const Args& a) const {
 
 template <class Family>
 const LoadedKernel& Op<Family>::default_module() const {
-  using Spec = pipeline::OpSpec<Family>;
   detail::OpState<Family>& st = detail::op_state(state_);
-  void* ctx = internal::require_context(Spec::kFamily);
-  const Arch& arch = internal::device_facts(ctx, Spec::kFamily).arch;
-  const typename Spec::Config c = Spec::default_config(st.plan_problem, arch, pipeline::Shape{});
-  // the decode's own fast key: a call that runs the default config shares this module
-  return st.rt->get(st.kernel_prefix + c.key(), [&] { return generate(st.problem, c, arch); });
+  return st.default_module(internal::require_context(pipeline::OpSpec<Family>::kFamily));
 }
 
 template <class Family>

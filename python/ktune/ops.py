@@ -4,9 +4,10 @@ tensors, writes their addresses into a cached argument struct and launches on th
   op = ktune.ops.XqaDecodeOp(ktune.xqa_problem(head_dim=128, num_q_heads=32, num_kv_heads=8, page_size=32))
   op(q, kv_cache, block_tables, seq_lens, max_seq_len=4096, out=out)     # eager, graph-capturable
 
-A call whose tensors have the shapes, dtypes, devices and layouts of an earlier call skips the full argument
-check (the C side still checks every pointer and scalar); anything new goes through the complete check of
-ktune.xqa.build_args, whose errors name the argument. The torch custom ops (ktune.torch_ops) run through these
+A call reads the shape, strides, dtype and device of every tensor it is given; when they (and the scalars that
+shape the plan) equal those of an earlier call, the full argument check is skipped (the C side still checks
+every pointer and scalar); anything new goes through the complete check of ktune.xqa.build_args, whose errors
+name the argument. The torch custom ops (ktune.torch_ops) run through these
 objects. An op refers to its ktune.Runtime, which it keeps alive."""
 
 from __future__ import annotations
@@ -61,47 +62,115 @@ class Op(_lib.Owned):
         self._free(handle)
 
 
-def torch_tensor():
-    import torch
-    return torch.Tensor
+def dtype_tags(torch) -> dict:
+    """torch dtype -> the storage dtype tag of ktune.xqa's checks, for the dtypes this torch has."""
+    tags = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "f32", torch.int32: "i32",
+            torch.uint8: "u8", torch.int16: "i16"}
+    for name, tag in (("float8_e4m3fn", "e4m3"), ("uint16", "u16"), ("uint32", "u32")):
+        if hasattr(torch, name):
+            tags[getattr(torch, name)] = tag
+    return tags
 
 
-def _raw_stream_fn():
-    import torch
+def tensor_desc(tags: dict, tensor_type, name: str, t):
+    """A tensor as ktune.xqa.Desc (None stays None); a non-tensor is an error naming the argument."""
+    from .xqa import Desc
+    if t is None:
+        return None
+    if not isinstance(t, tensor_type):
+        raise invalid(f"xqa_decode: {name}: expected a torch.Tensor, got {type(t).__name__}")
+    d = t.device
+    dev = "cpu" if d.type == "cpu" else f"{d.type}:{d.index}"
+    return Desc(tuple(t.shape), tags.get(t.dtype, str(t.dtype).replace("torch.", "")), t.is_contiguous(),
+                t.data_ptr(), dev, tuple(t.stride()))
+
+
+def _raw_stream_fn(torch):
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch's own extensions read
     if raw is not None:
         return raw
     return lambda index: torch.cuda.current_stream(index).cuda_stream
 
 
+_UNSET = object()  # matches no facts: the next call is checked in full
+_SCALES = ("q_scale", "k_scale", "v_scale", "o_scale")
+
+
+def _tensor_facts(t):
+    """What the full check of a strided tensor argument (k_cache, v_cache) depends on: shape, strides, dtype and
+    device. The same torch object can change every one of them in place (resize_, as_strided_, set_, the `.data`
+    setter, which keeps the object's version counter), so they are read at every call and the object's identity
+    proves nothing."""
+    return t.shape, t.stride(), t.dtype, t.device
+
+
+def _dense_facts(t):
+    """The same for an argument the check requires C-contiguous: its strides matter only through that."""
+    return t.shape, t.is_contiguous(), t.dtype, t.device
+
+
 class XqaDecodeOp:
     """xqa_decode on torch CUDA tensors (layouts: docs/xqa_decode.md). Arguments as ktune.xqa_decode: kv_cache
     is the combined cache or the pair (k_cache, v_cache), q and out may be strided (head_dim contiguous), a scale
     a number or a one-element float32 tensor on q's device. `out` (and `lse` for problems that write it) are
-    required here: allocate them once, as a CUDA graph needs."""
+    required here: allocate them once, as a CUDA graph needs.
 
+    A call reads the facts every argument check depends on (shape, strides -- or only contiguity where the check
+    requires a dense tensor --, dtype and device of each tensor, the scalars that shape the plan) and compares
+    them with the last call's: equal facts give equal check results, so the call goes straight to writing the
+    changed addresses and launching. New facts are looked up among the facts seen before, and checked in full
+    (ktune.xqa.build_args, errors naming the argument) when never seen.
+    The C side checks every pointer and scalar at every call. One argument struct per object: calls from several
+    threads at once need an object each."""
+
+    __slots__ = ("info", "_op", "_args", "_ref", "_seen", "_facts", "_ws", "_qp", "_outp", "_rest", "_stream",
+                 "_tensor", "_empty", "_u8", "_tags", "_ensure_device", "_default_scale", "__weakref__")
+
+    # struct fields written from a call's persistent arguments (the engine's buffers, scales, window): written
+    # only when they changed, since a ctypes field write costs several times a comparison
     _FIELDS = ("kv_cache", "k_cache", "v_cache", "block_tables", "seq_lens", "q_cu_seq_lens", "mask", "sinks", "lse",
-               "workspace", "workspace_bytes", "softmax_scale", "q_scale", "k_scale", "v_scale", "o_scale",
-               "q_scale_ptr", "k_scale_ptr", "v_scale_ptr", "o_scale_ptr", "softcap", "window_left")
-    # what the full check derives from a call's signature (shapes, strides, options)
+               "workspace", "workspace_bytes", "softmax_scale", "softcap", "window_left", "q_scale", "k_scale",
+               "v_scale", "o_scale", "q_scale_ptr", "k_scale_ptr", "v_scale_ptr", "o_scale_ptr")
+    # what the full check derives from a call's facts (shapes, strides, options)
     _SHAPE_FIELDS = ("batch", "num_tokens", "q_len_per_req", "max_pages_per_req", "num_pages", "max_seq_len",
                      "num_splits", "q_stride_token", "q_stride_head", "out_stride_token", "out_stride_head",
                      "kv_page_stride")
 
     def __init__(self, problem, rt: Optional[Runtime] = None):
+        import torch
         from .xqa import canonical
-        self.info = canonical(problem)
-        self._op = Op("xqa_decode", self.info.key, rt)
+        self._setup(canonical(problem), Op("xqa_decode", canonical(problem).key, rt), torch,
+                    _lib.lib().ktune_ensure_device)
+
+    @classmethod
+    def _unprepared(cls, problem_key: str, op, torch_module, ensure_device) -> "XqaDecodeOp":
+        """For tests and the CPU cost bench only: an op whose C side is `op` (an object with `_handle`,
+        `_run_on_device(handle, args_ref, stream, device)` -> status and `plan(args_ref)` -> dict, as Op) and
+        `ensure_device(index)` -> status, over the tensor type of `torch_module`; the Python side of a call runs
+        unchanged. Needs the library only for the argument struct's defaults."""
+        from .xqa import parse_key
+        self = cls.__new__(cls)
+        self._setup(parse_key(problem_key), op, torch_module, ensure_device)
+        return self
+
+    def _setup(self, info, op, torch, ensure_device):
+        self.info = info
+        self._op = op
         self._args = _lib._XqaArgs()
         _lib.lib().ktune_xqa_args_default(ctypes.byref(self._args))
         self._ref = ctypes.byref(self._args)
-        self._seen = {}  # call signature -> (workspace bytes of its plan, its _SHAPE_FIELDS values, config bytes)
-        self._sig = None  # the signature whose shape fields self._args holds
-        self._stream = _raw_stream_fn()
-        self._tensor = torch_tensor()
-        self._ensure_device = _lib.lib().ktune_ensure_device
-        self._default_scale = 1.0 / math.sqrt(self.info.head_dim)
-        self._last = (object(),) * len(self._FIELDS)  # nothing written yet
+        self._seen = {}  # facts -> (workspace bytes of its plan, its _SHAPE_FIELDS values, config bytes)
+        self._facts = _UNSET  # the facts whose shape fields self._args holds (_UNSET: none proven)
+        self._ws = 0  # workspace bytes of their plan
+        self._qp = self._outp = None  # the q and out addresses self._args holds
+        self._rest = (_UNSET,) * len(self._FIELDS)  # the _FIELDS values self._args holds
+        self._stream = _raw_stream_fn(torch)
+        self._tensor = torch.Tensor
+        self._empty = torch.empty
+        self._u8 = torch.uint8
+        self._tags = dtype_tags(torch)
+        self._ensure_device = ensure_device
+        self._default_scale = 1.0 / math.sqrt(info.head_dim)
 
     @property
     def key(self) -> str:
@@ -149,32 +218,70 @@ class XqaDecodeOp:
                           out_dtype=q.dtype if out_dtype is None else out_dtype, **fields)
         return cls(key, rt)
 
-    def _full_check(self, sig, q, kv, k_cache, v_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out,
-                    lse, max_seq_len, num_splits, config, scales):
-        from .torch_ops import _desc
+    def _full_check(self, q, kv, k_cache, v_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
+                    max_seq_len, num_splits, config, scales):
+        """Every Python check of ktune.xqa.build_args on this call's tensors, then the plan of its shape. Writes
+        the shape fields of self._args; returns the memo entry."""
         from .xqa import build_args
-        if q.device.type != "cuda":
-            raise invalid(f"xqa_decode: q: expected a CUDA tensor for a prepared op, got device {q.device}")
-        sd = [_desc(n, v) if isinstance(v, self._tensor) else 1.0
-              for n, v in zip(("q_scale", "k_scale", "v_scale", "o_scale"), scales)]
-        a, _, _ = build_args(self.info, _desc("q", q), _desc("kv_cache", kv), _desc("block_tables", block_tables),
-                             _desc("seq_lens", seq_lens), _desc("q_cu_seq_lens", q_cu_seq_lens), _desc("mask", mask),
-                             _desc("sinks", sinks), _desc("out", out), _desc("lse", lse), max_seq_len,
+        tags, tensor = self._tags, self._tensor
+        desc = lambda name, t: tensor_desc(tags, tensor, name, t)  # noqa: E731
+        qd = desc("q", q)
+        if qd is None or not qd.device.startswith("cuda:"):
+            raise invalid(f"xqa_decode: q: expected a CUDA tensor for a prepared op, got "
+                          f"{'None' if qd is None else 'device ' + qd.device}")
+        sd = [desc(n, v) if isinstance(v, tensor) else 1.0 for n, v in zip(_SCALES, scales)]
+        a, _, _ = build_args(self.info, qd, desc("kv_cache", kv), desc("block_tables", block_tables),
+                             desc("seq_lens", seq_lens), desc("q_cu_seq_lens", q_cu_seq_lens), desc("mask", mask),
+                             desc("sinks", sinks), desc("out", out), desc("lse", lse), max_seq_len,
                              self._default_scale, *sd, 0.0, -1, config, num_splits,
-                             k_cache=_desc("k_cache", k_cache), v_cache=_desc("v_cache", v_cache))
+                             k_cache=desc("k_cache", k_cache), v_cache=desc("v_cache", v_cache))
         entry = (None, tuple(getattr(a, name) for name in self._SHAPE_FIELDS), a._config)
-        self._apply(sig, entry)
-        _lib.check(self._ensure_device(q.device.index), "ktune_ensure_device")
-        self._seen[sig] = entry = (self._op.plan(self._ref)["workspace_bytes"],) + entry[1:]
-        return entry
+        self._apply(entry)
+        index = q.device.index
+        _lib.check(self._ensure_device(index), "ktune_ensure_device")
+        return (self._op.plan(self._ref)["workspace_bytes"],) + entry[1:]
 
-    def _apply(self, sig, entry):
+    def _apply(self, entry):
         mine = self._args
         for name, v in zip(self._SHAPE_FIELDS, entry[1]):
             setattr(mine, name, v)
-        mine._config = entry[2]
+        mine._config = entry[2]  # keeps the bytes alive with the struct
         mine.config = entry[2]
-        self._sig = sig
+
+    def _refresh(self, facts, *call):
+        """self._args's shape fields for a call whose facts differ from the last call's: from the memo when these
+        facts passed the full check before, else from the full check (raises on bad arguments). `facts` is None
+        when they could not be read (an argument that is not a tensor): the full check then names it."""
+        self._facts = _UNSET  # the shape fields are about to change: nothing is proven until this succeeds
+        try:
+            entry = None if facts is None else self._seen.get(facts)
+        except TypeError:  # an unhashable scalar (a list for max_seq_len...): the full check names it
+            facts = entry = None
+        if entry is None:
+            entry = self._full_check(*call)
+            if facts is not None:
+                self._seen[facts] = entry
+        else:
+            self._apply(entry)
+        self._ws = entry[0]
+        if facts is not None:
+            self._facts = facts
+
+    def _scale_parts(self, scales):
+        """(facts, values) of the four scales when any is a tensor: a tensor scale's facts are its shape, dtype
+        and device, its values 1.0 and its address; a number's facts None, its values itself and no address."""
+        tensor = self._tensor
+        facts, floats, ptrs = [], [], []
+        for s in scales:
+            if isinstance(s, tensor):
+                facts.append((s.shape, s.dtype, s.device))
+                floats.append(1.0)
+                ptrs.append(s.data_ptr())
+            else:
+                facts.append(None)
+                floats.append(s)
+                ptrs.append(None)
+        return tuple(facts), tuple(floats + ptrs)
 
     def __call__(self, q, kv_cache, block_tables, seq_lens, *, max_seq_len: int, out, lse=None, q_cu_seq_lens=None,
                  mask=None, sinks=None, softmax_scale: Optional[float] = None, q_scale=1.0, k_scale=1.0, v_scale=1.0,
@@ -185,55 +292,78 @@ class XqaDecodeOp:
                 raise invalid(f"xqa_decode: kv_cache: expected a tensor or a (k_cache, v_cache) pair, got a sequence "
                               f"of {len(kv_cache)}")
             kv, (k_cache, v_cache) = None, kv_cache
-            cache_sig = tuple(None if t is None else (t.shape, t.dtype, t.device, t.stride()) for t in kv_cache)
         else:
             kv, k_cache, v_cache = kv_cache, None, None
-            cache_sig = None if kv is None else (kv.shape, kv.dtype, kv.device, kv.is_contiguous())
-        scales = (q_scale, k_scale, v_scale, o_scale)
         tensor = self._tensor
-        scale_sig = tuple((s.shape, s.dtype, s.device) if isinstance(s, tensor) else None for s in scales)
-        sig = (q.shape, q.dtype, q.device, q.stride(), cache_sig, block_tables.shape, block_tables.dtype,
-               block_tables.is_contiguous(), seq_lens.shape, seq_lens.dtype, out.shape, out.dtype, out.device,
-               out.stride(), None if lse is None else (lse.shape, lse.dtype, lse.is_contiguous()),
-               None if q_cu_seq_lens is None else (q_cu_seq_lens.shape, q_cu_seq_lens.dtype),
-               None if mask is None else (mask.shape, mask.dtype), None if sinks is None else (sinks.shape, sinks.dtype),
-               block_tables.device, seq_lens.device, max_seq_len, num_splits, config, scale_sig)
-        entry = self._seen.get(sig)
-        if entry is None:
-            entry = self._full_check(sig, q, kv, k_cache, v_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks,
-                                     out, lse, max_seq_len, num_splits, config, scales)
-        elif sig != self._sig:
-            self._apply(sig, entry)
-        ws = entry[0]
-        index = q.device.index
+        if isinstance(q_scale, tensor) or isinstance(k_scale, tensor) or isinstance(v_scale, tensor) or \
+                isinstance(o_scale, tensor):
+            scale_facts, scale_values = self._scale_parts((q_scale, k_scale, v_scale, o_scale))
+        else:
+            scale_facts, scale_values = None, (q_scale, k_scale, v_scale, o_scale, None, None, None, None)
+        try:
+            qdev = q.device
+            facts = (q.shape, q.stride(), q.dtype, qdev, out.shape, out.stride(), out.dtype, out.device,
+                     (kv.shape, kv.is_contiguous(), kv.dtype, kv.device) if kv is not None else
+                     _tensor_facts(k_cache) + _tensor_facts(v_cache),
+                     block_tables.shape, block_tables.is_contiguous(), block_tables.dtype, block_tables.device,
+                     seq_lens.shape, seq_lens.is_contiguous(), seq_lens.dtype, seq_lens.device,
+                     None if lse is None else _dense_facts(lse),
+                     None if q_cu_seq_lens is None else _dense_facts(q_cu_seq_lens),
+                     None if mask is None else _dense_facts(mask), None if sinks is None else _dense_facts(sinks),
+                     scale_facts, max_seq_len, max_seq_len.__class__, num_splits, config)
+        except (AttributeError, TypeError, RuntimeError):
+            facts = None  # not all tensors: the full check names the argument
+        if facts != self._facts:
+            self._refresh(facts, q, kv, k_cache, v_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out,
+                          lse, max_seq_len, num_splits, config, (q_scale, k_scale, v_scale, o_scale))
+            qdev = q.device
+        ws = self._ws
         if ws:
             if workspace is None:
-                import torch
                 # from torch's caching allocator on the current stream: inside a CUDA-graph capture it comes from
                 # the graph's pool, so replays find it at the same address
-                workspace = torch.empty(ws, dtype=torch.uint8, device=q.device)
-            elif workspace.numel() * workspace.element_size() < ws or workspace.device != q.device:
-                raise invalid(f"xqa_decode: workspace: expected >= {ws} bytes on {q.device}, got "
-                              f"{workspace.numel() * workspace.element_size()} bytes on {workspace.device}")
+                workspace = self._empty(ws, dtype=self._u8, device=qdev)
+            elif workspace.nbytes < ws or workspace.device != qdev or not workspace.is_contiguous():
+                raise invalid(f"xqa_decode: workspace: expected a contiguous tensor of >= {ws} bytes on {qdev}, got "
+                              f"{workspace.nbytes} bytes on {workspace.device}"
+                              f"{'' if workspace.is_contiguous() else ', not contiguous'}")
             ws_ptr = workspace.data_ptr()
         else:
             ws_ptr = None
-        # q and out are new tensors at every eager step; the rest (the engine's persistent buffers, scales, window)
-        # is written only when it changed: a ctypes field write costs several times a comparison.
+        # q and out are new tensors at every eager step; the rest is written only when it changed
         a = self._args
-        a.q, a.out = q.data_ptr(), out.data_ptr()
-        ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
-        sf = tuple(1.0 if isinstance(s, tensor) else s for s in scales)
-        sp = tuple(s.data_ptr() if isinstance(s, tensor) else None for s in scales)
-        rest = (ptr(kv), ptr(k_cache), ptr(v_cache), block_tables.data_ptr(), seq_lens.data_ptr(), ptr(q_cu_seq_lens),
-                ptr(mask), ptr(sinks), ptr(lse), ws_ptr, ws,
-                self._default_scale if softmax_scale is None else softmax_scale) + sf + sp + (softcap, window_left)
-        if rest != self._last:
-            for name, v, old in zip(self._FIELDS, rest, self._last):
-                if v != old:
-                    setattr(a, name, v)
-            self._last = rest
-        status = self._op._run_on_device(self._op._handle, self._ref, self._stream(index), index)
+        p = q.data_ptr()
+        if p != self._qp:
+            a.q = self._qp = p
+        p = out.data_ptr()
+        if p != self._outp:
+            a.out = self._outp = p
+        if kv is not None:
+            kv_ptrs = (kv.data_ptr(), None, None)
+        else:
+            kv_ptrs = (None, k_cache.data_ptr(), v_cache.data_ptr())
+        rest = kv_ptrs + (block_tables.data_ptr(), seq_lens.data_ptr(),
+                          None if q_cu_seq_lens is None else q_cu_seq_lens.data_ptr(),
+                          None if mask is None else mask.data_ptr(), None if sinks is None else sinks.data_ptr(),
+                          None if lse is None else lse.data_ptr(), ws_ptr, ws,
+                          self._default_scale if softmax_scale is None else softmax_scale, softcap,
+                          window_left) + scale_values
+        if rest != self._rest:
+            self._write(rest)
+        index = qdev.index
+        op = self._op
+        status = op._run_on_device(op._handle, self._ref, self._stream(index), index)
         if status:
             _lib.check(status, "ktune_op_run_on_device")
         return out if lse is None else (out, lse)
+
+    def _write(self, rest):
+        a, old = self._args, self._rest
+        self._rest = _UNSET_REST  # a write that fails half way (a scale that is no number) proves nothing
+        for name, v, was in zip(self._FIELDS, rest, old):
+            if v is not was and v != was:
+                setattr(a, name, v)
+        self._rest = rest
+
+
+_UNSET_REST = (_UNSET,) * len(XqaDecodeOp._FIELDS)

@@ -17,28 +17,19 @@ import torch
 
 from . import _lib
 from .errors import invalid
+from .ops import dtype_tags, tensor_desc
 from .runtime import runtime
-from .xqa import Desc, build_args, canonical
+from .xqa import build_args, canonical
 
 if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
     raise ImportError(f"ktune.torch_ops needs torch >= 2.4 (torch.library.custom_op); found torch {torch.__version__}")
 
-_TAGS = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "f32", torch.int32: "i32", torch.uint8: "u8",
-         torch.int16: "i16"}
-for _name, _tag in (("float8_e4m3fn", "e4m3"), ("uint16", "u16"), ("uint32", "u32")):
-    if hasattr(torch, _name):
-        _TAGS[getattr(torch, _name)] = _tag
+_TAGS = dtype_tags(torch)
 _OUT = {"bf16": torch.bfloat16, "fp16": torch.float16, "e4m3": getattr(torch, "float8_e4m3fn", torch.uint8)}
 
 
 def _desc(name, t):
-    if t is None:
-        return None
-    if not isinstance(t, torch.Tensor):
-        raise invalid(f"xqa_decode: {name}: expected a torch.Tensor, got {type(t).__name__}")
-    dev = "cpu" if t.device.type == "cpu" else f"{t.device.type}:{t.device.index}"
-    return Desc(tuple(t.shape), _TAGS.get(t.dtype, str(t.dtype).replace("torch.", "")), t.is_contiguous(),
-                t.data_ptr(), dev, tuple(t.stride()))
+    return tensor_desc(_TAGS, torch.Tensor, name, t)
 
 
 def _scale_of(value, tensor):

@@ -2,8 +2,8 @@
 // test_xqa_helpers.cpp checks against an independent reference: the draft-mask kernel (every source, uniform and
 // ragged with zero-length padding requests, poisoned outputs, rows outside every request untouched), the
 // q_cu_seq_lens scan for small and large batches in one launch, a CUDA-graph capture replayed with new data in the
-// same buffers, and the helpers served from a warmed cache with JIT off. Fresh random data; the seed is printed and
-// KTUNE_TEST_SEED replays it.
+// same buffers, and the helpers served from a warmed cache with JIT off, their module then held by the op. Fresh
+// random data; the seed is printed and KTUNE_TEST_SEED replays it.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -211,12 +211,17 @@ TEST_CASE("xqa helpers: a warmed cache serves them with JIT off (0 compiles)", "
   test::SplitMix r(gpu_helper_seed() + 3);
   hc = random_case(r, 4, true, DraftMaskSource::FromBool, 9);
   check_mask_on_gpu(op, hc, nullptr);
+  const int64_t table_lookups = rt.stats().memory_hits;
   test::DeviceBuffer dl(9 * 4), dcu(10 * 4);
   dl.upload(hc.lens);
   build_q_cu_seq_lens(op, dl.as<int32_t>(), 9, dcu.as<int32_t>(), nullptr);
   test::sync();
   CHECK(dcu.download<int32_t>(10) == hc.cu);
   CHECK(rt.stats().compiles == 0);
+  // once loaded on this context, the op holds the helpers' module: later calls skip the runtime's module table
+  build_q_cu_seq_lens(op, dl.as<int32_t>(), 9, dcu.as<int32_t>(), nullptr);
+  check_mask_on_gpu(op, hc, nullptr);
+  CHECK(rt.stats().memory_hits == table_lookups);
 }
 
 TEST_CASE("xqa helpers: the C API launches them through a prepared op", "[gpu][xqa][helpers][capi]") {

@@ -69,8 +69,8 @@ class Op {
   Plan plan(const Args& args) const;
 
   // The module of the family's default config for this problem on the current context, loaded once per context
-  // (from the cache, or compiled when JIT is allowed): for a family's helper kernels, which are entry points of
-  // every module of the family. Every warmup compiles the default config (the head of every search space).
+  // (from the cache, or compiled when JIT is allowed) and then held by the op (one lookup per call): for a
+  // family's helper kernels, which are entry points of every module of the family. Every warmup compiles the default config (the head of every search space).
   const LoadedKernel& default_module() const;
 
   const Problem& problem() const;
