@@ -86,8 +86,9 @@ def _check_host(status, error, what):
 
 
 def _stream(index):
+    import torch
     from .ops import _raw_stream_fn
-    return _raw_stream_fn()(index)
+    return _raw_stream_fn(torch)(index)
 
 
 def _ptr(x):
