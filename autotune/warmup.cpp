@@ -9,6 +9,8 @@
 
 #include "autotune/host_tuner.hpp"
 #include "autotune/plan.hpp"
+#include "autotune/worker_pool.hpp"
+#include "autotune/worker_process.hpp"
 #include "autotune/workload.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -51,6 +53,75 @@ int64_t gemm_tokens(const WorkItem& item) {
 // A GPU counts when the calling thread has a current context (the CLI makes device 0's current).
 bool gpu_present() { return internal::gpu_context_current(); }
 
+// The arches the worker processes tune: each listed GPU's, and "host" with host workers. Checks the options.
+std::set<std::string> worker_arches(const WarmupOptions& opt) {
+  std::set<std::string> arches;
+  if (opt.host_workers < 0)
+    throw Error(Status::invalid_argument, "warmup",
+                fmt::format("host_workers: expected 0 (none) or a count of workers, got {}", opt.host_workers));
+  if (opt.host_workers > 0) arches.insert("host");
+  if (opt.devices.empty()) return arches;
+  const std::vector<DeviceInfo> gpus = system_info().devices;
+  std::set<int> seen;
+  for (int d : opt.devices) {
+    if (d < 0 || d >= static_cast<int>(gpus.size()))
+      throw Error(Status::invalid_argument, "warmup",
+                  fmt::format("devices: expected GPU ordinals below {} (the GPUs of this machine), got {}",
+                              gpus.size(), d));
+    if (!seen.insert(d).second)
+      throw Error(Status::invalid_argument, "warmup", fmt::format("devices: expected each GPU once, got {} twice", d));
+    arches.insert(gpus[static_cast<size_t>(d)].arch);
+  }
+  return arches;
+}
+
+std::vector<PoolWorker> pool_workers(const WarmupOptions& opt) {
+  std::vector<PoolWorker> workers;
+  for (int d : opt.devices) workers.push_back({false, d});
+  for (int i = 0; i < opt.host_workers; ++i) workers.push_back({true, i});
+  return workers;
+}
+
+}  // namespace
+
+namespace {
+
+// Phase 2 for the keys of the workers' arches: every key goes to the worker pool, and each outcome becomes a
+// report item of its own (a key tuned for two fingerprints reports twice).
+void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<PoolTask>& tasks,
+                     const std::vector<WarmupItem>& items, Clock::time_point wall0, WarmupReport& report) {
+  PoolOptions po;
+  po.executable = opt.worker_executable.empty() ? default_worker_executable() : opt.worker_executable;
+  po.cache_path = rt.options().cache_path;
+  po.workers = pool_workers(opt);
+  po.out_of_budget = [&] { return opt.budget_s > 0 && ms_since(wall0) > opt.budget_s * 1000; };
+  po.progress = opt.progress;
+  PoolReport pr = run_worker_pool(po, tasks);
+  report.workers = static_cast<int>(po.workers.size());
+  report.workers_lost = pr.workers_lost;
+  report.retaken = pr.retaken;
+  report.worker_problems = pr.problems;
+  report.budget_exhausted = report.budget_exhausted || pr.budget_exhausted;
+  for (const PoolOutcome& o : pr.outcomes) {
+    WarmupItem w = items[o.task];
+    w.status = o.status;
+    w.winner = o.winner;
+    w.ms = o.ms;
+    w.device = o.device;
+    if (o.status == "tuned") {
+      report.tuned++;
+      report.tune_ms += o.ms;
+    } else if (o.status == "done earlier") {
+      report.already_done++;
+    } else if (o.status.rfind("skipped", 0) == 0) {
+      report.skipped++;
+    } else {
+      report.failed++;
+    }
+    report.items.push_back(std::move(w));
+  }
+}
+
 }  // namespace
 
 Preset with_pow2_buckets(Preset p) {
@@ -68,7 +139,22 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
 
   bool have_gpu = gpu_present();
   std::string device_arch_name = have_gpu ? rt.current_arch().str() : "";
+  const std::set<std::string> pooled_arches = worker_arches(opt);
   std::vector<std::string> arches = opt.arches;
+  if (arches.empty() && !opt.devices.empty()) {
+    for (const auto& a : pooled_arches)
+      if (a != "host") arches.push_back(a);
+    if (opt.host_workers > 0) arches.push_back("host");
+  }
+  if (opt.host_workers > 0 && std::find(arches.begin(), arches.end(), "host") == arches.end())
+    throw Error(Status::invalid_argument, "warmup",
+                "host_workers: host workers tune the keys of arch host, so the arches must include host");
+  for (const auto& a : pooled_arches)
+    if (a != "host" && std::find(arches.begin(), arches.end(), a) == arches.end())
+      throw Error(Status::invalid_argument, "warmup",
+                  fmt::format("devices: a listed GPU is {}, which the arches ({}) leave out: add it, or leave the "
+                              "arches empty to get the GPUs' own",
+                              a, fmt::join(arches, ",")));
   if (arches.empty()) {
     if (have_gpu) arches.push_back(device_arch_name);
     else {
@@ -123,7 +209,9 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     }
   }
 
-  // Phase 2: tune every key of the current device's arch.
+  // Phase 2: tune every key of the current device's arch (or hand it to the workers).
+  std::vector<PoolTask> pool_tasks;
+  std::vector<WarmupItem> pool_items;  // the item each pool task reports into
   size_t done = 0;
   for (const WorkItem& item : plan) {
     WarmupItem w;
@@ -151,8 +239,10 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     w.tuning_key = tuning_key(pk_it->second, short_buckets(item.buckets));
     report.keys++;
     const bool host_item = item.arch == "host";  // tuned on this CPU (autotune/host_tuner.cpp), GPU or not
+    const bool pooled = pooled_arches.count(item.arch) > 0;  // tuned by the worker processes
     const FamilyInfo& fam = family(item.family);
-    if (host_item ? !opt.tune : (!have_gpu || !opt.tune || item.arch != device_arch_name)) {
+    const bool tuned_here = host_item || pooled ? opt.tune : (have_gpu && opt.tune && item.arch == device_arch_name);
+    if (!tuned_here) {
       w.status = "compiled";
       report.items.push_back(w);
       continue;
@@ -175,6 +265,18 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       w.status = fmt::format("skipped: GEMM tokens above {} (host cap)", opt.host_max_gemm_tokens);
       report.skipped++;
       report.items.push_back(w);
+      continue;
+    }
+    if (pooled) {  // the workers check for an existing row, the budget and tune (below, after this loop)
+      TuneTask task;
+      task.family = item.family;
+      task.problem_key = pk_it->second;
+      task.buckets = short_buckets(item.buckets);
+      task.noise_fraction = opt.tune_options.noise_fraction;
+      task.measure = host_item ? host_measure_options() : opt.tune_options.measure;
+      task.compile_jobs = opt.tune_options.compile_jobs;
+      pool_tasks.push_back({item.arch, std::move(task)});
+      pool_items.push_back(w);
       continue;
     }
     std::string existing = host_item ? rt.host_tuned_config(item.family, w.tuning_key)
@@ -213,6 +315,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     report.items.push_back(w);
     if (opt.progress) opt.progress(w.tuning_key, done, plan.size());
   }
+  if (!pool_tasks.empty()) tune_in_workers(rt, opt, pool_tasks, pool_items, wall0, report);
   report.wall_ms = ms_since(wall0);
   return report;
 }
