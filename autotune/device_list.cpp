@@ -45,13 +45,16 @@ std::vector<int> parse_device_list(const std::string& text, int device_count, co
       bad(what, fmt::format("'{}': expected a GPU ordinal >= 0 ({})", entry, machine_has(device_count)));
     if (!all_digits(entry) || entry.size() > 6) bad(what, fmt::format("{}, got '{}'", expected, entry));
     const int ordinal = std::stoi(entry);
-    if (ordinal >= device_count)
-      bad(what, fmt::format("'{}': expected a GPU ordinal below {} ({})", entry, device_count, machine_has(device_count)));
     if (std::find(out.begin(), out.end(), ordinal) != out.end())
       bad(what, fmt::format("'{}' is given twice: expected each GPU once (one worker process per GPU)", entry));
     out.push_back(ordinal);
     start = end + 1;
   }
+  // Against this machine only once the list is well formed, so a malformed list is named as such anywhere.
+  for (int ordinal : out)
+    if (ordinal >= device_count)
+      bad(what, fmt::format("'{}': expected a GPU ordinal below {} ({})", ordinal, device_count,
+                            machine_has(device_count)));
   return out;
 }
 

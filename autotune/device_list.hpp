@@ -11,8 +11,9 @@ namespace ktune::autotune {
 // The ordinals `text` names, in the order given, checked against `device_count` GPUs. `what` names the
 // setting in errors ("--devices", "options.devices"). Throws Error(invalid_argument, "warmup", ...) naming
 // `what`, the bad entry and what was expected, for: an empty list or entry, anything but a decimal ordinal,
-// a negative ordinal, an ordinal not below device_count, an ordinal given twice, and "all" on a machine
-// without a GPU.
+// a negative ordinal, an ordinal given twice, an ordinal not below device_count, and "all" on a machine
+// without a GPU. The whole list is checked for form first, then against the machine, so a malformed list is
+// named as such on any machine.
 KTUNE_API std::vector<int> parse_device_list(const std::string& text, int device_count, const std::string& what);
 
 }  // namespace ktune::autotune

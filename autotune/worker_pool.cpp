@@ -208,7 +208,8 @@ class Coordinator {
       } else {
         queues_[e.group].push_front(s.entry);
         ++report_.retaken;
-        problem += "; the key goes to another worker";
+        problem += group_alive(e.group) ? "; the key goes to another worker"
+                                        : "; no other worker of its kind is left to retake the key";
       }
     }
     log(LogLevel::warn, "warmup worker {}", problem);
@@ -247,6 +248,12 @@ class Coordinator {
   std::string problems_suffix() const {
     if (report_.problems.empty()) return "";
     return fmt::format(" ({})", report_.problems.back());
+  }
+
+  bool group_alive(const std::string& group) const {
+    for (const Slot& s : slots_)
+      if (s.group == group && (s.state == State::idle || s.state == State::busy)) return true;
+    return false;
   }
 
   bool any_busy() const {
