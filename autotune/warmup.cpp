@@ -96,6 +96,7 @@ void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<Po
   po.workers = pool_workers(opt);
   po.out_of_budget = [&] { return opt.budget_s > 0 && ms_since(wall0) > opt.budget_s * 1000; };
   po.progress = opt.progress;
+  po.key_timeout_s = opt.key_timeout_s;
   PoolReport pr = run_worker_pool(po, tasks);
   report.workers = static_cast<int>(po.workers.size());
   report.workers_lost = pr.workers_lost;

@@ -38,6 +38,7 @@ struct WarmupOptions {
   std::vector<int> devices;
   int host_workers = 0;
   std::string worker_executable;    // the ktune CLI the workers run; "": default_worker_executable()
+  double key_timeout_s = 0;         // > 0: a worker holding one key longer is killed as hung, the key retaken
   TuneOptions tune_options;
   std::function<void(const std::string& what, size_t done, size_t total)> progress;
 };

@@ -2,7 +2,10 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -17,6 +20,7 @@
 namespace ktune::autotune {
 namespace {
 
+using Clock = std::chrono::steady_clock;
 using ktune::detail::log;
 using ktune::detail::LogLevel;
 
@@ -33,6 +37,7 @@ struct Slot {
   State state = State::starting;
   std::string group;  // arch + "\n" + fingerprint, once it said hello
   size_t entry = 0;   // the entry it is tuning, when busy
+  Clock::time_point given_at;  // when it was given that entry
   size_t done = 0;
 };
 
@@ -137,15 +142,18 @@ class Coordinator {
         task.id = static_cast<int64_t>(e);
         s.entry = e;
         s.state = State::busy;
+        s.given_at = Clock::now();
         if (!s.proc->channel().send_line(encode(task))) lose(s, "while it was being given " + key_text(task));
       }
     }
   }
 
   void wait_for_answers() {
-    if (!poll_slots(State::busy)) return;
+    if (!poll_slots(State::busy, next_timeout_ms())) return;
+    kill_overdue();
     for (size_t i : ready_) {
       Slot& s = slots_[i];
+      if (s.state == State::gone) continue;  // killed just above, its socket closed
       // An answer may arrive together with the end of the stream: read it before reporting the worker lost.
       const bool open = s.proc->channel().fill();
       while (s.state == State::busy) {
@@ -250,6 +258,30 @@ class Coordinator {
     return fmt::format(" ({})", report_.problems.back());
   }
 
+  // Milliseconds until the first busy worker runs past the key timeout; -1 (wait forever) without one.
+  int next_timeout_ms() const {
+    if (opt_.key_timeout_s <= 0) return -1;
+    double soonest = INFINITY;
+    for (const Slot& s : slots_)
+      if (s.state == State::busy)
+        soonest = std::min(soonest, opt_.key_timeout_s * 1000 -
+                                        std::chrono::duration<double, std::milli>(Clock::now() - s.given_at).count());
+    if (!std::isfinite(soonest)) return -1;
+    return static_cast<int>(std::clamp(std::ceil(soonest), 0.0, 3.6e6));
+  }
+
+  void kill_overdue() {
+    if (opt_.key_timeout_s <= 0) return;
+    for (Slot& s : slots_) {
+      if (s.state != State::busy) continue;
+      const double held_s = std::chrono::duration<double>(Clock::now() - s.given_at).count();
+      if (held_s < opt_.key_timeout_s) continue;
+      s.proc->kill_now();
+      lose(s, fmt::format("after holding {} for {:.0f} s, past the key timeout of {} s (taken for hung)",
+                          key_text(tasks_[entries_[s.entry].task].task), held_s, opt_.key_timeout_s));
+    }
+  }
+
   bool group_alive(const std::string& group) const {
     for (const Slot& s : slots_)
       if (s.group == group && (s.state == State::idle || s.state == State::busy)) return true;
@@ -262,8 +294,9 @@ class Coordinator {
     return false;
   }
 
-  // Waits until a slot in `state` is readable; ready_ lists them. False when no slot is in that state.
-  bool poll_slots(State state) {
+  // Waits until a slot in `state` is readable, or timeout_ms passes (-1: no limit); ready_ lists the readable
+  // ones. False when no slot is in that state.
+  bool poll_slots(State state, int timeout_ms = -1) {
     std::vector<pollfd> fds;
     std::vector<size_t> which;
     for (size_t i = 0; i < slots_.size(); ++i) {
@@ -275,7 +308,7 @@ class Coordinator {
     if (fds.empty()) return false;
     int n;
     do {
-      n = ::poll(fds.data(), fds.size(), -1);
+      n = ::poll(fds.data(), fds.size(), timeout_ms);
     } while (n < 0 && errno == EINTR);
     if (n < 0) throw Error(Status::internal, "warmup", fmt::format("poll over the workers failed: errno {}", errno));
     for (size_t k = 0; k < fds.size(); ++k)

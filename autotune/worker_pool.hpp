@@ -7,7 +7,8 @@
 // stream; waitpid says how), the key it held goes back to the front of its group's queue for another worker,
 // and nothing of it was counted; a key whose worker dies twice is failed rather than offered to a third, so one
 // key that crashes its GPU cannot take every worker down. When no worker of a group is left, its remaining keys
-// fail (a later warmup resumes them: tuned keys are skipped).
+// fail (a later warmup resumes them: tuned keys are skipped). With a key timeout, a worker that sits on one key
+// longer than that is killed and treated the same way.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,9 @@ struct PoolOptions {
   std::string cache_path;  // the cache search path the workers open
   std::vector<PoolWorker> workers;
   std::function<bool()> out_of_budget;  // true: deal no further key
+  // > 0: a worker that has not answered a key after this many seconds is taken for hung (a kernel that never
+  // ends) and SIGKILLed; its key is retaken like any dead worker's. 0: wait as long as it takes.
+  double key_timeout_s = 0;
   // Called once per finished key: what = "[dev 1] 12/71 <tuning key>" (this worker's count / its group's keys);
   // done/total over every key of every group.
   std::function<void(const std::string& what, size_t done, size_t total)> progress;

@@ -210,3 +210,22 @@ TEST_CASE("when the only worker is killed, its keys fail (none reported done), a
   CHECK(resumed.failed == 0);
   CHECK(rows(cache).size() == static_cast<size_t>(kKeys));
 }
+
+TEST_CASE("a worker that hangs on a key past the key timeout is killed and its key retaken",
+          "[autotune][workers][host]") {
+  KTUNE_REQUIRE_HOST();
+  const Fixture& f = fixture();
+  const std::string cache = f.fresh_cache("hung.db"), pid_file = f.dir.file("hung.pid");
+  StallEnv stall("0:1:" + pid_file);  // host worker 0 hangs in its first key; nobody kills it but the timeout
+  autotune::WarmupOptions w = f.options(2);
+  w.key_timeout_s = 2;
+  autotune::WarmupReport r = f.warmup(cache, w);
+  CHECK(std::filesystem::exists(pid_file));
+  CHECK(r.workers_lost == 1);
+  CHECK(r.retaken == 1);
+  CHECK(r.tuned == kKeys);
+  CHECK(r.failed == 0);
+  REQUIRE(r.worker_problems.size() == 1);
+  CHECK_THAT(r.worker_problems[0], Catch::Contains("host 0") && Catch::Contains("past the key timeout of 2 s"));
+  CHECK(rows(cache).size() == static_cast<size_t>(kKeys));
+}

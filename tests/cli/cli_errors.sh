@@ -75,6 +75,9 @@ expect 2 "--devices needs a non-empty value" -- warmup --preset "$small" --devic
 expect 2 "--workers: expected an integer in 1..256, got 0" -- warmup --preset "$small" --arch host --workers 0
 expect 2 "--workers: host workers tune the keys of arch host: expected --arch host" -- \
   warmup --preset "$small" --workers 2
+expect 2 "--key-timeout: applies to worker processes" -- warmup --preset "$small" --key-timeout 10m
+expect 2 "--key-timeout: expected a positive duration like 90s, 10m or 1h, got '0s'" -- \
+  warmup --preset "$small" --arch host --workers 2 --key-timeout 0s
 expect 2 "--problem needs a non-empty value" -- compile --family xqa_decode --arch sm_90a --problem ""
 expect 2 "--problem: expected one or more problem keys" -- compile --family xqa_decode --arch sm_90a --problem ";"
 expect 2 "--max-seq-len: expected an integer in 1..1073741824, got 1073741825" -- \

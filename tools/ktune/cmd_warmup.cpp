@@ -25,7 +25,7 @@ namespace {
 
 const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A...]] [--kv-dtype bf16|fp16|fp8] [--max-batch N]
                     [--max-seq-len N] [--spec-tokens K] [--budget 10m] [--default-only] [--cache PATH]
-                    [--devices all|N[,N...]] [--workers N] [-j N] [--json]
+                    [--devices all|N[,N...]] [--workers N] [--key-timeout 30m] [-j N] [--json]
   On a GPU (no --arch, or --arch including the GPU's): compiles every candidate and tunes every
   (op, batch bucket, seq-len bucket) key of the preset, skipping keys already tuned on this device, so it
   resumes where it stopped. Other arches (or no GPU): compiles the default and every candidate config of each
@@ -39,6 +39,8 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   what ("[dev 1] 12/71 KEY"). A worker that dies loses only the key it held, which another worker retakes;
   keys no worker is left for fail (rerun to resume).
   --workers N: the same with N host CPU workers, for the keys of --arch host (with or without a GPU).
+  --key-timeout: a worker that holds one key longer (s, m or h; compiles it had to do included) is taken for
+  hung, killed, and its key retaken; default: no limit.
   --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}; with workers also
   "workers", "workers_lost", "retaken" and "by_device" (keys tuned per GPU ordinal or host worker).
   Exits 1 naming the path and the reason when no cache layer is writable or a binary could not be stored;
@@ -81,7 +83,7 @@ int cmd_warmup(const std::vector<std::string>& argv) {
   for (const auto& a : argv)
     if (a == "--help") return fmt::print("{}", kWarmupHelp), 0;
   std::vector<std::string> valued = preset_option_names();
-  valued.insert(valued.end(), {"arch", "budget", "cache", "jobs", "devices", "workers"});
+  valued.insert(valued.end(), {"arch", "budget", "cache", "jobs", "devices", "workers", "key-timeout"});
   Args args(argv, valued, {"json", "default-only"});
   autotune::WarmupOptions w;
   if (args.has("arch"))
@@ -93,6 +95,11 @@ int cmd_warmup(const std::vector<std::string>& argv) {
   if (w.host_workers > 0 && std::find(w.arches.begin(), w.arches.end(), "host") == w.arches.end())
     throw UsageError("--workers: host workers tune the keys of arch host: expected --arch host (or a list with host)");
   if (args.has("devices")) w.devices = parse_devices_option(args.get("devices"));
+  if (args.has("key-timeout")) {
+    if (w.devices.empty() && w.host_workers == 0)
+      throw UsageError("--key-timeout: applies to worker processes: expected --devices or --workers with it");
+    w.key_timeout_s = parse_duration(args.get("key-timeout"), "--key-timeout");
+  }
   autotune::Preset preset = load_preset_option(args);
   RuntimeOptions o = offline_runtime_options("warmup", args.get("cache"));
   // With --devices every GPU is a worker's; this process only compiles, so it holds no context on GPU 0.
