@@ -21,7 +21,8 @@ namespace ktune::autotune {
 struct WarmupOptions {
   std::vector<std::string> arches;  // empty: the current device's arch; without a GPU every default arch (+ host when the LLVM plugin loads)
   bool tune = true;                 // tune on the current device (for its arch)
-  bool all_candidates = true;       // compile every candidate config, not only the default
+  bool all_candidates = true;       // compile every candidate config, not only the default (always for the
+                                    // arches of devices / host_workers, whose tunings need them)
   double budget_s = 0;              // stop starting new tuning keys after this many seconds (0: none)
   int64_t max_total_tokens = int64_t{1} << 21;  // skip buckets with batch*seq_len above this (KV capacity)
   // Arch "host" (tuned on this CPU through the LLVM backend, with host_measure_options()): keys with
