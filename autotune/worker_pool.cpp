@@ -75,17 +75,20 @@ class Coordinator {
       Slot s;
       s.spec = w;
       s.label = worker_label(w);
-      std::vector<std::string> args = {"warmup-worker", w.host ? "--host-worker" : "--device", std::to_string(w.index),
-                                       "--cache", opt_.cache_path};
+      std::vector<std::string> args = {"warmup-worker", w.host ? "--host-worker" : "--device", std::to_string(w.index)};
+      if (!opt_.cache_path.empty()) args.insert(args.end(), {"--cache", opt_.cache_path});  // else $KTUNE_CACHE
       s.proc = std::make_unique<WorkerProcess>(opt_.executable, args);
+      s.given_at = Clock::now();  // the key timeout also bounds the start (a driver that never answers)
       slots_.push_back(std::move(s));
     }
   }
 
   void await_hellos() {
-    while (poll_slots(State::starting)) {
+    while (poll_slots(State::starting, next_timeout_ms(State::starting))) {
+      kill_overdue(State::starting);
       for (size_t i : ready_) {
         Slot& s = slots_[i];
+        if (s.state == State::gone) continue;  // killed just above, its socket closed
         if (!s.proc->channel().fill()) {
           lose(s, "before it started");
           continue;
@@ -149,8 +152,8 @@ class Coordinator {
   }
 
   void wait_for_answers() {
-    if (!poll_slots(State::busy, next_timeout_ms())) return;
-    kill_overdue();
+    if (!poll_slots(State::busy, next_timeout_ms(State::busy))) return;
+    kill_overdue(State::busy);
     for (size_t i : ready_) {
       Slot& s = slots_[i];
       if (s.state == State::gone) continue;  // killed just above, its socket closed
@@ -258,27 +261,31 @@ class Coordinator {
     return fmt::format(" ({})", report_.problems.back());
   }
 
-  // Milliseconds until the first busy worker runs past the key timeout; -1 (wait forever) without one.
-  int next_timeout_ms() const {
+  // Milliseconds until the first worker in `state` (starting, or busy with a key) runs past the key timeout;
+  // -1 (wait forever) without one.
+  int next_timeout_ms(State state) const {
     if (opt_.key_timeout_s <= 0) return -1;
     double soonest = INFINITY;
     for (const Slot& s : slots_)
-      if (s.state == State::busy)
+      if (s.state == state)
         soonest = std::min(soonest, opt_.key_timeout_s * 1000 -
                                         std::chrono::duration<double, std::milli>(Clock::now() - s.given_at).count());
     if (!std::isfinite(soonest)) return -1;
     return static_cast<int>(std::clamp(std::ceil(soonest), 0.0, 3.6e6));
   }
 
-  void kill_overdue() {
+  void kill_overdue(State state) {
     if (opt_.key_timeout_s <= 0) return;
     for (Slot& s : slots_) {
-      if (s.state != State::busy) continue;
+      if (s.state != state) continue;
       const double held_s = std::chrono::duration<double>(Clock::now() - s.given_at).count();
       if (held_s < opt_.key_timeout_s) continue;
       s.proc->kill_now();
-      lose(s, fmt::format("after holding {} for {:.0f} s, past the key timeout of {} s (taken for hung)",
-                          key_text(tasks_[entries_[s.entry].task].task), held_s, opt_.key_timeout_s));
+      const std::string what = state == State::busy
+                                   ? "holding " + key_text(tasks_[entries_[s.entry].task].task)
+                                   : std::string("starting (no hello)");
+      lose(s, fmt::format("after {} for {:.0f} s, past the key timeout of {} s (taken for hung)", what, held_s,
+                          opt_.key_timeout_s));
     }
   }
 

@@ -35,8 +35,9 @@ struct PoolOptions {
   std::string cache_path;  // the cache search path the workers open
   std::vector<PoolWorker> workers;
   std::function<bool()> out_of_budget;  // true: deal no further key
-  // > 0: a worker that has not answered a key after this many seconds is taken for hung (a kernel that never
-  // ends) and SIGKILLed; its key is retaken like any dead worker's. 0: wait as long as it takes.
+  // > 0: a worker that has not answered a key (or said hello after its start) within this many seconds is
+  // taken for hung (a kernel that never ends) and SIGKILLed; its key is retaken like any dead worker's.
+  // 0: wait as long as it takes.
   double key_timeout_s = 0;
   // Called once per finished key: what = "[dev 1] 12/71 <tuning key>" (this worker's count / its group's keys);
   // done/total over every key of every group.

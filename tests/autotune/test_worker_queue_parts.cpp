@@ -22,7 +22,7 @@ std::string device_list_error(const std::string& text, int count) {
 
 }  // namespace
 
-TEST_CASE("--devices lists: all, ordinals in the order given, each bad entry named", "[autotune][workers]") {
+TEST_CASE("device lists (--devices): all, ordinals in the order given, each bad entry named", "[autotune][workers]") {
   CHECK(parse_device_list("all", 3, "--devices") == std::vector<int>{0, 1, 2});
   CHECK(parse_device_list("2,0", 3, "--devices") == std::vector<int>{2, 0});
   CHECK(parse_device_list("1", 2, "--devices") == std::vector<int>{1});
