@@ -1,9 +1,12 @@
-// The pieces of the multi-device warmup that need no process: --devices lists, and the worker messages.
+// The pieces of the multi-device warmup that need no process: --devices lists, the worker messages, and the C
+// options' checks.
 #include <catch2/catch.hpp>
 
 #include "autotune/device_list.hpp"
 #include "autotune/worker_protocol.hpp"
 #include "ktune/error.hpp"
+#include "ktune/ktune.h"
+#include "support/temp_dir.hpp"
 
 using namespace ktune;
 using autotune::parse_device_list;
@@ -75,4 +78,38 @@ TEST_CASE("worker messages round-trip, and a malformed one is an error naming th
   CHECK_THROWS_WITH(autotune::decode_task("not json"), Catch::Contains("expected one JSON object"));
   CHECK_THROWS_WITH(autotune::decode_hello("{\"hello\": 1, \"arch\": \"\", \"fingerprint\": \"f\"}"),
                     Catch::Contains("expected non-empty strings"));
+}
+
+TEST_CASE("C warmup options: devices and workers are checked before any work", "[autotune][workers][capi]") {
+  test::TempDir dir;
+  const std::string db = dir.file("c.db");
+  ktune_runtime_options ro;
+  ktune_runtime_options_default(&ro);
+  ro.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
+  ktune_warmup_options o;
+  ktune_warmup_options_default(&o);
+  CHECK(o.devices == nullptr);  // the defaults: tune in this process, as without the fields
+  CHECK(o.workers == 0);
+  o.preset = "llama-3.1-8b";
+  ktune_warmup_result r;
+
+  o.devices = "0,0";
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("options.devices: '0' is given twice"));
+  o.devices = "all";
+  o.device = 0;
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("options.device and options.devices"));
+  o.devices = nullptr;
+  o.device = -1;
+  o.workers = -2;
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("options.workers"));
+  o.workers = 2;  // host workers without host among the arches
+  o.arches = "sm_90a";
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("the arches must include host"));
+  ktune_runtime_destroy(rt);
 }
