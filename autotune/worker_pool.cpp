@@ -143,6 +143,7 @@ class Coordinator {
         queues_[s.group].pop_front();
         TuneTask task = tasks_[entries_[e].task].task;
         task.id = static_cast<int64_t>(e);
+        if (entries_[e].attempts > 0) ++report_.retaken;  // its first worker died holding it
         s.entry = e;
         s.state = State::busy;
         s.given_at = Clock::now();
@@ -204,7 +205,8 @@ class Coordinator {
     s.proc->close_channel();
     const pid_t pid = s.proc->pid();
     const std::string how = s.proc->wait();
-    std::string problem = fmt::format("{} (pid {}) {} {}", s.label, pid, how, when);
+    last_loss_ = fmt::format("{} (pid {}) {}", s.label, pid, how);
+    std::string problem = fmt::format("{} {}", last_loss_, when);
     ++report_.workers_lost;
     if (had_key) {
       Entry& e = entries_[s.entry];
@@ -218,7 +220,6 @@ class Coordinator {
         ++finished_;
       } else {
         queues_[e.group].push_front(s.entry);
-        ++report_.retaken;
         problem += group_alive(e.group) ? "; the key goes to another worker"
                                         : "; no other worker of its kind is left to retake the key";
       }
@@ -256,10 +257,7 @@ class Coordinator {
     }
   }
 
-  std::string problems_suffix() const {
-    if (report_.problems.empty()) return "";
-    return fmt::format(" ({})", report_.problems.back());
-  }
+  std::string problems_suffix() const { return last_loss_.empty() ? "" : fmt::format(" (last lost: {})", last_loss_); }
 
   // Milliseconds until the first worker in `state` (starting, or busy with a key) runs past the key timeout;
   // -1 (wait forever) without one.
@@ -332,6 +330,7 @@ class Coordinator {
   std::map<std::string, size_t> group_size_;
   std::map<std::string, std::string> group_arch_;
   size_t finished_ = 0;
+  std::string last_loss_;  // "host 1 (pid 123) killed by signal 9 (Killed)": quoted by the keys left undone
   PoolReport report_;
 };
 

@@ -56,7 +56,7 @@ struct PoolReport {
   std::vector<PoolOutcome> outcomes;  // one per (task, group of its arch); a task with no group: one, failed
   int workers_started = 0;            // workers that said hello
   int workers_lost = 0;               // workers that died or could not start
-  int retaken = 0;                    // keys put back in the queue after their worker died
+  int retaken = 0;                    // keys given to another worker after their first worker died
   std::vector<std::string> problems;  // "dev 1 (pid 123) was killed by signal 9 (Killed) while tuning ..."
   bool budget_exhausted = false;
 };

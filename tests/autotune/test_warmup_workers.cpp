@@ -198,6 +198,7 @@ TEST_CASE("when the only worker is killed, its keys fail (none reported done), a
     r = kill_stalled_worker(pid_file, [&] { return f.warmup(cache, f.options(1)); });
   }
   CHECK(r.workers_lost == 1);
+  CHECK(r.retaken == 0);  // no worker was left to take it
   CHECK(r.tuned == 2);                 // the two keys stored before the one it died in
   CHECK(r.failed == kKeys - 2);        // the key it held and every key after: no worker was left
   CHECK(rows(cache).size() == 2);      // nothing of the key it was measuring
