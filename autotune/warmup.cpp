@@ -9,8 +9,7 @@
 
 #include "autotune/host_tuner.hpp"
 #include "autotune/plan.hpp"
-#include "autotune/worker_pool.hpp"
-#include "autotune/worker_process.hpp"
+#include "autotune/warmup_workers.hpp"
 #include "autotune/workload.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -52,76 +51,6 @@ int64_t gemm_tokens(const WorkItem& item) {
 
 // A GPU counts when the calling thread has a current context (the CLI makes device 0's current).
 bool gpu_present() { return internal::gpu_context_current(); }
-
-// The arches the worker processes tune: each listed GPU's, and "host" with host workers. Checks the options.
-std::set<std::string> worker_arches(const WarmupOptions& opt) {
-  std::set<std::string> arches;
-  if (opt.host_workers < 0)
-    throw Error(Status::invalid_argument, "warmup",
-                fmt::format("host_workers: expected 0 (none) or a count of workers, got {}", opt.host_workers));
-  if (opt.host_workers > 0) arches.insert("host");
-  if (opt.devices.empty()) return arches;
-  const std::vector<DeviceInfo> gpus = system_info().devices;
-  std::set<int> seen;
-  for (int d : opt.devices) {
-    if (d < 0 || d >= static_cast<int>(gpus.size()))
-      throw Error(Status::invalid_argument, "warmup",
-                  fmt::format("devices: expected GPU ordinals below {} (the GPUs of this machine), got {}",
-                              gpus.size(), d));
-    if (!seen.insert(d).second)
-      throw Error(Status::invalid_argument, "warmup", fmt::format("devices: expected each GPU once, got {} twice", d));
-    arches.insert(gpus[static_cast<size_t>(d)].arch);
-  }
-  return arches;
-}
-
-std::vector<PoolWorker> pool_workers(const WarmupOptions& opt) {
-  std::vector<PoolWorker> workers;
-  for (int d : opt.devices) workers.push_back({false, d});
-  for (int i = 0; i < opt.host_workers; ++i) workers.push_back({true, i});
-  return workers;
-}
-
-}  // namespace
-
-namespace {
-
-// Phase 2 for the keys of the workers' arches: every key goes to the worker pool, and each outcome becomes a
-// report item of its own (a key tuned for two fingerprints reports twice).
-void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<PoolTask>& tasks,
-                     const std::vector<WarmupItem>& items, Clock::time_point wall0, WarmupReport& report) {
-  PoolOptions po;
-  po.executable = opt.worker_executable.empty() ? default_worker_executable() : opt.worker_executable;
-  po.cache_path = rt.options().cache_path;
-  po.workers = pool_workers(opt);
-  po.out_of_budget = [&] { return opt.budget_s > 0 && ms_since(wall0) > opt.budget_s * 1000; };
-  po.progress = opt.progress;
-  po.key_timeout_s = opt.key_timeout_s;
-  PoolReport pr = run_worker_pool(po, tasks);
-  report.workers = static_cast<int>(po.workers.size());
-  report.workers_lost = pr.workers_lost;
-  report.retaken = pr.retaken;
-  report.worker_problems = pr.problems;
-  report.budget_exhausted = report.budget_exhausted || pr.budget_exhausted;
-  for (const PoolOutcome& o : pr.outcomes) {
-    WarmupItem w = items[o.task];
-    w.status = o.status;
-    w.winner = o.winner;
-    w.ms = o.ms;
-    w.device = o.device;
-    if (o.status == "tuned") {
-      report.tuned++;
-      report.tune_ms += o.ms;
-    } else if (o.status == "done earlier") {
-      report.already_done++;
-    } else if (o.status.rfind("skipped", 0) == 0) {
-      report.skipped++;
-    } else {
-      report.failed++;
-    }
-    report.items.push_back(std::move(w));
-  }
-}
 
 }  // namespace
 
@@ -244,8 +173,8 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     const bool host_item = item.arch == "host";  // tuned on this CPU (autotune/host_tuner.cpp), GPU or not
     const bool pooled = pooled_arches.count(item.arch) > 0;  // tuned by the worker processes
     const FamilyInfo& fam = family(item.family);
-    const bool tuned_here = host_item || pooled ? opt.tune : (have_gpu && opt.tune && item.arch == device_arch_name);
-    if (!tuned_here) {
+    const bool to_tune = host_item || pooled ? opt.tune : (have_gpu && opt.tune && item.arch == device_arch_name);
+    if (!to_tune) {
       w.status = "compiled";
       report.items.push_back(w);
       continue;
