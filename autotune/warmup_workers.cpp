@@ -46,6 +46,14 @@ std::set<std::string> worker_arches(const WarmupOptions& opt) {
 
 void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<PoolTask>& tasks,
                      const std::vector<WarmupItem>& items, Clock::time_point wall0, WarmupReport& report) {
+  // The workers open the same cache search path and store into its writable layer: with none here (a read-only
+  // runtime), their rows would go where this runtime was told not to write, or nowhere.
+  std::string why;
+  if (rt.writable_cache_layer(&why).empty())
+    throw Error(Status::cache_error, "warmup",
+                fmt::format("worker processes store every row they tune, and this runtime has no writable cache "
+                            "layer: {}",
+                            why));
   PoolOptions po;
   po.executable = opt.worker_executable.empty() ? default_worker_executable() : opt.worker_executable;
   po.cache_path = rt.options().cache_path;
