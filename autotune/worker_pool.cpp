@@ -205,8 +205,8 @@ class Coordinator {
     s.proc->close_channel();
     const pid_t pid = s.proc->pid();
     const std::string how = s.proc->wait();
-    last_loss_ = fmt::format("{} (pid {}) {}", s.label, pid, how);
-    std::string problem = fmt::format("{} {}", last_loss_, when);
+    std::string problem = fmt::format("{} (pid {}) {} {}", s.label, pid, how, when);
+    last_loss_ = problem;
     ++report_.workers_lost;
     if (had_key) {
       Entry& e = entries_[s.entry];
@@ -330,7 +330,7 @@ class Coordinator {
   std::map<std::string, size_t> group_size_;
   std::map<std::string, std::string> group_arch_;
   size_t finished_ = 0;
-  std::string last_loss_;  // "host 1 (pid 123) killed by signal 9 (Killed)": quoted by the keys left undone
+  std::string last_loss_;  // "host 1 (pid 123) killed by signal 9 (Killed) while ...": quoted by keys left undone
   PoolReport report_;
 };
 

@@ -124,6 +124,31 @@ TEST_CASE("worker pool: past the budget no key is dealt, and the rest are skippe
   CHECK(skipped == 5);
 }
 
+TEST_CASE("worker pool: a worker that cannot start is reported with its reason, the others do the work",
+          "[autotune][workers]") {
+  Env env({{"FAKE_WORKER_FATAL", "1"}});
+  PoolReport r = run_worker_pool(fake_pool(2), keys(4));
+  CHECK(r.workers_started == 1);
+  CHECK(r.workers_lost == 1);
+  REQUIRE(r.problems.size() == 1);
+  CHECK_THAT(r.problems[0], Catch::Contains("host 1") && Catch::Contains("exited with status 1") &&
+                                Catch::Contains("before it started: ktune warmup-worker: no GPU 1 here"));
+  CHECK(tuned_by(r).size() == 4);
+
+  PoolReport none = run_worker_pool(fake_pool(2), keys(0));  // nothing to do: workers start and stop cleanly
+  CHECK(none.outcomes.empty());
+  CHECK(none.workers_lost == 1);  // worker 1 still cannot start
+}
+
+TEST_CASE("worker pool: when no worker starts, every key fails naming why", "[autotune][workers]") {
+  Env env({{"FAKE_WORKER_FATAL", "0"}});
+  PoolReport r = run_worker_pool(fake_pool(1), keys(2));
+  REQUIRE(r.outcomes.size() == 2);
+  for (const auto& o : r.outcomes)
+    CHECK_THAT(o.status, Catch::StartsWith("failed: no worker for arch host started") &&
+                             Catch::Contains("no GPU 0 here"));
+}
+
 TEST_CASE("worker pool: an executable that cannot start is an error naming it", "[autotune][workers]") {
   PoolOptions o = fake_pool(1);
   o.executable = "/nonexistent/ktune";
