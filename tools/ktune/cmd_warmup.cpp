@@ -42,7 +42,7 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   --key-timeout: a worker that holds one key longer (s, m or h; compiles it had to do included) is taken for
   hung, killed, and its key retaken; default: no limit.
   --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}; with workers also
-  "workers", "workers_lost", "retaken" and "by_device" (keys tuned per GPU ordinal or host worker).
+  "workers", "workers_lost", "retaken" and "by_device" (keys tuned per worker: {"dev 0": 12, ...}).
   Exits 1 naming the path and the reason when no cache layer is writable or a binary could not be stored;
   refuses to run under KTUNE_JIT=0 (warmup compiles by design).
 )";
@@ -67,13 +67,13 @@ std::vector<int> parse_devices_option(const std::string& text) {
   }
 }
 
-// {"0": 12, "1": 11}: keys tuned per GPU ordinal (or host worker).
+// {"dev 0": 12, "dev 1": 11}: keys tuned per GPU (or "host N" per host worker).
 std::string tuned_by_device(const autotune::WarmupReport& r) {
-  std::map<int, int64_t> counts;
+  std::map<std::pair<bool, int>, int64_t> counts;  // (host worker, index) -> keys tuned
   for (const auto& it : r.items)
-    if (it.device >= 0 && it.status == "tuned") counts[it.device]++;
+    if (it.device >= 0 && it.status == "tuned") counts[{it.arch == "host", it.device}]++;
   JsonObject o;
-  for (const auto& [device, n] : counts) o.num(std::to_string(device), n);
+  for (const auto& [worker, n] : counts) o.num(fmt::format("{} {}", worker.first ? "host" : "dev", worker.second), n);
   return o.dump();
 }
 
