@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "autotune/device_list.hpp"
 #include "autotune/presets.hpp"
 #include "autotune/warmup.hpp"
 #include "ktune/cache/json.hpp"
+#include "ktune/device.hpp"
 #include "ktune/ktune.h"
 #include "ktune_internal/c_api.hpp"
 
@@ -47,7 +49,7 @@ ktune_status ktune_preset_names(const char** names) {
 
 void ktune_warmup_options_default(ktune_warmup_options* o) {
   if (!o) return;
-  *o = ktune_warmup_options{nullptr, nullptr, nullptr, 0, 0, -1, 1, 0.0, 0, -1, nullptr, nullptr};
+  *o = ktune_warmup_options{nullptr, nullptr, nullptr, 0, 0, -1, 1, 0.0, 0, -1, nullptr, nullptr, nullptr, 0};
 }
 
 ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o, ktune_warmup_result* out) {
@@ -60,6 +62,11 @@ ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o,
   if (o->spec_tokens < -1) return invalid(("ktune_warmup: options.spec_tokens: expected -1 (preset's) or >= 0, got " + std::to_string(o->spec_tokens)).c_str());
   if (!(o->budget_s >= 0)) return invalid("ktune_warmup: options.budget_s: expected seconds >= 0");
   if (o->jobs < 0) return invalid(("ktune_warmup: options.jobs: expected >= 0, got " + std::to_string(o->jobs)).c_str());
+  if (o->workers < 0)
+    return invalid(("ktune_warmup: options.workers: expected 0 (none) or a count of host workers, got " + std::to_string(o->workers)).c_str());
+  const bool multi_device = o->devices && *o->devices;
+  if (multi_device && o->device >= 0)
+    return invalid("ktune_warmup: options.device and options.devices: expected one of them (device -1 with devices)");
   *out = ktune_warmup_result{};
   static thread_local std::string items;
   if (o->device >= 0) {
@@ -81,6 +88,10 @@ ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o,
     w.all_candidates = o->all_candidates != 0;
     w.budget_s = o->budget_s;
     w.jobs = o->jobs;
+    if (multi_device)
+      w.devices = at::parse_device_list(o->devices, static_cast<int>(ktune::system_info().devices.size()),
+                                        "options.devices");
+    w.host_workers = o->workers;
     std::mutex progress_mutex;  // the callback is never entered by two threads at once
     if (o->progress)
       w.progress = [&](const std::string& what, size_t done, size_t total) {
@@ -92,7 +103,7 @@ ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o,
     for (const auto& it : r.items) {
       ktune::cache::Json e = ktune::cache::Json::object();
       e.set("arch", it.arch).set("family", it.family).set("key", it.tuning_key).set("status", it.status)
-          .set("winner", it.winner).set("ms", it.ms);
+          .set("winner", it.winner).set("ms", it.ms).set("device", it.device);
       arr.push(std::move(e));
     }
     items = arr.dump();

@@ -124,7 +124,10 @@ TuneOutcome tune_on_host(Runtime& rt, const std::string& family_name, const std:
     tr.bytes_per_call = workload->bytes_per_call();  // roofline position in `ktune report`
     tr.flops_per_call = workload->flops_per_call();
     tr.ceilings = host_ceilings();
-    if (!internal::store_tuning_row(rt, to_tuning_record(tr)))
+    tr.device_index = options.device_index;
+    cache::TuningRecord rec = to_tuning_record(tr);
+    if (options.before_store) options.before_store();
+    if (!internal::store_tuning_row(rt, rec))
       ktune::detail::log(ktune::detail::LogLevel::warn,
                          "no writable cache layer: the host tuning result for {} is kept in memory only", out.tuning_key);
   }

@@ -205,7 +205,9 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
     tr.bytes_per_call = workload->bytes_per_call();  // roofline position in `ktune report`
     tr.flops_per_call = workload->flops_per_call();
     tr.ceilings = current_device_ceilings();
+    tr.device_index = options.device_index;
     cache::TuningRecord rec = to_tuning_record(tr);
+    if (options.before_store) options.before_store();
     if (!internal::store_tuning_row(rt, rec)) {
       log(LogLevel::warn, "no writable cache layer: the tuning result for {} is kept in memory only", out.tuning_key);
     }

@@ -4,6 +4,7 @@
 // fingerprint, so another process — or another H200 — reuses it and a different GPU or driver does not.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,12 @@ struct TuneOptions {
   bool persist = true;           // write the tuning row into the writable cache layer
   bool host = false;             // tune on the host CPU (Arch "host", LLVM backend: autotune/host_tuner.hpp)
                                  // instead of the current CUDA context's GPU
+  // Recorded in the row's metadata (device_index) for the report: which GPU ordinal, or which host worker,
+  // measured it. -1: not recorded (one process tuning on its current device).
+  int device_index = -1;
+  // Called after measuring and before the row is stored (when persist). The warmup worker's test hook stops
+  // there, so a test can kill a worker that has measured a key but stored nothing.
+  std::function<void()> before_store;
 };
 
 struct TuneOutcome {

@@ -159,6 +159,8 @@ cache::TuningRecord to_tuning_record(const TuningResult& t) {
                         t.candidates[t.winner].config));
   if (!std::isfinite(t.noise_fraction) || t.noise_fraction < 0)
     bad_arg(fmt::format("tuning result: noise_fraction: expected a finite fraction >= 0, got {}", t.noise_fraction));
+  if (t.device_index < -1)
+    bad_arg(fmt::format("tuning result: device_index: expected -1 (not recorded) or an index >= 0, got {}", t.device_index));
   std::set<std::string> configs;
   for (const auto& c : t.candidates) {
     if (c.config.empty()) bad_arg("tuning result: candidates: expected non-empty config keys, got \"\"");
@@ -199,6 +201,7 @@ cache::TuningRecord to_tuning_record(const TuningResult& t) {
     c.set("source", t.ceilings.source);
     j.set("device_ceilings", std::move(c));
   }
+  if (t.device_index >= 0) j.set("device_index", t.device_index);
   r.candidates_json = j.dump();
   return r;
 }
@@ -258,6 +261,7 @@ TuningResult from_tuning_record(const cache::TuningRecord& r) {
     t.ceilings.peak_flops = rd.non_negative(*c, "device_ceilings.", "peak_flops");
     t.ceilings.source = rd.string(*c, "device_ceilings.", "source");
   }
+  if (j.contains("device_index")) t.device_index = static_cast<int>(rd.integer(j, "", "device_index", 0));
   return t;
 }
 

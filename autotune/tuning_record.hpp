@@ -8,9 +8,12 @@
 //                    "samples_ms": [...]},
 //                   {"config": ..., "ok": false, "error": "..."}, ...],
 //    "workload": {"bytes_per_call": ..., "flops_per_call": ...},                        (optional)
-//    "device_ceilings": {"peak_bytes_per_s": ..., "peak_flops": ..., "source": "..."}}  (optional)
+//    "device_ceilings": {"peak_bytes_per_s": ..., "peak_flops": ..., "source": "..."},  (optional)
+//    "device_index": 1}                                                                  (optional)
 // The two optional objects (written when known; rows of older builds lack them and stay readable) place the
 // winner on a roofline: what one call moves and computes, and the device's peaks when it was tuned.
+// device_index (written by a multi-device warmup's workers) says which GPU ordinal, or which host worker,
+// measured the row; it is for the report only: the row applies to every device of its fingerprint.
 // family, problem_key, device_fingerprint, ktune_version and winner repeat the row's columns; reading checks
 // they agree, so a row edited in one place only is reported rather than trusted.
 #pragma once
@@ -40,6 +43,7 @@ struct TuningResult {
   double bytes_per_call = 0, flops_per_call = 0;
   // The device's roofline ceilings when it was tuned (0 = unknown).
   DeviceCeilings ceilings;
+  int device_index = -1;  // the GPU ordinal or host worker that measured it; -1 = not recorded
 };
 
 // "<problem key>|<buckets>", buckets sorted by their short names so callers cannot fragment keys by order:

@@ -25,6 +25,7 @@ TuningView read_tuning_entry(const CacheTuningEntry& entry) {
     v.bytes_per_call = t.bytes_per_call;
     v.flops_per_call = t.flops_per_call;
     v.ceilings = t.ceilings;
+    v.device_index = t.device_index;
     v.readable = true;
   } catch (const std::exception& e) {
     v.error = e.what();

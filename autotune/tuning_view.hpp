@@ -22,6 +22,7 @@ struct TuningView {
   double noise_fraction = 0;
   double bytes_per_call = 0, flops_per_call = 0;  // 0: not recorded (rows of older builds)
   DeviceCeilings ceilings;                        // 0: unknown
+  int device_index = -1;  // the GPU ordinal or host worker of a multi-device warmup that measured it; -1: none
 };
 
 // Never throws for a bad row: it comes back with readable = false and the reason.

@@ -9,6 +9,7 @@
 
 #include "autotune/host_tuner.hpp"
 #include "autotune/plan.hpp"
+#include "autotune/warmup_workers.hpp"
 #include "autotune/workload.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -68,7 +69,22 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
 
   bool have_gpu = gpu_present();
   std::string device_arch_name = have_gpu ? rt.current_arch().str() : "";
+  const std::set<std::string> pooled_arches = worker_arches(opt);
   std::vector<std::string> arches = opt.arches;
+  if (arches.empty() && !opt.devices.empty()) {
+    for (const auto& a : pooled_arches)
+      if (a != "host") arches.push_back(a);
+    if (opt.host_workers > 0) arches.push_back("host");
+  }
+  if (opt.host_workers > 0 && std::find(arches.begin(), arches.end(), "host") == arches.end())
+    throw Error(Status::invalid_argument, "warmup",
+                "host_workers: host workers tune the keys of arch host, so the arches must include host");
+  for (const auto& a : pooled_arches)
+    if (a != "host" && std::find(arches.begin(), arches.end(), a) == arches.end())
+      throw Error(Status::invalid_argument, "warmup",
+                  fmt::format("devices: a listed GPU is {}, which the arches ({}) leave out: add it, or leave the "
+                              "arches empty to get the GPUs' own",
+                              a, fmt::join(arches, ",")));
   if (arches.empty()) {
     if (have_gpu) arches.push_back(device_arch_name);
     else {
@@ -98,7 +114,9 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     problem_keys[item.family + "\n" + item.problem_json] = pk;
     Arch arch = Arch::parse(item.arch);
     std::vector<std::string> configs = {fam.default_config(pk, arch)};
-    if (opt.all_candidates)
+    // The workers' arches get every candidate even with all_candidates off: their tunings need them all, and
+    // compiled here they are compiled once, not by each worker process.
+    if (opt.all_candidates || (opt.tune && pooled_arches.count(item.arch)))
       for (const auto& c : fam.search_space(pk, arch, arch_limits(arch))) configs.push_back(c);
     for (const auto& c : configs) {
       std::string id = fmt::format("{}\n{}\n{}\n{}", item.family, pk, c, item.arch);
@@ -123,7 +141,9 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     }
   }
 
-  // Phase 2: tune every key of the current device's arch.
+  // Phase 2: tune every key of the current device's arch (or hand it to the workers).
+  std::vector<PoolTask> pool_tasks;
+  std::vector<WarmupItem> pool_items;  // the item each pool task reports into
   size_t done = 0;
   for (const WorkItem& item : plan) {
     WarmupItem w;
@@ -151,8 +171,10 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     w.tuning_key = tuning_key(pk_it->second, short_buckets(item.buckets));
     report.keys++;
     const bool host_item = item.arch == "host";  // tuned on this CPU (autotune/host_tuner.cpp), GPU or not
+    const bool pooled = pooled_arches.count(item.arch) > 0;  // tuned by the worker processes
     const FamilyInfo& fam = family(item.family);
-    if (host_item ? !opt.tune : (!have_gpu || !opt.tune || item.arch != device_arch_name)) {
+    const bool to_tune = host_item || pooled ? opt.tune : (have_gpu && opt.tune && item.arch == device_arch_name);
+    if (!to_tune) {
       w.status = "compiled";
       report.items.push_back(w);
       continue;
@@ -175,6 +197,18 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       w.status = fmt::format("skipped: GEMM tokens above {} (host cap)", opt.host_max_gemm_tokens);
       report.skipped++;
       report.items.push_back(w);
+      continue;
+    }
+    if (pooled) {  // the workers check for an existing row, the budget and tune (below, after this loop)
+      TuneTask task;
+      task.family = item.family;
+      task.problem_key = pk_it->second;
+      task.buckets = short_buckets(item.buckets);
+      task.noise_fraction = opt.tune_options.noise_fraction;
+      task.measure = host_item ? host_measure_options() : opt.tune_options.measure;
+      task.compile_jobs = opt.tune_options.compile_jobs;
+      pool_tasks.push_back({item.arch, std::move(task)});
+      pool_items.push_back(w);
       continue;
     }
     std::string existing = host_item ? rt.host_tuned_config(item.family, w.tuning_key)
@@ -213,6 +247,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     report.items.push_back(w);
     if (opt.progress) opt.progress(w.tuning_key, done, plan.size());
   }
+  if (!pool_tasks.empty()) tune_in_workers(rt, opt, pool_tasks, pool_items, wall0, report);
   report.wall_ms = ms_since(wall0);
   return report;
 }

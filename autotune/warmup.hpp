@@ -1,5 +1,7 @@
 // Warmup: everything a preset needs, ahead of serving. On the GPU of the current context it compiles every
-// candidate and tunes every (op, bucket) key, skipping keys already tuned for this device (resumable); for
+// candidate and tunes every (op, bucket) key, skipping keys already tuned for this device (resumable); with
+// WarmupOptions::devices or host_workers the keys are tuned by worker processes instead, one per GPU (or N on
+// the host), dealt out by autotune/worker_pool.hpp after every compile is done here; for
 // other arches (or without a GPU) it compiles the default config and every candidate of each distinct
 // problem so the binaries ship even where tuning happens later. Replay runs every bucket once from the cache,
 // as a serving process would, and reports compiles, tunings and first-call vs steady-state time.
@@ -19,7 +21,8 @@ namespace ktune::autotune {
 struct WarmupOptions {
   std::vector<std::string> arches;  // empty: the current device's arch; without a GPU every default arch (+ host when the LLVM plugin loads)
   bool tune = true;                 // tune on the current device (for its arch)
-  bool all_candidates = true;       // compile every candidate config, not only the default
+  bool all_candidates = true;       // compile every candidate config, not only the default (always for the
+                                    // arches of devices / host_workers, whose tunings need them)
   double budget_s = 0;              // stop starting new tuning keys after this many seconds (0: none)
   int64_t max_total_tokens = int64_t{1} << 21;  // skip buckets with batch*seq_len above this (KV capacity)
   // Arch "host" (tuned on this CPU through the LLVM backend, with host_measure_options()): keys with
@@ -30,6 +33,13 @@ struct WarmupOptions {
   // 8 MB of MXFP4 per expert), which a 2-core CI runner tunes in seconds only for small t.
   int64_t host_max_gemm_tokens = 4;
   int jobs = 0;                     // parallel compiles (0: cores)
+  // Tuning in worker processes (autotune/worker_pool.hpp) instead of this one; compiles stay here, done once
+  // for all workers before any tunes. devices: GPU ordinals, one worker process each (empty arches: theirs).
+  // host_workers: that many host CPU workers for the keys of arch "host" (arches must include "host").
+  std::vector<int> devices;
+  int host_workers = 0;
+  std::string worker_executable;    // the ktune CLI the workers run; "": default_worker_executable()
+  double key_timeout_s = 0;         // > 0: a worker holding one key longer is killed as hung, the key retaken
   TuneOptions tune_options;
   std::function<void(const std::string& what, size_t done, size_t total)> progress;
 };
@@ -39,6 +49,7 @@ struct WarmupItem {
   std::string status;  // "tuned", "done earlier", "compiled", "skipped: ...", "failed: ..."
   std::string winner;
   double ms = 0;
+  int device = -1;  // the GPU ordinal or host worker that tuned it; -1: this process (or nobody)
 };
 
 struct WarmupReport {
@@ -47,6 +58,10 @@ struct WarmupReport {
   int compile_jobs = 0, compiled = 0, cache_hits = 0, compile_failed = 0;
   double compile_wall_ms = 0, tune_ms = 0, wall_ms = 0;
   bool budget_exhausted = false;
+  // Worker processes (devices / host_workers): started, lost (died, or failed to start or to exit cleanly),
+  // keys retaken after their worker died, and what happened to each lost worker.
+  int workers = 0, workers_lost = 0, retaken = 0;
+  std::vector<std::string> worker_problems;
 };
 
 KTUNE_API WarmupReport warmup(Runtime& rt, const Preset& preset, const WarmupOptions& options);

@@ -194,6 +194,19 @@ void CacheDb::export_to(const std::string& dest_path) {
   tmp.keep();  // it is dest now (or was unlinked after linking)
 }
 
+namespace {
+
+// Which of two intact rows for one key a merge keeps: the later tuned_at, and between rows tuned in the same
+// second the one whose row digest (a hash of all its columns) sorts first. That is a total order over distinct
+// rows, so merging the same files in any order, or into a cache already holding some of them, keeps the same
+// row for every key (A+B == B+A): caches tuned on several hosts of one GPU type combine deterministically.
+bool tuning_row_wins(const TuningRecord& incoming, const TuningRecord& current) {
+  if (incoming.tuned_at != current.tuned_at) return incoming.tuned_at > current.tuned_at;
+  return detail::tuning_row_digest(incoming) < detail::tuning_row_digest(current);
+}
+
+}  // namespace
+
 CacheDb::MergeResult CacheDb::merge_from(const std::string& src_path) {
   detail::require_writable(*impl_, "merge into it");
   return merge_rows_from(*detail::open_for_reading(src_path));
@@ -244,11 +257,11 @@ CacheDb::MergeResult CacheDb::merge_rows_from(CacheDb& source) {
     }
     std::lock_guard<std::mutex> lock(impl_->mu);
     WriteTransaction tx(impl_->conn);
-    Stmt cur(impl_->conn, "SELECT tuned_at FROM tuning WHERE family = ? AND problem_key = ? AND device_fingerprint = ?");
-    cur.bind(1, t.family).bind(2, t.problem_key).bind(3, t.device_fingerprint);
-    const bool exists = cur.step();
-    if (exists && cur.int64(0) >= t.tuned_at) continue;  // ours is as new or newer; tx rolls back (no change)
-    cur.reset();
+    const std::optional<TuningRecord> ours =
+        detail::find_tuning_locked(*impl_, t.family, t.problem_key, t.device_fingerprint);
+    const bool exists = ours.has_value();
+    // A damaged row of ours is replaced by any intact one; otherwise the rule decides (tx rolls back: no change).
+    if (exists && detail::check_tuning_row(*impl_, *ours).empty() && !tuning_row_wins(t, *ours)) continue;
     detail::upsert_tuning_locked(*impl_, t);
     tx.commit();
     ++(exists ? result.tuning_updated : result.tuning_added);

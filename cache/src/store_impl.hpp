@@ -71,6 +71,9 @@ BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool lo
 // INSERT ... ON CONFLICT DO UPDATE of one whole tuning row (row digest computed here; tuned_at as given).
 // Caller holds db.mu and a write transaction. Returns the row digest written ("" in a v1 file).
 std::string upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row);
+// The row stored under the key, as written (row digest included, unchecked), or nullopt; db.mu held.
+std::optional<TuningRecord> find_tuning_locked(CacheDb::Impl& db, const std::string& family,
+                                               const std::string& problem_key, const std::string& device_fingerprint);
 // Under own_rows_only, remembers a row digest this CacheDb stored. Caller holds db.mu.
 void note_own_row_locked(CacheDb::Impl& db, const std::string& row_digest);
 // Every tuning row with its integrity problem ("" when intact), ordered by primary key. Caller holds db.mu.

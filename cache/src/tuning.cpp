@@ -51,6 +51,15 @@ std::vector<std::pair<TuningRecord, std::string>> list_tuning_checked_locked(Cac
   return out;
 }
 
+std::optional<TuningRecord> find_tuning_locked(CacheDb::Impl& db, const std::string& family,
+                                               const std::string& problem_key, const std::string& device_fingerprint) {
+  Stmt s(db.conn, fmt::format("SELECT {} FROM tuning WHERE family = ? AND problem_key = ? AND device_fingerprint = ?",
+                              select_columns(db.schema_version)));
+  s.bind(1, family).bind(2, problem_key).bind(3, device_fingerprint);
+  if (!s.step()) return std::nullopt;
+  return read_tuning(s);
+}
+
 }  // namespace detail
 
 std::optional<TuningRecord> CacheDb::get_tuning_checked(const std::string& family, const std::string& problem_key,

@@ -2,8 +2,9 @@
 
 Builds a pure-Python wheel (py3-none-any) of the `ktune` package beside this folder. With KTUNE_WHEEL_BUNDLE=1
 it builds a platform wheel instead (py3-none-<platform>) that carries libktune.so.0 and, when built, the LLVM
-host plugin libktune_host.so in ktune/lib/, where ktune._lib looks first after $KTUNE_LIBRARY; the libraries
-come from KTUNE_WHEEL_LIBDIR (default <checkout>/build/lib) and are stripped of debug info (`strip`). The
+host plugin libktune_host.so in ktune/lib/, where ktune._lib looks first after $KTUNE_LIBRARY, and the ktune CLI in
+ktune/bin/ (the worker processes of ktune.warmup(devices=...) run it; it finds ktune/lib/ by its RPATH); they
+come from KTUNE_WHEEL_LIBDIR (default <checkout>/build/lib) and its ../bin/, stripped of debug info (`strip`). The
 metadata below must match pyproject.toml's [project] table (checked by python/tests/test_packaging.py)."""
 
 import base64
@@ -12,6 +13,7 @@ import io
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sysconfig
 import tarfile
@@ -47,6 +49,8 @@ def _metadata():
 
 
 BUNDLED_LIBS = ("libktune.so.0", "libktune_host.so")  # the second is optional (no LLVM 19: not built)
+# The CLI, for warmup worker processes (beside lib/, where libktune looks for it); optional like the host plugin.
+BUNDLED_CLI = ("../bin/ktune", "bin/ktune")
 
 
 def _bundle():
@@ -83,6 +87,15 @@ def _bundled_libs():
             else:
                 shutil.copyfile(os.path.realpath(src), dst)
             out.append((f"{NAME}/lib/{name}", _read(dst)))
+        cli = os.path.join(libdir, BUNDLED_CLI[0])
+        if os.path.exists(cli):
+            dst = os.path.join(tmp, "ktune")
+            strip = shutil.which("strip")
+            if strip:
+                subprocess.run([strip, "--strip-unneeded", "-o", dst, os.path.realpath(cli)], check=True)
+            else:
+                shutil.copyfile(os.path.realpath(cli), dst)
+            out.append((f"{NAME}/{BUNDLED_CLI[1]}", _read(dst)))
     return out
 
 
@@ -118,6 +131,8 @@ def _write_wheel(wheel_directory, entries):
         for arc, data in entries:
             info = zipfile.ZipInfo(arc, stamp)
             info.external_attr = (0o755 if arc.endswith((".so", ".so.0")) else 0o644) << 16
+            if arc == f"{NAME}/{BUNDLED_CLI[1]}":  # pip keeps the executable bit only of a regular file's mode
+                info.external_attr = (stat.S_IFREG | 0o755) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
     return name
@@ -155,7 +170,8 @@ prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    entries = [(arc, _read(full)) for full, arc in _package_files() if not arc.startswith(f"{NAME}/lib/")]
+    entries = [(arc, _read(full)) for full, arc in _package_files()
+               if not arc.startswith((f"{NAME}/lib/", f"{NAME}/bin/"))]
     if _bundle():
         entries += _bundled_libs()
     return _write_wheel(wheel_directory, entries)

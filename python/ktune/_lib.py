@@ -112,6 +112,8 @@ class _WarmupOptions(ctypes.Structure):
         ("device", ctypes.c_int),
         ("progress", ctypes.c_void_p),  # a PROGRESS_FN (kept as a plain pointer so None is NULL)
         ("progress_user", ctypes.c_void_p),
+        ("devices", ctypes.c_char_p),  # None: tune in this process; "all" or "0,1": one worker process per GPU
+        ("workers", ctypes.c_int),     # host CPU worker processes for arch "host" keys (0: none)
     ]
 
 

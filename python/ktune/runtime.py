@@ -220,7 +220,8 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
            max_batch: Optional[int] = None, max_seq_len: Optional[int] = None, spec_tokens: Optional[int] = None,
            default_only: bool = False, budget_s: float = 0.0, jobs: int = 0, device: Union[None, int, str] = "auto",
            runtime: Optional[Runtime] = None, check: bool = True,
-           progress: Union[bool, Callable[[str, int, int], None]] = True) -> WarmupReport:
+           progress: Union[bool, Callable[[str, int, int], None]] = True,
+           devices: Union[None, str, int, Sequence[int]] = None, workers: int = 0) -> WarmupReport:
     """`ktune warmup` in process: compiles every kernel a model preset needs and tunes every (op, batch bucket,
     seq-len bucket) key on the GPU (and/or on the host CPU with arch="host"), storing both in the cache.
 
@@ -229,7 +230,11 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     device: "auto" = torch's current CUDA device if torch is imported, else GPU 0 if present, else none
     (compile only); an int = that GPU; None = no GPU. check: raise KtuneError if any key failed.
     progress: True prints a line to stderr per phase change and at most every 5 s (a long warmup never looks
-    hung); False is silent; a callable gets (what, done, total): what = "compile" or the tuning key just done."""
+    hung); False is silent; a callable gets (what, done, total): what = "compile" or the tuning key just done.
+    devices: "all", a GPU ordinal or a list of them: tune in one worker process per GPU (keys dealt out from a
+    shared queue; compiles done once here first; `device` is then not used); the workers run the ktune CLI,
+    found as $KTUNE_CLI or beside libktune.so. workers: that many host CPU worker processes for arch "host"
+    keys (arch must include "host"). Progress then names the worker: "[dev 1] 12/71 <key>"."""
     rt = runtime or globals()["runtime"]()
     if not isinstance(preset, str) or not preset:
         raise invalid("ktune.warmup: preset: expected a preset name or a JSON file path")
@@ -244,7 +249,22 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
             raise invalid(f"ktune.warmup: {name}: expected a positive integer, got {v!r}")
     if spec_tokens is not None and (not isinstance(spec_tokens, int) or spec_tokens < 0):
         raise invalid(f"ktune.warmup: spec_tokens: expected an integer >= 0, got {spec_tokens!r}")
-    if device == "auto":
+    if devices is None:
+        devices_text = None
+    elif devices == "all":
+        devices_text = "all"
+    elif isinstance(devices, int) and not isinstance(devices, bool):
+        devices_text = str(devices)
+    elif (not isinstance(devices, str) and isinstance(devices, Sequence) and devices
+          and all(isinstance(d, int) and not isinstance(d, bool) for d in devices)):
+        devices_text = ",".join(str(d) for d in devices)
+    else:
+        raise invalid(f"ktune.warmup: devices: expected None, \"all\", a GPU ordinal or a list of them, got {devices!r}")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
+        raise invalid(f"ktune.warmup: workers: expected an integer >= 0, got {workers!r}")
+    if devices_text is not None:
+        dev = None  # every GPU is a worker's; this process only compiles
+    elif device == "auto":
         dev = _auto_device()
     elif device is None:
         dev = None
@@ -264,6 +284,8 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     o.budget_s = float(budget_s)
     o.jobs = int(jobs)
     o.device = -1 if dev is None else dev
+    o.devices = _lib.cstr(devices_text)
+    o.workers = workers
     if progress is True:
         progress = _StderrProgress(preset)
     cb = None

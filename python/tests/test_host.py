@@ -351,6 +351,34 @@ class WarmupHost(unittest.TestCase):
         stats = rt.stats()
         self.assertGreaterEqual(stats["compiles"] + stats["cache_hits"], 1)
 
+    @need_host
+    def test_warmup_in_host_worker_processes(self):
+        preset = os.path.join(_TMP.name, "workers.json")
+        with open(preset, "w") as f:
+            json.dump({"name": "workers", "description": "one xqa op",
+                       "buckets": {"batch": {"min": 1, "max": 2}, "seq_len": {"min": 256, "max": 512}},
+                       "ops": [{"label": "attn", "family": "xqa_decode",
+                                "problem": {"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8,
+                                            "page_size": 32}}]}, f)
+        rt = ktune.Runtime(cache=os.path.join(_TMP.name, "workers.db"), allow_jit=True, read_only=False)
+        seen = []
+        r = ktune.warmup(preset, arch="host", workers=2, runtime=rt,
+                         progress=lambda what, done, total: seen.append(what))
+        self.assertEqual((r.keys, r.tuned, r.failed), (4, 4, 0), r.items)
+        self.assertTrue(all(i["device"] in (0, 1) for i in r.items if i["status"] == "tuned"), r.items)
+        self.assertEqual(len([w for w in seen if w.startswith("[host ")]), 4, seen)  # "[host 1] 2/4 <key>"
+        r2 = ktune.warmup(preset, arch="host", workers=2, runtime=rt, progress=False)
+        self.assertEqual((r2.tuned, r2.already_done), (0, 4))
+
+    def test_warmup_devices_errors_name_the_argument(self):
+        for bad in ("x", [0, 0], -1, [1.5], True):
+            with self.assertRaises(ktune.InvalidArgumentError, msg=repr(bad)) as c:
+                ktune.warmup("llama-3.1-8b", arch="host", devices=bad, progress=False)
+            self.assertIn("devices", c.exception.message)
+        with self.assertRaises(ktune.InvalidArgumentError) as c:
+            ktune.warmup("llama-3.1-8b", arch="host", workers=-1, progress=False)
+        self.assertIn("workers", c.exception.message)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CLI refuses bad arguments up front and says why (ctest: cli_errors; no GPU, no compile): unknown arches
 # (sm_91) like malformed ones (90a), a warning for sm_90 (a Hopper runtime looks up sm_90a), stray positional
-# arguments, out-of-range integers (-j -1, --max-seq-len 1073741825), bad durations (--budget -5m), empty values
+# arguments, out-of-range integers (-j -1, --max-seq-len 1073741825), bad durations (--budget -5m), bad --devices
+# lists (0,0, -1, x, 99) and --workers without --arch host, empty values
 # (--problem ""), preset files that are too large or not regular files (/dev/zero), a preset op the family
 # rejects (named once, with the family's reason), `checked` in a preset problem (documented, accepted),
 # `ktune --version`, and no --help text naming a doc that does not exist.
@@ -61,6 +62,22 @@ expect 2 "--jobs: expected an integer in 1..1024, got -1" -- compile --family xq
 expect 2 "--jobs: expected an integer in 1..1024, got 0" -- warmup --preset "$small" -j 0
 expect 2 "--budget: expected a positive duration.*got '-5m'" -- warmup --preset "$small" --budget -5m
 expect 2 "--budget: expected a positive duration.*got 'nanm'" -- warmup --preset "$small" --budget nanm
+# --devices / --workers (multi-device warmup): the flag, the entry and what was expected; nothing is compiled.
+expect 2 "--devices: '0' is given twice: expected each GPU once" -- warmup --preset "$small" --devices 0,0
+expect 2 "--devices: '-1': expected a GPU ordinal >= 0" -- warmup --preset "$small" --devices -1
+expect 2 "--devices: expected \"all\" or comma-separated GPU ordinals like 0,1, got 'x'" -- \
+  warmup --preset "$small" --devices x
+expect 2 "--devices: expected \"all\" or comma-separated GPU ordinals.*got an empty entry" -- \
+  warmup --preset "$small" --devices 0,
+expect 2 "--devices: '99': expected a GPU ordinal below [0-9]+ \(this machine has" -- \
+  warmup --preset "$small" --devices 99
+expect 2 "--devices needs a non-empty value" -- warmup --preset "$small" --devices ""
+expect 2 "--workers: expected an integer in 1..256, got 0" -- warmup --preset "$small" --arch host --workers 0
+expect 2 "--workers: host workers tune the keys of arch host: expected --arch host" -- \
+  warmup --preset "$small" --workers 2
+expect 2 "--key-timeout: applies to worker processes" -- warmup --preset "$small" --key-timeout 10m
+expect 2 "--key-timeout: expected a positive duration like 90s, 10m or 1h, got '0s'" -- \
+  warmup --preset "$small" --arch host --workers 2 --key-timeout 0s
 expect 2 "--problem needs a non-empty value" -- compile --family xqa_decode --arch sm_90a --problem ""
 expect 2 "--problem: expected one or more problem keys" -- compile --family xqa_decode --arch sm_90a --problem ";"
 expect 2 "--max-seq-len: expected an integer in 1..1073741824, got 1073741825" -- \

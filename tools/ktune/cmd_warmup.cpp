@@ -1,13 +1,20 @@
 // ktune warmup: compile + tune every key a model preset needs; ktune presets: list the embedded presets.
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+
 #include <fmt/format.h>
 
 #include "arch_options.hpp"
 #include "args.hpp"
+#include "autotune/device_list.hpp"
 #include "autotune/presets.hpp"
 #include "autotune/warmup.hpp"
 #include "commands.hpp"
 #include "json_writer.hpp"
 #include "ktune/device.hpp"
+#include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
 #include "offline_store.hpp"
 #include "preset_options.hpp"
@@ -18,7 +25,7 @@ namespace {
 
 const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A...]] [--kv-dtype bf16|fp16|fp8] [--max-batch N]
                     [--max-seq-len N] [--spec-tokens K] [--budget 10m] [--default-only] [--cache PATH]
-                    [-j N] [--json]
+                    [--devices all|N[,N...]] [--workers N] [--key-timeout 30m] [-j N] [--json]
   On a GPU (no --arch, or --arch including the GPU's): compiles every candidate and tunes every
   (op, batch bucket, seq-len bucket) key of the preset, skipping keys already tuned on this device, so it
   resumes where it stopped. Other arches (or no GPU): compiles the default and every candidate config of each
@@ -26,10 +33,49 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   --arch host: compiles for this CPU through the LLVM backend (libktune_host.so) and tunes every key with
   batch x seq_len <= 8192 (sparse_mla_decode: batch x max_q_len x topk) and GEMM tokens <= 4 on it (larger
   keys are skipped: the host cap), GPU or not.
-  --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}.
+  --devices all|0,1,...: tunes on those GPUs at once, one worker process per GPU (its own context), keys
+  dealt out one at a time from a queue that GPUs of one fingerprint share (a GPU of another fingerprint tunes
+  its own rows); every compile is done first, once, in this process. Progress lines say which GPU finished
+  what ("[dev 1] 12/71 KEY"). A worker that dies loses only the key it held, which another worker retakes;
+  keys no worker is left for fail (rerun to resume).
+  --workers N: the same with N host CPU workers, for the keys of --arch host (with or without a GPU).
+  --key-timeout: a worker that holds one key longer (s, m or h; compiles it had to do included) is taken for
+  hung, killed, and its key retaken; default: no limit.
+  --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}; with workers also
+  "workers", "workers_lost", "retaken" and "by_device" (keys tuned per worker: {"dev 0": 12, ...}).
   Exits 1 naming the path and the reason when no cache layer is writable or a binary could not be stored;
   refuses to run under KTUNE_JIT=0 (warmup compiles by design).
 )";
+
+// The workers run this very binary (`ktune warmup-worker`), so they are always of this version.
+std::string self_executable() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw Error(Status::internal, "warmup", "cannot find this executable (/proc/self/exe) to start workers");
+  return std::string(path, static_cast<size_t>(n));
+}
+
+// --devices, checked against this machine's GPUs; a bad list is a usage error naming the flag.
+std::vector<int> parse_devices_option(const std::string& text) {
+  try {
+    return autotune::parse_device_list(text, static_cast<int>(system_info().devices.size()), "--devices");
+  } catch (const Error& e) {
+    std::string message = e.what();
+    const std::string prefix = "ktune warmup: ";
+    if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
+    throw UsageError(message);
+  }
+}
+
+// {"dev 0": 12, "dev 1": 11}: keys tuned per GPU (or "host N" per host worker).
+std::string tuned_by_device(const autotune::WarmupReport& r) {
+  std::map<std::pair<bool, int>, int64_t> counts;  // (host worker, index) -> keys tuned
+  for (const auto& it : r.items)
+    if (it.device >= 0 && it.status == "tuned") counts[{it.arch == "host", it.device}]++;
+  JsonObject o;
+  for (const auto& [worker, n] : counts) o.num(fmt::format("{} {}", worker.first ? "host" : "dev", worker.second), n);
+  return o.dump();
+}
 
 }  // namespace
 
@@ -37,7 +83,7 @@ int cmd_warmup(const std::vector<std::string>& argv) {
   for (const auto& a : argv)
     if (a == "--help") return fmt::print("{}", kWarmupHelp), 0;
   std::vector<std::string> valued = preset_option_names();
-  valued.insert(valued.end(), {"arch", "budget", "cache", "jobs"});
+  valued.insert(valued.end(), {"arch", "budget", "cache", "jobs", "devices", "workers", "key-timeout"});
   Args args(argv, valued, {"json", "default-only"});
   autotune::WarmupOptions w;
   if (args.has("arch"))
@@ -45,9 +91,20 @@ int cmd_warmup(const std::vector<std::string>& argv) {
   w.all_candidates = !args.has("default-only");
   w.budget_s = parse_budget(args.get("budget"));
   w.jobs = args.get_int("jobs", 0, 1, 1024);
+  w.host_workers = args.get_int("workers", 0, 1, 256);
+  if (w.host_workers > 0 && std::find(w.arches.begin(), w.arches.end(), "host") == w.arches.end())
+    throw UsageError("--workers: host workers tune the keys of arch host: expected --arch host (or a list with host)");
+  if (args.has("devices")) w.devices = parse_devices_option(args.get("devices"));
+  if (args.has("key-timeout")) {
+    if (w.devices.empty() && w.host_workers == 0)
+      throw UsageError("--key-timeout: applies to worker processes: expected --devices or --workers with it");
+    w.key_timeout_s = parse_duration(args.get("key-timeout"), "--key-timeout");
+  }
   autotune::Preset preset = load_preset_option(args);
   RuntimeOptions o = offline_runtime_options("warmup", args.get("cache"));
-  bool gpu = make_gpu_current();
+  // With --devices every GPU is a worker's; this process only compiles, so it holds no context on GPU 0.
+  bool gpu = w.devices.empty() ? make_gpu_current() : false;
+  if (!w.devices.empty() || w.host_workers > 0) w.worker_executable = self_executable();
   Runtime rt(o);
   require_writable_layer(rt, "warmup");
   bool json = args.has("json");
@@ -75,6 +132,8 @@ int cmd_warmup(const std::vector<std::string>& argv) {
                            .real("tune_ms", r.tune_ms).real("wall_ms", r.wall_ms)
                            .boolean("budget_exhausted", r.budget_exhausted).boolean("gpu", gpu)
                            .num("runtime_compiles", s.compiles).str("cache", rt.options().cache_path)
+                           .num("workers", r.workers).num("workers_lost", r.workers_lost).num("retaken", r.retaken)
+                           .raw("by_device", tuned_by_device(r))
                            .dump());
   } else {
     fmt::print("| preset | keys | compiled | cache hits | compile failed | tuned | done earlier | skipped | failed | compile s | tune s | wall s |\n");
@@ -85,7 +144,11 @@ int cmd_warmup(const std::vector<std::string>& argv) {
     for (const auto& it : r.items)
       if (it.status.rfind("failed", 0) == 0)
         fmt::print("  {}{}{}: {}\n", it.family, it.tuning_key.empty() ? "" : " ", it.tuning_key, it.status);
+    if (r.workers > 0)
+      fmt::print("workers: {} ({} lost, {} keys retaken); tuned per device: {}\n", r.workers, r.workers_lost,
+                 r.retaken, tuned_by_device(r));
   }
+  // Each lost worker was already logged as a warning (stderr) as it happened, with the key it held.
   if (const std::string unstored = unstored_results(rt); !unstored.empty()) {
     fmt::print(stderr, "ktune warmup: {}\n", unstored);
     return 1;

@@ -11,6 +11,7 @@ int cmd_compile(const std::vector<std::string>& args);
 int cmd_cache(const std::vector<std::string>& args);
 int cmd_cache_check(const std::vector<std::string>& args);  // `ktune cache check`
 int cmd_warmup(const std::vector<std::string>& args);
+int cmd_warmup_worker(const std::vector<std::string>& args);  // a worker process of `warmup --devices`
 int cmd_replay(const std::vector<std::string>& args);
 int cmd_presets(const std::vector<std::string>& args);
 int cmd_tune(const std::vector<std::string>& args);

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
     if (command == "compile") return ktune::cli::cmd_compile(args);
     if (command == "cache") return ktune::cli::cmd_cache(args);
     if (command == "warmup") return ktune::cli::cmd_warmup(args);
+    if (command == "warmup-worker") return ktune::cli::cmd_warmup_worker(args);
     if (command == "replay") return ktune::cli::cmd_replay(args);
     if (command == "presets") return ktune::cli::cmd_presets(args);
     if (command == "tune") return ktune::cli::cmd_tune(args);

@@ -31,16 +31,17 @@ autotune::Preset load_preset_option(const Args& args) {
                                   opt_int(args, "spec-tokens", 0, INT_MAX));
 }
 
-double parse_budget(const std::string& s) {
-  if (s.empty()) return 0;
-  const char unit = s.back();
+double parse_budget(const std::string& s) { return s.empty() ? 0 : parse_duration(s, "--budget"); }
+
+double parse_duration(const std::string& s, const std::string& flag) {
+  const char unit = s.empty() ? '\0' : s.back();
   const double mult = unit == 'h' ? 3600 : unit == 'm' ? 60 : 1;
   const std::string num = (unit == 'h' || unit == 'm' || unit == 's') ? s.substr(0, s.size() - 1) : s;
   char* end = nullptr;
   const double v = num.empty() ? 0 : std::strtod(num.c_str(), &end);
   if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v) || v <= 0 || num[0] == '+' ||
       std::isspace(static_cast<unsigned char>(num[0])))
-    throw UsageError("--budget: expected a positive duration like 90s, 10m or 1h, got '" + s + "'");
+    throw UsageError(flag + ": expected a positive duration like 90s, 10m or 1h, got '" + s + "'");
   return v * mult;
 }
 

@@ -18,5 +18,7 @@ autotune::Preset load_preset_option(const Args& args);
 
 // --budget: a positive duration "90", "90s", "10m" or "1.5h" in seconds; absent (empty) is 0 (no budget).
 double parse_budget(const std::string& text);
+// The same for any duration flag (named in the error); empty is an error.
+double parse_duration(const std::string& text, const std::string& flag);
 
 }  // namespace ktune::cli

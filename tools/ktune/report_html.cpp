@@ -72,6 +72,11 @@ std::string candidate_status(const autotune::TuningView& v, size_t i) {
 
 // A host target id lists every CPU feature ("x86_64-.../znver5/+64bit,+adx,...;llvm 19.1.7;cores=2"): shown as
 // "<N features>" with the full text in a tooltip.
+// " · measured on device 1" for a row a multi-device warmup's worker wrote; "" for one that records none.
+std::string measured_by(const autotune::TuningView& v) {
+  return v.device_index < 0 ? std::string() : fmt::format(" &middot; measured on device {}", v.device_index);
+}
+
 std::string short_fingerprint(const std::string& fp) {
   const size_t a = fp.find("/+");
   if (a == std::string::npos) return fp;
@@ -602,8 +607,8 @@ std::string render_html(const Input& in, const std::string& nonce, Summary* summ
                      "<code>{}</code>{}</p>\n",
                      html_escape(v.entry.winner_config), utc(v.entry.tuned_at), html_escape(v.entry.ktune_version),
                      html_escape(v.entry.layer),
-                     v.readable ? fmt::format(" &middot; {} candidates, ties within {:.0f}%", v.candidates.size(),
-                                              v.noise_fraction * 100)
+                     v.readable ? fmt::format(" &middot; {} candidates, ties within {:.0f}%{}", v.candidates.size(),
+                                              v.noise_fraction * 100, measured_by(v))
                                 : std::string());
     if (!v.readable) h += fmt::format("<p class=\"bad\">unreadable row: {}</p>\n", html_escape(v.error));
     h += "<div class=\"chart-slot\"></div></div>\n";

@@ -223,6 +223,14 @@ typedef struct ktune_warmup_options {
    * finished (done/total keys); may be called from compile worker threads, never concurrently. */
   void (*progress)(const char* what, size_t done, size_t total, void* user);
   void* progress_user;
+  /* Worker processes; NULL / 0 (the defaults): tune in this process, as without these fields.
+   * devices: NULL/"": tune in this process; "all" or "0,1,...": one worker process per listed GPU (the ktune
+   * CLI, found as $KTUNE_CLI or next to libktune.so) tunes the keys of its arch, dealt out from a shared queue
+   * (docs/cli.md, "Warmup on several GPUs"); with device >= 0 it is KTUNE_ERROR_INVALID_ARGUMENT.
+   * workers: > 0: that many host CPU worker processes tune the keys of arch "host" (arches must name host).
+   * progress then names the worker: what = "[dev 1] 12/71 <key>". */
+  const char* devices;
+  int workers;
 } ktune_warmup_options;
 
 typedef struct ktune_warmup_result {
@@ -230,7 +238,8 @@ typedef struct ktune_warmup_result {
   int compile_jobs, compiled, cache_hits, compile_failed;
   double compile_wall_ms, tune_ms, wall_ms;
   int budget_exhausted;
-  /* [{"arch","family","key","status","winner","ms"}, ...]; valid until the next ktune_warmup on this thread */
+  /* [{"arch","family","key","status","winner","ms","device"}, ...] (device: the GPU ordinal or host worker
+   * that tuned it, -1: this process); valid until the next ktune_warmup on this thread */
   const char* items_json;
 } ktune_warmup_result;
 

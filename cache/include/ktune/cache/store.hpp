@@ -195,7 +195,10 @@ class CacheDb {
   struct MergeResult {
     int binaries_added = 0, binaries_skipped = 0, tuning_added = 0, tuning_updated = 0, damaged_skipped = 0;
   };
-  // Imports src's intact binaries (each blob verified first) and its tuning rows where src's tuned_at is newer.
+  // Imports src's intact binaries (each blob verified first) and its tuning rows that win over ours: for one
+  // (family, problem_key, device_fingerprint), the later tuned_at wins, and on equal tuned_at the row whose
+  // row digest sorts first (bytewise) wins; an intact row always replaces a damaged one. The result does not
+  // depend on the order files are merged in.
   MergeResult merge_from(const std::string& src_path);
   // The same for a source that must carry a valid signature by one of `trusted` over exactly its rows
   // (blobs hashed); otherwise throws CacheError naming src and the signature's state, and imports nothing.

@@ -1,0 +1,90 @@
+#include "autotune/warmup_workers.hpp"
+
+#include <fmt/format.h>
+
+#include "autotune/worker_process.hpp"
+#include "ktune/device.hpp"
+#include "ktune/error.hpp"
+
+namespace ktune::autotune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// GPU workers first, by the ordinals given, then the host workers 0..N-1.
+std::vector<PoolWorker> pool_workers(const WarmupOptions& opt) {
+  std::vector<PoolWorker> workers;
+  for (int d : opt.devices) workers.push_back({false, d});
+  for (int i = 0; i < opt.host_workers; ++i) workers.push_back({true, i});
+  return workers;
+}
+
+}  // namespace
+
+std::set<std::string> worker_arches(const WarmupOptions& opt) {
+  std::set<std::string> arches;
+  if (opt.host_workers < 0)
+    throw Error(Status::invalid_argument, "warmup",
+                fmt::format("host_workers: expected 0 (none) or a count of workers, got {}", opt.host_workers));
+  if (opt.host_workers > 0) arches.insert("host");
+  if (opt.devices.empty()) return arches;
+  const std::vector<DeviceInfo> gpus = system_info().devices;
+  std::set<int> seen;
+  for (int d : opt.devices) {
+    if (d < 0 || d >= static_cast<int>(gpus.size()))
+      throw Error(Status::invalid_argument, "warmup",
+                  fmt::format("devices: expected GPU ordinals below {} (the GPUs of this machine), got {}",
+                              gpus.size(), d));
+    if (!seen.insert(d).second)
+      throw Error(Status::invalid_argument, "warmup", fmt::format("devices: expected each GPU once, got {} twice", d));
+    arches.insert(gpus[static_cast<size_t>(d)].arch);
+  }
+  return arches;
+}
+
+void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<PoolTask>& tasks,
+                     const std::vector<WarmupItem>& items, Clock::time_point wall0, WarmupReport& report) {
+  // The workers open the same cache search path and store into its writable layer: with none here (a read-only
+  // runtime), their rows would go where this runtime was told not to write, or nowhere.
+  std::string why;
+  if (rt.writable_cache_layer(&why).empty())
+    throw Error(Status::cache_error, "warmup",
+                fmt::format("worker processes store every row they tune, and this runtime has no writable cache "
+                            "layer: {}",
+                            why));
+  PoolOptions po;
+  po.executable = opt.worker_executable.empty() ? default_worker_executable() : opt.worker_executable;
+  po.cache_path = rt.options().cache_path;
+  po.workers = pool_workers(opt);
+  po.out_of_budget = [&] { return opt.budget_s > 0 && ms_since(wall0) > opt.budget_s * 1000; };
+  po.progress = opt.progress;
+  po.key_timeout_s = opt.key_timeout_s;
+  PoolReport pr = run_worker_pool(po, tasks);
+  report.workers = static_cast<int>(po.workers.size());
+  report.workers_lost = pr.workers_lost;
+  report.retaken = pr.retaken;
+  report.worker_problems = pr.problems;
+  report.budget_exhausted = report.budget_exhausted || pr.budget_exhausted;
+  for (const PoolOutcome& o : pr.outcomes) {
+    WarmupItem w = items[o.task];
+    w.status = o.status;
+    w.winner = o.winner;
+    w.ms = o.ms;
+    w.device = o.device;
+    if (o.status == "tuned") {
+      report.tuned++;
+      report.tune_ms += o.ms;
+    } else if (o.status == "done earlier") {
+      report.already_done++;
+    } else if (o.status.rfind("skipped", 0) == 0) {
+      report.skipped++;
+    } else {
+      report.failed++;
+    }
+    report.items.push_back(std::move(w));
+  }
+}
+
+}  // namespace ktune::autotune

@@ -1,0 +1,115 @@
+// The pieces of the multi-device warmup that need no process: --devices lists, the worker messages, and the C
+// options' checks.
+#include <catch2/catch.hpp>
+
+#include "autotune/device_list.hpp"
+#include "autotune/worker_protocol.hpp"
+#include "ktune/error.hpp"
+#include "ktune/ktune.h"
+#include "support/temp_dir.hpp"
+
+using namespace ktune;
+using autotune::parse_device_list;
+
+namespace {
+
+std::string device_list_error(const std::string& text, int count) {
+  try {
+    parse_device_list(text, count, "--devices");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("device lists (--devices): all, ordinals in the order given, each bad entry named", "[autotune][workers]") {
+  CHECK(parse_device_list("all", 3, "--devices") == std::vector<int>{0, 1, 2});
+  CHECK(parse_device_list("2,0", 3, "--devices") == std::vector<int>{2, 0});
+  CHECK(parse_device_list("1", 2, "--devices") == std::vector<int>{1});
+  CHECK_THAT(device_list_error("0,0", 2), Catch::Contains("--devices: '0' is given twice"));
+  CHECK_THAT(device_list_error("0,0", 0), Catch::Contains("given twice"));  // on any machine
+  CHECK_THAT(device_list_error("-1", 2), Catch::Contains("--devices: '-1': expected a GPU ordinal >= 0"));
+  CHECK_THAT(device_list_error("x", 2), Catch::Contains("expected \"all\" or comma-separated GPU ordinals") &&
+                                            Catch::Contains("got 'x'"));
+  CHECK_THAT(device_list_error("1.5", 2), Catch::Contains("got '1.5'"));
+  CHECK_THAT(device_list_error("0,,1", 2), Catch::Contains("got an empty entry"));
+  CHECK_THAT(device_list_error("", 2), Catch::Contains("got nothing"));
+  CHECK_THAT(device_list_error("2", 2), Catch::Contains("'2': expected a GPU ordinal below 2 (this machine has 2 GPUs: "
+                                                        "ordinals 0..1)"));
+  CHECK_THAT(device_list_error("0", 0), Catch::Contains("below 0 (this machine has no GPU)"));
+  CHECK_THAT(device_list_error("all", 0), Catch::Contains("\"all\": expected at least one GPU"));
+  CHECK_THAT(device_list_error("99999999999", 2), Catch::Contains("got '99999999999'"));
+}
+
+TEST_CASE("worker messages round-trip, and a malformed one is an error naming the field", "[autotune][workers]") {
+  autotune::TuneTask t;
+  t.id = 7;
+  t.family = "xqa_decode";
+  t.problem_key = "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none";
+  t.buckets = {{"b", 4}, {"l", 1024}};
+  t.noise_fraction = 0.02;
+  t.measure.samples = 3;
+  t.measure.max_spread = 0.05;
+  t.compile_jobs = 2;
+  const std::string line = autotune::encode(t);
+  CHECK(line.find('\n') == std::string::npos);
+  autotune::TuneTask back = autotune::decode_task(line);
+  CHECK(back.id == 7);
+  CHECK(back.family == t.family);
+  CHECK(back.problem_key == t.problem_key);
+  CHECK(back.buckets == t.buckets);
+  CHECK(back.measure.samples == 3);
+  CHECK(back.measure.max_spread == 0.05);
+  CHECK(back.compile_jobs == 2);
+
+  autotune::TaskResult r{7, "failed: a message\nover two lines", "", 12.5};
+  const std::string rline = autotune::encode(r);
+  CHECK(rline.find('\n') == std::string::npos);
+  CHECK(autotune::decode_result(rline).status == r.status);
+
+  autotune::WorkerHello h{"sm_90a", "NVIDIA H200|sm_90|132|...", ""};
+  CHECK(autotune::decode_hello(autotune::encode(h)).fingerprint == h.fingerprint);
+  CHECK(autotune::decode_hello(autotune::encode(autotune::WorkerHello{"", "", "no GPU 3"})).fatal == "no GPU 3");
+
+  CHECK_THROWS_WITH(autotune::decode_result("{\"task\": 1}"), Catch::Contains("status: expected a string"));
+  CHECK_THROWS_WITH(autotune::decode_task("not json"), Catch::Contains("expected one JSON object"));
+  CHECK_THROWS_WITH(autotune::decode_hello("{\"hello\": 1, \"arch\": \"\", \"fingerprint\": \"f\"}"),
+                    Catch::Contains("expected non-empty strings"));
+}
+
+TEST_CASE("C warmup options: devices and workers are checked before any work", "[autotune][workers][capi]") {
+  test::TempDir dir;
+  const std::string db = dir.file("c.db");
+  ktune_runtime_options ro;
+  ktune_runtime_options_default(&ro);
+  ro.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
+  ktune_warmup_options o;
+  ktune_warmup_options_default(&o);
+  CHECK(o.devices == nullptr);  // the defaults: tune in this process, as without the fields
+  CHECK(o.workers == 0);
+  o.preset = "llama-3.1-8b";
+  ktune_warmup_result r;
+
+  o.devices = "0,0";
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("options.devices: '0' is given twice"));
+  o.devices = "all";
+  o.device = 0;
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("options.device and options.devices"));
+  o.devices = nullptr;
+  o.device = -1;
+  o.workers = -2;
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("options.workers"));
+  o.workers = 2;  // host workers without host among the arches
+  o.arches = "sm_90a";
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("the arches must include host"));
+  ktune_runtime_destroy(rt);
+}

@@ -1,0 +1,75 @@
+// Merging caches tuned on different hosts of one GPU type: the rows kept do not depend on the merge order
+// (the later tuned_at wins; on equal tuned_at, the row whose row digest sorts first).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cache_test_util.hpp"
+
+using namespace ktune::cache;
+using namespace ktune::cache::test;
+
+namespace {
+
+TuningRecord host_row(int key, int64_t tuned_at, const std::string& winner, const std::string& host) {
+  TuningRecord t = sample_tuning(key, tuned_at);
+  t.winner_config = winner;
+  t.candidates_json = R"([{"config":")" + winner + R"(","measured_on":")" + host + R"("}])";
+  return t;
+}
+
+using Row = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string, int64_t>;
+
+std::vector<Row> rows_of(const std::string& path) {
+  std::vector<Row> out;
+  for (const TuningRecord& t : CacheDb::open(path, {})->list_tuning())
+    out.emplace_back(t.family, t.problem_key, t.device_fingerprint, t.ktune_version, t.winner_config,
+                     t.candidates_json, t.tuned_at);
+  return out;
+}
+
+std::vector<Row> merged(const TempDir& dir, const std::string& name, const std::vector<std::string>& sources) {
+  const std::string path = dir.file(name);
+  {
+    auto db = CacheDb::open(path, {});
+    for (const auto& s : sources) db->merge_from(s);
+  }
+  return rows_of(path);
+}
+
+}  // namespace
+
+TEST_CASE("cache merge keeps the same tuning rows whatever the order (A+B == B+A)", "[cache][maintenance][merge]") {
+  TempDir dir;
+  const std::string a = dir.file("a.db"), b = dir.file("b.db"), c = dir.file("c.db");
+  {
+    auto da = CacheDb::open(a, {});
+    auto db = CacheDb::open(b, {});
+    auto dc = CacheDb::open(c, {});
+    da->put_tuning(host_row(1, 700, "t64.s2.w1", "host-a"));  // key 1: tuned in the same second on a and b
+    db->put_tuning(host_row(1, 700, "t128.s1.w4", "host-b"));
+    da->put_tuning(host_row(2, 800, "t64.s2.w2", "host-a"));  // key 2: b's is later
+    db->put_tuning(host_row(2, 900, "t32.s4.w2", "host-b"));
+    da->put_tuning(host_row(3, 500, "t64.s1.w1", "host-a"));  // key 3: only in a
+    dc->put_tuning(host_row(1, 700, "t64.s8.w8", "host-c"));  // key 1 again, a third row of the same second
+    dc->put_tuning(host_row(2, 600, "t16.s1.w1", "host-c"));
+  }
+  const std::vector<Row> ab = merged(dir, "ab.db", {a, b}), ba = merged(dir, "ba.db", {b, a});
+  CHECK(ab == ba);
+  REQUIRE(ab.size() == 3);
+  CHECK(std::get<4>(ab[1]) == "t32.s4.w2");  // the later tuning wins
+  CHECK(std::get<4>(ab[2]) == "t64.s1.w1");
+
+  // Three files in every order, and into a cache that already holds one of them: one result.
+  const std::vector<Row> abc = merged(dir, "abc.db", {a, b, c});
+  CHECK(abc == merged(dir, "acb.db", {a, c, b}));
+  CHECK(abc == merged(dir, "bca.db", {b, c, a}));
+  CHECK(abc == merged(dir, "cba.db", {c, b, a}));
+  CHECK(abc == merged(dir, "c_then_ab.db", {c, a, b, c}));
+  // Key 1's winner among three rows of one second is one of them, chosen by row digest, not by order.
+  const std::string key1 = std::get<4>(abc[0]);
+  CHECK((key1 == "t64.s2.w1" || key1 == "t128.s1.w4" || key1 == "t64.s8.w8"));
+  CHECK(CacheDb::open(dir.file("abc.db"), {})->verify().empty());
+}
