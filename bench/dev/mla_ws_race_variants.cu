@@ -28,6 +28,7 @@
 
 #include "common/tma.cuh"
 #include "sparse_mla_decode/kernel_ws.cuh"
+#include "mla_dev_launch.hpp"
 
 namespace ktune_mla {
 using BaseSpec = DevBaseSpec<512>;
@@ -158,22 +159,6 @@ __global__ void __launch_bounds__(384, 1) kernel_var(const __grid_constant__ Par
 }  // namespace ktune_mla
 using namespace ktune_mla;
 
-template <class Kern>
-void launch(Kern kern, int threads, int smem, const Params& p, int tokens, int splits, std::vector<unsigned short>& out,
-            std::vector<float>& lse) {
-  allow_smem(kern, smem);
-  out.assign(size_t(tokens) * 128 * 512, 0);
-  lse.assign(size_t(tokens) * 128, 0.f);
-  CK(cudaMemset(p.out, 0xFF, out.size() * 2));
-  CK(cudaMemset(p.lse, 0xFF, lse.size() * 4));
-  kern<<<dim3(2, splits, tokens), threads, smem>>>(p);
-  if (splits > 1) combine_kernel<BaseSpec><<<dim3(128, tokens), 128>>>(p);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  CK(cudaMemcpy(out.data(), p.out, out.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(lse.data(), p.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
-}
-
 template <int V>
 int run_variant(Params p, int tokens) {
   constexpr Shape bs = Traits<BaseSpec>::sh;
@@ -184,8 +169,8 @@ int run_variant(Params p, int tokens) {
     p.num_splits = splits;
     std::vector<unsigned short> ref_out, ws_out;
     std::vector<float> ref_lse, ws_lse;
-    launch(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits, ref_out, ref_lse);
-    launch(kernel_var<WsSpec, V>, 384, ws.smem_total + 4 * 5 * WsSpec::kHeadsPerCta + 16, p, tokens, splits, ws_out, ws_lse);
+    launch_and_read<BaseSpec>(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits, ref_out, ref_lse);
+    launch_and_read<BaseSpec>(kernel_var<WsSpec, V>, 384, ws.smem_total + 4 * 5 * WsSpec::kHeadsPerCta + 16, p, tokens, splits, ws_out, ws_lse);
     double num = 0, den = 0;
     size_t bad = 0;
     for (size_t i = 0; i < ws_out.size(); ++i) {

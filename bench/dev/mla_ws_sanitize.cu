@@ -17,28 +17,13 @@
 #include <vector>
 
 #include "sparse_mla_decode/kernel_ws.cuh"
+#include "mla_dev_launch.hpp"
 
 namespace ktune_mla {
 using BaseSpec = DevBaseSpec<512>;
 using WsSpec = DevWsSpec<512>;
 }  // namespace ktune_mla
 using namespace ktune_mla;
-
-template <class Kern>
-void launch(Kern kern, int threads, int smem, const Params& p, int tokens, int splits, std::vector<unsigned short>& out,
-            std::vector<float>& lse) {
-  allow_smem(kern, smem);
-  out.assign(size_t(tokens) * 128 * 512, 0);
-  lse.assign(size_t(tokens) * 128, 0.f);
-  CK(cudaMemset(p.out, 0xFF, out.size() * 2));
-  CK(cudaMemset(p.lse, 0xFF, lse.size() * 4));
-  kern<<<dim3(2, splits, tokens), threads, smem>>>(p);
-  if (splits > 1) combine_kernel<BaseSpec><<<dim3(128, tokens), 128>>>(p);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  CK(cudaMemcpy(out.data(), p.out, out.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(lse.data(), p.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
-}
 
 int main() {
   const int tokens = 6, all_skip = 4;
@@ -52,8 +37,8 @@ int main() {
     p.num_splits = splits;
     std::vector<unsigned short> ref_out, ws_out;
     std::vector<float> ref_lse, ws_lse;
-    launch(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits, ref_out, ref_lse);
-    launch(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, tokens, splits, ws_out, ws_lse);
+    launch_and_read<BaseSpec>(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits, ref_out, ref_lse);
+    launch_and_read<BaseSpec>(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, tokens, splits, ws_out, ws_lse);
     double num = 0, den = 0, lse_worst = 0;
     size_t bad = 0;
     for (size_t i = 0; i < ws_out.size(); ++i) {
