@@ -49,10 +49,15 @@ ktune_status ktune_preset_names(const char** names) {
 
 void ktune_warmup_options_default(ktune_warmup_options* o) {
   if (!o) return;
-  *o = ktune_warmup_options{nullptr, nullptr, nullptr, 0, 0, -1, 1, 0.0, 0, -1, nullptr, nullptr, nullptr, 0};
+  *o = ktune_warmup_options{nullptr, nullptr, nullptr, 0, 0, -1, 1, 0.0, 0, -1, nullptr, nullptr};
 }
 
 ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o, ktune_warmup_result* out) {
+  return ktune_warmup_workers(runtime, o, nullptr, 0, out);
+}
+
+ktune_status ktune_warmup_workers(ktune_runtime* runtime, const ktune_warmup_options* o, const char* devices,
+                                  int host_workers, ktune_warmup_result* out) {
   if (!runtime) return invalid("ktune_warmup: runtime must not be NULL");
   if (!o) return invalid("ktune_warmup: options must not be NULL");
   if (!out) return invalid("ktune_warmup: result must not be NULL");
@@ -62,11 +67,11 @@ ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o,
   if (o->spec_tokens < -1) return invalid(("ktune_warmup: options.spec_tokens: expected -1 (preset's) or >= 0, got " + std::to_string(o->spec_tokens)).c_str());
   if (!(o->budget_s >= 0)) return invalid("ktune_warmup: options.budget_s: expected seconds >= 0");
   if (o->jobs < 0) return invalid(("ktune_warmup: options.jobs: expected >= 0, got " + std::to_string(o->jobs)).c_str());
-  if (o->workers < 0)
-    return invalid(("ktune_warmup: options.workers: expected 0 (none) or a count of host workers, got " + std::to_string(o->workers)).c_str());
-  const bool multi_device = o->devices && *o->devices;
+  if (host_workers < 0)
+    return invalid(("ktune_warmup: host_workers: expected 0 (none) or a count of host workers, got " + std::to_string(host_workers)).c_str());
+  const bool multi_device = devices && *devices;
   if (multi_device && o->device >= 0)
-    return invalid("ktune_warmup: options.device and options.devices: expected one of them (device -1 with devices)");
+    return invalid("ktune_warmup: options.device and devices: expected one of them (device -1 with devices)");
   *out = ktune_warmup_result{};
   static thread_local std::string items;
   if (o->device >= 0) {
@@ -89,9 +94,9 @@ ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o,
     w.budget_s = o->budget_s;
     w.jobs = o->jobs;
     if (multi_device)
-      w.devices = at::parse_device_list(o->devices, static_cast<int>(ktune::system_info().devices.size()),
-                                        "options.devices");
-    w.host_workers = o->workers;
+      w.devices = at::parse_device_list(devices, static_cast<int>(ktune::system_info().devices.size()),
+                                        "devices");
+    w.host_workers = host_workers;
     std::mutex progress_mutex;  // the callback is never entered by two threads at once
     if (o->progress)
       w.progress = [&](const std::string& what, size_t done, size_t total) {

@@ -112,8 +112,6 @@ class _WarmupOptions(ctypes.Structure):
         ("device", ctypes.c_int),
         ("progress", ctypes.c_void_p),  # a PROGRESS_FN (kept as a plain pointer so None is NULL)
         ("progress_user", ctypes.c_void_p),
-        ("devices", ctypes.c_char_p),  # None: tune in this process; "all" or "0,1": one worker process per GPU
-        ("workers", ctypes.c_int),     # host CPU worker processes for arch "host" keys (0: none)
     ]
 
 
@@ -289,6 +287,7 @@ def _declare(lib):
         "ktune_op_free": ([P], None),
         "ktune_warmup_options_default": ([c.POINTER(_WarmupOptions)], None),
         "ktune_warmup": ([P, c.POINTER(_WarmupOptions), c.POINTER(_WarmupResult)], S),
+        "ktune_warmup_workers": ([P, c.POINTER(_WarmupOptions), c.c_char_p, c.c_int, c.POINTER(_WarmupResult)], S),
     }
     for name, (args, res) in _optional_signatures().items():
         try:

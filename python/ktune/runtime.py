@@ -284,8 +284,6 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     o.budget_s = float(budget_s)
     o.jobs = int(jobs)
     o.device = -1 if dev is None else dev
-    o.devices = _lib.cstr(devices_text)
-    o.workers = workers
     if progress is True:
         progress = _StderrProgress(preset)
     cb = None
@@ -300,7 +298,8 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     elif progress not in (False, None):
         raise invalid(f"ktune.warmup: progress: expected True, False or a callable, got {progress!r}")
     r = _lib._WarmupResult()
-    _lib.check(L.ktune_warmup(rt.handle, ctypes.byref(o), ctypes.byref(r)), "ktune_warmup")
+    _lib.check(L.ktune_warmup_workers(rt.handle, ctypes.byref(o), _lib.cstr(devices_text), workers, ctypes.byref(r)),
+               "ktune_warmup")
     del cb
     rep = WarmupReport(preset=preset, device=dev, items=json.loads(r.items_json.decode() if r.items_json else "[]"))
     for name, _ in _lib._WarmupResult._fields_:

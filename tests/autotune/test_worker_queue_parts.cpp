@@ -90,26 +90,19 @@ TEST_CASE("C warmup options: devices and workers are checked before any work", "
   REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
   ktune_warmup_options o;
   ktune_warmup_options_default(&o);
-  CHECK(o.devices == nullptr);  // the defaults: tune in this process, as without the fields
-  CHECK(o.workers == 0);
   o.preset = "llama-3.1-8b";
   ktune_warmup_result r;
 
-  o.devices = "0,0";
-  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(ktune_last_error(), Catch::Contains("options.devices: '0' is given twice"));
-  o.devices = "all";
+  CHECK(ktune_warmup_workers(rt, &o, "0,0", 0, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("devices: '0' is given twice"));
   o.device = 0;
-  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(ktune_last_error(), Catch::Contains("options.device and options.devices"));
-  o.devices = nullptr;
+  CHECK(ktune_warmup_workers(rt, &o, "all", 0, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("options.device and devices"));
   o.device = -1;
-  o.workers = -2;
-  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(ktune_last_error(), Catch::Contains("options.workers"));
-  o.workers = 2;  // host workers without host among the arches
-  o.arches = "sm_90a";
-  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK(ktune_warmup_workers(rt, &o, nullptr, -2, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("host_workers"));
+  o.arches = "sm_90a";  // host workers without host among the arches
+  CHECK(ktune_warmup_workers(rt, &o, nullptr, 2, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("the arches must include host"));
   ktune_runtime_destroy(rt);
 }

@@ -223,14 +223,6 @@ typedef struct ktune_warmup_options {
    * finished (done/total keys); may be called from compile worker threads, never concurrently. */
   void (*progress)(const char* what, size_t done, size_t total, void* user);
   void* progress_user;
-  /* Worker processes; NULL / 0 (the defaults): tune in this process, as without these fields.
-   * devices: NULL/"": tune in this process; "all" or "0,1,...": one worker process per listed GPU (the ktune
-   * CLI, found as $KTUNE_CLI or next to libktune.so) tunes the keys of its arch, dealt out from a shared queue
-   * (docs/cli.md, "Warmup on several GPUs"); with device >= 0 it is KTUNE_ERROR_INVALID_ARGUMENT.
-   * workers: > 0: that many host CPU worker processes tune the keys of arch "host" (arches must name host).
-   * progress then names the worker: what = "[dev 1] 12/71 <key>". */
-  const char* devices;
-  int workers;
 } ktune_warmup_options;
 
 typedef struct ktune_warmup_result {
@@ -248,6 +240,15 @@ KTUNE_C_API void ktune_warmup_options_default(ktune_warmup_options* options);
  * items_json. The runtime's allow_jit must be set (a warmup compiles). */
 KTUNE_C_API ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* options,
                                       ktune_warmup_result* result);
+/* ktune_warmup with the tuning spread over worker processes (ktune_warmup_options keeps its layout, so callers
+ * built against an older header stay compatible). devices: NULL/"": tune in this process; "all" or "0,1,...":
+ * one worker process per listed GPU (the ktune CLI, found as $KTUNE_CLI or next to libktune.so) tunes the keys
+ * of its arch, dealt out from a shared queue (docs/cli.md, "Warmup on several GPUs"); with options->device >= 0
+ * it is KTUNE_ERROR_INVALID_ARGUMENT. host_workers > 0: that many host CPU worker processes tune the keys of
+ * arch "host" (options->arches must name host). progress then names the worker: what = "[dev 1] 12/71 <key>".
+ * ktune_warmup(r, o, res) is ktune_warmup_workers(r, o, NULL, 0, res). */
+KTUNE_C_API ktune_status ktune_warmup_workers(ktune_runtime* runtime, const ktune_warmup_options* options,
+                                              const char* devices, int host_workers, ktune_warmup_result* result);
 /* Inverse of ktune_mxfp4_prepack_host (tests, tools): packed (host) -> canonical w_packed [E, n, k/2] (low
  * nibble = even k) + w_scale [E, n, k/32] (host). Same size checks. */
 KTUNE_C_API ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, const uint8_t* packed_scales, int n,
