@@ -11,6 +11,7 @@ The convenience wrapper is ktune.xqa_decode / ktune.torch_ops.xqa_decode."""
 
 import ctypes
 import math
+import threading
 from typing import Optional, Tuple
 
 import torch
@@ -62,17 +63,22 @@ def _ensure_device(index):
     _lib.check(_lib.lib().ktune_ensure_device(int(index)), "ktune_ensure_device")
 
 
-_ops = {}
+# One op per (runtime, problem) and thread: an op writes each call's arguments into its one ctypes struct, and
+# ctypes releases the GIL during the launch, so two threads sharing an op could launch each other's arguments.
+_ops = threading.local()
 
 
 def prepared_op(key):
-    """The XqaDecodeOp of `key` on the default runtime, made once (ktune.ops)."""
+    """This thread's XqaDecodeOp of `key` on the default runtime, made once per thread (ktune.ops)."""
     rt = runtime()
+    ops = getattr(_ops, "by_key", None)
+    if ops is None:
+        ops = _ops.by_key = {}
     k = (id(rt), key)
-    op = _ops.get(k)
+    op = ops.get(k)
     if op is None or op._op.runtime is not rt:
         from .ops import XqaDecodeOp
-        op = _ops[k] = XqaDecodeOp(key, rt)
+        op = ops[k] = XqaDecodeOp(key, rt)
     return op
 
 

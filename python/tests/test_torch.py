@@ -6,6 +6,7 @@ runs them on the H200."""
 import math
 import os
 import sys
+import threading
 import unittest
 
 import numpy as np
@@ -154,6 +155,19 @@ class TorchOps(unittest.TestCase):
                 c = torch.ops.ktune.mxfp4_gemm(a, torch.empty(10, dtype=torch.uint8), torch.empty(10, dtype=torch.uint8),
                                                None, torch.empty(5, dtype=torch.int32), key, 1, "")
                 self.assertEqual((tuple(c.shape), c.dtype), ((7, 256), torch.bfloat16))
+
+    def test_prepared_op_per_thread(self):
+        # an op holds one argument struct: threads calling the same custom op must not share it
+        from ktune.torch_ops import prepared_op
+        key = ktune.xqa_problem(**gpu_problems.README_PROBLEM)
+        mine = prepared_op(key)
+        self.assertIs(prepared_op(key), mine)
+        theirs = []
+        t = threading.Thread(target=lambda: theirs.append(prepared_op(key)))
+        t.start()
+        t.join()
+        self.assertEqual(len(theirs), 1)
+        self.assertIsNot(theirs[0], mine)
 
     def test_bad_tensor_names_the_argument(self):
         import ktune.torch_ops  # noqa: F401
