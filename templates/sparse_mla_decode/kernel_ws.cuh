@@ -17,19 +17,19 @@
 // warp skips the O rescale when all its rows' factors are 1 (the running max held; x * 1 = x, so the result is
 // the same): 128 multiplies per thread and tile that would take issue slots from the producer.
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
-// Hand-offs of the K/V buffers and of the P buffer's reuse are named barriers (barrier.arrive on the signalling
-// side, barrier.sync on the waiting side; ids below). The roles reach each barrier from different code, so the
-// barriers are the non-.aligned forms: bar.sync and bar.arrive mean barrier.sync.aligned /
-// barrier.arrive.aligned, which require every thread to execute the same barrier instruction (compute-sanitizer's
-// synccheck reports the .aligned forms here as divergent).
-// What warpgroup 0 hands to warpgroup 1 in shared memory for its own arithmetic (the tile's rescale factors, then
-// the rows' max and sum for the epilogue) goes through two mbarriers instead: every warpgroup-0 thread arrives
-// (release) after its stores, the readers wait (acquire) on the phase. Either primitive orders the accesses, but
-// compute-sanitizer's racecheck follows the mbarrier's and not the named barrier's in this kernel: with the
-// hand-off on a 256-thread barrier.sync that both warpgroups execute, it reported every factor read as a RAW
-// hazard against its store (bench/dev/mla_ws_race_variants.cu keeps the variants that located this), and the
-// kernel could not be checked. Warpgroup 0 waits on the P-ready phase too (its own P V reads all four of its
-// warps' rows), but no longer for warpgroup 1.
+// Hand-offs: the K/V buffer b full (the producer's 128 threads arrive, both consumer warpgroups wait), P free
+// again (warpgroup 1 arrives, warpgroup 0 waits), P of a tile with its rescale factors ready (warpgroup 0 arrives
+// and both warpgroups wait: warpgroup 0's own P V reads all four of its warps' rows) and the rows' max and sum
+// for the epilogue are mbarriers: each thread arrives with release after its stores, the readers wait with acquire
+// on the phase. Only "buffer b empty" is a named barrier (the consumers' barrier.arrive, the producer's
+// barrier.sync), because a producer polling an mbarrier takes issue slots from the consumers and its wait loop
+// spills. The named barriers are the non-.aligned forms: bar.sync and bar.arrive mean barrier.sync.aligned /
+// barrier.arrive.aligned, which require every thread to execute the same barrier instruction, and the roles reach
+// each barrier from different code (compute-sanitizer's synccheck reports the .aligned forms here as divergent).
+// Why mbarriers where a named barrier would order the same accesses: compute-sanitizer's racecheck follows an
+// mbarrier's ordering in this kernel and not a named barrier's. With the factors, the slot lists or P handed over
+// on named barriers it reported each read as a hazard against its store, and the kernel could not be checked
+// (bench/dev/mla_ws_race_variants.cu keeps the variants that located this).
 // Registers: ptxas fits every role within the launch bound's 168 per thread (warpgroup 0 holds 160 accumulator
 // values: half of O and the scores). The setmaxnreg calls (208 / 160 / 136) only repartition the hardware
 // allocation; they do not let ptxas give a role more than the bound (with 512 threads, a bound of 128, warpgroup
@@ -53,15 +53,18 @@ struct WsTraits {
 
 namespace ws {
 
-// Named barrier ids (0 is __syncthreads): K/V buffer b full (producer arrives; both consumers wait) and empty
-// (consumers arrive; the producer waits), P free again (warpgroup 1 arrives, warpgroup 0 waits). (An mbarrier for
-// "empty", which the producer polls, is slower: the polling takes issue slots from the consumers.)
-// The mbarriers at Shape::off_bar: P of a tile and its rescale factors ready (128 arrivals of warpgroup 0, one
-// phase per tile, waited on by both warpgroups with parity it & 1: warpgroup 0 cannot complete the next phase
-// before warpgroup 1 has released P, so it is never a phase ahead), and the rows' max / sum ready (one phase).
-enum : int { kBarFull = 1, kBarEmpty = 3, kBarPFree = 6 };
-enum : int { kMbarPReady = 0, kMbarStats = 8 };  // byte offsets from Shape::off_bar
-constexpr int kAll = 384, kConsumers = 256;
+// Named barrier ids (0 is __syncthreads): K/V buffer b empty (both consumer warpgroups arrive; the producer waits).
+// The mbarriers at Shape::off_bar (byte offsets below; Shape reserves 3 + stages of them):
+//   P ready    128 arrivals of warpgroup 0, one phase per tile; both warpgroups wait with parity it & 1
+//              (warpgroup 0 cannot complete the next phase before warpgroup 1 has released P: never a phase ahead);
+//   stats      128 arrivals of warpgroup 0, one phase: the rows' max and sum;
+//   P free     128 arrivals of warpgroup 1 after its P V of tile it (phase it); warpgroup 0 waits before
+//              writing P of tile it + 1;
+//   full b     128 arrivals of the producer per fill of buffer b (phase j / stages for tile j); the producer
+//              cannot complete the next phase before the consumers released the buffer on "empty".
+enum : int { kBarEmpty = 3 };
+enum : int { kMbarPReady = 0, kMbarStats = 8, kMbarPFree = 16, kMbarFull = 24 };
+constexpr int kAll = 384;
 constexpr int kRegsQK = 208, kRegsPV = 160, kRegsProducer = 136;
 
 KT_DEV void bar_sync(int id, int threads) {
@@ -123,6 +126,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
   const int* idx = p.indices + (long long)token * TOPK;
   const char* kvb = static_cast<const char*>(p.kv_cache);
   int* s_slot = reinterpret_cast<int*>(smem + sh.off_slot);
+  const unsigned mb_full = kc::smem_u32(smem) + sh.off_bar + ws::kMbarFull;
   // Raw top-k entry of row u of local tile j (-1 past the split's tiles or past topk), loaded tiles ahead.
   auto entry = [&](int j, int u) {
     const int pos = (t_begin + j) * TN + u * 32 + pw * 8 + lr;
@@ -191,7 +195,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
 #pragma unroll
     for (int u = 0; u < ROWS; ++u) convert(share[u], kvt, b, u * 32 + pw * 8 + lr);
     kc::fence_proxy_async();  // the K/V tile is read by wgmma
-    ws::bar_arrive(ws::kBarFull + b, ws::kAll);
+    ws::mbar_arrive(mb_full + 8 * b);
 #pragma unroll
     for (int u = 0; u < ROWS; ++u) {
       ecur[u] = enext[u];
@@ -222,9 +226,13 @@ KT_DEV void decode_body_ws(const Params& p) {
   float* s_l = s_m + HG;
 
   const unsigned mb_p_ready = sb + sh.off_bar + ws::kMbarPReady, mb_stats = sb + sh.off_bar + ws::kMbarStats;
+  const unsigned mb_p_free = sb + sh.off_bar + ws::kMbarPFree, mb_full = sb + sh.off_bar + ws::kMbarFull;
   if (tid == 0) {
     kc::mbar_init(mb_p_ready, 128);
     kc::mbar_init(mb_stats, 128);
+    kc::mbar_init(mb_p_free, 128);
+#pragma unroll
+    for (int b = 0; b < ST; ++b) kc::mbar_init(mb_full + 8 * b, 128);
   }
   // Q by every thread, published to wgmma before the roles split (the barrier also publishes the mbarriers).
   issue_q_tile<H, HG, D>(p, sb + sh.off_q, token, h0, tid, ws::kAll);
@@ -253,10 +261,10 @@ KT_DEV void decode_body_ws(const Params& p) {
     for (int it = 0; it < ntiles; ++it) {
       const int b = it % ST;
       const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
-      ws::bar_sync(ws::kBarFull + b, ws::kAll);
+      kc::mbar_wait(mb_full + 8 * b, (it / ST) & 1);
       float d[TN / 2];
       qk_wgmma_regs<HG, TN, TN, D>(d, sb + sh.off_q, sK, 0);
-      if (it > 0) ws::bar_sync(ws::kBarPFree, ws::kConsumers);  // warpgroup 1 is done with the last P
+      if (it > 0) kc::mbar_wait(mb_p_free, (it - 1) & 1);  // warpgroup 1 is done with the last P
       float alpha[2];
       softmax_regs<HG, TN, TN, 1>(d, s_slot + b * TN, 0, r0, t4, scale_log2, m_run, l_run, alpha, nullptr,
                                   smem + sh.off_p);
@@ -284,11 +292,11 @@ KT_DEV void decode_body_ws(const Params& p) {
     for (int it = 0; it < ntiles; ++it) {
       const int b = it % ST;
       const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
-      ws::bar_sync(ws::kBarFull + b, ws::kAll);
+      kc::mbar_wait(mb_full + 8 * b, (it / ST) & 1);
       kc::mbar_wait(mb_p_ready, it & 1);
       rescale_o_rows(o, s_alpha[r0], s_alpha[r0 + 8]);
       pv_wgmma<TN, COLS>(o, sP, sK, COLS);
-      if (it + 1 < ntiles) ws::bar_arrive(ws::kBarPFree, ws::kConsumers);
+      if (it + 1 < ntiles) ws::mbar_arrive(mb_p_free);
       if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
     }
   }
