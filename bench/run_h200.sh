@@ -16,6 +16,9 @@
 #             bench/bench_dispatch.py (the Python op object, the torch custom op, SDPA's per-call cost) and
 #             bench_pdl (GPU us per call in a graph of chained decode calls, plain vs programmatic dependent launch)
 #   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys
+#   devices   ktune warmup --devices 0 (the worker-process path on this GPU) against two plain warmups of the same
+#             llama-3.1-8b range (bench/compare_warmups.py: same keys, winners equal or within noise), a replay of
+#             the --devices cache with KTUNE_JIT=0, and ktune.warmup(devices="0") from Python (the C entry)
 #   python    the Python package's GPU tests (python/tests) with KTUNE_TEST_REQUIRE=gpu, installed with pip --target
 #   sanitize  checked kernels + memcheck, the host oracle dump (tests/data/xqa_h200_oracle.bin), racecheck and
 #             synccheck over the whole GPU suite as parallel processes (matrices sharded with KTUNE_TEST_SHARD),
@@ -142,6 +145,24 @@ part_tune() {
   step tune_mxfp4_moe 45 "$K" tune --family mxfp4_gemm --problem n2880.k2880.e128.top4.bf16-bf16 --tokens 256
 }
 
+part_devices() {
+  local range=(--preset llama-3.1-8b --max-batch 64 --max-seq-len 16384) w
+  for w in plain1 plain2 dev0; do fresh_db "$P/warmup.db" "$WORK/$w.db"; done
+  step devices_warmup_plain1 150 "$K" warmup "${range[@]}" --cache "$WORK/plain1.db" --json
+  step devices_warmup_dev0 150 "$K" warmup "${range[@]}" --devices 0 --cache "$WORK/dev0.db" --json
+  step devices_warmup_plain2 150 "$K" warmup "${range[@]}" --cache "$WORK/plain2.db" --json
+  KTUNE_JIT=0 step devices_replay_dev0 60 "$K" replay "${range[@]}" --cache "$WORK/dev0.db" --no-preload
+  step devices_compare 30 python3 bench/compare_warmups.py "$WORK/plain1.db" "$WORK/plain2.db" "$WORK/dev0.db" \
+    --json "$OUT/devices_compare.json"
+  cat "$OUT/devices_compare.txt"
+  fresh_db "$P/warmup.db" "$WORK/pydev.db"
+  step devices_python 120 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CLI="$K" \
+    KTUNE_CACHE="$WORK/pydev.db" python3 -c "
+import ktune
+r = ktune.warmup(preset='llama-3.1-8b', max_batch=4, max_seq_len=1024, devices=[0], progress=False)
+print(r)"
+}
+
 part_python() {
   fresh_db "$P/py.db" "$WORK/py.db"
   rm -rf "$WORK/py" && python3 -m pip install --no-index --no-deps --quiet --target "$WORK/py" ./python
@@ -240,7 +261,7 @@ echo "ktune H200 run $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
 for part in "$@"; do
   if ! declare -F "part_$part" >/dev/null; then
-    echo "unknown part '$part' (expected tests xqa mla mxfp4 dispatch tune python sanitize shipping engine readme)"
+    echo "unknown part '$part' (expected tests xqa mla mxfp4 dispatch tune devices python sanitize shipping engine readme)"
     exit 2
   fi
   "part_$part"
