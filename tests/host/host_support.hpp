@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <random>
 #include <string>
 
 #include "ktune/runtime.hpp"
@@ -22,12 +21,6 @@
   } while (0)
 
 namespace ktune::test {
-
-// KTUNE_TEST_SEED=<n> replays a run; otherwise a fresh seed (printed by the caller).
-inline uint64_t host_run_seed() {
-  if (const char* s = std::getenv("KTUNE_TEST_SEED"); s && *s) return std::strtoull(s, nullptr, 10);
-  return std::random_device{}() * 2654435761ull + std::random_device{}();
-}
 
 // The engine arguments over a case's host arrays. make_xqa_case folds q_scale 0.25 (FP8 Q) and 1/o_scale 4
 // (FP8 output) into its bmm scales; the launcher recomputes them from these fields.

@@ -16,6 +16,7 @@
 #include "ktune/sparse_mla_decode_host.hpp"
 #include "ktune/xqa_decode_host.hpp"
 #include "support/family_oracle.hpp"
+#include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 #include "support/xqa_oracle.hpp"
 
@@ -64,7 +65,7 @@ TEST_CASE("family launches on the host device run the host variants", "[host][ho
   RuntimeOptions o = RuntimeOptions::from_env();
   if (!std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("host_device.db");
   Runtime rt(o);
-  const uint64_t seed = test::host_run_seed();
+  const uint64_t seed = test::run_seed("[host][host_device]");
   INFO("seed " << seed << " (KTUNE_TEST_SEED replays it)");
 
   SECTION("xqa_decode") {

@@ -29,6 +29,7 @@
 #include "ktune/error.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
 #include "sparse_mla/mla_reference.hpp"
+#include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
@@ -168,9 +169,7 @@ RuntimeOptions host_test_options(const test::TempDir& dir) {
 
 TEST_CASE("host sparse_mla_decode matches the fp64 reference over the matrix", "[host][mla]") {
   KTUNE_REQUIRE_HOST();
-  const uint64_t seed = test::host_run_seed();
-  std::printf("[host][mla] seed %llu (KTUNE_TEST_SEED=%llu replays)\n", (unsigned long long)seed,
-              (unsigned long long)seed);
+  const uint64_t seed = test::run_seed("[host][mla]");
   test::TempDir dir;
   Runtime rt(host_test_options(dir));
   std::set<std::string> configs_run;
@@ -190,9 +189,7 @@ TEST_CASE("host sparse_mla_decode matches the fp64 reference over the matrix", "
 
 TEST_CASE("host sparse_mla_decode reads q through token and head strides", "[host][mla][forms]") {
   KTUNE_REQUIRE_HOST();
-  const uint64_t seed = test::host_run_seed();
-  std::printf("[host][mla][forms] seed %llu (KTUNE_TEST_SEED=%llu replays)\n", (unsigned long long)seed,
-              (unsigned long long)seed);
+  const uint64_t seed = test::run_seed("[host][mla][forms]");
   test::TempDir dir;
   Runtime rt(host_test_options(dir));
   std::vector<MlaCombo> list = combos();

@@ -26,6 +26,7 @@
 #include "host/host_support.hpp"
 #include "ktune/error.hpp"
 #include "ktune/xqa_decode_host.hpp"
+#include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 #include "support/xqa_forms.hpp"
 #include "support/xqa_reference.hpp"
@@ -183,9 +184,7 @@ RuntimeOptions host_test_options(const test::TempDir& dir) {
 
 TEST_CASE("host xqa_decode matches the fp64 reference over the matrix", "[host][xqa]") {
   KTUNE_REQUIRE_HOST();
-  const uint64_t seed = test::host_run_seed();
-  std::printf("[host][xqa] seed %llu (KTUNE_TEST_SEED=%llu replays)\n", (unsigned long long)seed,
-              (unsigned long long)seed);
+  const uint64_t seed = test::run_seed("[host][xqa]");
   test::TempDir dir;
   Runtime rt(host_test_options(dir));
   const auto list = combos();
@@ -194,7 +193,7 @@ TEST_CASE("host xqa_decode matches the fp64 reference over the matrix", "[host][
 
 TEST_CASE("host xqa_decode: every config of the search space gives the same answer", "[host][xqa]") {
   KTUNE_REQUIRE_HOST();
-  const uint64_t seed = test::host_run_seed();
+  const uint64_t seed = test::run_seed("[host][xqa] configs");
   test::TempDir dir;
   Runtime rt(host_test_options(dir));
   Arch host;
@@ -252,9 +251,7 @@ TEST_CASE("host xqa_decode rejects bad arguments naming the field", "[host][xqa]
 
 TEST_CASE("host xqa_decode takes strided q/out, the K/V pair and device-held scales", "[host][xqa][forms]") {
   KTUNE_REQUIRE_HOST();
-  const uint64_t seed = test::host_run_seed();
-  std::printf("[host][xqa][forms] seed %llu (KTUNE_TEST_SEED=%llu replays)\n", (unsigned long long)seed,
-              (unsigned long long)seed);
+  const uint64_t seed = test::run_seed("[host][xqa][forms]");
   test::TempDir dir;
   Runtime rt(host_test_options(dir));
   const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
@@ -286,7 +283,7 @@ TEST_CASE("host xqa_decode with device-held scales follows a changed scale", "[h
   test::XqaRandomOptions o;
   o.batch = 2;
   o.max_seq_len = 100;
-  o.seed = test::host_run_seed();
+  o.seed = test::run_seed("[host][xqa][forms] changed scale");
   const test::XqaRandomCase c = test::make_xqa_case(p, o);
   const size_t bytes = size_t(c.num_tokens) * p.num_q_heads * p.head_dim * 2;
   std::vector<unsigned char> a_out(bytes, 0xFF), b_out(bytes, 0xFF);

@@ -33,6 +33,7 @@
 #include "support/family_oracle.hpp"
 #include "support/gpu.hpp"
 #include "support/mxfp4_reference.hpp"
+#include "support/seed.hpp"
 #include "support/xqa_oracle.hpp"
 
 using namespace ktune;
@@ -41,11 +42,9 @@ namespace kc = ::ktune_common;
 
 namespace {
 
+// One seed for the whole run (printed by whichever test draws it first); each test offsets it.
 uint64_t run_seed() {
-  static const uint64_t seed = [] {
-    if (const char* s = std::getenv("KTUNE_TEST_SEED")) return uint64_t(std::strtoull(s, nullptr, 10));
-    return uint64_t(std::random_device{}()) << 32 | std::random_device{}();
-  }();
+  static const uint64_t seed = test::run_seed("mxfp4 gpu");
   return seed;
 }
 
@@ -141,7 +140,6 @@ const Problem kSmall = problem(100, 96);
 TEST_CASE("mxfp4_gemm matches the exact reference (issue 7 matrix)", "[gpu][mxfp4]") {
   KTUNE_REQUIRE_GPU();
   std::mt19937_64 rng(run_seed());
-  std::printf("mxfp4 gpu matrix: seed %llu (KTUNE_TEST_SEED replays it)\n", (unsigned long long)run_seed());
   struct NK {
     int n, k;
   };

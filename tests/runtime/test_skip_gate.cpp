@@ -5,26 +5,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/env_guard.hpp"
 #include "support/skip.hpp"
 
-namespace {
-
-struct EnvGuard {  // restores KTUNE_TEST_REQUIRE when the test ends
-  std::string old;
-  bool had;
-  EnvGuard() : had(std::getenv("KTUNE_TEST_REQUIRE") != nullptr) {
-    if (had) old = std::getenv("KTUNE_TEST_REQUIRE");
-  }
-  ~EnvGuard() {
-    if (had) setenv("KTUNE_TEST_REQUIRE", old.c_str(), 1);
-    else unsetenv("KTUNE_TEST_REQUIRE");
-  }
-};
-
-}  // namespace
-
 TEST_CASE("KTUNE_TEST_REQUIRE names capabilities exactly, comma-separated", "[support]") {
-  EnvGuard guard;
+  ktune::test::EnvGuard guard("KTUNE_TEST_REQUIRE");
   using ktune::test::capability_required;
   unsetenv("KTUNE_TEST_REQUIRE");
   CHECK_FALSE(capability_required("gpu"));

@@ -35,6 +35,7 @@
 #include "sparse_mla/mla_reference.hpp"
 #include "support/family_oracle.hpp"
 #include "support/gpu.hpp"
+#include "support/seed.hpp"
 #include "support/xqa_oracle.hpp"
 
 using namespace ktune;
@@ -185,11 +186,6 @@ void precompile_all(Runtime& rt, const Arch& arch, int* compiled, int* failed) {
   precompile(rt, ps, cs, arch, compiled, failed);
 }
 
-uint64_t run_seed() {
-  if (const char* s = std::getenv("KTUNE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-}
-
 struct DevCase {
   test::MlaCase c;
   std::unique_ptr<test::DeviceBuffer> q, kv, idx, sinks, out, lse, ws;
@@ -267,9 +263,7 @@ TEST_CASE("sparse_mla_decode kernels of the GPU tests compile into the cache", "
 TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", "[gpu][sparse_mla]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
-  const uint64_t seed = run_seed();
-  std::printf("sparse_mla gpu matrix: seed %llu (KTUNE_TEST_SEED=%llu replays it)\n", (unsigned long long)seed,
-              (unsigned long long)seed);
+  const uint64_t seed = test::run_seed("sparse_mla gpu matrix");
   INFO("seed " << seed);
   const auto t0 = std::chrono::steady_clock::now();
   {
@@ -340,9 +334,7 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", 
 TEST_CASE("sparse_mla_decode reads q through token and head strides", "[gpu][sparse_mla][forms]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
-  const uint64_t seed = run_seed();
-  std::printf("sparse_mla strided q: seed %llu (KTUNE_TEST_SEED=%llu replays it)\n", (unsigned long long)seed,
-              (unsigned long long)seed);
+  const uint64_t seed = test::run_seed("sparse_mla strided q");
   test::MlaRng rng(seed);
   std::vector<std::string> failures;
   for (const Combo& cb : all_combos()) {
@@ -388,7 +380,7 @@ TEST_CASE("checked sparse_mla_decode reports an out-of-range slot and skips it",
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
   test::MlaCaseOptions o;
-  o.seed = run_seed();
+  o.seed = test::run_seed("sparse_mla checked");
   o.num_tokens = 3;
   o.all_skip_token = -1;
   DevCase dc(test::make_mla_case(kCheckedProblem, o));
@@ -420,7 +412,7 @@ TEST_CASE("a second sparse_mla_decode launch of the same key compiles and loads 
   Runtime& rt = test_runtime();
   const Problem p = make_problem(64, 512, 64, KvFormat::Fp8DsMla);
   test::MlaCaseOptions o;
-  o.seed = run_seed();
+  o.seed = test::run_seed("sparse_mla second launch");
   DevCase dc(test::make_mla_case(p, o));
   dc.ensure_workspace(sparse_mla_decode_workspace_bytes(rt, p, o.num_tokens));
   sparse_mla_decode(rt, p, dc.args(), nullptr);
@@ -444,7 +436,7 @@ TEST_CASE("sparse_mla_decode outputs for the host-backend oracle", "[.][mla_orac
   test::OracleFile file;
   const char* header = std::getenv("KTUNE_ORACLE_HEADER");
   file.header = header ? header : "sparse_mla_decode GPU outputs";
-  const uint64_t base = run_seed();
+  const uint64_t base = test::run_seed("sparse_mla oracle dump");
   uint64_t i = 0;
   for (const test::MlaOracleCase& oc : test::mla_oracle_cases()) {
     const uint64_t seed = base + 1000 * (++i);

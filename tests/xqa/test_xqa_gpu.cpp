@@ -37,6 +37,7 @@
 #include "ktune/xqa_decode.hpp"
 #include "support/gpu.hpp"
 #include "support/random_inputs.hpp"
+#include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 #include "support/xqa_forms.hpp"
 #include "support/xqa_oracle.hpp"
@@ -224,11 +225,6 @@ void precompile(Runtime& rt, const std::vector<Combo>& combos, const Arch& arch,
   *failed = n_failed;
 }
 
-uint64_t run_seed() {
-  if (const char* s = std::getenv("KTUNE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-}
-
 double tolerance(const Problem& p) { return p.out_dtype == kc::kE4M3 ? 8e-2 : 1e-2; }
 
 // Device copies of one random case plus the launch arguments over them.
@@ -363,9 +359,7 @@ TEST_CASE("xqa_decode kernels of the GPU tests compile into the cache", "[.][xqa
 TEST_CASE("xqa_decode matches the fp64 reference over the sampled matrix", "[gpu][xqa]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
-  const uint64_t seed = run_seed();
-  std::printf("xqa gpu matrix: seed %llu (KTUNE_TEST_SEED=%llu replays it)\n", (unsigned long long)seed,
-              (unsigned long long)seed);
+  const uint64_t seed = test::run_seed("xqa gpu matrix");
   INFO("seed " << seed << " (KTUNE_TEST_SEED replays it)");
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<Combo> combos = all_combos();
@@ -485,7 +479,7 @@ TEST_CASE("a second xqa_decode launch of the same key compiles and loads nothing
   test::XqaRandomOptions o;
   o.batch = 4;
   o.max_seq_len = 3000;
-  o.seed = run_seed();
+  o.seed = test::run_seed("xqa second launch");
   DevCase dc(test::make_xqa_case(p, o));
   const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
   const int bound = std::max(1, dc.c.max_seq_len);
@@ -529,7 +523,7 @@ TEST_CASE("xqa_decode replays from a captured CUDA graph with new seq_lens", "[g
   o.min_seq_len = 500;
   o.max_seq_len = 6000;
   o.short_fraction = 0;
-  o.seed = run_seed();
+  o.seed = test::run_seed("xqa graph replay");
   DevCase dc(test::make_xqa_case(p, o));
   const int bound = dc.c.max_pages_per_req * p.page_size;  // an upper bound, as an engine captures with
   for (int splits : {0, 6}) {
@@ -592,9 +586,7 @@ TEST_CASE("xqa_decode takes strided q/out, the K/V pair and device-held scales",
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
   const auto& cu = detail::driver();
-  const uint64_t seed = run_seed();
-  std::printf("xqa forms: seed %llu (KTUNE_TEST_SEED=%llu replays it)\n", (unsigned long long)seed,
-              (unsigned long long)seed);
+  const uint64_t seed = test::run_seed("xqa forms");
   const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
   const std::vector<Problem> problems = {
       make_problem(128, 32, 8, 32, Layout::Hnd, BF, BF, BF, 4, MaskKind::Causal, false, false, false, true),
@@ -701,7 +693,7 @@ TEST_CASE("a prepared xqa op matches the one-shot call bit for bit, through C++ 
   test::XqaRandomOptions o;
   o.batch = 3;
   o.max_seq_len = 2500;
-  o.seed = run_seed();
+  o.seed = test::run_seed("xqa prepared op");
   DevCase dc(test::make_xqa_case(p, o));
   const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
   const int bound = dc.c.max_pages_per_req * p.page_size;
@@ -763,7 +755,7 @@ TEST_CASE("a prepared xqa op replays from a CUDA graph and follows a newly tuned
   test::XqaRandomOptions o;
   o.batch = 2;
   o.max_seq_len = 1500;
-  o.seed = run_seed();
+  o.seed = test::run_seed("xqa prepared op graph");
   DevCase dc(test::make_xqa_case(p, o));
   const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
   const int bound = dc.c.max_pages_per_req * p.page_size;
@@ -819,7 +811,7 @@ TEST_CASE("xqa ops launched programmatically dependent, chained eagerly and in a
   o.batch = 6;
   o.min_seq_len = 1500;
   o.max_seq_len = 3000;
-  o.seed = run_seed();
+  o.seed = test::run_seed("xqa pdl chain");
   DevCase dc(test::make_xqa_case(p, o));
   const int bound = dc.c.max_pages_per_req * p.page_size;
   constexpr int kChain = 8;
@@ -1105,7 +1097,7 @@ TEST_CASE("checked xqa_decode reports bad page indices and seq_lens instead of f
   o.batch = 4;
   o.min_seq_len = 100;
   o.max_seq_len = 1500;
-  o.seed = run_seed();
+  o.seed = test::run_seed("xqa checked");
   DevCase dc(test::make_xqa_case(unchecked, o));
   const int bound = std::max(1, dc.c.max_seq_len);
   dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
@@ -1177,7 +1169,7 @@ TEST_CASE("xqa_decode outputs for the host-backend oracle", "[.][xqa_oracle_dump
   test::OracleFile file;
   const char* header = std::getenv("KTUNE_ORACLE_HEADER");
   file.header = header ? header : "xqa_decode GPU outputs";
-  const uint64_t base = run_seed();
+  const uint64_t base = test::run_seed("xqa oracle dump");
   uint64_t i = 0;
   for (const test::OracleCase& oc : test::oracle_cases()) {
     const uint64_t seed = base + 1000 * (++i);

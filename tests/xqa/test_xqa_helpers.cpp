@@ -18,6 +18,7 @@
 #include "ktune/ktune.h"
 #include "ktune/xqa_helpers.hpp"
 #include "support/random_inputs.hpp"
+#include "support/seed.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 #include "xqa_decode/helpers_host.hpp"
@@ -29,13 +30,9 @@ namespace {
 
 constexpr uint32_t kPoison = 0xA5C3A5C3u;
 
+// One seed for the whole run (printed once); each test offsets it.
 uint64_t helper_seed() {
-  static const uint64_t seed = [] {
-    const char* s = std::getenv("KTUNE_TEST_SEED");
-    const uint64_t v = s ? std::strtoull(s, nullptr, 10) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-    std::printf("xqa helpers: seed %llu (KTUNE_TEST_SEED replays)\n", (unsigned long long)v);
-    return v;
-  }();
+  static const uint64_t seed = test::run_seed("xqa helpers");
   return seed;
 }
 

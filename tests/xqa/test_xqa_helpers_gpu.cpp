@@ -16,6 +16,7 @@
 #include "ktune/xqa_helpers.hpp"
 #include "support/gpu.hpp"
 #include "support/random_inputs.hpp"
+#include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
@@ -25,13 +26,9 @@ namespace {
 
 constexpr uint32_t kPoison = 0x5A3C5A3Cu;
 
+// One seed for the whole run (printed once); each test offsets it.
 uint64_t gpu_helper_seed() {
-  static const uint64_t seed = [] {
-    const char* s = std::getenv("KTUNE_TEST_SEED");
-    const uint64_t v = s ? std::strtoull(s, nullptr, 10) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-    std::printf("xqa helpers (gpu): seed %llu (KTUNE_TEST_SEED replays)\n", (unsigned long long)v);
-    return v;
-  }();
+  static const uint64_t seed = test::run_seed("xqa helpers (gpu)");
   return seed;
 }
 
