@@ -25,6 +25,7 @@
 #include "common/mma.cuh"
 #include "common/mxfp4.h"
 #include "mxfp4_dev_params.hpp"
+#include "mxfp4_read_floor.cuh"
 #include "mxfp4_gemm/kernel.cuh"
 
 
@@ -217,27 +218,7 @@ __global__ void __launch_bounds__(32 * WK, 1) skinny(const P p) {
   p.out[(blockIdx.x * WK + wk) * 32 + lane] = v;  // one value per lane: keeps everything live
 }
 
-// The floor for these bytes: every byte of the packed weight and the scales read once, 16 B per lane, 8 loads in
-// flight per lane, grid-stride; one word per thread written.
-__global__ void __launch_bounds__(512) read_all(const uint4* __restrict__ w, long long n16, const uint4* __restrict__ s,
-                                               long long s16, unsigned* out) {
-  unsigned fold = 0;
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  for (; i + 7 * stride < n16; i += 8 * stride) {
-    uint4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      v[u] = make_uint4(0, 0, 0, 0);
-      kc::ld_stream_v4(v[u], w + i + u * stride, true);
-    }
-#pragma unroll
-    for (int u = 0; u < 8; ++u) fold ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < n16; i += stride) fold ^= w[i].x;
-  for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < s16; j += stride) fold ^= s[j].y;
-  out[(long long)blockIdx.x * blockDim.x + threadIdx.x] = fold;
-}
+using mxfp4_dev::read_all;  // the floor for these bytes (mxfp4_read_floor.cuh)
 
 // `mxfp4_skinny ncu`: one launch per variant (for Nsight Compute), no timing.
 bool g_profile_once = false;
