@@ -17,6 +17,7 @@
 #include "ktune/mxfp4_gemm.hpp"
 #include "mxfp4_gemm/spec.hpp"
 #include "support/mxfp4_reference.hpp"
+#include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
@@ -24,8 +25,6 @@ using namespace ktune::mxfp4;
 namespace kc = ::ktune_common;
 
 namespace {
-
-uint64_t fresh_seed() { return std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}(); }
 
 template <class F>
 std::string error_of(F&& f) {
@@ -93,7 +92,7 @@ TEST_CASE("mxfp4_gemm problem and config keys round-trip", "[mxfp4]") {
 
 TEST_CASE("MXFP8 activation scale: the smallest power of two that keeps the block within e4m3", "[mxfp4]") {
   // mxfp8_scale_byte(amax) = e: amax <= 448 * 2^(e-127) < 2 * amax' for e - 1 (tight), checked in double.
-  std::mt19937_64 rng(fresh_seed());
+  std::mt19937_64 rng(test::run_seed("mxfp8 scale"));
   std::uniform_real_distribution<double> mant(1.0, 2.0);
   std::uniform_int_distribution<int> expo(-125, 126);
   auto fits = [](float amax, unsigned e) { return double(amax) <= 448.0 * std::ldexp(1.0, int(e) - 127); };
@@ -266,7 +265,7 @@ TEST_CASE("mxfp4_gemm validation names the field", "[mxfp4]") {
 }
 
 TEST_CASE("mxfp4 prepack round-trips fresh random weights; the packed file checks its layout version", "[mxfp4]") {
-  std::mt19937_64 rng(fresh_seed());
+  std::mt19937_64 rng(test::run_seed("mxfp4 prepack"));
   test::TempDir dir;
   struct Shape {
     int n, k, e;
@@ -320,7 +319,7 @@ TEST_CASE("mxfp4_gemm C API: sizes, prepack, argument errors", "[mxfp4][c_api]")
   CHECK(sb == packed_scale_bytes(37, 96, 2));
   CHECK(ktune_mxfp4_packed_bytes(37, 95, 1, 0, &wb) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("k: expected a positive multiple of 32"));
-  std::mt19937_64 rng(fresh_seed());
+  std::mt19937_64 rng(test::run_seed("mxfp4_gemm C API"));
   std::vector<uint8_t> w(2 * 37 * 48), s(2 * 37 * 3);
   for (auto& b : w) b = uint8_t(rng());
   for (auto& b : s) b = uint8_t(rng());
