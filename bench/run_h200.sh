@@ -18,7 +18,7 @@
 #   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys
 #   devices   ktune warmup --devices 0 (the worker-process path on this GPU) against two plain warmups of the same
 #             llama-3.1-8b range (bench/compare_warmups.py: same keys, winners equal or within noise), a replay of
-#             the --devices cache with KTUNE_JIT=0, and ktune.warmup(devices="0") from Python (the C entry)
+#             the --devices cache with KTUNE_JIT=0, and ktune.warmup(devices=[0]) from Python (the C entry)
 #   python    the Python package's GPU tests (python/tests) with KTUNE_TEST_REQUIRE=gpu, installed with pip --target
 #   sanitize  checked kernels + memcheck, the host oracle dump (tests/data/xqa_h200_oracle.bin), racecheck and
 #             synccheck over the whole GPU suite as parallel processes (matrices sharded with KTUNE_TEST_SHARD),
