@@ -5,8 +5,9 @@
 // Each lane loads its prepacked weight fragments with one 16-byte load per (16 rows x 64 k) chunk straight
 // into registers, `kDepth` chunks ahead of use; e2m1 codes become 16-bit floats with shifts, a mask and one
 // fma (common/mxfp4.h). BF16 with >= 32 tokens: the e8m0 scale is applied to the decoded weight (exact: a power
-// of two in the bf16 range) before the mma. Few tokens, or FP16 (scales mostly outside the fp16 range): each
-// 32-block is accumulated on its own and scaled in fp32. Activation tiles stream through a cp.async ring of
+// of two in the bf16 range) before the mma. BF16 with few tokens: a chunk whose scales are all <= 1 (trained
+// weights) is decoded and scaled by that one fma (its factor 2^126 becomes 2^(e-1)); any other chunk, and FP16
+// (scales mostly outside the fp16 range), accumulates each 32-block on its own and scales it in fp32. Activation tiles stream through a cp.async ring of
 // `kStages` stages (XOR swizzled for ldmatrix); `kStages == 0` (few tokens, bm <= 16) loads each lane's
 // activation fragments straight from global memory (L1-cached, `kDepth` chunks ahead like the weight), so no
 // warp ever waits at a CTA barrier inside the K loop. Weight and activation loads are `asm volatile`
@@ -54,10 +55,14 @@ struct K {
   static_assert(shape_error(kS) == nullptr, "invalid mxfp4_gemm shape (see shape_error)");
   static constexpr bool kBF16 = Spec::kAType == kc::kBF16;
   // BF16 with >= 32 tokens: the e8m0 scale goes into the decoded bf16 weight (cost per weight, shared by all
-  // tokens). Few tokens or FP16: each 32-block is accumulated on its own and scaled in fp32 (cheaper when the
-  // weight feeds only one or two 8-token mma tiles; fp16 cannot hold the scales).
+  // tokens). Few tokens or FP16: each 32-block is accumulated on its own and scaled in fp32 (cheaper than a
+  // second fma per weight when the weight feeds only one or two 8-token mma tiles; fp16 cannot hold the scales).
   static constexpr bool kNative = Spec::kNative;
   static constexpr bool kPreScale = kBF16 && Spec::kBM > 16 && !kNative;
+  // BF16 few tokens, chunks whose scales are all <= 1 (e < 128: trained weights' scales sit far below): the decode's
+  // fma multiplies by 2^(e-1) instead of 2^126, which decodes and scales in one rounding-free step (the exact
+  // product is a bf16 value), and the chunk accumulates straight into acc. Other chunks take the fp32 path.
+  static constexpr bool kFold = kBF16 && !kPreScale && !kNative;
   // Activation fragments from global memory, no shared-memory ring (few tokens).
   static constexpr bool kDirect = Spec::kStages == 0;
   static constexpr int kMT = Spec::kBM / 8;          // 8-token mma tiles
@@ -66,6 +71,17 @@ struct K {
   static constexpr int kStageBytes = Spec::kBM * kRowBytes;
   static constexpr int kThreads = kS.threads;
 };
+
+template <bool B>
+struct BoolTag {
+  static constexpr bool value = B;
+};
+
+// bf16x2 bits of 2^(e-1), both halves, for the scale byte `byte` (0..3) of the word sc; exact and normal for e
+// in 0..128, where 2^(e-1) = 2^126 (the decode's factor) * 2^(e-127) (the scale).
+KT_DEV unsigned fold_multiplier(unsigned sc, int byte) {
+  return (__byte_perm(sc, 0u, 0x4040u | unsigned(byte) | (unsigned(byte) << 8)) << 7) + 0x3F003F00u;
+}
 
 // The K loop of every path: body(it, d) for it = 0 .. nit-1, d = it % kDepth. The d loop is unrolled, so d is a
 // compile-time constant in the body and the register arrays it indexes (weights in flight) stay in registers.
@@ -165,6 +181,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   constexpr bool kBF16 = KS::kBF16;
   constexpr bool kPreScale = KS::kPreScale;
   constexpr bool kDirect = KS::kDirect;
+  constexpr bool kFold = KS::kFold;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int tile_info[3];
   __shared__ alignas(8) unsigned long long tma_bar[Spec::kWgmma ? Spec::kStages : 1];  // wgmma: stage full
@@ -325,83 +342,117 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     unsigned sc[kTN];
 #pragma unroll
     for (int i = 0; i < kTN; ++i) sc[i] = __shfl_sync(0xffffffffu, sw[i], (lane & ~3) | (c & 3));
-    float tmp[kPreScale ? 1 : kTN][kPreScale ? 1 : kMT][4];
-    const unsigned slot_base = smem_base + slot * KS::kStageBytes;
+    // kFold: the whole warp takes one path per chunk (mma.sync needs all 32 lanes), the folded one when every
+    // scale of the chunk's tiles is at most 1 (e < 128).
+    bool fold = false;
+    if constexpr (kFold) {
+      unsigned any = 0;
 #pragma unroll
-    for (int sp = 0; sp < 4; sp += 2) {  // two k16 steps per ldmatrix.x4
-      unsigned b[kMT][4];
+      for (int i = 0; i < kTN; ++i) any |= sc[i];
+      fold = !__any_sync(0xffffffffu, (any & 0x80808080u) != 0u);
+    }
+    // The chunk's body, once per path: kF folds the scales into the decode, else each 32-block is accumulated on
+    // its own (tmp) and scaled in fp32.
+    auto chunk = [&](auto path) {
+      constexpr bool kF = decltype(path)::value;
+      float tmp[kPreScale ? 1 : kTN][kPreScale ? 1 : kMT][4];
 #pragma unroll
-      for (int j = 0; j < kMT; ++j) {
-        if constexpr (kDirect) {
+      for (int sp = 0; sp < 4; sp += 2) {  // two k16 steps per ldmatrix.x4
+        unsigned b[kMT][4];
 #pragma unroll
-          for (int x = 0; x < 4; ++x) b[j][x] = bd[j][2 * sp + x];
-        } else {
-          const int r = 8 * j + (lane & 7);
-          const int ch = wk * 8 + 2 * sp + (lane >> 3);
-          kc::ldmatrix_x4(b[j], slot_base + r * KS::kRowBytes + ((ch ^ (r & 7)) * 16));
-        }
-      }
-      if constexpr (KS::kNative) {  // block sp / 2 of the chunk: one block-scaled mma per (weight tile, token tile)
-        native_block(sp, q, sc, b);
-        continue;
-      }
-      if constexpr (!kPreScale) {
+        for (int j = 0; j < kMT; ++j) {
+          if constexpr (kDirect) {
 #pragma unroll
-        for (int i = 0; i < kTN; ++i)
-#pragma unroll
-          for (int j = 0; j < kMT; ++j)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) tmp[i][j][r] = 0.f;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int s = sp + h;
-#pragma unroll
-        for (int i = 0; i < kTN; ++i) {
-          const unsigned word = s == 0 ? q[i].x : s == 1 ? q[i].y : s == 2 ? q[i].z : q[i].w;
-          unsigned af[4];
-          if constexpr (kBF16) {
-            af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
-            af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);
-            af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), 0x7E807E80u, 0x80008000u);
-            af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), 0x7E807E80u, 0x80008000u);
+            for (int x = 0; x < 4; ++x) b[j][x] = bd[j][2 * sp + x];
           } else {
-            af[0] = kc::f16x2_fma(kc::e2m1x2_raw<0, false>(word), 0x74007400u, 0x80008000u);
-            af[1] = kc::f16x2_fma(kc::e2m1x2_raw<1, false>(word), 0x74007400u, 0x80008000u);
-            af[2] = kc::f16x2_fma(kc::e2m1x2_raw<2, false>(word), 0x74007400u, 0x80008000u);
-            af[3] = kc::f16x2_fma(kc::e2m1x2_raw<3, false>(word), 0x74007400u, 0x80008000u);
+            const int r = 8 * j + (lane & 7);
+            const int ch = wk * 8 + 2 * sp + (lane >> 3);
+            kc::ldmatrix_x4(b[j], smem_base + slot * KS::kStageBytes + r * KS::kRowBytes + ((ch ^ (r & 7)) * 16));
           }
-          if constexpr (kPreScale) {
-            const unsigned kb = (sc[i] >> (16 * (s >> 1))) & 0xFFFFu;  // (row r0, row r1) scale bytes of block s/2
-            const unsigned s0 = kc::e8m0_to_bf16x2(kb & 0xFFu), s1 = kc::e8m0_to_bf16x2(kb >> 8);
-            af[0] = kc::bf16x2_fma(af[0], s0, 0x80008000u);
-            af[1] = kc::bf16x2_fma(af[1], s1, 0x80008000u);
-            af[2] = kc::bf16x2_fma(af[2], s0, 0x80008000u);
-            af[3] = kc::bf16x2_fma(af[3], s1, 0x80008000u);
+        }
+        if constexpr (KS::kNative) {  // block sp / 2 of the chunk: one block-scaled mma per (weight tile, token tile)
+          native_block(sp, q, sc, b);
+          continue;
+        }
+        if constexpr (!kPreScale) {
+          if constexpr (!kF) {
 #pragma unroll
-            for (int j = 0; j < kMT; ++j) kc::mma_16816<true>(acc[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
-          } else {
+            for (int i = 0; i < kTN; ++i)
 #pragma unroll
-            for (int j = 0; j < kMT; ++j) kc::mma_16816<kBF16>(tmp[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
+              for (int j = 0; j < kMT; ++j)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) tmp[i][j][r] = 0.f;
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int s = sp + h;
+#pragma unroll
+          for (int i = 0; i < kTN; ++i) {
+            const unsigned word = s == 0 ? q[i].x : s == 1 ? q[i].y : s == 2 ? q[i].z : q[i].w;
+            unsigned af[4];
+            if constexpr (kF) {  // af * 2^(e-1): decode and scale in one fma (see kFold)
+              {
+                const unsigned m0 = fold_multiplier(sc[i], 2 * (s >> 1)), m1 = fold_multiplier(sc[i], 2 * (s >> 1) + 1);
+                af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), m0, 0x80008000u);
+                af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), m1, 0x80008000u);
+                af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), m0, 0x80008000u);
+                af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), m1, 0x80008000u);
+#pragma unroll
+                for (int j = 0; j < kMT; ++j) kc::mma_16816<true>(acc[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
+                continue;
+              }
+            }
+            if constexpr (kBF16) {
+              af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
+              af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), 0x7E807E80u, 0x80008000u);
+              af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), 0x7E807E80u, 0x80008000u);
+              af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), 0x7E807E80u, 0x80008000u);
+            } else {
+              af[0] = kc::f16x2_fma(kc::e2m1x2_raw<0, false>(word), 0x74007400u, 0x80008000u);
+              af[1] = kc::f16x2_fma(kc::e2m1x2_raw<1, false>(word), 0x74007400u, 0x80008000u);
+              af[2] = kc::f16x2_fma(kc::e2m1x2_raw<2, false>(word), 0x74007400u, 0x80008000u);
+              af[3] = kc::f16x2_fma(kc::e2m1x2_raw<3, false>(word), 0x74007400u, 0x80008000u);
+            }
+            if constexpr (kPreScale) {
+              const unsigned kb = (sc[i] >> (16 * (s >> 1))) & 0xFFFFu;  // (row r0, row r1) scale bytes of block s/2
+              const unsigned s0 = kc::e8m0_to_bf16x2(kb & 0xFFu), s1 = kc::e8m0_to_bf16x2(kb >> 8);
+              af[0] = kc::bf16x2_fma(af[0], s0, 0x80008000u);
+              af[1] = kc::bf16x2_fma(af[1], s1, 0x80008000u);
+              af[2] = kc::bf16x2_fma(af[2], s0, 0x80008000u);
+              af[3] = kc::bf16x2_fma(af[3], s1, 0x80008000u);
+#pragma unroll
+              for (int j = 0; j < kMT; ++j) kc::mma_16816<true>(acc[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
+            } else {
+#pragma unroll
+              for (int j = 0; j < kMT; ++j) kc::mma_16816<kBF16>(tmp[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
+            }
+          }
+        }
+        if constexpr (!kPreScale) {  // one 32-block done: scale in fp32
+          if constexpr (kF) continue;
+#pragma unroll
+          for (int i = 0; i < kTN; ++i) {
+            // bytes (row r0, block), (row r1, block) of the chunk's 32-block sp / 2
+            const unsigned e0 = (sc[i] >> (8 * sp)) & 0xFFu, e1 = (sc[i] >> (8 * sp + 8)) & 0xFFu;
+            const float f0 = kScaleTable ? e8m0_f32[e0] : kc::e8m0_to_f32(e0);
+            const float f1 = kScaleTable ? e8m0_f32[e1] : kc::e8m0_to_f32(e1);
+#pragma unroll
+            for (int j = 0; j < kMT; ++j) {
+              acc[i][j][0] = fmaf(tmp[i][j][0], f0, acc[i][j][0]);
+              acc[i][j][1] = fmaf(tmp[i][j][1], f0, acc[i][j][1]);
+              acc[i][j][2] = fmaf(tmp[i][j][2], f1, acc[i][j][2]);
+              acc[i][j][3] = fmaf(tmp[i][j][3], f1, acc[i][j][3]);
+            }
           }
         }
       }
-      if constexpr (!kPreScale) {  // one 32-block done: scale in fp32
-#pragma unroll
-        for (int i = 0; i < kTN; ++i) {
-          // bytes (row r0, block), (row r1, block) of the chunk's 32-block sp / 2
-          const unsigned e0 = (sc[i] >> (8 * sp)) & 0xFFu, e1 = (sc[i] >> (8 * sp + 8)) & 0xFFu;
-          const float f0 = kScaleTable ? e8m0_f32[e0] : kc::e8m0_to_f32(e0);
-          const float f1 = kScaleTable ? e8m0_f32[e1] : kc::e8m0_to_f32(e1);
-#pragma unroll
-          for (int j = 0; j < kMT; ++j) {
-            acc[i][j][0] = fmaf(tmp[i][j][0], f0, acc[i][j][0]);
-            acc[i][j][1] = fmaf(tmp[i][j][1], f0, acc[i][j][1]);
-            acc[i][j][2] = fmaf(tmp[i][j][2], f1, acc[i][j][2]);
-            acc[i][j][3] = fmaf(tmp[i][j][3], f1, acc[i][j][3]);
-          }
-        }
-      }
+    };
+    if constexpr (kFold) {
+      if (fold) chunk(BoolTag<true>{});
+      else chunk(BoolTag<false>{});
+    } else {
+      chunk(BoolTag<false>{});
     }
   };
 

@@ -6,7 +6,7 @@
 //   bias on/off with the launch's own config (100 and 200: the 128- and 256-row buckets' wgmma defaults); every config of the search space on a small ragged shape (N, K tails);
 //   fp16 activations/outputs; non-default lda/ldc; grouped (MoE) with uneven and empty experts; NaN scales.
 //   Data are fresh every run (the seed is printed; KTUNE_TEST_SEED replays it): random e2m1 codes, e8m0 scales
-//   in 2^-7..2^5, N(0,1) activations. Outputs are poisoned (0xFF: NaN) and every element is checked to be
+//   in 2^-7..2^5 (and, for the few-token paths, 2^-10..2^0 alone and with rare larger scales), N(0,1) activations. Outputs are poisoned (0xFF: NaN) and every element is checked to be
 //   written. Rows checked against the reference: all when M <= 16, else 16 random rows (first and last
 //   included); every column of a checked row. Tolerance per element: |out - ref| <= 2^-7 |ref| + 2^-16
 //   sum_k |a w| (output rounding + accumulation order), and ||out - ref|| / ||ref|| < 5e-3 per case.
@@ -63,9 +63,10 @@ struct Weight {
   }
 };
 
-Weight make_weight(int n, int k, int e, std::mt19937_64& rng, int nan_row = -1, int nan_block = -1) {
+Weight make_weight(int n, int k, int e, std::mt19937_64& rng, int nan_row = -1, int nan_block = -1,
+                   test::Mxfp4Scales scales = {}) {
   Weight W;
-  W.host = test::make_mxfp4_weight(n, k, e, rng, nan_row, nan_block);
+  W.host = test::make_mxfp4_weight(n, k, e, rng, nan_row, nan_block, scales);
   W.dw = std::make_unique<test::DeviceBuffer>(W.host.packed.size());
   W.ds = std::make_unique<test::DeviceBuffer>(W.host.packed_scales.size());
   W.dw->upload(W.host.packed);
@@ -214,6 +215,40 @@ TEST_CASE("mxfp4_gemm grouped (MoE): uneven and empty experts, one launch", "[gp
     // All rows in the last expert.
     off = {0, 0, 0, 0, 0, 33};
     check_result(run_case(p, W, 33, false, rng, nullptr, off), "grouped last expert only");
+  }
+}
+
+// Trained weights' scales are <= 1, and then the few-token BF16 kernels decode and scale each chunk in one fma;
+// a chunk holding a larger scale takes the fp32 per-block path. Every few-token config, dense and grouped, with
+// scales that fold everywhere and with scales that mix both paths inside one call.
+TEST_CASE("mxfp4_gemm few tokens: model-like scales (folded decode) and chunks mixing both paths", "[gpu][mxfp4]") {
+  KTUNE_REQUIRE_GPU();
+  std::mt19937_64 rng(run_seed() + 3);
+  const Arch arch = runtime().current_arch();
+  for (const auto& [name, scales] : {std::pair<const char*, test::Mxfp4Scales>{"model", test::kModelScales},
+                                     std::pair<const char*, test::Mxfp4Scales>{"mixed", test::kMixedScales}}) {
+    const std::string tag = std::string(name) + " scales ";
+    {
+      const Problem p = problem(5760, 2880);
+      const Weight W = make_weight(p.n, p.k, 1, rng, -1, -1, scales);
+      for (int m : {1, 5, 16}) check_result(run_case(p, W, m, m != 5, rng, nullptr), tag + p.key() + " m " + std::to_string(m));
+    }
+    {
+      const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng, -1, -1, scales);
+      for (const Config& c : search_space(kSmall, arch)) {
+        if (c.bm > 16) continue;
+        const std::string key = c.key();
+        for (int m : {1, 13}) check_result(run_case(kSmall, W, m, true, rng, key.c_str()), tag + "small m " + std::to_string(m) + " " + key);
+      }
+    }
+    {
+      const Problem p = problem(5760, 2880, 32, 4);
+      const Weight W = make_weight(p.n, p.k, p.num_experts, rng, -1, -1, scales);
+      std::vector<int> off = random_offsets(p.num_experts, 64, rng);
+      off[1] = off[0];  // expert 0 empty
+      for (size_t e = 1; e < off.size(); ++e) off[e] = std::max(off[e], off[e - 1]);
+      check_result(run_case(p, W, off.back(), true, rng, nullptr, off), tag + "grouped 5760x2880 rows " + std::to_string(off.back()));
+    }
   }
 }
 

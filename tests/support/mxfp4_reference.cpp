@@ -25,7 +25,8 @@ float from16(uint16_t v, kc::DType t) { return t == kc::kBF16 ? kc::bf16_to_floa
 
 }  // namespace
 
-Mxfp4TestWeight make_mxfp4_weight(int n, int k, int e, std::mt19937_64& rng, int nan_row, int nan_block) {
+Mxfp4TestWeight make_mxfp4_weight(int n, int k, int e, std::mt19937_64& rng, int nan_row, int nan_block,
+                                  Mxfp4Scales scales) {
   Mxfp4TestWeight W;
   W.n = n;
   W.k = k;
@@ -33,8 +34,9 @@ Mxfp4TestWeight make_mxfp4_weight(int n, int k, int e, std::mt19937_64& rng, int
   W.w.resize(size_t(e) * n * k / 2);
   W.s.resize(size_t(e) * n * k / 32);
   for (auto& b : W.w) b = uint8_t(rng());
-  std::uniform_int_distribution<int> sc(120, 132);
-  for (auto& b : W.s) b = uint8_t(sc(rng));
+  std::uniform_int_distribution<int> sc(scales.lo, scales.hi), big(129, 132);
+  std::bernoulli_distribution outlier(scales.outliers);
+  for (auto& b : W.s) b = uint8_t(scales.outliers > 0 && outlier(rng) ? big(rng) : sc(rng));
   if (nan_row >= 0)
     for (int x = 0; x < e; ++x) W.s[(size_t(x) * n + nan_row) * (k / 32) + nan_block] = 0xFF;
   W.dec.resize(size_t(e) * n * k);

@@ -22,8 +22,20 @@ struct Mxfp4TestWeight {
   std::vector<uint8_t> packed, packed_scales; // mxfp4::prepack_host of w, s (16-byte aligned storage)
 };
 
-// Random e2m1 codes, e8m0 scales in 2^-7..2^5; scale (nan_row, nan_block) of every expert set to 0xFF if >= 0.
-Mxfp4TestWeight make_mxfp4_weight(int n, int k, int e, std::mt19937_64& rng, int nan_row = -1, int nan_block = -1);
+// The e8m0 scale bytes of a test weight: uniform in [lo, hi]; each byte is replaced, with probability `outliers`,
+// by one in [129, 132] (2^2..2^5). The default 2^-7..2^5 puts a scale > 1 in nearly every 64-wide chunk;
+// kModelScales (2^-10..2^0, where trained weights sit) in none, so the few-token kernels take their folded path
+// (kernel.cuh kFold) everywhere; kMixedScales sends about one chunk in five down the other path.
+struct Mxfp4Scales {
+  int lo = 120, hi = 132;
+  double outliers = 0;
+};
+inline constexpr Mxfp4Scales kModelScales{117, 127, 0};
+inline constexpr Mxfp4Scales kMixedScales{117, 127, 0.002};
+
+// Random e2m1 codes and scales; scale (nan_row, nan_block) of every expert set to 0xFF if >= 0.
+Mxfp4TestWeight make_mxfp4_weight(int n, int k, int e, std::mt19937_64& rng, int nan_row = -1, int nan_block = -1,
+                                  Mxfp4Scales scales = {});
 
 // count random 16-bit values of dtype t, N(0, sigma^2), never zero.
 std::vector<uint16_t> random_16bit(size_t count, ::ktune_common::DType t, float sigma, std::mt19937_64& rng);
