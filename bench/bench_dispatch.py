@@ -46,23 +46,22 @@ def bare_launcher():
     return lambda: launch(fn, 1, 1, 1, 32, 1, 1, 0, raw_stream(0), None, None)
 
 
-def host_us(fn, calls, reps):
-    per = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        torch.cuda._sleep(80_000_000)  # ~40 ms of GPU time: every call below is only enqueued
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per.append((time.perf_counter() - t0) * 1e6 / calls)
+def host_us(fn, calls):
+    """Host microseconds per call of fn over `calls` calls, enqueued behind a GPU sleep so no call waits."""
     torch.cuda.synchronize()
-    return statistics.median(per)
+    torch.cuda._sleep(80_000_000)  # ~40 ms of GPU time: every call below is only enqueued
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    us = (time.perf_counter() - t0) * 1e6 / calls
+    torch.cuda.synchronize()
+    return us
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--json")
     args = ap.parse_args()
     dev = torch.device("cuda", 0)
@@ -107,23 +106,34 @@ def main():
         ("ktune.xqa_decode (allocates out)", lambda: ktune.xqa_decode(key, q, kv, bt, sl, max_seq_len=L)),
         ("torch SDPA cuDNN (contiguous K/V)", sdpa),
     ]
-    rows = []
+    # Every repetition measures every (stream, way) once, in the same order, so a change of the host's speed
+    # during the run (other processes, clocks) moves all rows alike instead of the rows measured at that time.
     side = torch.cuda.Stream(dev)
+    streams = (("default", torch.cuda.default_stream(dev)), ("side", side))
+    samples = {(sn, name): [] for sn, _ in streams for name, _ in ways}
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        for stream_name, st in (("default", torch.cuda.default_stream(dev)), ("side", side)):
+        for sn, st in streams:
             with torch.cuda.stream(st):
-                for name, fn in ways:
-                    fn()
-                    rows.append({"way": name, "stream": stream_name, "host_us": host_us(fn, args.calls, args.reps)})
+                for _, fn in ways:
+                    fn()  # first calls (plans, allocations) outside the timing
+        for _ in range(args.reps):
+            for sn, st in streams:
+                with torch.cuda.stream(st):
+                    for name, fn in ways:
+                        samples[(sn, name)].append(host_us(fn, args.calls))
     torch.cuda.synchronize()
+    rows = [{"way": name, "stream": sn, "host_us": statistics.median(v), "min_us": min(v), "samples_us": v}
+            for (sn, name), v in samples.items()]
     same = bool(torch.equal(out, ref))
     print(f"xqa_decode {key} B{B} L{L}; plan {op._op.plan(op._ref)}; outputs identical across ways: {same}")
-    print("\n| way | default stream: host us per call | side stream |\n|---|---|---|")
+    print("\n| way | default stream: host us per call, median (min) | side stream |\n|---|---|---|")
     for r in rows:
         if r["stream"] == "default":
             other = next(x for x in rows if x["way"] == r["way"] and x["stream"] == "side")
-            print(f"| {r['way']} | {r['host_us']:.2f} | {other['host_us']:.2f} |")
-    print(f"calls per repetition {args.calls}, repetitions {args.reps} (median), torch {torch.__version__}")
+            print(f"| {r['way']} | {r['host_us']:.2f} ({r['min_us']:.2f}) | {other['host_us']:.2f} "
+                  f"({other['min_us']:.2f}) |")
+    print(f"calls per repetition {args.calls}, repetitions {args.reps} (median and min; every repetition measures "
+          f"every row once, interleaved), torch {torch.__version__}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"key": key, "batch": B, "seq_len": L, "rows": rows, "identical": same}, f, indent=2)
