@@ -1,4 +1,4 @@
-// Autotune quality (issue 4), on the GPU: for several xqa_decode keys, (1) the tuner's winner vs the best
+// Autotune quality, on the GPU: for several xqa_decode keys, (1) the tuner's winner vs the best
 // config found by exhaustive, heavily sampled measurement of every candidate (bar: within 3%), and (2) five
 // independent tunings of the same key pick configs whose times are within noise of each other.
 //   bench_autotune --cache FILE [--json OUT]

@@ -1,4 +1,4 @@
-// Host backend bench (issue 5): the JIT-specialized host xqa_decode kernel (every shape value a compile-time
+// Host backend bench: the JIT-specialized host xqa_decode kernel (every shape value a compile-time
 // constant, compiled for this CPU by libktune_host.so) against the same kernel source compiled ahead of time
 // by the project's C++ compiler into this binary (-O3 -march=native) with run-time shape values — what a
 // library without JIT would ship — and, to separate specialization from compiler, against the same run-time-

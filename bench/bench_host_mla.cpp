@@ -1,4 +1,4 @@
-// Host backend bench for sparse_mla_decode (issue 5): the JIT-specialized host kernel
+// Host backend bench for sparse_mla_decode: the JIT-specialized host kernel
 // (templates/sparse_mla_decode/host_kernel.h with every shape value a compile-time constant, compiled for this
 // CPU by libktune_host.so) against the same kernel source compiled ahead of time into this binary (g++ -O3
 // -march=native) with run-time shape values — what a library without JIT would ship — and, to separate

@@ -1,4 +1,4 @@
-// Host backend bench for mxfp4_gemm (issue 5): the JIT-specialized host kernel (n, k and the tunables
+// Host backend bench for mxfp4_gemm: the JIT-specialized host kernel (n, k and the tunables
 // compile-time constants, compiled for this CPU by libktune_host.so) against the same kernel source
 // (templates/mxfp4_gemm/host_kernel.h) compiled ahead of time into this binary (-O3 -march=native) with run-time
 // n and k — what a library without JIT would ship — and, to separate specialization from compiler, against the

@@ -1,4 +1,4 @@
-// mxfp4_gemm through the runtime on the issue-7 shapes (sm_90a): effective TB/s (packed weight + scales +
+// mxfp4_gemm through the runtime on the bench shapes (rows(), sm_90a): effective TB/s (packed weight + scales +
 // activations + output) for few tokens, TFLOP/s for many.
 //   bench_mxfp4 prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU needed)
 //   bench_mxfp4 run [--json OUT] [--reps N] [--only TEXT]  needs a GPU; cache from KTUNE_CACHE; --only: rows whose
@@ -48,7 +48,7 @@ const std::vector<Row>& rows() {
                                           "bm8.tn2.wn1.wk4.s0.d4", "bm8.tn2.wn2.wk4.s0.d4", "bm16.tn2.wn1.wk8.s0.d4",
                                           "bm16.tn1.wn1.wk8.s0.d8", "bm16.tn4.wn1.wk8.s0.d2", "bm16.tn2.wn2.wk4.s0.d4",
                                           "bm8.tn2.wn1.wk8.s0.d2", "bm16.tn2.wn1.wk8.s0.d2",
-                                          // 16 warps per CTA (session 8)
+                                          // 16 warps per CTA
                                           "bm8.tn4.wn1.wk16.s0.d2"};
   const std::vector<std::string> big = {"bm128.tn2.wn4.wk1.s4.d2", "bm64.tn2.wn4.wk1.s4.d2", "bm128.tn4.wn2.wk1.s3.d1",
                                         "bm64.tn4.wn2.wk1.s4.d2",
@@ -75,7 +75,7 @@ const std::vector<Row>& rows() {
                                         "bm64.tn1.wn4.wk1.s4.d2.wg", "bm64.tn1.wn8.wk1.s4.d2.wg",
                                         "bm128.tn1.wn4.wk1.s4.d2.wg", "bm128.tn1.wn8.wk1.s4.d2.wg",
                                         "bm256.tn1.wn4.wk1.s4.d2.wg", "bm256.tn1.wn8.wk1.s4.d2.wg",
-                                        // warpgroups splitting K (session 8)
+                                        // warpgroups splitting K
                                         "bm64.tn1.wn4.wk4.s4.d2.wg", "bm64.tn1.wn4.wk2.s4.d2.wg",
                                         "bm128.tn1.wn4.wk4.s3.d2.wg", "bm128.tn1.wn4.wk2.s4.d2.wg",
                                         "bm256.tn1.wn4.wk2.s3.d2.wg", "bm32.tn1.wn4.wk4.s4.d2.wg",

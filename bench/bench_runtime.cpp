@@ -1,4 +1,4 @@
-// Runtime overheads (issue 2): (1) 100 cached kernels -> launch-ready (SQLite read + integrity check +
+// Runtime overheads: (1) 100 cached kernels -> launch-ready (SQLite read + integrity check +
 // cuModuleLoadData), (2) host cost of one ktune launch (module-table lookup + typed launch) vs a bare
 // cuLaunchKernel of the same function.
 //   bench_runtime prepare --cache FILE [--arch sm_90a]   compile 100 kernels (no GPU needed)

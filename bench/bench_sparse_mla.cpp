@@ -1,4 +1,4 @@
-// sparse_mla_decode through the runtime on the issue-6 shapes: TFLOP/s (FLOPs = 2 * tokens * heads * topk *
+// sparse_mla_decode through the runtime on the bench shapes (rows()): TFLOP/s (FLOPs = 2 * tokens * heads * topk *
 // (576 + 512)) and gathered KV bytes per second (tokens * topk * row bytes).
 //   bench_sparse_mla prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU)
 //   bench_sparse_mla run [--json OUT] [--reps N]            needs a GPU; cache from KTUNE_CACHE

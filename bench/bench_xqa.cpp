@@ -1,4 +1,4 @@
-// xqa_decode through the runtime on the issue-3 shapes: effective KV bytes read per second.
+// xqa_decode through the runtime on the bench shapes (rows()): effective KV bytes read per second.
 //   bench_xqa prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU needed)
 //   bench_xqa run [--json OUT] [--reps N]            needs a GPU; cache from KTUNE_CACHE
 // Per row: the tuning workload (autotune/xqa_workload.cpp: random inputs, shuffled block tables, rotating
@@ -36,7 +36,7 @@ struct Row {
   std::string label;
   std::string problem;  // JSON fields (family problem_from_json)
   int batch, seq_len;
-  double bar;  // TB/s target from issue 3 (0 = none)
+  double bar;  // TB/s target (0 = none)
   std::vector<std::string> extra_configs;
 };
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peers for bench_mxfp4 (issue 7), on the same GPU in the same run: cuBLAS BF16 through PyTorch on the
+"""Peers for bench_mxfp4, on the same GPU in the same run: cuBLAS BF16 through PyTorch on the
 dequantized weight (a BF16 [N, K] matrix of the same shape, random), and device copy bandwidth.
 
 Rows: dense N=K=8192 at M = 1, 16, 64, 128, 256, 4096 (torch.matmul(A, W.T)); grouped GPT-OSS-120B MoE shapes (gate_up

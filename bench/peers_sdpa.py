@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peers for bench_xqa: PyTorch SDPA (cuDNN and flash backends) on the issue-3 decode shapes, plus the
+"""Peers for bench_xqa: PyTorch SDPA (cuDNN and flash backends) on bench_xqa's decode shapes, plus the
 device-to-device copy bandwidth, in one process. Writes JSON (--json) and prints a table.
 
 SDPA has no paged form: K and V are contiguous [batch, kv_heads, seq_len, head_dim] BF16 tensors holding the

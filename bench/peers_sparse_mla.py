@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Peers for bench_sparse_mla, in one process on the same device: a PyTorch gather + bmm sparse MLA decode on
-the issue-6 shapes, the dense BF16 matmul rate (torch.mm 8192^3) and the copy bandwidth. Writes JSON (--json)
+bench_sparse_mla's shapes, the dense BF16 matmul rate (torch.mm 8192^3) and the copy bandwidth. Writes JSON (--json)
 and prints a table.
 
 The peer (absorbed MLA, one latent KV head): for each token, gather its topk cache rows by slot index, then

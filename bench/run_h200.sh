@@ -182,7 +182,7 @@ part_sanitize() {
     step san_oracle_dump 50 "$T" "[xqa_oracle_dump]"
   # racecheck and synccheck over the whole GPU suite, side by side on the one GPU; the xqa and mxfp4 matrices
   # and sparse_mla matrices are split with KTUNE_TEST_SHARD=i/n (tests/support/gpu.hpp). A shard cut by the limit shows exit 124.
-  local lim=$((budget - ($(date +%s) - t_start) - 60)) m7="mxfp4_gemm matches the exact reference (issue 7 matrix)"
+  local lim=$((budget - ($(date +%s) - t_start) - 60)) m7="mxfp4_gemm matches the exact reference over its GPU matrix"
   local specs=(
     "racecheck xqa0 KTUNE_TEST_SHARD=0/2 [gpu][xqa]" "racecheck xqa1 KTUNE_TEST_SHARD=1/2 [gpu][xqa]"
     "racecheck mla0 KTUNE_TEST_SHARD=0/3 [gpu][sparse_mla]" "racecheck mla1 KTUNE_TEST_SHARD=1/3 [gpu][sparse_mla]"

@@ -1,6 +1,6 @@
 // Dev harness for xqa_decode (superseded by the runtime-based test/bench): instantiates kernel.cuh with
 // hand-written Specs exactly as spec.cpp's generate() writes them, checks against the CPU reference on fresh
-// random inputs (poisoned outputs, NaN-filled unused pages), and times the issue-3 bench shapes.
+// random inputs (poisoned outputs, NaN-filled unused pages), and times bench_xqa's shapes.
 //   xqa_standalone check   # correctness matrix
 //   xqa_standalone bench   # bench shapes x configs x splits, KV bytes/s
 #include <cuda_runtime.h>
@@ -62,7 +62,7 @@ XQA_SPEC(C13, 256, 4, 1, 32, false, BF, E4, BF, 2, 1, true, false, false, true, 
 XQA_SPEC(C14, 64, 4, 4, 32, true, BF, E4, BF, 4, 2, true, false, false, true, 64, 3, 4, 0)
 XQA_SPEC(C15, 128, 2, 6, 64, true, BF, BF, BF, 3, 2, false, false, true, true, 16, 4, 1, 0)
 XQA_SPEC(C16, 64, 2, 16, 16, false, FP, E4, BF, 16, 1, true, false, false, true, 32, 2, 4, 2)
-// ---- bench shapes (issue 3): B=64 32/8 heads D=128 L=4096 p32; B=1/4 64/8 heads L=128K ----
+// ---- bench shapes: B=64 32/8 heads D=128 L=4096 p32; B=1/4 64/8 heads L=128K ----
 XQA_SPEC(B1a, 128, 8, 4, 32, true, BF, BF, BF, 1, 0, false, false, false, false, 32, 3, 2, 0)
 XQA_SPEC(B1b, 128, 8, 4, 32, true, BF, BF, BF, 1, 0, false, false, false, false, 64, 3, 4, 0)
 XQA_SPEC(B1c, 128, 8, 4, 32, true, BF, BF, BF, 1, 0, false, false, false, false, 32, 4, 2, 0)

@@ -10,23 +10,12 @@
 #include <vector>
 
 #include "autotune/worker_pool.hpp"
+#include "support/env_guard.hpp"
 
 using namespace ktune::autotune;
+using ktune::test::EnvGuard;  // each case sets the fake workers' knobs (FAKE_WORKER_*) for its scope
 
 namespace {
-
-struct Env {  // sets the fake workers' knobs for one case
-  std::vector<std::string> names;
-  Env(std::initializer_list<std::pair<const char*, std::string>> vars) {
-    for (const auto& [name, value] : vars) {
-      ::setenv(name, value.c_str(), 1);
-      names.push_back(name);
-    }
-  }
-  ~Env() {
-    for (const auto& n : names) ::unsetenv(n.c_str());
-  }
-};
 
 std::vector<PoolTask> keys(int n) {
   std::vector<PoolTask> tasks;
@@ -60,7 +49,7 @@ std::map<size_t, std::multiset<int>> tuned_by(const PoolReport& r) {
 
 TEST_CASE("worker pool: identical workers share one queue, other fingerprints tune their own copy",
           "[autotune][workers]") {
-  Env env({{"FAKE_WORKER_GROUPS", "2"}});  // workers 0, 2 are one fingerprint; 1, 3 another
+  EnvGuard env("FAKE_WORKER_GROUPS", "2");  // workers 0, 2 are one fingerprint; 1, 3 another
   std::vector<std::string> progress;
   PoolOptions o = fake_pool(4);
   o.progress = [&](const std::string& what, size_t, size_t) { progress.push_back(what); };
@@ -81,7 +70,7 @@ TEST_CASE("worker pool: identical workers share one queue, other fingerprints tu
 
 TEST_CASE("worker pool: a worker that dies holding a key loses only that key, which its group retakes",
           "[autotune][workers]") {
-  Env env({{"FAKE_WORKER_DIE", "1:2"}});
+  EnvGuard env("FAKE_WORKER_DIE", "1:2");
   PoolReport r = run_worker_pool(fake_pool(3), keys(9));
   CHECK(r.workers_lost == 1);
   CHECK(r.retaken == 1);
@@ -94,7 +83,7 @@ TEST_CASE("worker pool: a worker that dies holding a key loses only that key, wh
 }
 
 TEST_CASE("worker pool: a key that kills two workers fails, and the others finish the rest", "[autotune][workers]") {
-  Env env({{"FAKE_WORKER_POISON", "p3"}});
+  EnvGuard env("FAKE_WORKER_POISON", "p3");
   PoolReport r = run_worker_pool(fake_pool(3), keys(6));
   CHECK(r.workers_lost == 2);
   const auto by = tuned_by(r);
@@ -126,7 +115,7 @@ TEST_CASE("worker pool: past the budget no key is dealt, and the rest are skippe
 
 TEST_CASE("worker pool: a worker that cannot start is reported with its reason, the others do the work",
           "[autotune][workers]") {
-  Env env({{"FAKE_WORKER_FATAL", "1"}});
+  EnvGuard env("FAKE_WORKER_FATAL", "1");
   PoolReport r = run_worker_pool(fake_pool(2), keys(4));
   CHECK(r.workers_started == 1);
   CHECK(r.workers_lost == 1);
@@ -141,7 +130,7 @@ TEST_CASE("worker pool: a worker that cannot start is reported with its reason, 
 }
 
 TEST_CASE("worker pool: when no worker starts, every key fails naming why", "[autotune][workers]") {
-  Env env({{"FAKE_WORKER_FATAL", "0"}});
+  EnvGuard env("FAKE_WORKER_FATAL", "0");
   PoolReport r = run_worker_pool(fake_pool(1), keys(2));
   REQUIRE(r.outcomes.size() == 2);
   for (const auto& o : r.outcomes)

@@ -7,9 +7,11 @@
 
 #include "cache_test_util.hpp"
 #include "ktune/cache/layered.hpp"
+#include "support/env_guard.hpp"
 
 using namespace ktune::cache;
 using namespace ktune::cache::test;
+using ktune::test::EnvGuard;
 namespace fs = std::filesystem;
 
 namespace {
@@ -25,27 +27,6 @@ void make_image(const TempDir& dir, const std::string& out, int first, int n) {
   }
   fs::remove(work);
 }
-
-// Sets an environment variable for the scope of a test.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(std::string n, const char* value) : name(std::move(n)) {
-    if (const char* v = std::getenv(name.c_str())) old = v;
-    if (value) {
-      ::setenv(name.c_str(), value, 1);
-    } else {
-      ::unsetenv(name.c_str());
-    }
-  }
-  ~ScopedEnv() {
-    if (old) {
-      ::setenv(name.c_str(), old->c_str(), 1);
-    } else {
-      ::unsetenv(name.c_str());
-    }
-  }
-};
 
 }  // namespace
 
@@ -176,14 +157,14 @@ TEST_CASE("layered: read-only mode and unusable layers", "[cache][layered]") {
 
 TEST_CASE("layered: search path defaults and '~' expansion", "[cache][layered]") {
   TempDir dir;
-  ScopedEnv home("HOME", dir.path().c_str());
-  ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
+  EnvGuard home("HOME", dir.path().c_str());
+  EnvGuard xdg("XDG_CACHE_HOME", nullptr);
   {
-    ScopedEnv env("KTUNE_CACHE", nullptr);
+    EnvGuard env("KTUNE_CACHE", nullptr);
     CHECK(LayeredCache::default_search_path() == dir.path().string() + "/.cache/ktune/ktune.db");
   }
   {
-    ScopedEnv env("KTUNE_CACHE", "/x/a.db:/y/b.db");
+    EnvGuard env("KTUNE_CACHE", "/x/a.db:/y/b.db");
     CHECK(LayeredCache::default_search_path() == "/x/a.db:/y/b.db");
   }
   LayeredCache cache("~/.cache/ktune/ktune.db", false);
@@ -195,23 +176,23 @@ TEST_CASE("layered: search path defaults and '~' expansion", "[cache][layered]")
 
 TEST_CASE("layered: the default cache honours an absolute $XDG_CACHE_HOME", "[cache][layered]") {
   TempDir dir;
-  ScopedEnv home("HOME", dir.file("home").c_str());
-  ScopedEnv env("KTUNE_CACHE", nullptr);
+  EnvGuard home("HOME", dir.file("home").c_str());
+  EnvGuard env("KTUNE_CACHE", nullptr);
   {
-    ScopedEnv xdg("XDG_CACHE_HOME", dir.file("xdg").c_str());
+    EnvGuard xdg("XDG_CACHE_HOME", dir.file("xdg").c_str());
     CHECK(LayeredCache::default_search_path() == dir.file("xdg") + "/ktune/ktune.db");
   }
   {
-    ScopedEnv xdg("XDG_CACHE_HOME", "relative/cache");  // not absolute: ignored, as the XDG spec says
+    EnvGuard xdg("XDG_CACHE_HOME", "relative/cache");  // not absolute: ignored, as the XDG spec says
     CHECK(LayeredCache::default_search_path() == dir.file("home") + "/.cache/ktune/ktune.db");
   }
   {
-    ScopedEnv xdg("XDG_CACHE_HOME", "");
+    EnvGuard xdg("XDG_CACHE_HOME", "");
     CHECK(LayeredCache::default_search_path() == dir.file("home") + "/.cache/ktune/ktune.db");
   }
   {
-    ScopedEnv xdg("XDG_CACHE_HOME", dir.file("xdg").c_str());
-    ScopedEnv explicit_path("KTUNE_CACHE", "/x/a.db");  // KTUNE_CACHE still wins
+    EnvGuard xdg("XDG_CACHE_HOME", dir.file("xdg").c_str());
+    EnvGuard explicit_path("KTUNE_CACHE", "/x/a.db");  // KTUNE_CACHE still wins
     CHECK(LayeredCache::default_search_path() == "/x/a.db");
   }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 2's acceptance through the CLI, no GPU: compile one xqa_decode kernel for three arches (3 binaries),
+# The compile cache through the CLI, no GPU: compile one xqa_decode kernel for three arches (3 binaries),
 # again (0 compiled, 3 hits), verify (intact), flip a byte of one blob (verify names it; the next compile
 # rebuilds it instead of loading it).
 # Usage: cli_compile_cache.sh <ktune binary>

@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 
 #include "hardening_util.hpp"
 #include "ktune/cache/layered.hpp"
@@ -13,6 +12,7 @@
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
+#include "support/env_guard.hpp"
 #include "support/test_kernels.hpp"
 
 using namespace ktune;
@@ -177,14 +177,12 @@ TEST_CASE("trust: a signed file at a writable path is used read-only and verifie
 TEST_CASE("trust: KTUNE_TRUSTED_KEYS set but empty, or unreadable, is an error at runtime creation",
           "[attack][trust][hardening][runtime]") {
   TempDir dir;
-  const char* saved = std::getenv("KTUNE_TRUSTED_KEYS");
-  const std::optional<std::string> restore = saved ? std::optional<std::string>(saved) : std::nullopt;
   for (const char* value : {"", ":", " , "}) {
     INFO("KTUNE_TRUSTED_KEYS='" << value << "'");
-    ::setenv("KTUNE_TRUSTED_KEYS", value, 1);
-    RuntimeOptions o = RuntimeOptions::from_env();
-    if (restore) ::setenv("KTUNE_TRUSTED_KEYS", restore->c_str(), 1);
-    else ::unsetenv("KTUNE_TRUSTED_KEYS");
+    RuntimeOptions o = [value] {  // the variable is set only while the options are read
+      ktune::test::EnvGuard env("KTUNE_TRUSTED_KEYS", value);
+      return RuntimeOptions::from_env();
+    }();
     o.cache_path = dir.file("user.db");
     if (std::string(value) == " , ") {
       // A name that is only blanks is a file that does not exist.

@@ -138,7 +138,7 @@ const Problem kSmall = problem(100, 96);
 
 }  // namespace
 
-TEST_CASE("mxfp4_gemm matches the exact reference (issue 7 matrix)", "[gpu][mxfp4]") {
+TEST_CASE("mxfp4_gemm matches the exact reference over its GPU matrix", "[gpu][mxfp4]") {
   KTUNE_REQUIRE_GPU();
   std::mt19937_64 rng(run_seed());
   struct NK {

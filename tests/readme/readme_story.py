@@ -1,5 +1,5 @@
-"""The README's Python quickstart, run as written (issue 9: "a new user with only the README ... calls the XQA op
-from PyTorch and gets the right answer"). The python block under README.md's "## Python" heading is extracted
+"""The README's Python quickstart, run as written: a new user with only the README calls the XQA op from
+PyTorch and gets the right answer. The python block under README.md's "## Python" heading is extracted
 and exec'd unchanged; this harness only supplies what the README leaves to the user -- the engine's tensors
 `q`, `kv_cache`, `block_tables`, `seq_lens` in the documented layout (docs/xqa_decode.md: bf16, HND paged cache
 [num_pages, 2, num_kv_heads, page_size, head_dim]) -- and then checks `out` against plain torch fp32 attention.

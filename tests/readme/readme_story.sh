@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's new-user story on a GPU machine, run from the README's own text (issue 9):
+# The README's new-user story on a GPU machine, run from the README's own text:
 #   1. set-up: `tools/setup.sh` (skipped when build/lib/libktune.so.0 is already there: the H200 machine has no
 #      network for apt, so bench/run_h200.sh readme brings a build made by that same command on the CPU machine)
 #   2. the shell block under "## Python (PyTorch engines)", extracted from README.md and run as written

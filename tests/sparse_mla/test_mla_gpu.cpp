@@ -1,6 +1,6 @@
 // sparse_mla_decode through the real runtime (ktune::sparse_mla_decode) against the fp64 host reference.
 //
-// [gpu][sparse_mla]: the issue's matrix heads {16, 64, 128} x topk {512, 2048} x page size {64, 256} x cache
+// [gpu][sparse_mla]: the matrix heads {16, 64, 128} x topk {512, 2048} x page size {64, 256} x cache
 // {fp8_ds_mla, bf16} x sinks {off, on}, each with fresh random inputs (seed printed; KTUNE_TEST_SEED replays):
 // random page placement (a shuffled subset of a larger cache whose other pages are NaN), random -1s, one token
 // with only -1s, poisoned outputs (NaN) and workspace, planned and forced split counts, LSE checked; plus
@@ -260,7 +260,7 @@ TEST_CASE("sparse_mla_decode kernels of the GPU tests compile into the cache", "
   CHECK(failed == 0);
 }
 
-TEST_CASE("sparse_mla_decode matches the fp64 reference over the issue matrix", "[gpu][sparse_mla]") {
+TEST_CASE("sparse_mla_decode matches the fp64 reference over its GPU matrix", "[gpu][sparse_mla]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
   const uint64_t seed = test::run_seed("sparse_mla gpu matrix");

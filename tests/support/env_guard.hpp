@@ -1,4 +1,5 @@
-// Restores one environment variable (its value, or its absence) when the scope ends, for tests that set it.
+// Restores one environment variable (its value, or its absence) when the scope ends, for tests that set or
+// unset it. The two-argument form also sets the variable to VALUE, or unsets it when VALUE is null.
 #pragma once
 
 #include <cstdlib>
@@ -13,6 +14,10 @@ class EnvGuard {
       had_ = true;
       old_ = v;
     }
+  }
+  EnvGuard(const char* name, const char* value) : EnvGuard(name) {
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
   }
   ~EnvGuard() {
     if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);

@@ -1,4 +1,4 @@
-// The host backend as a second oracle for the sparse_mla_decode and mxfp4_gemm GPU kernels (issue #5), the way
+// The host backend as a second oracle for the sparse_mla_decode and mxfp4_gemm GPU kernels, the way
 // tests/support/xqa_oracle.hpp does it for xqa_decode: on the GPU, `[.][mla_oracle_dump]` and
 // `[.][mxfp4_oracle_dump]` run the fixed cases below (inputs regenerated from a recorded seed by a portable
 // splitmix64 generator) and record the raw output bytes in tests/data/{mla,mxfp4}_h200_oracle.bin (the

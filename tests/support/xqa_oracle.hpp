@@ -1,4 +1,4 @@
-// The host backend as a second oracle for the GPU kernel (issue #5). LLVM is not on the GPU machine, so the
+// The host backend as a second oracle for the GPU kernel. LLVM is not on the GPU machine, so the
 // check runs in two halves: on the GPU, `[.][xqa_oracle_dump]` runs a fixed list of cases (inputs regenerated
 // from a recorded seed) and writes the kernel's raw output bytes to a fixture file; on any machine with the
 // host backend, `[host][oracle]` regenerates the same inputs, runs the LLVM-compiled host kernel and compares

@@ -1,6 +1,6 @@
 // xqa_decode through the real runtime (ktune::xqa_decode) against the fp64 CPU reference.
 //
-// [gpu][xqa]: a fixed, seeded sample of the specialization matrix (head_dim x GQA ratio x page size x
+// [gpu][xqa]: a fixed, seeded sample of the specialization matrix (head_dim x GQA ratio x page size x
 //   layout x KV dtype x q_len {1,2,3,4,7,16} x mask x sinks x window x softcap x lse x config) plus targeted edge
 //   cases (among them draft trees: q_len 32/48/64, causal and two-word explicit masks, up to 1024 rows a kv head). The kernels are a fixed list (so `[xqa_precompile]` can put them into a cache ahead of time); the
 //   data are fresh every run: seq_lens (1..64K, not page-aligned), uniform/ragged form, zero-length padding

@@ -1,5 +1,5 @@
-// ktune prepack: canonical OCP MXFP4 weight files -> one prepacked file in the mxfp4_gemm kernel's layout
-// (issue 7). Needs no GPU. `--check FILE` reads a packed file back and verifies its layout version.
+// ktune prepack: canonical OCP MXFP4 weight files -> one prepacked file in the mxfp4_gemm kernel's layout.
+// Needs no GPU. `--check FILE` reads a packed file back and verifies its layout version.
 #include <fmt/format.h>
 
 #include <cstdio>

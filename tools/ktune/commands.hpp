@@ -15,7 +15,7 @@ int cmd_warmup_worker(const std::vector<std::string>& args);  // a worker proces
 int cmd_replay(const std::vector<std::string>& args);
 int cmd_presets(const std::vector<std::string>& args);
 int cmd_tune(const std::vector<std::string>& args);
-int cmd_prepack(const std::vector<std::string>& args);  // mxfp4_gemm weights (issue 7)
+int cmd_prepack(const std::vector<std::string>& args);  // mxfp4_gemm weights
 int cmd_report(const std::vector<std::string>& args);
 
 }  // namespace ktune::cli
