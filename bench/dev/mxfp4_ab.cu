@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "mxfp4_dev_harness.cuh"
 #include "mxfp4_dev_params.hpp"
 #include "mxfp4_gemm/kernel.cuh"
 #include "mxfp4_read_floor.cuh"
@@ -42,29 +43,21 @@ using Dense1 = Spec<8, 4, 1, 16, 0, 2, false>;   // bm8.tn4.wn1.wk16.s0.d2
 using Dense16 = Spec<16, 4, 1, 8, 3, 2, false>;  // bm16.tn4.wn1.wk8.s3.d2
 using Group = Spec<8, 4, 2, 1, 0, 2, true>;      // bm8.tn4.wn2.wk1.s0.d2
 
-__device__ unsigned hash32(unsigned long long x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return unsigned(x);
-}
 // codes: any byte; scales: every byte in [lo, lo + span); activations ~N(0, 1) (sum of 4 uniforms)
 __global__ void fill(unsigned* w, long long wn, unsigned* s, long long sn, unsigned lo, unsigned span,
                      unsigned short* a, long long an, unsigned seed) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < wn; i += stride)
-    w[i] = hash32((unsigned long long)i * 0x9E3779B97F4A7C15ull + seed);
+    w[i] = dev_timing::hash32((unsigned long long)i * 0x9E3779B97F4A7C15ull + seed);
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < sn; i += stride) {
-    const unsigned h = hash32((unsigned long long)i * 0xD1B54A32D192ED03ull + seed + 1);
+    const unsigned h = dev_timing::hash32((unsigned long long)i * 0xD1B54A32D192ED03ull + seed + 1);
     unsigned v = 0;
     for (int byte = 0; byte < 4; ++byte) v |= (lo + ((h >> (8 * byte)) & 0xFFu) % span) << (8 * byte);
     s[i] = v;
   }
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < an; i += stride) {
-    const unsigned h0 = hash32((unsigned long long)i * 2 + seed * 0x100000001ull);
-    const unsigned h1 = hash32((unsigned long long)i * 2 + 1 + seed * 0x100000001ull);
+    const unsigned h0 = dev_timing::hash32((unsigned long long)i * 2 + seed * 0x100000001ull);
+    const unsigned h1 = dev_timing::hash32((unsigned long long)i * 2 + 1 + seed * 0x100000001ull);
     const float u = float(h0 & 0xFFFF) + float(h0 >> 16) + float(h1 & 0xFFFF) + float(h1 >> 16);
     a[i] = kc::float_to_bf16((u / 65536.f - 2.f) * 1.7320508f);
   }
@@ -82,29 +75,15 @@ struct Bufs {
   size_t wbytes = 0, sbytes = 0;
 };
 
-void* g_flush = nullptr;
-constexpr size_t kFlushBytes = size_t(256) << 20;
 int g_sms = 0;
 
 ktune_mxfp4::Params params_of(const Case& cs, const Bufs& b) {
-  ktune_mxfp4::Params p = dense_dev_params(b.a, b.c_new, cs.m, cs.n, cs.k);
-  p.kc = (cs.k + 63) / 64;
-  p.n16 = (cs.n + 15) / 16;
-  p.w = b.w;
-  p.s = b.s;
-  p.num_experts = cs.experts ? cs.experts : 1;
-  p.expert_offsets = cs.experts ? b.offs : nullptr;
-  p.w_expert_words = (long long)p.kc * p.n16 * 128;
-  p.s_expert_words = (long long)p.n16 * ((p.kc + 3) / 4) * 32;
-  return p;
+  return packed_dev_params(b.a, b.c_new, b.w, b.s, cs.m, cs.n, cs.k, cs.experts, b.offs);
 }
 
 Bufs alloc(const Case& cs) {
   Bufs b;
-  const int E = cs.experts ? cs.experts : 1;
-  const long long kcn = (cs.k + 63) / 64, n16 = (cs.n + 15) / 16;
-  b.wbytes = size_t(kcn * n16 * 512) * E;
-  b.sbytes = size_t(n16 * ((kcn + 3) / 4) * 128) * E;
+  packed_dev_bytes(cs.n, cs.k, cs.experts ? cs.experts : 1, &b.wbytes, &b.sbytes);
   CK(cudaMalloc(&b.w, b.wbytes));
   CK(cudaMalloc(&b.s, b.sbytes));
   CK(cudaMalloc(&b.a, size_t(cs.m) * cs.k * 2));
@@ -145,57 +124,15 @@ void launch(const Case& cs, const Bufs& b) {
   kern<<<grid, sh.threads, sh.smem_total>>>(p);
 }
 
-template <class F>
-double time_us(F&& f, int reps = 25) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) f();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t(reps);
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaMemsetAsync(g_flush, i & 0xFF, kFlushBytes));
-    CK(cudaEventRecord(e0));
-    f();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaGetLastError());
-    CK(cudaEventElapsedTime(&t[i], e0, e1));
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[reps / 2] * 1e3;
-}
-
 bool compare(const Case& cs, const Bufs& b, const char* scales) {
   const size_t n = size_t(cs.m) * cs.n;
   std::vector<unsigned short> ho(n), hn(n);
   CK(cudaMemcpy(ho.data(), b.c_old, n * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(hn.data(), b.c_new, n * 2, cudaMemcpyDeviceToHost));
-  double ss = 0;
-  size_t nan_old = 0, nan_new = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = kc::bf16_to_float(ho[i]);
-    if (std::isnan(v)) ++nan_old;
-    else ss += double(v) * v;
-  }
-  const double rms = std::sqrt(ss / double(n)) + 1e-30;
-  double worst = 0;
-  size_t differ = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double o = kc::bf16_to_float(ho[i]), v = kc::bf16_to_float(hn[i]);
-    if (std::isnan(v)) {
-      ++nan_new;
-      continue;
-    }
-    if (ho[i] != hn[i]) ++differ;
-    if (!std::isnan(o)) worst = std::max(worst, std::fabs(v - o) / std::max(std::fabs(o), rms));
-  }
-  const bool ok = nan_old == 0 && nan_new == 0 && worst <= 1e-2;
+  const dev_timing::Bf16Diff d = dev_timing::diff_bf16(ho, hn);
+  const bool ok = d.nan_ref == 0 && d.nan_got == 0 && d.max_rel <= 1e-2;
   std::printf("check %-24s %-6s max rel %.2e  differing outputs %zu of %zu  NaN old %zu new %zu  %s\n", cs.name,
-              scales, worst, differ, n, nan_old, nan_new, ok ? "ok" : "MISMATCH");
+              scales, d.max_rel, d.differ, n, d.nan_ref, d.nan_got, ok ? "ok" : "MISMATCH");
   return ok;
 }
 
@@ -227,15 +164,15 @@ bool run_case(const Case& cs, unsigned seed, const char* config) {
     ok = compare(cs, b, r.name) && ok;
     unsigned* out = nullptr;
     CK(cudaMalloc(&out, 4));
-    const double read = time_us([&] {
+    const double read = dev_timing::median_us([&] {
       mxfp4_dev::read_all<<<4 * g_sms, 512>>>(reinterpret_cast<const uint4*>(b.w), (long long)(b.wbytes / 16),
                                                reinterpret_cast<const uint4*>(b.s), (long long)(b.sbytes / 16), out);
     });
     CK(cudaFree(out));
     double t[4];
     for (int rep = 0; rep < 2; ++rep) {
-      t[2 * rep] = time_us([&] { launch<S, true>(cs, b); });
-      t[2 * rep + 1] = time_us([&] { launch<S, false>(cs, b); });
+      t[2 * rep] = dev_timing::median_us([&] { launch<S, true>(cs, b); });
+      t[2 * rep + 1] = dev_timing::median_us([&] { launch<S, false>(cs, b); });
     }
     char what[160];
     std::snprintf(what, sizeof what, "%-24s %-6s %-24s", cs.name, r.name, config);
@@ -259,7 +196,6 @@ int main(int argc, char** argv) {
   ab::g_sms = prop.multiProcessorCount;
   const unsigned seed = std::random_device{}();
   std::printf("device %s, %d SMs; seed %u\n", prop.name, ab::g_sms, seed);
-  CK(cudaMalloc(&ab::g_flush, ab::kFlushBytes));
   const auto want = [&](const char* name) { return std::strstr(name, only) != nullptr; };
   bool ok = true;
   // small ragged cases first (checks only matter there): N tail, K % 64 == 32, uneven experts
@@ -275,7 +211,6 @@ int main(int argc, char** argv) {
   if (want(d16.name)) ok = ab::run_case<ab::Dense16>(d16, seed + 3, "bm16.tn4.wn1.wk8.s3.d2") && ok;
   if (want(g1.name)) ok = ab::run_case<ab::Group>(g1, seed + 4, "bm8.tn4.wn2.wk1.s0.d2") && ok;
   if (want(g4.name)) ok = ab::run_case<ab::Group>(g4, seed + 5, "bm8.tn4.wn2.wk1.s0.d2") && ok;
-  CK(cudaFree(ab::g_flush));
   std::printf("\n%-82s %9s %7s\n", "case / scales / config / kernel", "us", "TB/s");
   for (const auto& r : ab::g_rows) std::printf("%-82s %9.2f %7.2f\n", r.what.c_str(), r.us, r.tbs);
   std::printf("TB/s: packed weight + scale bytes / time (best of the two interleaved medians)\n");

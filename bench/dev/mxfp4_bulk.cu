@@ -73,6 +73,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.hpp"
+#include "mxfp4_dev_harness.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -476,34 +477,26 @@ struct Spec {
 
 using mxfp4_dev::read_all;  // the floor (mxfp4_read_floor.cuh)
 
-// ---- random inputs on the device (counter hash, so fresh seeds cost nothing)
-__device__ __forceinline__ unsigned hash32(unsigned long long x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return unsigned(x);
-}
+// ---- random inputs on the device (dev_timing::hash32: fresh seeds cost nothing)
 __global__ void fill_codes(unsigned* w, long long words, unsigned seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words; i += (long long)gridDim.x * blockDim.x)
-    w[i] = hash32((unsigned long long)i * 0x9E3779B97F4A7C15ull + seed);
+    w[i] = dev_timing::hash32((unsigned long long)i * 0x9E3779B97F4A7C15ull + seed);
 }
 __global__ void fill_scales(unsigned* s, long long words, unsigned seed) {  // every byte in [118, 125]: 2^-9 .. 2^-2
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words; i += (long long)gridDim.x * blockDim.x)
-    s[i] = 0x76767676u + (hash32((unsigned long long)i * 0xD1B54A32D192ED03ull + seed) & 0x07070707u);
+    s[i] = 0x76767676u + (dev_timing::hash32((unsigned long long)i * 0xD1B54A32D192ED03ull + seed) & 0x07070707u);
 }
 __global__ void fill_act(unsigned short* a, long long n, unsigned seed) {  // ~N(0, 1): sum of 4 uniforms, scaled
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const unsigned h0 = hash32((unsigned long long)i * 2 + seed * 0x100000001ull);
-    const unsigned h1 = hash32((unsigned long long)i * 2 + 1 + seed * 0x100000001ull);
+    const unsigned h0 = dev_timing::hash32((unsigned long long)i * 2 + seed * 0x100000001ull);
+    const unsigned h1 = dev_timing::hash32((unsigned long long)i * 2 + 1 + seed * 0x100000001ull);
     const float u = float(h0 & 0xFFFF) + float(h0 >> 16) + float(h1 & 0xFFFF) + float(h1 >> 16);
     a[i] = kc::float_to_bf16((u / 65536.f - 2.f) * 1.7320508f);
   }
 }
 __global__ void fill_bias(unsigned short* b, long long n, unsigned seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    b[i] = kc::float_to_bf16(float(int(hash32(i + seed * 7ull) % 2001) - 1000) * 1e-3f);
+    b[i] = kc::float_to_bf16(float(int(dev_timing::hash32(i + seed * 7ull) % 2001) - 1000) * 1e-3f);
 }
 
 // ---- harness state
@@ -521,30 +514,19 @@ struct Bufs {
   size_t wbytes = 0, sbytes = 0;
   int mtiles_max = 0;
 };
-static void* g_flush = nullptr;
-static const size_t kFlushBytes = size_t(256) << 20;
 static int g_sms = 0;
 
 static ktune_mxfp4::Params params_of(const Problem& pr, const Bufs& b, bool with_bias) {
-  ktune_mxfp4::Params p = dense_dev_params(b.a, b.c_lib, pr.m, pr.n, pr.k);
-  p.kc = (pr.k + 63) / 64;
-  p.n16 = (pr.n + 15) / 16;
-  p.w = b.w;
-  p.s = b.s;
+  ktune_mxfp4::Params p = packed_dev_params(b.a, b.c_lib, b.w, b.s, pr.m, pr.n, pr.k, pr.experts, b.offs);
   p.bias = with_bias ? b.bias : nullptr;
-  p.num_experts = pr.experts ? pr.experts : 1;
-  p.expert_offsets = pr.experts ? b.offs : nullptr;
-  p.w_expert_words = (long long)p.kc * p.n16 * 128;
-  p.s_expert_words = (long long)p.n16 * ((p.kc + 3) / 4) * 32;
   return p;
 }
 
 static Bufs alloc(const Problem& pr) {
   Bufs b;
   const int E = pr.experts ? pr.experts : 1;
-  const long long kc = (pr.k + 63) / 64, n16 = (pr.n + 15) / 16;
-  b.wbytes = size_t(kc * n16 * 512) * E;
-  b.sbytes = size_t(n16 * ((kc + 3) / 4) * 128) * E;
+  const long long n16 = (pr.n + 15) / 16;
+  packed_dev_bytes(pr.n, pr.k, E, &b.wbytes, &b.sbytes);
   CK(cudaMalloc(&b.w, b.wbytes));
   CK(cudaMalloc(&b.s, b.sbytes));
   CK(cudaMalloc(&b.a, size_t(pr.m) * pr.k * 2));
@@ -642,66 +624,18 @@ static void launch_new(const Problem& pr, const Bufs& b, bool with_bias, int gri
   bulk::gemm<MT><<<grid, G::kThreads, smem, st>>>(args);
 }
 
-// ---- timing: L2 flushed before each call, events around the call alone, median
-template <class F>
-static double time_us(F&& launch, int reps = 25) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) launch();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t(reps);
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaMemsetAsync(g_flush, i & 0xFF, kFlushBytes));
-    CK(cudaEventRecord(e0));
-    launch();
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaGetLastError());
-    CK(cudaEventElapsedTime(&t[i], e0, e1));
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(t.begin(), t.end());
-  return t[reps / 2] * 1e3;
-}
-
 // ---- check: new vs library on the current inputs; returns false on mismatch / NaN
 static bool compare(const Problem& pr, const Bufs& b, const char* what, double* out_err = nullptr) {
   const size_t n = size_t(pr.m) * pr.n;
   std::vector<unsigned short> hl(n), hn(n);
   CK(cudaMemcpy(hl.data(), b.c_lib, n * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(hn.data(), b.c_new, n * 2, cudaMemcpyDeviceToHost));
-  double ss = 0;
-  size_t nan_lib = 0, nan_new = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = kc::bf16_to_float(hl[i]);
-    if (std::isnan(v)) ++nan_lib;
-    else ss += double(v) * v;
-  }
-  const double rms = std::sqrt(ss / double(n)) + 1e-30;
-  double maxrel = 0, num = 0;
-  size_t worst = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double l = kc::bf16_to_float(hl[i]), v = kc::bf16_to_float(hn[i]);
-    if (std::isnan(v)) {
-      ++nan_new;
-      continue;
-    }
-    if (std::isnan(l)) continue;
-    const double rel = std::fabs(v - l) / std::max(std::fabs(l), rms);
-    num += (v - l) * (v - l);
-    if (rel > maxrel) {
-      maxrel = rel;
-      worst = i;
-    }
-  }
-  const bool ok = nan_lib == 0 && nan_new == 0 && maxrel <= 1e-2;
+  const dev_timing::Bf16Diff d = dev_timing::diff_bf16(hl, hn);
+  const bool ok = d.nan_ref == 0 && d.nan_got == 0 && d.max_rel <= 1e-2;
   std::printf("check %-26s %-8s max rel %.3e (at m %zu n %zu: lib %.5g new %.5g)  norm rel %.3e  NaN lib %zu new %zu  %s\n",
-              pr.name, what, maxrel, worst / pr.n, worst % pr.n, kc::bf16_to_float(hl[worst]),
-              kc::bf16_to_float(hn[worst]), std::sqrt(num / (ss + 1e-300)), nan_lib, nan_new, ok ? "ok" : "MISMATCH");
-  if (out_err) *out_err = maxrel;
+              pr.name, what, d.max_rel, d.worst / pr.n, d.worst % pr.n, kc::bf16_to_float(hl[d.worst]),
+              kc::bf16_to_float(hn[d.worst]), d.norm_rel, d.nan_ref, d.nan_got, ok ? "ok" : "MISMATCH");
+  if (out_err) *out_err = d.max_rel;
   return ok;
 }
 
@@ -742,7 +676,7 @@ static void floors(const std::string& shape, const Bufs& b) {
   const double bytes = double(b.wbytes + b.sbytes);
   void* dst = nullptr;
   CK(cudaMalloc(&dst, b.wbytes + b.sbytes));
-  const double cus = time_us([&] {
+  const double cus = dev_timing::median_us([&] {
     CK(cudaMemcpyAsync(dst, b.w, b.wbytes, cudaMemcpyDeviceToDevice));
     CK(cudaMemcpyAsync(static_cast<char*>(dst) + b.wbytes, b.s, b.sbytes, cudaMemcpyDeviceToDevice));
   });
@@ -751,7 +685,7 @@ static void floors(const std::string& shape, const Bufs& b) {
   add_row(shape, "cudaMemcpy D2D (TB/s: read)", cus, bytes);
   unsigned* out = nullptr;
   CK(cudaMalloc(&out, 4));
-  const double rus = time_us([&] {
+  const double rus = dev_timing::median_us([&] {
     read_all<<<4 * g_sms, 512>>>(reinterpret_cast<const uint4*>(b.w), (long long)(b.wbytes / 16),
                                  reinterpret_cast<const uint4*>(b.s), (long long)(b.sbytes / 16), out);
   });
@@ -816,13 +750,13 @@ static bool bench_shape(const Problem& pr, unsigned seed, const char* lib_key) {
   char shape[64];
   std::snprintf(shape, sizeof shape, "%s", pr.name);
   floors(shape, b);
-  add_row(shape, std::string("library ") + lib_key, time_us([&] { launch_lib<LibS>(pr, b, false); }), bytes);
+  add_row(shape, std::string("library ") + lib_key, dev_timing::median_us([&] { launch_lib<LibS>(pr, b, false); }), bytes);
   if (pr.experts)
-    add_row(shape, "library bm8.tn2.wn1.wk8.s0.d2", time_us([&] { launch_lib<LibGroupB>(pr, b, false); }), bytes);
+    add_row(shape, "library bm8.tn2.wn1.wk8.s0.d2", dev_timing::median_us([&] { launch_lib<LibGroupB>(pr, b, false); }), bytes);
   char nk[64];
   std::snprintf(nk, sizeof nk, "bulk ring bm%d nt8 sk8 r%d", 8 * MT, bulk::Geo<MT>::kR);
-  add_row(shape, nk, time_us([&] { launch_new<MT>(pr, b, false); }), bytes);
-  add_row(shape, std::string(nk) + " (again)", time_us([&] { launch_new<MT>(pr, b, false); }), bytes);
+  add_row(shape, nk, dev_timing::median_us([&] { launch_new<MT>(pr, b, false); }), bytes);
+  add_row(shape, std::string(nk) + " (again)", dev_timing::median_us([&] { launch_new<MT>(pr, b, false); }), bytes);
   // the outputs after all those calls still match (workspace left clean by every call)
   ok = compare(pr, b, "after") && ok;
   release(b);
@@ -859,7 +793,6 @@ int main(int argc, char** argv) {
   }
   if (small) return run_small(seed);
 
-  CK(cudaMalloc(&g_flush, kFlushBytes));
   bool ok = true;
   if (want("dense M1 N8192 K8192"))
     ok = bench_shape<LibDense1, 1>(Problem{"dense M1 N8192 K8192", 1, 8192, 8192, 0, {}}, seed,
@@ -877,7 +810,6 @@ int main(int argc, char** argv) {
     ok = bench_shape<LibGroup, 1>(grouped("moe E128 x4 n5760 k2880", 128, 4, 5760, 2880), seed + 300,
                                   "bm8.tn4.wn2.wk1.s0.d2") &&
          ok;
-  CK(cudaFree(g_flush));
 
   std::printf("\n%-28s %-34s %9s %8s %8s\n", "shape", "kernel", "us", "TB/s", "x copy");
   for (const Row& r : g_rows)
