@@ -7,8 +7,8 @@
 // fma (common/mxfp4.h). BF16 with >= 32 tokens: the e8m0 scale is applied to the decoded weight (exact: a power
 // of two in the bf16 range) before the mma. BF16 with few tokens: a chunk whose scales are all <= 1 (trained
 // weights) is decoded and scaled by that one fma (its factor 2^126 becomes 2^(e-1)); any other chunk, and FP16
-// (scales mostly outside the fp16 range), accumulates each 32-block on its own and scales it in fp32. Activation tiles stream through a cp.async ring of
-// `kStages` stages (XOR swizzled for ldmatrix); `kStages == 0` (few tokens, bm <= 16) loads each lane's
+// (scales mostly outside the fp16 range), accumulates each 32-block on its own and scales it in fp32.
+// Activation tiles stream through a cp.async ring of `kStages` stages (XOR swizzled for ldmatrix); `kStages == 0` (few tokens, bm <= 16) loads each lane's
 // activation fragments straight from global memory (L1-cached, `kDepth` chunks ahead like the weight), so no
 // warp ever waits at a CTA barrier inside the K loop. Weight and activation loads are `asm volatile`
 // (common/global_load.cuh) so the prefetch stays where it is written. Warps split the CTA's N tile (kWN) and its K step (kWK, reduced in shared memory in a fixed
@@ -59,9 +59,9 @@ struct K {
   // second fma per weight when the weight feeds only one or two 8-token mma tiles; fp16 cannot hold the scales).
   static constexpr bool kNative = Spec::kNative;
   static constexpr bool kPreScale = kBF16 && Spec::kBM > 16 && !kNative;
-  // BF16 few tokens, chunks whose scales are all <= 1 (e < 128: trained weights' scales sit far below): the decode's
-  // fma multiplies by 2^(e-1) instead of 2^126, which decodes and scales in one rounding-free step (the exact
-  // product is a bf16 value), and the chunk accumulates straight into acc. Other chunks take the fp32 path.
+  // BF16 few tokens, chunks whose scales are all <= 1 (e < 128; trained weights' scales sit far below): the
+  // decode's fma multiplies by 2^(e-1) instead of 2^126, which decodes and scales in one rounding-free step (the
+  // exact product is a bf16 value), and the chunk accumulates straight into acc. Other chunks take the fp32 path.
   static constexpr bool kFold = kBF16 && !kPreScale && !kNative;
   // Activation fragments from global memory, no shared-memory ring (few tokens).
   static constexpr bool kDirect = Spec::kStages == 0;
@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     // its own (tmp) and scaled in fp32.
     auto chunk = [&](auto path) {
       constexpr bool kF = decltype(path)::value;
-      float tmp[kPreScale ? 1 : kTN][kPreScale ? 1 : kMT][4];
+      [[maybe_unused]] float tmp[kPreScale ? 1 : kTN][kPreScale ? 1 : kMT][4];
 #pragma unroll
       for (int sp = 0; sp < 4; sp += 2) {  // two k16 steps per ldmatrix.x4
         unsigned b[kMT][4];
@@ -374,15 +374,13 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
           native_block(sp, q, sc, b);
           continue;
         }
-        if constexpr (!kPreScale) {
-          if constexpr (!kF) {
+        if constexpr (!kPreScale && !kF) {
 #pragma unroll
-            for (int i = 0; i < kTN; ++i)
+          for (int i = 0; i < kTN; ++i)
 #pragma unroll
-              for (int j = 0; j < kMT; ++j)
+            for (int j = 0; j < kMT; ++j)
 #pragma unroll
-                for (int r = 0; r < 4; ++r) tmp[i][j][r] = 0.f;
-          }
+              for (int r = 0; r < 4; ++r) tmp[i][j][r] = 0.f;
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -392,16 +390,14 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
             const unsigned word = s == 0 ? q[i].x : s == 1 ? q[i].y : s == 2 ? q[i].z : q[i].w;
             unsigned af[4];
             if constexpr (kF) {  // af * 2^(e-1): decode and scale in one fma (see kFold)
-              {
-                const unsigned m0 = fold_multiplier(sc[i], 2 * (s >> 1)), m1 = fold_multiplier(sc[i], 2 * (s >> 1) + 1);
-                af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), m0, 0x80008000u);
-                af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), m1, 0x80008000u);
-                af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), m0, 0x80008000u);
-                af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), m1, 0x80008000u);
+              const unsigned m0 = fold_multiplier(sc[i], 2 * (s >> 1)), m1 = fold_multiplier(sc[i], 2 * (s >> 1) + 1);
+              af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), m0, 0x80008000u);
+              af[1] = kc::bf16x2_fma(kc::e2m1x2_raw<1, true>(word), m1, 0x80008000u);
+              af[2] = kc::bf16x2_fma(kc::e2m1x2_raw<2, true>(word), m0, 0x80008000u);
+              af[3] = kc::bf16x2_fma(kc::e2m1x2_raw<3, true>(word), m1, 0x80008000u);
 #pragma unroll
-                for (int j = 0; j < kMT; ++j) kc::mma_16816<true>(acc[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
-                continue;
-              }
+              for (int j = 0; j < kMT; ++j) kc::mma_16816<true>(acc[i][j], af, b[j][2 * h], b[j][2 * h + 1]);
+              continue;
             }
             if constexpr (kBF16) {
               af[0] = kc::bf16x2_fma(kc::e2m1x2_raw<0, true>(word), 0x7E807E80u, 0x80008000u);
@@ -429,8 +425,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
             }
           }
         }
-        if constexpr (!kPreScale) {  // one 32-block done: scale in fp32
-          if constexpr (kF) continue;
+        if constexpr (!kPreScale && !kF) {  // one 32-block done: scale in fp32
 #pragma unroll
           for (int i = 0; i < kTN; ++i) {
             // bytes (row r0, block), (row r1, block) of the chunk's 32-block sp / 2

@@ -129,8 +129,12 @@ Problem problem(int n, int k, int e = 1, int top_k = 1, DType t = kc::kBF16) {
   return p;
 }
 
-std::vector<int> random_offsets(int experts, int total_hint, std::mt19937_64& rng) {
-  return test::mxfp4_random_offsets(experts, total_hint, rng);
+// Uneven grouped row offsets (test::mxfp4_random_offsets) with expert 0 empty.
+std::vector<int> random_offsets_first_empty(int experts, int total_hint, std::mt19937_64& rng) {
+  std::vector<int> off = test::mxfp4_random_offsets(experts, total_hint, rng);
+  off[1] = off[0];
+  for (size_t e = 1; e < off.size(); ++e) off[e] = std::max(off[e], off[e - 1]);
+  return off;
 }
 
 // The small shape where every search-space config is checked.
@@ -197,9 +201,7 @@ TEST_CASE("mxfp4_gemm grouped (MoE): uneven and empty experts, one launch", "[gp
     const Problem p = problem(5760, 2880, 8, 2);
     const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
     for (int hint : {8, 64, 600}) {
-      std::vector<int> off = random_offsets(p.num_experts, hint, rng);
-      off[1] = off[0];  // expert 0 empty
-      for (size_t e = 1; e < off.size(); ++e) off[e] = std::max(off[e], off[e - 1]);
+      std::vector<int> off = random_offsets_first_empty(p.num_experts, hint, rng);
       const int m = off.back();
       check_result(run_case(p, W, m, hint != 64, rng, nullptr, off), "grouped 5760x2880 rows " + std::to_string(m));
     }
@@ -244,9 +246,7 @@ TEST_CASE("mxfp4_gemm few tokens: model-like scales (folded decode) and chunks m
     {
       const Problem p = problem(5760, 2880, 32, 4);
       const Weight W = make_weight(p.n, p.k, p.num_experts, rng, -1, -1, scales);
-      std::vector<int> off = random_offsets(p.num_experts, 64, rng);
-      off[1] = off[0];  // expert 0 empty
-      for (size_t e = 1; e < off.size(); ++e) off[e] = std::max(off[e], off[e - 1]);
+      std::vector<int> off = random_offsets_first_empty(p.num_experts, 64, rng);
       check_result(run_case(p, W, off.back(), true, rng, nullptr, off), tag + "grouped 5760x2880 rows " + std::to_string(off.back()));
     }
   }
