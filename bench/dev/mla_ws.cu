@@ -1,4 +1,5 @@
-// The warp-specialized sparse_mla_decode kernel (kernel_ws.cuh) against the library's default sm_90a kernel
+// The warp-specialized sparse_mla_decode kernel (kernel_ws.cuh), alone and paired (decode_kernel_ws_pair: the
+// two head groups of a token as a cluster sharing each tile's loads), against the library's default sm_90a kernel
 // (kernel.cuh, t64.s1.g64.wg) on the same inputs: 128 heads, top-k 2048, fp8_ds_mla, 64 and 128 tokens, about
 // 3% of the entries -1 and one token with every entry -1. Prints rel L2 of the outputs and LSE against the
 // library kernel, the bf16 values that differ, and the time per call (median of 30).
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -62,44 +64,53 @@ Run run(Kern kern, int threads, int smem, const Params& p, int tokens, int split
   return r;
 }
 
-int main() {
+int main(int argc, char** argv) {
   const int topk = 2048;
-  const MlaDevInputs host = make_mla_dev_inputs(128, topk, 4096, 64, true, 3, 5);  // token 5: nothing valid
+  // argv[1]: cache pages of 64 rows (default 4096: 172 MB, so repeated calls with the same indices find part of
+  // their rows in L2; 32768 pages: 1.4 GB, nearly every row from HBM as in serving)
+  const int pages = argc > 1 ? std::atoi(argv[1]) : 4096;
+  const MlaDevInputs host = make_mla_dev_inputs(128, topk, pages, 64, true, 3, 5);  // token 5: nothing valid
+  std::printf("cache %d pages of 64 rows (%.0f MB)\n", pages, pages * 64.0 * 656 / 1e6);
   Params p = upload_mla_dev_inputs(host, 8);
 
   constexpr Shape bs = Traits<BaseSpec>::sh;
   constexpr Shape ws = WsTraits<WsSpec>::sh;
   std::printf("ws smem %d B\n", ws.smem_total);
-  std::printf("%-8s %-6s %12s %12s %10s %12s %12s %8s\n", "tokens", "splits", "library us", "ws us", "TFLOP/s",
-              "rel L2 out", "rel L2 lse", "differ");
-  for (int tokens : {64, 128}) {
-    for (int splits : {1, 4}) {
-      if (tokens == 128 && splits > 1) continue;
-      p.num_tokens = tokens;
-      p.num_splits = splits;
-      const Run a = run(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits);
-      const Run w = run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, tokens, splits);
+  std::printf("%-8s %-6s %-5s %12s %12s %10s %12s %12s %8s %12s\n", "tokens", "splits", "ws", "library us", "ws us",
+              "TFLOP/s", "rel L2 out", "rel L2 lse", "differ", "pair != one");
+  const int shapes[][2] = {{8, 8}, {64, 1}, {64, 4}, {128, 1}};  // tokens, splits
+  for (const auto& sh : shapes) {
+    const int tokens = sh[0], splits = sh[1];
+    p.num_tokens = tokens;
+    p.num_splits = splits;
+    const Run a = run(decode_kernel<BaseSpec>, bs.threads, bs.smem_total, p, tokens, splits);
+    const Run one = run(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, tokens, splits);
+    const Run two = run(decode_kernel_ws_pair<WsSpec>, 384, ws.smem_total, p, tokens, splits);
+    size_t pair_differ = 0;  // output and LSE bits of the paired kernel against the unpaired one
+    for (size_t i = 0; i < one.out.size(); ++i) pair_differ += one.out[i] != two.out[i];
+    for (size_t i = 0; i < one.lse.size(); ++i) pair_differ += std::memcmp(&one.lse[i], &two.lse[i], 4) != 0;
+    for (const Run* w : {&one, &two}) {
       double num = 0, den = 0, ln = 0, ld = 0;
       size_t differ = 0, bad = 0;
       for (size_t i = 0; i < a.out.size(); ++i) {
-        const double u = bf16_value(a.out[i]), v = bf16_value(w.out[i]);
+        const double u = bf16_value(a.out[i]), v = bf16_value(w->out[i]);
         if (!std::isfinite(v)) ++bad;
-        differ += a.out[i] != w.out[i];
+        differ += a.out[i] != w->out[i];
         num += (u - v) * (u - v);
         den += u * u;
       }
       for (size_t i = 0; i < a.lse.size(); ++i) {
-        if (std::isinf(a.lse[i]) || std::isinf(w.lse[i])) {
-          if (a.lse[i] != w.lse[i]) ++bad;
+        if (std::isinf(a.lse[i]) || std::isinf(w->lse[i])) {
+          if (a.lse[i] != w->lse[i]) ++bad;
           continue;
         }
-        ln += (a.lse[i] - w.lse[i]) * (a.lse[i] - w.lse[i]);
+        ln += (a.lse[i] - w->lse[i]) * (a.lse[i] - w->lse[i]);
         ld += a.lse[i] * a.lse[i];
       }
       const double flops = 2.0 * tokens * 128 * topk * (576 + 512);
-      std::printf("%-8d %-6d %12.1f %12.1f %10.1f %12.2e %12.2e %8zu%s\n", tokens, splits, a.us, w.us,
-                  flops / w.us / 1e6, std::sqrt(num / den), std::sqrt(ln / ld), differ,
-                  bad ? "  NON-FINITE OR -inf MISMATCH" : "");
+      std::printf("%-8d %-6d %-5s %12.1f %12.1f %10.1f %12.2e %12.2e %8zu %12zu%s\n", tokens, splits,
+                  w == &two ? "pair" : "one", a.us, w->us, flops / w->us / 1e6, std::sqrt(num / den),
+                  std::sqrt(ln / ld), differ, pair_differ, bad ? "  NON-FINITE OR -inf MISMATCH" : "");
     }
   }
   // One head group per token: how the time scales with the CTA count, 64 tokens, one split.

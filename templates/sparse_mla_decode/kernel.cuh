@@ -116,22 +116,29 @@ KT_DEV RawItem load_item(const unsigned char* row, int c) {
   }
   return it;
 }
+// Latent item -> its 16 bf16 values (two 16-byte chunks).
+KT_DEV void dequant_item(const RawItem& it, uint4& lo16, uint4& hi16) {
+  const unsigned w[4] = {it.v.x, it.v.y, it.v.z, it.v.w};
+  unsigned out[8];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    unsigned lo, hi;
+    kc::e4m3x4_to_f16x2x2<false>(w[q], lo, hi);
+    out[2 * q] = f16x2_to_bf16x2_scaled(lo, it.sc);
+    out[2 * q + 1] = f16x2_to_bf16x2_scaled(hi, it.sc);
+  }
+  lo16 = make_uint4(out[0], out[1], out[2], out[3]);
+  hi16 = make_uint4(out[4], out[5], out[6], out[7]);
+}
 // Item c of a row, loaded, into row r of a bf16 K/V tile (tile_off layout, TN rows).
 template <int LAT, int TN>
 KT_DEV void store_item(const RawItem& it, unsigned char* kvt, int r, int c) {
   constexpr int LCH = LAT / 16;
   if (c < LCH) {
-    const unsigned w[4] = {it.v.x, it.v.y, it.v.z, it.v.w};
-    unsigned out[8];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      unsigned lo, hi;
-      kc::e4m3x4_to_f16x2x2<false>(w[q], lo, hi);
-      out[2 * q] = f16x2_to_bf16x2_scaled(lo, it.sc);
-      out[2 * q + 1] = f16x2_to_bf16x2_scaled(hi, it.sc);
-    }
-    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
-    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = make_uint4(out[4], out[5], out[6], out[7]);
+    uint4 lo, hi;
+    dequant_item(it, lo, hi);
+    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = lo;
+    *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = hi;
   } else {
     *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + (c - LCH))) = it.v;
   }

@@ -31,13 +31,22 @@
 // on named barriers it reported each read as a hazard against its store, and the kernel could not be checked
 // (bench/dev/mla_ws_race_variants.cu keeps the variants that located this).
 // Registers: ptxas fits every role within the launch bound's 168 per thread (warpgroup 0 holds 160 accumulator
-// values: half of O and the scores). The setmaxnreg calls (208 / 160 / 136) only repartition the hardware
-// allocation; they do not let ptxas give a role more than the bound (with 512 threads, a bound of 128, warpgroup
-// 0 spilled 2.7 KB).
+// values: half of O and the scores). The setmaxnreg calls (208 / 160 / 136; paired 200 / 160 / 144) repartition
+// the hardware allocation; they do not let ptxas give a role more than the bound (with 512 threads, a bound of
+// 128, warpgroup 0 spilled 2.7 KB), but ptxas does keep a role's code within a lower count (the paired producer
+// spilled at 136).
 // Only one CTA fits an SM (226 KB of shared memory).
+// Paired (decode_kernel_ws_pair, config ".wsp", 128 heads): the two head-group CTAs of a token are a
+// cluster of two. Their K/V tiles are the same rows, so each CTA's producer loads and converts half of every tile
+// and copies that half into the peer's buffer with cp.async.bulk (shared::cta to shared::cluster), completing on
+// the peer's "full" mbarrier. Each producer thread then holds one row share instead of two, so it converts the
+// share as soon as it lands, before it waits for a free buffer; what is left between the consumers' release and
+// the next hand-off is the stores. On the H200 through the library: 5.6-5.8% faster at 64 and 128 tokens, even
+// at 8 tokens with 8 splits (docs/sparse_mla_decode.md).
 // Same results contract as decode_kernel: splits, sinks, LSE, -1 slots, checked slots, all-masked rows.
 #pragma once
 
+#include "common/cluster.cuh"
 #include "common/tma.cuh"
 #include "sparse_mla_decode/kernel.cuh"
 
@@ -61,11 +70,24 @@ namespace ws {
 //   P free     128 arrivals of warpgroup 1 after its P V of tile it (phase it); warpgroup 0 waits before
 //              writing P of tile it + 1;
 //   full b     128 arrivals of the producer per fill of buffer b (phase j / stages for tile j); the producer
-//              cannot complete the next phase before the consumers released the buffer on "empty".
-enum : int { kBarEmpty = 3 };
+//              cannot complete the next phase before the consumers released the buffer on "empty". Paired
+//              kernel: also the bytes of the peer's half of the tile (one producer thread's arrival expects them).
+//   peer free b  paired kernel only: one arrival per consumer warp of the peer CTA once it is done with its
+//              buffer b (phase j / stages - 1 before the fill of tile j); the producer thread that copies this
+//              CTA's half into the peer waits on it.
+enum : int { kBarEmpty = 3, kBarHalfStored = 3 + 4 };  // kBarEmpty + b for buffer b < stages (at most 4)
 enum : int { kMbarPReady = 0, kMbarStats = 8, kMbarPFree = 16, kMbarFull = 24 };
+template <int ST>
+constexpr int kMbarPeerFree = kMbarFull + 8 * ST;
 constexpr int kAll = 384;
+// The counts add up to the launch's 3 x 168: a warpgroup's setmaxnreg.inc waits until the others' .dec have
+// released enough of the CTA's registers. Paired, a producer thread holds a converted row share (72 registers);
+// ptxas keeps the producer's code within its count, and at 136 it spilled, so the paired kernel moves 8 per
+// thread from warpgroup 0 (200 is still enough for it: no spills) to the producer (144).
 constexpr int kRegsQK = 208, kRegsPV = 160, kRegsProducer = 136;
+constexpr int kRegsQKPaired = 200, kRegsProducerPaired = 144;
+static_assert(kRegsQK + kRegsPV + kRegsProducer == 3 * 168 && kRegsQKPaired + kRegsPV + kRegsProducerPaired == 3 * 168,
+              "setmaxnreg counts must add up to the launch bound's 168 per thread");
 
 KT_DEV void bar_sync(int id, int threads) {
   asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -116,20 +138,30 @@ struct RowShare {
 // The producer warpgroup (threads 256..383). Row r of a tile belongs to the four threads with lr = r % 8 and
 // warp pw = (r / 8) % 4 (rows u * 32 + pw * 8 + lr, round u < TN / 32); thread lm = 0..3 of the four loads its
 // RowShare. A tile's loads are all issued before the wait for a free buffer, so their latency overlaps it.
-template <class S>
+// kPair (decode_kernel_ws_pair): the CTA of cluster rank c loads and converts only rows c * 32 .. c * 32 + 31 of
+// every tile (row c * 32 + pw * 8 + lr) and copies them (and their slots) into the same buffer of the peer CTA,
+// which does the other half. With half the items per thread, a tile's rows are converted into registers as soon
+// as they land, before the wait for a free buffer; only the stores remain between that wait and the hand-off.
+template <class S, bool kPair>
 KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int ntiles, int token, int pw, int lane) {
   constexpr Shape sh = WsTraits<S>::sh;
   constexpr int LAT = S::kLat, TN = S::kTile, ST = S::kStages, TOPK = S::kTopk, RB = sh.raw_bytes;
-  constexpr int ROWS = TN / 32, LPT = LAT / 16 / 4, RPT = S::kRope / 8 / 4, NSC = LAT / 128;
+  constexpr int ROWS = kPair ? 1 : TN / 32, LPT = LAT / 16 / 4, RPT = S::kRope / 8 / 4, NSC = LAT / 128;
   static_assert(NSC <= 4 && LPT * 4 * 16 == LAT && RPT * 4 * 8 == S::kRope, "row split of the producer");
+  static_assert(!kPair || TN == 64, "a pair: 64-row tiles in halves of 32 rows");
+  constexpr int kHalfBytes = (S::kLat + S::kRope) / 64 * 32 * 128 + 32 * 4;  // a half tile and its slots
   const int lm = lane >> 3, lr = lane & 7;
   const int* idx = p.indices + (long long)token * TOPK;
   const char* kvb = static_cast<const char*>(p.kv_cache);
   int* s_slot = reinterpret_cast<int*>(smem + sh.off_slot);
-  const unsigned mb_full = kc::smem_u32(smem) + sh.off_bar + ws::kMbarFull;
+  const unsigned sb = kc::smem_u32(smem);
+  const unsigned mb_full = sb + sh.off_bar + ws::kMbarFull;
+  const unsigned rank = kPair ? kc::cluster_rank() : 0u;
+  const bool copier = kPair && pw == 0 && lane == 0;
+  auto row_of = [&](int u) { return kPair ? int(rank) * 32 + pw * 8 + lr : u * 32 + pw * 8 + lr; };
   // Raw top-k entry of row u of local tile j (-1 past the split's tiles or past topk), loaded tiles ahead.
   auto entry = [&](int j, int u) {
-    const int pos = (t_begin + j) * TN + u * 32 + pw * 8 + lr;
+    const int pos = (t_begin + j) * TN + row_of(u);
     return j < ntiles && pos < TOPK ? __ldg(idx + pos) : -1;
   };
   // Issues this thread's loads of a row with top-k entry e (a checked kernel reports and skips a bad one).
@@ -170,12 +202,11 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
     for (int k = 0; k < RPT; ++k) store_item<LAT, TN>(RawItem{sh_.rope[k], 0.f}, kvt, r, LAT / 16 + lm + 4 * k);
     if (lm == 0) s_slot[b * TN + r] = sh_.slot;
   };
-
   // A tile's loads are issued at the top of its iteration, just after the last tile was handed over, so they
   // are in flight while the producer waits for a free buffer. (The proxy fence before a hand-off is a MEMBAR in
   // SASS, which would wait for any load in flight, so issuing the next tile's loads before it is slower; so is
   // an L2 prefetch of the rows 1-3 tiles ahead.)
-  int ecur[ROWS], enext[ROWS];  // entries of tiles j and j + 1 (loaded a tile ahead of their use)
+  int ecur[ROWS], enext[ROWS];  // entries of this thread's next two tiles (loaded a tile ahead of their use)
 #pragma unroll
   for (int u = 0; u < ROWS; ++u) {
     ecur[u] = entry(0, u);
@@ -190,21 +221,70 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
     for (int u = 0; u < ROWS; ++u) issue(share[u], ecur[u]);
 #pragma unroll
     for (int u = 0; u < ROWS; ++u) enext2[u] = entry(j + 2, u);
-    if (j >= ST) ws::bar_sync(ws::kBarEmpty + b, ws::kAll);  // the consumers are done with tile j - ST
-    unsigned char* kvt = smem + sh.off_kv + b * sh.kv_tile_bytes;
+    uint4 cv[2 * LPT + RPT];  // paired: the converted row, ahead of the wait for a free buffer
+    if constexpr (kPair) {
+      const float sc[4] = {__uint_as_float(share[0].scale.x), __uint_as_float(share[0].scale.y),
+                           __uint_as_float(share[0].scale.z), __uint_as_float(share[0].scale.w)};
 #pragma unroll
-    for (int u = 0; u < ROWS; ++u) convert(share[u], kvt, b, u * 32 + pw * 8 + lr);
-    kc::fence_proxy_async();  // the K/V tile is read by wgmma
-    ws::mbar_arrive(mb_full + 8 * b);
+      for (int k = 0; k < LPT; ++k)
+        dequant_item(RawItem{share[0].lat[k], sc[(lm + 4 * k) >> 3] * kc::kE4m3Fold}, cv[2 * k], cv[2 * k + 1]);
+#pragma unroll
+      for (int k = 0; k < RPT; ++k) cv[2 * LPT + k] = share[0].rope[k];
+    }
+    if (j >= ST) {
+      if (copier) kc::bulk_wait_read<ST - 1>();  // the copy of tile j - ST out of buffer b has read it
+      ws::bar_sync(ws::kBarEmpty + b, ws::kAll);  // the consumers are done with tile j - ST
+    }
+    unsigned char* kvt = smem + sh.off_kv + b * sh.kv_tile_bytes;
+    if constexpr (kPair) {
+      const int r = row_of(0);
+#pragma unroll
+      for (int k = 0; k < LPT; ++k) {
+        const int c = lm + 4 * k;
+        *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = cv[2 * k];
+        *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = cv[2 * k + 1];
+      }
+#pragma unroll
+      for (int k = 0; k < RPT; ++k)
+        *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + lm + 4 * k)) = cv[2 * LPT + k];
+      if (lm == 0) s_slot[b * TN + r] = share[0].slot;
+    } else {
+#pragma unroll
+      for (int u = 0; u < ROWS; ++u) convert(share[u], kvt, b, row_of(u));
+    }
+    kc::fence_proxy_async();  // the K/V tile is read by wgmma (and, paired, by the bulk copy)
+    if constexpr (kPair) {
+      ws::bar_sync(ws::kBarHalfStored, 128);  // every row of this half is stored and fenced
+      if (copier) {
+        // This CTA's "full b" also waits for the peer's half (this arrival is one of the 128). Then, once
+        // the peer's consumers are done with its buffer b (tile j - ST): this half (32 rows of each 64-dim block,
+        // 4 KB each, and its 32 slots) into the same place of the peer's buffer, completing on its "full b".
+        kc::mbar_arrive_expect_tx(mb_full + 8 * b, kHalfBytes);
+        if (j >= ST) kc::mbar_wait_cluster(sb + sh.off_bar + ws::kMbarPeerFree<ST> + 8 * b, (j / ST - 1) & 1);
+        const unsigned peer = rank ^ 1u, bar = kc::peer_addr(mb_full + 8 * b, peer);
+        const unsigned kv = sb + sh.off_kv + b * sh.kv_tile_bytes + rank * 32 * 128;
+#pragma unroll 1
+        for (int blk = 0; blk < sh.dim / 64; ++blk)
+          kc::bulk_copy_to_peer(kc::peer_addr(kv + blk * TN * 128, peer), kv + blk * TN * 128, 32 * 128, bar);
+        const unsigned slots = sb + sh.off_slot + (b * TN + rank * 32) * 4;
+        kc::bulk_copy_to_peer(kc::peer_addr(slots, peer), slots, 32 * 4, bar);
+        kc::bulk_commit();
+      } else {
+        ws::mbar_arrive(mb_full + 8 * b);
+      }
+    } else {
+      ws::mbar_arrive(mb_full + 8 * b);
+    }
 #pragma unroll
     for (int u = 0; u < ROWS; ++u) {
       ecur[u] = enext[u];
       enext[u] = enext2[u];
     }
   }
+  if (copier) kc::bulk_wait_read<0>();  // shared memory stays until the last copy has read it
 }
 
-template <class S>
+template <class S, bool kPair>
 KT_DEV void decode_body_ws(const Params& p) {
   constexpr Shape sh = WsTraits<S>::sh;
   constexpr int LAT = S::kLat, D = sh.dim, HG = S::kHeadsPerCta, TN = S::kTile;
@@ -233,19 +313,37 @@ KT_DEV void decode_body_ws(const Params& p) {
     kc::mbar_init(mb_p_free, 128);
 #pragma unroll
     for (int b = 0; b < ST; ++b) kc::mbar_init(mb_full + 8 * b, 128);
+    if constexpr (kPair)
+#pragma unroll
+      for (int b = 0; b < ST; ++b) kc::mbar_init(sb + sh.off_bar + ws::kMbarPeerFree<ST> + 8 * b, 8);
   }
-  // Q by every thread, published to wgmma before the roles split (the barrier also publishes the mbarriers).
+  // Q by every thread, published to wgmma before the roles split (the barrier also publishes the mbarriers; paired,
+  // to the peer CTA too, before either signals the other's).
   issue_q_tile<H, HG, D>(p, sb + sh.off_q, token, h0, tid, ws::kAll);
   kc::cp_async_commit();
   kc::cp_async_wait<0>();
   kc::fence_proxy_async();
-  __syncthreads();
+  if constexpr (kPair)
+    kc::cluster_sync();
+  else
+    __syncthreads();
 
   if (wg == 2) {
-    ws::regs_dec<ws::kRegsProducer>();
-    produce_ws<S>(p, smem, t_begin, ntiles, token, warp - 8, lane);
+    ws::regs_dec<kPair ? ws::kRegsProducerPaired : ws::kRegsProducer>();
+    produce_ws<S, kPair>(p, smem, t_begin, ntiles, token, warp - 8, lane);
     return;
   }
+  // A consumer warp is done with buffer b (its wgmma have completed): the producer may refill it, and paired, the
+  // peer's producer may copy its half in (an arrival on the peer's "peer free b"; its address is formed here rather
+  // than held through the loop, where warpgroup 0 has no register to spare).
+  auto release = [&](int b) {
+    ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
+    if constexpr (kPair) {
+      __syncwarp();
+      if (lane == 0)
+        kc::mbar_arrive_remote(kc::peer_addr(sb + sh.off_bar + ws::kMbarPeerFree<ST> + 8 * b, kc::cluster_rank() ^ 1u));
+    }
+  };
 
   float o[1][COLS / 8][4];
 #pragma unroll
@@ -254,7 +352,7 @@ KT_DEV void decode_body_ws(const Params& p) {
   const unsigned sP = sb + sh.off_p;
 
   if (wg == 0) {
-    ws::regs_inc<ws::kRegsQK>();
+    ws::regs_inc<kPair ? ws::kRegsQKPaired : ws::kRegsQK>();
     const float scale_log2 = p.softmax_scale * kc::kLog2e;
     float m_run[2] = {kc::neg_inf(), kc::neg_inf()}, l_run[2] = {0.f, 0.f};
 #pragma unroll 1
@@ -277,7 +375,7 @@ KT_DEV void decode_body_ws(const Params& p) {
       kc::mbar_wait(mb_p_ready, it & 1);  // this warpgroup's own P V reads the rows of its other warps
       rescale_o_rows(o, alpha[0], alpha[1]);
       pv_wgmma<TN, COLS>(o, sP, sK, 0);
-      if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
+      if (it + ST < ntiles) release(b);
     }
     if (t4 == 0) {
       s_m[r0] = m_run[0];
@@ -297,7 +395,7 @@ KT_DEV void decode_body_ws(const Params& p) {
       rescale_o_rows(o, s_alpha[r0], s_alpha[r0 + 8]);
       pv_wgmma<TN, COLS>(o, sP, sK, COLS);
       if (it + 1 < ntiles) ws::mbar_arrive(mb_p_free);
-      if (it + ST < ntiles) ws::bar_arrive(ws::kBarEmpty + b, ws::kAll);
+      if (it + ST < ntiles) release(b);
     }
   }
   kc::mbar_wait(mb_stats, 0);  // s_m / s_l from warpgroup 0
@@ -308,7 +406,15 @@ KT_DEV void decode_body_ws(const Params& p) {
 template <class S>
 __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant__ Params p) {
   kc::pdl_wait();  // every input may be written by the kernel before this one on the stream
-  decode_body_ws<S>(p);
+  decode_body_ws<S, false>(p);
+}
+
+// The two head groups of a token (blockIdx.x 2i and 2i + 1) as a cluster that shares the loading and conversion
+// of every K/V tile: each CTA does half of the rows and copies them into the other's buffer.
+template <class S>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) decode_kernel_ws_pair(const __grid_constant__ Params p) {
+  kc::pdl_wait();
+  decode_body_ws<S, true>(p);
 }
 
 }  // namespace ktune_mla

@@ -21,7 +21,7 @@ template <>
 struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, SparseMlaDecodeFamily> {
   using Config = mla::Config;
   static constexpr const char* kConfigGrammar =
-      "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws";
+      "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws / .wsp";
   static constexpr int kMaxForcedSplits = 64;
   static constexpr bool kPdl = true;  // every entry point waits (common/pdl.cuh)
   static constexpr int kMaxTokens = 65535;

@@ -114,7 +114,8 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
     s.off_slot = s.off_p + heads_per_cta * tile * 2;
     s.off_stat = s.off_slot + mla_align16(stages * tile * 4);
     s.off_bar = s.off_stat + mla_align16(3 * heads_per_cta * 4);
-    s.smem_total = s.off_bar + mla_align16(8 * (3 + stages));  // mbarriers: P ready, stats, P free, full per stage
+    // mbarriers: P ready, stats, P free, and per stage full and (paired kernel) peer free
+    s.smem_total = s.off_bar + mla_align16(8 * (3 + 2 * stages));
     s.min_blocks = 1;
   }
   return s;

@@ -104,13 +104,14 @@ Config Config::host_config(int tile, int heads_per_item, int vec_width, int unro
   return c;
 }
 
-Config Config::warp_specialized() {
+Config Config::warp_specialized(bool paired) {
   Config c;
   c.tile = 64;
   c.stages = 2;
   c.heads_per_cta = 64;
   c.warps = 12;
   c.ws = true;
+  c.paired = paired;
   return c;
 }
 
@@ -119,7 +120,7 @@ std::string Config::key() const {
     return "t" + std::to_string(tile) + ".g" + std::to_string(heads_per_cta) + ".v" + std::to_string(vec_width) +
            ".u" + std::to_string(unroll);
   std::string k = "t" + std::to_string(tile) + ".s" + std::to_string(stages) + ".g" + std::to_string(heads_per_cta);
-  if (ws) return k + ".ws";  // 12 warps, implied
+  if (ws) return k + (paired ? ".wsp" : ".ws");  // 12 warps, implied
   if (warps != 8) k += ".w" + std::to_string(warps);
   if (wgmma) k += ".wg";
   return k;
@@ -141,8 +142,9 @@ Config Config::from_key(const std::string& key) {
   if (t.size() >= 4 && t.back() == "wg") {
     c.wgmma = true;
     t.pop_back();
-  } else if (t.size() >= 4 && t.back() == "ws") {
+  } else if (t.size() >= 4 && (t.back() == "ws" || t.back() == "wsp")) {
     c.ws = true;
+    c.paired = t.back() == "wsp";
     c.warps = Config::warp_specialized().warps;
     t.pop_back();
   }
@@ -151,7 +153,7 @@ Config Config::from_key(const std::string& key) {
   if (ok && t.size() == 4) ok = parse_num(t[3], "w", &c.warps);
   if (!ok || c.key() != key)
     fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.g<heads_per_cta>"
-                       "[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws");
+                       "[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws / .wsp");
   return c;
 }
 
@@ -184,7 +186,10 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
     if (arch.sm() != 90 || arch.suffix != 'a') return "ws: only on sm_90a (wgmma, setmaxnreg)";
     if (c.wgmma) return "ws: the warp-specialized kernel has no .wg form";
     if (c.warps != 12) return "ws: 12 warps (three warpgroups)";
+    if (c.paired && p.num_heads % (2 * c.heads_per_cta) != 0)
+      return "wsp: needs 128 heads (the token's two 64-head CTAs form the cluster)";
   }
+  if (c.paired && !c.ws) return "paired: only with the warp-specialized kernel (.wsp)";
   if (c.wgmma) {
     if (arch.sm() != 90 || arch.suffix != 'a') return "wgmma: only on sm_90a";
     if (c.heads_per_cta != 64) return "wgmma: needs 64 heads per CTA (M = 64)";
@@ -235,10 +240,13 @@ Config default_config(const Problem& p, const Arch& arch) {
   }
   // sm_90a: S = Q K^T through wgmma when a 64-head group fits (faster than every mma.sync tile, fp8 and bf16
   // caches). fp8_ds_mla at 64-head groups: the warp-specialized kernel, which runs the dequantization beside the
-  // tensor cores instead of between them (docs/sparse_mla_decode.md, "Measured").
+  // tensor cores instead of between them (docs/sparse_mla_decode.md, "Measured"); at 128 heads its paired
+  // form, where the two head groups of a token share each tile's loads and conversion.
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64 && fp8) {
-    const Config ws = Config::warp_specialized();
-    if (can_implement(p, ws, arch, lim).empty()) return ws;
+    for (bool paired : {true, false}) {
+      const Config ws = Config::warp_specialized(paired);
+      if (can_implement(p, ws, arch, lim).empty()) return ws;
+    }
   }
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64) {
     const Config wg = Config::from_key(fp8 ? "t64.s1.g64.wg" : "t32.s2.g64.wg");
@@ -265,8 +273,8 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   }
   const DeviceLimits lim = default_limits(arch);
   std::vector<Config> out = {default_config(p, arch)};
-  {
-    const Config ws = Config::warp_specialized();
+  for (bool paired : {false, true}) {
+    const Config ws = Config::warp_specialized(paired);
     if (std::find(out.begin(), out.end(), ws) == out.end() && can_implement(p, ws, arch, lim).empty()) out.push_back(ws);
   }
   for (int g : {64, 32, 16})
@@ -346,7 +354,9 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   k.problem_key = p.key();
   k.config_key = c.key();
   k.source = s.str();
-  k.entry_points = {c.ws ? "ktune_mla::decode_kernel_ws<ktune_mla::Spec>" : "ktune_mla::decode_kernel<ktune_mla::Spec>",
+  k.entry_points = {c.paired ? "ktune_mla::decode_kernel_ws_pair<ktune_mla::Spec>"
+                    : c.ws    ? "ktune_mla::decode_kernel_ws<ktune_mla::Spec>"
+                              : "ktune_mla::decode_kernel<ktune_mla::Spec>",
                     "ktune_mla::combine_kernel<ktune_mla::Spec>"};
   k.options = {"-std=c++17"};
   return k;

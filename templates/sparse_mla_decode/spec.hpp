@@ -37,7 +37,7 @@ struct KTUNE_API Problem {
 };
 
 // Tile config. CUDA: "t<tokens per tile>.s<stages>.g<heads per CTA>[.w<warps>][.wg]", e.g. t64.s1.g64.w16, or
-// the warp-specialized "t64.s2.g64.ws".
+// the warp-specialized "t64.s2.g64.ws" and its paired form "t64.s2.g64.wsp".
 // Host (CPU, host_kernel.h): "t<valid slots per tile>.g<heads per work item>.v<vec_width>.u<unroll>", e.g.
 // t64.g16.v16.u2, with stages = warps = 0.
 struct KTUNE_API Config {
@@ -48,16 +48,18 @@ struct KTUNE_API Config {
   bool wgmma = false;      // sm_90a only: S = Q K^T with wgmma from shared memory (key suffix ".wg")
   bool ws = false;         // sm_90a, fp8_ds_mla, t64.s2.g64 only: the warp-specialized kernel (kernel_ws.cuh; key
                            // suffix ".ws", warps = 12: three warpgroups)
+  bool paired = false;     // with ws, 128 heads: the two head-group CTAs of a token as a cluster
+                           // that share each tile's loads and conversion (decode_kernel_ws_pair; key suffix ".wsp")
   int vec_width = 0;       // host only: fp32 lanes per score accumulator (8 or 16); 0 = a CUDA config
   int unroll = 0;          // host only: cache rows per pass of the score loop (1, 2 or 4)
   bool host() const { return vec_width != 0; }
   static Config host_config(int tile, int heads_per_item, int vec_width, int unroll);
-  static Config warp_specialized();  // t64.s2.g64.ws
+  static Config warp_specialized(bool paired = false);  // t64.s2.g64.ws / t64.s2.g64.wsp
   std::string key() const;
   static Config from_key(const std::string& key);  // either form
   bool operator==(const Config& o) const {
     return tile == o.tile && stages == o.stages && heads_per_cta == o.heads_per_cta && warps == o.warps &&
-           wgmma == o.wgmma && ws == o.ws && vec_width == o.vec_width && unroll == o.unroll;
+           wgmma == o.wgmma && ws == o.ws && paired == o.paired && vec_width == o.vec_width && unroll == o.unroll;
   }
 };
 

@@ -37,7 +37,7 @@ xqa_decode sm_120a d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t32.s2.w4
 xqa_decode host d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t64.v16.u4
 sparse_mla_decode sm_80 h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 error
 sparse_mla_decode sm_89 h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 t32.s1.g16
-sparse_mla_decode sm_90a h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 t64.s2.g64.ws
+sparse_mla_decode sm_90a h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 t64.s2.g64.wsp
 sparse_mla_decode sm_100a h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 t64.s1.g64
 sparse_mla_decode sm_120a h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 t32.s1.g16
 sparse_mla_decode host h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 t32.g16.v16.u2

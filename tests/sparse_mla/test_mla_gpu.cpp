@@ -128,10 +128,20 @@ std::vector<Combo> all_combos() {
     c.sinks = true;
     v.push_back(c);
   }
-  {  // the bench shape (128 heads, topk 2048, fp8) at 64 tokens: one CTA wave, no split
+  {  // the paired warp-specialized kernel (the fp8 default from 128 heads): partial last tile, MTP positions
     Combo c;
+    c.p = make_problem(128, 200, 64, KvFormat::Fp8DsMla, 2);
+    c.config = "t64.s2.g64.wsp";
+    c.name = "wsp_odd_topk_mtp";
+    c.num_tokens = 24;
+    c.sinks = true;
+    v.push_back(c);
+  }
+  for (const char* cfg : {"", "t64.s2.g64.ws"}) {  // the bench shape (128 heads, topk 2048, fp8) at 64 tokens: one
+    Combo c;                                       // CTA wave, no split; the default (paired) and unpaired kernels
     c.p = make_problem(128, 2048, 64, KvFormat::Fp8DsMla);
-    c.name = "bench_h128_t64";
+    c.config = cfg;
+    c.name = std::string("bench_h128_t64") + (*cfg ? "_ws" : "");
     c.num_tokens = 64;
     v.push_back(c);
   }

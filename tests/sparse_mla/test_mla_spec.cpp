@@ -2,6 +2,7 @@
 // the field, launch planning, and NVRTC compile-only checks for sm_90a, sm_100a and sm_120a.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -86,6 +87,20 @@ TEST_CASE("sparse_mla_decode problem and config keys round-trip", "[sparse_mla]"
                Catch::Contains("64-slot tiles"));
     CHECK_THAT(can_implement(fp8, Config::from_key("t64.s1.g64.ws"), kSm90a, default_limits(kSm90a)),
                Catch::Contains("2 stages"));
+    // its paired form: the two 64-head CTAs of a token as a cluster, so 128 heads
+    const Config wsp = Config::from_key("t64.s2.g64.wsp");
+    CHECK(wsp.ws);
+    CHECK(wsp.paired);
+    CHECK(wsp.key() == "t64.s2.g64.wsp");
+    CHECK(!(wsp == ws));
+    CHECK(can_implement(fp8, wsp, kSm90a, default_limits(kSm90a)).empty());
+    Problem h64 = fp8;
+    h64.num_heads = 64;
+    CHECK_THAT(can_implement(h64, wsp, kSm90a, default_limits(kSm90a)), Catch::Contains("wsp: needs 128 heads"));
+    CHECK(can_implement(h64, ws, kSm90a, default_limits(kSm90a)).empty());
+    CHECK_THAT(can_implement(fp8, wsp, Arch::parse("sm_100a"), default_limits(Arch::parse("sm_100a"))),
+               Catch::Contains("ws: only on sm_90a"));
+    CHECK_THAT(error_of([] { Config::from_key("t64.s2.g64.wsp.wg"); }), Catch::Contains("config key"));
     Problem h16 = fp8;
     h16.num_heads = 16;
     CHECK_THAT(can_implement(h16, ws, kSm90a, default_limits(kSm90a)), Catch::Contains("heads_per_cta"));
@@ -148,8 +163,15 @@ TEST_CASE("sparse_mla_decode configs, search space and split plans", "[sparse_ml
   const DeviceLimits lim = default_limits(kSm90a);
   const Config d = default_config(p, kSm90a);
   CHECK(d.heads_per_cta == 64);
-  CHECK(d.key() == "t64.s2.g64.ws");  // the warp-specialized kernel on sm_90a
-  CHECK(default_config(p, Arch::parse("sm_100a")).key() != "t64.s2.g64.ws");
+  CHECK(d.key() == "t64.s2.g64.wsp");  // the paired warp-specialized kernel on sm_90a at 128 heads
+  Problem p64 = p;
+  p64.num_heads = 64;
+  CHECK(default_config(p64, kSm90a).key() == "t64.s2.g64.ws");  // 64 heads: one CTA per token, unpaired
+  CHECK(!default_config(p, Arch::parse("sm_100a")).ws);
+  {
+    const auto space = search_space(p, kSm90a);
+    CHECK(std::find(space.begin(), space.end(), Config::warp_specialized(false)) != space.end());
+  }
   CHECK(choose_num_splits(p, d, 64, lim) == 1);  // 128 CTAs: one wave on 132 SMs
   Problem small = p;
   small.num_heads = 16;
