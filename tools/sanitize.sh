@@ -6,7 +6,8 @@
 #                                          default .): -O0 builds without the LLVM host
 #                                          plugin; ASan+UBSan over the CPU suite minus the multi-arch NVRTC
 #                                          [compile] sweeps, TSan over the concurrent parts ([runtime], [cache],
-#                                          [autotune], [hardening]) and the stress tool
+#                                          [autotune], [hardening]; their own, smaller test binary) and the
+#                                          stress tool
 # Exit status 0 only when every test passes with no sanitizer report (reports are fatal: halt_on_error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,15 +45,26 @@ run() {
 # CI: smaller, faster builds and the suites that exercise ktune's own code, each sanitizer where it finds most.
 # -O0: an instrumented TU compiles in about half the time of -O1 (10.6 s -> 5.6 s for tests/hardening/
 # test_damage.cpp with ASan+UBSan), which keeps CI's two extra trees to minutes on 2 cores; no host plugin
-# (it links LLVM, which is not instrumented anyway).
+# (it links LLVM, which is not instrumented anyway). The TSan tree builds ktune_tests_concurrent, the test files
+# of its suites only (tests/CMakeLists.txt), and must list exactly the cases the ASan tree's ktune_tests lists
+# for the same filter.
+ci_dir() { echo "${KTUNE_SANITIZE_ROOT:-.}/build-ci-$1"; }
 run_ci() {
-  local name="$1" flags="$2" filter="$3" dir="${KTUNE_SANITIZE_ROOT:-.}/build-ci-$1"
+  local name="$1" flags="$2" filter="$3" tests="$4" dir
+  dir="$(ci_dir "$1")"
   echo "== ci $name: KTUNE_SANITIZE=$flags in $dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O0 -g0" -DKTUNE_HOST_BACKEND=OFF \
     -DKTUNE_SANITIZE="$flags" >/dev/null
-  cmake --build "$dir" -j "$jobs" --target ktune_tests ktune_stress
+  cmake --build "$dir" -j "$jobs" --target "$tests" ktune_stress
+  if [[ "$tests" != ktune_tests ]]; then
+    local full="$(ci_dir asan)/bin/ktune_tests"
+    if ! diff <("$full" --list-test-names-only "$filter" | sort) <("$dir/bin/$tests" --list-test-names-only "$filter" | sort); then
+      echo "error: $tests lacks (<) or adds (>) the cases above for $filter: see tests/CMakeLists.txt" >&2
+      return 1
+    fi
+  fi
   local t0=$SECONDS
-  "$dir/bin/ktune_tests" --order rand --rng-seed time "$filter"
+  "$dir/bin/$tests" --order rand --rng-seed time "$filter"
   "$dir/bin/ktune_stress" cache --procs 4 --ops 200
   "$dir/bin/ktune_stress" runtime --procs 2 --threads 16 --kernels 2 || [[ $? == 77 ]]
   "$dir/bin/ktune_stress" crash --rounds 10
@@ -61,8 +73,8 @@ run_ci() {
 
 case "$which" in
   ci)
-    run_ci asan "address,undefined" "~[.]~[compile]"
-    run_ci tsan "thread" "[runtime],[cache],[autotune],[hardening]"
+    run_ci asan "address,undefined" "~[.]~[compile]" ktune_tests
+    run_ci tsan "thread" "[runtime],[cache],[autotune],[hardening]" ktune_tests_concurrent
     ;;
   asan) run asan "address,undefined" ;;
   tsan) run tsan "thread" ;;
