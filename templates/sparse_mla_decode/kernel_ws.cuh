@@ -202,6 +202,30 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
     for (int k = 0; k < RPT; ++k) store_item<LAT, TN>(RawItem{sh_.rope[k], 0.f}, kvt, r, LAT / 16 + lm + 4 * k);
     if (lm == 0) s_slot[b * TN + r] = sh_.slot;
   };
+  // Paired: convert first, into registers (the latent items' bf16 chunks, two each, then the rope items), ...
+  constexpr int kChunks = 2 * LPT + RPT;
+  auto dequant_share = [&](const RowShare<LPT, RPT>& sh_, uint4 (&cv)[kChunks]) {
+    const float sc[4] = {__uint_as_float(sh_.scale.x), __uint_as_float(sh_.scale.y), __uint_as_float(sh_.scale.z),
+                         __uint_as_float(sh_.scale.w)};
+#pragma unroll
+    for (int k = 0; k < LPT; ++k)
+      dequant_item(RawItem{sh_.lat[k], sc[(lm + 4 * k) >> 3] * kc::kE4m3Fold}, cv[2 * k], cv[2 * k + 1]);
+#pragma unroll
+    for (int k = 0; k < RPT; ++k) cv[2 * LPT + k] = sh_.rope[k];
+  };
+  // ... then store them into row r of kvt, with the row's slot (store_item's places).
+  auto store_share = [&](const uint4 (&cv)[kChunks], int slot, unsigned char* kvt, int b, int r) {
+#pragma unroll
+    for (int k = 0; k < LPT; ++k) {
+      const int c = lm + 4 * k;
+      *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = cv[2 * k];
+      *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = cv[2 * k + 1];
+    }
+#pragma unroll
+    for (int k = 0; k < RPT; ++k)
+      *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + lm + 4 * k)) = cv[2 * LPT + k];
+    if (lm == 0) s_slot[b * TN + r] = slot;
+  };
   // A tile's loads are issued at the top of its iteration, just after the last tile was handed over, so they
   // are in flight while the producer waits for a free buffer. (The proxy fence before a hand-off is a MEMBAR in
   // SASS, which would wait for any load in flight, so issuing the next tile's loads before it is slower; so is
@@ -221,33 +245,15 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
     for (int u = 0; u < ROWS; ++u) issue(share[u], ecur[u]);
 #pragma unroll
     for (int u = 0; u < ROWS; ++u) enext2[u] = entry(j + 2, u);
-    uint4 cv[2 * LPT + RPT];  // paired: the converted row, ahead of the wait for a free buffer
-    if constexpr (kPair) {
-      const float sc[4] = {__uint_as_float(share[0].scale.x), __uint_as_float(share[0].scale.y),
-                           __uint_as_float(share[0].scale.z), __uint_as_float(share[0].scale.w)};
-#pragma unroll
-      for (int k = 0; k < LPT; ++k)
-        dequant_item(RawItem{share[0].lat[k], sc[(lm + 4 * k) >> 3] * kc::kE4m3Fold}, cv[2 * k], cv[2 * k + 1]);
-#pragma unroll
-      for (int k = 0; k < RPT; ++k) cv[2 * LPT + k] = share[0].rope[k];
-    }
+    uint4 cv[kChunks];  // paired: the converted row, ahead of the wait for a free buffer
+    if constexpr (kPair) dequant_share(share[0], cv);
     if (j >= ST) {
       if (copier) kc::bulk_wait_read<ST - 1>();  // the copy of tile j - ST out of buffer b has read it
       ws::bar_sync(ws::kBarEmpty + b, ws::kAll);  // the consumers are done with tile j - ST
     }
     unsigned char* kvt = smem + sh.off_kv + b * sh.kv_tile_bytes;
     if constexpr (kPair) {
-      const int r = row_of(0);
-#pragma unroll
-      for (int k = 0; k < LPT; ++k) {
-        const int c = lm + 4 * k;
-        *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c)) = cv[2 * k];
-        *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, 2 * c + 1)) = cv[2 * k + 1];
-      }
-#pragma unroll
-      for (int k = 0; k < RPT; ++k)
-        *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + lm + 4 * k)) = cv[2 * LPT + k];
-      if (lm == 0) s_slot[b * TN + r] = share[0].slot;
+      store_share(cv, share[0].slot, kvt, b, row_of(0));
     } else {
 #pragma unroll
       for (int u = 0; u < ROWS; ++u) convert(share[u], kvt, b, row_of(u));

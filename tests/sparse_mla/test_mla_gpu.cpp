@@ -119,20 +119,13 @@ std::vector<Combo> all_combos() {
     c.sinks = true;
     v.push_back(c);
   }
-  {  // the warp-specialized kernel (the fp8 64/128-head default) with a partial last tile and MTP positions
+  // the warp-specialized kernel (the fp8 default at 64 heads) and its paired form (at 128 heads) with a partial
+  // last tile and MTP positions
+  for (const auto& [heads, form] : {std::pair<int, const char*>{64, "ws"}, {128, "wsp"}}) {
     Combo c;
-    c.p = make_problem(64, 200, 64, KvFormat::Fp8DsMla, 2);
-    c.config = "t64.s2.g64.ws";
-    c.name = "ws_odd_topk_mtp";
-    c.num_tokens = 24;
-    c.sinks = true;
-    v.push_back(c);
-  }
-  {  // the paired warp-specialized kernel (the fp8 default from 128 heads): partial last tile, MTP positions
-    Combo c;
-    c.p = make_problem(128, 200, 64, KvFormat::Fp8DsMla, 2);
-    c.config = "t64.s2.g64.wsp";
-    c.name = "wsp_odd_topk_mtp";
+    c.p = make_problem(heads, 200, 64, KvFormat::Fp8DsMla, 2);
+    c.config = std::string("t64.s2.g64.") + form;
+    c.name = std::string(form) + "_odd_topk_mtp";
     c.num_tokens = 24;
     c.sinks = true;
     v.push_back(c);
