@@ -189,25 +189,47 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   constexpr long long kRowStride = (S::kLayoutHND ? (long long)D : (long long)HKV * D) * ES;  // next token in a page
   const int ld_row0 = tid / CPR, ld_ch = tid % CPR;
   const long long head_off = (S::kLayoutHND ? (long long)kvh * PS * D : (long long)kvh * D) * ES + ld_ch * 16;
+  // Pass `it` loads row ld_row0 + it * RPI of the tile (ld_row0 < RPI). When RPI divides the page size (always
+  // when a tile fits in a page), a pass's page slot and row within the page are compile-time offsets from the
+  // thread's first row: each page's K and V addresses are formed once per tile and every pass adds an immediate.
+  // Rows past L load nothing (src-size 0); their addresses stay inside the cache because page_entry maps
+  // block-table slots past the request to page 0.
+  constexpr bool kPassInPage = TT <= PS || PS % RPI == 0;
   auto load_tile = [&](int j) {
     const int stage = j % ST;
     const int tile_start = (t_begin + j) * TT;
     const unsigned dst0 = s_base + stage * sh.smem_stage;
-    const char* page0 = kv_base + (long long)s_pages[stage * PPT] * page_bytes + head_off;
+    if constexpr (kPassInPage) {
+      constexpr int kSlots = TT > PS ? PPT : 1;
+      const int first = (TT > PS ? 0 : tile_start % PS) + ld_row0;
+      const char* k_row[kSlots];
+      const char* v_row[kSlots];
 #pragma unroll
-    for (int it = 0; it < TT / RPI; ++it) {
-      const int row = ld_row0 + it * RPI;
-      const char* src;
-      if constexpr (TT > PS) {
-        src = kv_base + (long long)s_pages[stage * PPT + row / PS] * page_bytes + head_off +
-              (row % PS) * kRowStride;
-      } else {
-        src = page0 + ((tile_start % PS) + row) * kRowStride;
+      for (int slot = 0; slot < kSlots; ++slot) {
+        k_row[slot] = kv_base + (long long)s_pages[stage * PPT + slot] * page_bytes + head_off + first * kRowStride;
+        v_row[slot] = k_row[slot] + v_off;
       }
-      const bool valid = tile_start + row < L;
-      const unsigned dst = dst0 + (row * CPR + swz<CPR>(row, ld_ch)) * 16;
-      kc::cp_async_16(dst, valid ? src : kv_base, valid ? 16 : 0);
-      kc::cp_async_16(dst + kTileBytes, valid ? src + v_off : kv_base, valid ? 16 : 0);
+#pragma unroll
+      for (int it = 0; it < TT / RPI; ++it) {
+        const int row = ld_row0 + it * RPI;
+        const int slot = TT > PS ? (it * RPI) / PS : 0;
+        const long long off = (long long)(TT > PS ? (it * RPI) % PS : it * RPI) * kRowStride;
+        const int bytes = tile_start + row < L ? 16 : 0;
+        const unsigned dst = dst0 + (row * CPR + swz<CPR>(row, ld_ch)) * 16;
+        kc::cp_async_16(dst, k_row[slot] + off, bytes);
+        kc::cp_async_16(dst + kTileBytes, v_row[slot] + off, bytes);
+      }
+    } else {  // a pass spans pages (RPI > PS): each row's page from the table
+#pragma unroll
+      for (int it = 0; it < TT / RPI; ++it) {
+        const int row = ld_row0 + it * RPI;
+        const char* k = kv_base + (long long)s_pages[stage * PPT + row / PS] * page_bytes + head_off +
+                        (row % PS) * kRowStride;
+        const int bytes = tile_start + row < L ? 16 : 0;
+        const unsigned dst = dst0 + (row * CPR + swz<CPR>(row, ld_ch)) * 16;
+        kc::cp_async_16(dst, k, bytes);
+        kc::cp_async_16(dst + kTileBytes, k + v_off, bytes);
+      }
     }
   };
 #pragma unroll
@@ -336,27 +358,34 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
       if (wm + j * WM >= CMT) continue;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = kc::neg_inf();
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
-            float x = s[j][nt][2 * h + i];
-            x = (S::kSoftcap && use_cap) ? kc::softcap_log2(x * cap_pre, cap_log2e) : x * scale_log2;
-            if (need_mask) {
-              const int k = tile_start + tok0 + nt * 8 + 2 * t4 + i, qi = qrow[j][h];
-              bool vis = k < L;
-              if (k >= draft0) {
-                const int jd = k - draft0;
-                if (S::kMask == 2) vis = vis && kc::draft_mask_bit<MW>(mword[j][h], jd);
-                else vis = vis && jd <= qi;
-              }
-              if (win) vis = vis && k >= draft0 + qi - wl;
-              if (!vis) x = kc::neg_inf();
-            }
-            s[j][nt][2 * h + i] = x;
-            mx = fmaxf(mx, x);
+            const float x = s[j][nt][2 * h + i];
+            s[j][nt][2 * h + i] = (S::kSoftcap && use_cap) ? kc::softcap_log2(x * cap_pre, cap_log2e) : x * scale_log2;
           }
+        // One uniform branch around the whole row's mask, each key's test a select: a branch per key would
+        // split the row into basic blocks that the scheduler cannot interleave with the MMAs before it.
+        if (need_mask) {
+          const int qi = qrow[j][h];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const int k = tile_start + tok0 + nt * 8 + 2 * t4 + i, jd = k - draft0;
+              bool vis = k < L;
+              if (S::kMask == 2) vis = vis && (jd < 0 || kc::draft_mask_bit<MW>(mword[j][h], jd));
+              else vis = vis && jd <= qi;  // keys before the drafts (jd < 0) are visible to every query row
+              if (win) vis = vis && k >= draft0 + qi - wl;
+              s[j][nt][2 * h + i] = vis ? s[j][nt][2 * h + i] : kc::neg_inf();
+            }
+        }
+        float mx = kc::neg_inf();
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) mx = fmaxf(mx, s[j][nt][2 * h + i]);
         mx = kc::quad_max(mx);
         const kc::MaxStep st = kc::online_max_step(mrow[j][h], fmaxf(mrow[j][h], mx));
         const float m_use = st.m_use, alpha = st.alpha;

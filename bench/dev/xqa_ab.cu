@@ -1,0 +1,147 @@
+// A/B timing harness for the xqa_decode kernel across template trees: built once per tree
+// (-I<tree>/templates), each binary times the same shapes with the same inputs, so runs of two trees
+// interleaved in one device call compare the kernels alone (no runtime, no JIT).
+//   xqa_ab [reps]   prints "shape us TB/s" rows; only Params fields every compared tree has are set.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "xqa_decode/kernel.cuh"
+
+#include "cuda_check.hpp"
+
+#define XQA_AB_SPEC(NAME, G, KVT, QL, MASK, T, ST, W)                                                   \
+  namespace ktune_xqa {                                                                                   \
+  struct NAME {                                                                                           \
+    static constexpr int kHeadDim = 128, kNumKvHeads = 8, kGroupSize = G, kPageSize = 32;                \
+    static constexpr bool kLayoutHND = true;                                                              \
+    static constexpr int kQType = 0, kKVType = KVT, kOutType = 0, kMaxQLen = QL, kMask = MASK;            \
+    static constexpr bool kSinks = false, kSlidingWindow = false, kSoftcap = false, kWriteLse = false;   \
+    static constexpr bool kChecked = false;                                                               \
+    static constexpr int kTokensPerTile = T, kStages = ST, kWarps = W, kMTilesPerCta = 0;                 \
+  };                                                                                                      \
+  }
+
+XQA_AB_SPEC(Bf16Q1, 4, 0, 1, 0, 32, 3, 2)
+XQA_AB_SPEC(Bf16Q4, 4, 0, 4, 1, 32, 3, 2)
+XQA_AB_SPEC(Fp8Q1, 4, 2, 1, 0, 64, 3, 2)
+XQA_AB_SPEC(Fp8Q4, 4, 2, 4, 1, 64, 3, 2)
+XQA_AB_SPEC(Big, 8, 0, 1, 0, 32, 3, 2)
+
+namespace {
+
+struct Buffers {
+  void* kv = nullptr;
+  void* q = nullptr;
+  void* out = nullptr;
+  float* ws = nullptr;
+  int* tables = nullptr;
+  int* lens = nullptr;
+};
+
+unsigned lcg(unsigned long long& s) {
+  s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return unsigned(s >> 33);
+}
+
+// Random bf16 of magnitude ~2^-7 (read as e4m3 bytes: finite, the exponent field is never all ones).
+__global__ void fill_kernel(unsigned short* v, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = unsigned(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    v[i] = (unsigned short)(0x3C00 | (h & 0x8077));
+  }
+}
+
+void fill_random(void* dev, size_t bytes, unsigned seed) {
+  fill_kernel<<<1024, 256>>>(static_cast<unsigned short*>(dev), bytes / 2, seed);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+}
+
+template <class S>
+double time_shape(const char* name, int batch, int seq_len, int splits, int reps, Buffers& b) {
+  using namespace ktune_xqa;
+  constexpr Shape sh = Traits<S>::sh;
+  const int HKV = S::kNumKvHeads, D = S::kHeadDim, PS = S::kPageSize, QL = S::kMaxQLen;
+  const int HQ = HKV * S::kGroupSize;
+  const int pages_per_req = (seq_len + PS - 1) / PS;
+  const long long es = S::kKVType == 2 ? 1 : 2;
+  const long long page_bytes = 2LL * HKV * PS * D * es;
+  const long long num_pages = (long long)batch * pages_per_req;
+  std::vector<int> tables(num_pages), lens(batch, seq_len);
+  for (long long i = 0; i < num_pages; ++i) tables[i] = int(i);
+  unsigned long long seed = 12345;
+  for (long long i = num_pages - 1; i > 0; --i) std::swap(tables[i], tables[lcg(seed) % (i + 1)]);
+  CK(cudaMemcpy(b.tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+  Params p;
+  std::memset(&p, 0, sizeof p);
+  p.q = b.q;
+  p.kv_cache = b.kv;
+  p.block_tables = b.tables;
+  p.seq_lens = b.lens;
+  p.out = b.out;
+  p.workspace = b.ws;
+  p.batch = batch;
+  p.num_tokens = batch * QL;
+  p.q_len_per_req = QL;
+  p.max_pages_per_req = pages_per_req;
+  p.num_pages = num_pages;
+  p.bmm1_scale = 0.088f;
+  p.bmm2_scale = 1.f;
+  p.window_left = -1;
+  p.num_splits = splits;
+  auto kern = decode_kernel<S>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
+  const dim3 grid(splits, HKV * sh.m_groups, batch), block(sh.threads);
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int r = 0; r < reps + 3; ++r) {
+    CK(cudaEventRecord(e0));
+    kern<<<grid, block, sh.smem_total>>>(p);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (r >= 3) ms.push_back(t);
+  }
+  CK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  const double us = ms[ms.size() / 2] * 1e3;
+  const double bytes = double(batch) * seq_len * HKV * D * 2.0 * es;
+  (void)page_bytes;
+  (void)HQ;
+  std::printf("%-22s %9.1f us %6.3f TB/s\n", name, us, bytes / us * 1e-6);
+  return us;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 30;
+  Buffers b;
+  const size_t kv_bytes = 1100ull << 20;
+  CK(cudaMalloc(&b.kv, kv_bytes));
+  CK(cudaMalloc(&b.q, 64 << 20));
+  CK(cudaMalloc(&b.out, 64 << 20));
+  CK(cudaMalloc(&b.ws, 64 << 20));
+  CK(cudaMalloc(&b.tables, 64 * 4096 * 4));
+  CK(cudaMalloc(&b.lens, 64 * 4));
+  fill_random(b.kv, kv_bytes, 1);
+  fill_random(b.q, 64 << 20, 2);
+  time_shape<ktune_xqa::Bf16Q1>("B64 L4096 bf16 q1", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Bf16Q4>("B64 L4096 bf16 q4c", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Fp8Q1>("B64 L4096 fp8 q1", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Fp8Q4>("B64 L4096 fp8 q4c", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Big>("B1 L128K 64/8 s33", 1, 131072, 33, reps, b);
+  return 0;
+}
