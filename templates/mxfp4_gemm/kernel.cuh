@@ -234,25 +234,52 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   };
 
   // ---- weight + scale loader (registers), `it` = CTA iteration
+  // A load that is off (K slot past the end, weight tile past N) leaves its registers as they were. With one warp
+  // along K (kWK == 1) every computed chunk has c < kc, so stale registers are only ever read for tiles past N,
+  // which still hold the zeros and 1.0 scales set once here and are never stored: no per-chunk zero fill. With
+  // kWK > 1 the last iteration computes K slots past the end, which must add nothing: those are zero-filled.
+  constexpr bool kFillOffLoads = kWK > 1;
   uint4 wq[kDepth][kTN];
   unsigned ws[kDepth][kTN];
-  auto load_w = [&](int it, uint4 (&q)[kTN], unsigned (&s)[kTN]) {
-    const int c = it * kWK + wk;
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d)
 #pragma unroll
     for (int i = 0; i < kTN; ++i) {
-      const int nt = ntile0 + i;
-      const bool ok = c < p.kc && nt < p.n16;
-      q[i] = make_uint4(0u, 0u, 0u, 0u);
-      s[i] = 0x7F7F7F7Fu;
-      kc::ld_stream_v4(q[i], wbase + ((long long)c * p.n16 + nt) * 128 + lane * 4, ok);
-      kc::ld_cached_u32(s[i], sbase + ((long long)nt * groups + (c >> 2)) * 32 + lane, ok);
+      wq[d][i] = make_uint4(0u, 0u, 0u, 0u);
+      ws[d][i] = 0x7F7F7F7Fu;
+    }
+  // One address per chunk for the weight (its tiles are 128 words apart: immediate offsets) and one for the
+  // scales (rows groups * 32 words apart); the strides fit in int (n, k <= 2^20: spec.cpp).
+  const unsigned* __restrict__ wlane = wbase + (long long)ntile0 * 128 + lane * 4;
+  const int w_chunk_words = p.n16 * 128, s_row_words = groups * 32;
+  auto load_w = [&](int it, uint4 (&q)[kTN], unsigned (&s)[kTN]) {
+    const int c = it * kWK + wk;
+    const unsigned* wc = wlane + (long long)c * w_chunk_words;
+    const unsigned* sc = sbase + ((long long)ntile0 * s_row_words + (c >> 2) * 32 + lane);
+#pragma unroll
+    for (int i = 0; i < kTN; ++i) {
+      const bool ok = c < p.kc && ntile0 + i < p.n16;
+      if constexpr (kFillOffLoads) {
+        q[i] = make_uint4(0u, 0u, 0u, 0u);
+        s[i] = 0x7F7F7F7Fu;
+      }
+      kc::ld_stream_v4(q[i], wc + i * 128, ok);
+      kc::ld_cached_u32(s[i], sc + i * s_row_words, ok);
     }
   };
 
   // ---- kDirect: this lane's B fragments of chunk `it` for every 8-token tile j, straight from global memory.
   // bq[j][2s + h] = the two bf16/fp16 of token m0 + 8j + lane/4 at k = 64c + 16s + 2(lane%4) + 8h (+0, +1),
   // the m16n8k16 B fragment of k16 step s; zero outside [m0, m1) x [0, k).
+  // (stale registers of an off load: rows past m1 keep these zeros and are never stored; the upper half of a
+  // chunk past k keeps an earlier chunk's finite activations, which meet the prepack's zero codes there)
   unsigned bq[kDirect ? kDepth : 1][kMT][8];
+#pragma unroll
+  for (int d = 0; d < (kDirect ? kDepth : 1); ++d)
+#pragma unroll
+    for (int j = 0; j < kMT; ++j)
+#pragma unroll
+      for (int x = 0; x < 8; ++x) bq[d][j][x] = 0u;
   const unsigned short* arow[kMT];  // this lane's token rows (row m0 for a row past m1: never loaded)
   bool rok[kMT];
 #pragma unroll
@@ -270,8 +297,10 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
         const bool ok = rok[j] && okc && (s < 2 || okh);
-        b[j][2 * s] = 0u;
-        b[j][2 * s + 1] = 0u;
+        if constexpr (kFillOffLoads) {
+          b[j][2 * s] = 0u;
+          b[j][2 * s + 1] = 0u;
+        }
         kc::ld_cached_u32(b[j][2 * s], src + 16 * s, ok);
         kc::ld_cached_u32(b[j][2 * s + 1], src + 16 * s + 8, ok);
       }
