@@ -70,10 +70,8 @@ double time_shape(const char* name, int batch, int seq_len, int splits, int reps
   using namespace ktune_xqa;
   constexpr Shape sh = Traits<S>::sh;
   const int HKV = S::kNumKvHeads, D = S::kHeadDim, PS = S::kPageSize, QL = S::kMaxQLen;
-  const int HQ = HKV * S::kGroupSize;
   const int pages_per_req = (seq_len + PS - 1) / PS;
   const long long es = S::kKVType == 2 ? 1 : 2;
-  const long long page_bytes = 2LL * HKV * PS * D * es;
   const long long num_pages = (long long)batch * pages_per_req;
   std::vector<int> tables(num_pages), lens(batch, seq_len);
   for (long long i = 0; i < num_pages; ++i) tables[i] = int(i);
@@ -99,27 +97,10 @@ double time_shape(const char* name, int batch, int seq_len, int splits, int reps
   p.window_left = -1;
   p.num_splits = splits;
   auto kern = decode_kernel<S>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.smem_total));
+  allow_smem(kern, sh.smem_total);
   const dim3 grid(splits, HKV * sh.m_groups, batch), block(sh.threads);
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int r = 0; r < reps + 3; ++r) {
-    CK(cudaEventRecord(e0));
-    kern<<<grid, block, sh.smem_total>>>(p);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    if (r >= 3) ms.push_back(t);
-  }
-  CK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  const double us = ms[ms.size() / 2] * 1e3;
+  const double us = median_us([&] { kern<<<grid, block, sh.smem_total>>>(p); }, reps);
   const double bytes = double(batch) * seq_len * HKV * D * 2.0 * es;
-  (void)page_bytes;
-  (void)HQ;
   std::printf("%-22s %9.1f us %6.3f TB/s\n", name, us, bytes / us * 1e-6);
   return us;
 }

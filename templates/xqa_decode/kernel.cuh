@@ -191,45 +191,43 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   const long long head_off = (S::kLayoutHND ? (long long)kvh * PS * D : (long long)kvh * D) * ES + ld_ch * 16;
   // Pass `it` loads row ld_row0 + it * RPI of the tile (ld_row0 < RPI). When RPI divides the page size (always
   // when a tile fits in a page), a pass's page slot and row within the page are compile-time offsets from the
-  // thread's first row: each page's K and V addresses are formed once per tile and every pass adds an immediate.
-  // Rows past L load nothing (src-size 0); their addresses stay inside the cache because page_entry maps
-  // block-table slots past the request to page 0.
+  // thread's first row: each page's K and V addresses are formed once per tile and every pass adds an immediate; a pass
+  // that spans pages (RPI > PS) looks its row's page up in the table. Rows past L load nothing (src-size 0);
+  // their addresses stay inside the cache because page_entry maps block-table slots past the request to page 0.
   constexpr bool kPassInPage = TT <= PS || PS % RPI == 0;
+  constexpr int kSlots = kPassInPage && TT > PS ? PPT : 1;
   auto load_tile = [&](int j) {
     const int stage = j % ST;
     const int tile_start = (t_begin + j) * TT;
     const unsigned dst0 = s_base + stage * sh.smem_stage;
+    // kPassInPage: the K and V addresses of the thread's first row in each page of the tile
+    const char* k_page[kSlots];
+    const char* v_page[kSlots];
     if constexpr (kPassInPage) {
-      constexpr int kSlots = TT > PS ? PPT : 1;
       const int first = (TT > PS ? 0 : tile_start % PS) + ld_row0;
-      const char* k_row[kSlots];
-      const char* v_row[kSlots];
 #pragma unroll
       for (int slot = 0; slot < kSlots; ++slot) {
-        k_row[slot] = kv_base + (long long)s_pages[stage * PPT + slot] * page_bytes + head_off + first * kRowStride;
-        v_row[slot] = k_row[slot] + v_off;
+        k_page[slot] = kv_base + (long long)s_pages[stage * PPT + slot] * page_bytes + head_off + first * kRowStride;
+        v_page[slot] = k_page[slot] + v_off;
       }
+    }
 #pragma unroll
-      for (int it = 0; it < TT / RPI; ++it) {
-        const int row = ld_row0 + it * RPI;
+    for (int it = 0; it < TT / RPI; ++it) {
+      const int row = ld_row0 + it * RPI;
+      const char* k;
+      const char* v = nullptr;  // in-page passes; a pass that spans pages copies V from K + v_off
+      if constexpr (kPassInPage) {
         const int slot = TT > PS ? (it * RPI) / PS : 0;
         const long long off = (long long)(TT > PS ? (it * RPI) % PS : it * RPI) * kRowStride;
-        const int bytes = tile_start + row < L ? 16 : 0;
-        const unsigned dst = dst0 + (row * CPR + swz<CPR>(row, ld_ch)) * 16;
-        kc::cp_async_16(dst, k_row[slot] + off, bytes);
-        kc::cp_async_16(dst + kTileBytes, v_row[slot] + off, bytes);
+        k = k_page[slot] + off;
+        v = v_page[slot] + off;
+      } else {
+        k = kv_base + (long long)s_pages[stage * PPT + row / PS] * page_bytes + head_off + (row % PS) * kRowStride;
       }
-    } else {  // a pass spans pages (RPI > PS): each row's page from the table
-#pragma unroll
-      for (int it = 0; it < TT / RPI; ++it) {
-        const int row = ld_row0 + it * RPI;
-        const char* k = kv_base + (long long)s_pages[stage * PPT + row / PS] * page_bytes + head_off +
-                        (row % PS) * kRowStride;
-        const int bytes = tile_start + row < L ? 16 : 0;
-        const unsigned dst = dst0 + (row * CPR + swz<CPR>(row, ld_ch)) * 16;
-        kc::cp_async_16(dst, k, bytes);
-        kc::cp_async_16(dst + kTileBytes, k + v_off, bytes);
-      }
+      const int bytes = tile_start + row < L ? 16 : 0;
+      const unsigned dst = dst0 + (row * CPR + swz<CPR>(row, ld_ch)) * 16;
+      kc::cp_async_16(dst, k, bytes);
+      kc::cp_async_16(dst + kTileBytes, kPassInPage ? v : k + v_off, bytes);
     }
   };
 #pragma unroll
