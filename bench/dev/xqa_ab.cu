@@ -1,7 +1,8 @@
 // A/B timing harness for the xqa_decode kernel across template trees: built once per tree
 // (-I<tree>/templates), each binary times the same shapes with the same inputs, so runs of two trees
 // interleaved in one device call compare the kernels alone (no runtime, no JIT).
-//   xqa_ab [reps]   prints "shape us TB/s" rows; only Params fields every compared tree has are set.
+//   xqa_ab [reps]   prints "shape us TB/s" rows; only Params fields every compared tree has are set. Beside the
+//   kernels: a one-wave read of the same bytes (the floor), lengths 1K-8K at B64 and page sizes 16/128.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,10 +15,10 @@
 
 #include "cuda_check.hpp"
 
-#define XQA_AB_SPEC(NAME, G, KVT, QL, MASK, T, ST, W)                                                   \
+#define XQA_AB_SPEC_P(NAME, G, KVT, QL, MASK, T, ST, W, PS)                                             \
   namespace ktune_xqa {                                                                                   \
   struct NAME {                                                                                           \
-    static constexpr int kHeadDim = 128, kNumKvHeads = 8, kGroupSize = G, kPageSize = 32;                \
+    static constexpr int kHeadDim = 128, kNumKvHeads = 8, kGroupSize = G, kPageSize = PS;                \
     static constexpr bool kLayoutHND = true;                                                              \
     static constexpr int kQType = 0, kKVType = KVT, kOutType = 0, kMaxQLen = QL, kMask = MASK;            \
     static constexpr bool kSinks = false, kSlidingWindow = false, kSoftcap = false, kWriteLse = false;   \
@@ -26,11 +27,15 @@
   };                                                                                                      \
   }
 
+#define XQA_AB_SPEC(NAME, G, KVT, QL, MASK, T, ST, W) XQA_AB_SPEC_P(NAME, G, KVT, QL, MASK, T, ST, W, 32)
 XQA_AB_SPEC(Bf16Q1, 4, 0, 1, 0, 32, 3, 2)
 XQA_AB_SPEC(Bf16Q4, 4, 0, 4, 1, 32, 3, 2)
 XQA_AB_SPEC(Fp8Q1, 4, 2, 1, 0, 64, 3, 2)
 XQA_AB_SPEC(Fp8Q4, 4, 2, 4, 1, 64, 3, 2)
 XQA_AB_SPEC(Big, 8, 0, 1, 0, 32, 3, 2)
+// Page size: contiguous bytes per (page, kv head) of the HND cache (fp8 p32: 4 KB, bf16 p32: 8 KB)
+XQA_AB_SPEC_P(Fp8Q1p128, 4, 2, 1, 0, 64, 3, 2, 128)
+XQA_AB_SPEC_P(Bf16Q1p16, 4, 0, 1, 0, 32, 3, 2, 16)
 
 namespace {
 
@@ -65,8 +70,31 @@ void fill_random(void* dev, size_t bytes, unsigned seed) {
   CK(cudaDeviceSynchronize());
 }
 
+// The read floor of one wave: `ctas` CTAs of 256 threads each stream a contiguous share of `bytes` with eight
+// 16-byte loads in flight per thread (at 4 CTAs per SM, 128 KB per SM: what the decode's ring holds).
+__global__ void __launch_bounds__(256) read_kernel(const uint4* src, size_t n16, unsigned* sink) {
+  const size_t per = (n16 + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = min(n16, lo + per);
+  unsigned acc = 0;
+  for (size_t i = lo + threadIdx.x; i < hi; i += 8 * 256) {
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = i + u * 256 < hi ? __ldcs(src + i + u * 256) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x9E3779B9u) sink[0] = acc;  // keeps the loads
+}
+
+void time_read(const char* name, size_t bytes, int ctas, int reps, Buffers& b) {
+  const double us = median_us([&] { read_kernel<<<ctas, 256>>>(static_cast<const uint4*>(b.kv), bytes / 16,
+                                                               reinterpret_cast<unsigned*>(b.ws)); }, reps);
+  std::printf("%-22s %9.1f us %6.3f TB/s\n", name, us, bytes / us * 1e-6);
+}
+
+// with_combine: the split-KV merge launched after the decode, timed together (what a split call costs).
 template <class S>
-double time_shape(const char* name, int batch, int seq_len, int splits, int reps, Buffers& b) {
+double time_shape(const char* name, int batch, int seq_len, int splits, int reps, Buffers& b,
+                  bool with_combine = false) {
   using namespace ktune_xqa;
   constexpr Shape sh = Traits<S>::sh;
   const int HKV = S::kNumKvHeads, D = S::kHeadDim, PS = S::kPageSize, QL = S::kMaxQLen;
@@ -99,7 +127,14 @@ double time_shape(const char* name, int batch, int seq_len, int splits, int reps
   auto kern = decode_kernel<S>;
   allow_smem(kern, sh.smem_total);
   const dim3 grid(splits, HKV * sh.m_groups, batch), block(sh.threads);
-  const double us = median_us([&] { kern<<<grid, block, sh.smem_total>>>(p); }, reps);
+  auto comb = combine_kernel<S>;
+  const dim3 cgrid(QL * S::kNumKvHeads * S::kGroupSize, batch);
+  const double us = median_us(
+      [&] {
+        kern<<<grid, block, sh.smem_total>>>(p);
+        if (with_combine) comb<<<cgrid, 128>>>(p);
+      },
+      reps);
   const double bytes = double(batch) * seq_len * HKV * D * 2.0 * es;
   std::printf("%-22s %9.1f us %6.3f TB/s\n", name, us, bytes / us * 1e-6);
   return us;
@@ -124,5 +159,22 @@ int main(int argc, char** argv) {
   time_shape<ktune_xqa::Fp8Q1>("B64 L4096 fp8 q1", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Fp8Q4>("B64 L4096 fp8 q4c", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Big>("B1 L128K 64/8 s33", 1, 131072, 33, reps, b);
+  // The read floor of one wave of the same bytes, and length scaling at a fixed grid (B64: 512 CTAs, one
+  // wave): a fixed cost per call shows as the intercept of time against bytes.
+  time_read("read 512MiB 512 CTAs", 536870912ull, 512, reps, b);
+  time_read("read 1GiB 512 CTAs", 1073741824ull, 512, reps, b);
+  time_read("read 512MiB 4096 CTAs", 536870912ull, 4096, reps, b);
+  time_shape<ktune_xqa::Fp8Q1>("fp8 q1 L2048", 64, 2048, 1, reps, b);
+  time_shape<ktune_xqa::Fp8Q1>("fp8 q1 L8192", 64, 8192, 1, reps, b);
+  time_shape<ktune_xqa::Bf16Q1>("bf16 q1 L1024", 64, 1024, 1, reps, b);
+  time_shape<ktune_xqa::Bf16Q1>("bf16 q1 L2048", 64, 2048, 1, reps, b);
+  // Split-KV at B1 L128K (264 CTAs at 33 splits: two per SM): decode + combine at several split counts.
+  for (int splits : {33, 44, 66, 132}) {
+    char name[32];
+    std::snprintf(name, sizeof name, "B1 L128K s%d +comb", splits);
+    time_shape<ktune_xqa::Big>(name, 1, 131072, splits, reps, b, true);
+  }
+  time_shape<ktune_xqa::Fp8Q1p128>("fp8 q1 page 128", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Bf16Q1p16>("bf16 q1 page 16", 64, 4096, 1, reps, b);
   return 0;
 }
