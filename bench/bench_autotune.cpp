@@ -16,11 +16,13 @@
 #include "autotune/tuner.hpp"
 #include "autotune/workload.hpp"
 #include "driver_api.hpp"
+#include "gpu_bench_util.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/tuning.hpp"
 
 using namespace ktune;
+using bench::arg;
 
 namespace {
 
@@ -28,12 +30,6 @@ struct Key {
   std::string problem_json;
   int batch, seq_len;
 };
-
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
 
 }  // namespace
 

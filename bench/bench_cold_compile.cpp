@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_args.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "nvrtc_api.hpp"
@@ -25,6 +26,8 @@
 #include "support/nvrtc_jobs.hpp"
 
 using namespace ktune;
+using bench_args::arg;
+using bench_args::flag;
 using detail::SpeedOptions;
 
 namespace {
@@ -100,18 +103,6 @@ detail::CompiledBinary compile(const test::NvrtcJob& job, const Mode& mode, Samp
     s->cpu_ms = thread_cpu_ms() - c0;
   }
   return b;
-}
-
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-
-bool flag(int argc, char** argv, const std::string& name) {
-  for (int i = 1; i < argc; ++i)
-    if (argv[i] == "--" + name) return true;
-  return false;
 }
 
 }  // namespace

@@ -8,12 +8,9 @@
 // the launch's own choice first, then a few alternatives, each warmed up and timed with CUDA events around each
 // call; the median of `reps` calls is reported. Runtime stats are checked: 0 compiles and 0 loads while timing.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,12 +18,14 @@
 
 #include "autotune/workload.hpp"
 #include "driver_api.hpp"
+#include "gpu_bench_util.hpp"
 #include "ktune/device.hpp"
 #include "ktune/family.hpp"
 #include "ktune/mxfp4_gemm.hpp"
 #include "ktune/runtime.hpp"
 
 using namespace ktune;
+using bench::arg;
 using namespace ktune::mxfp4;
 
 namespace {
@@ -122,12 +121,6 @@ const std::vector<Row>& rows() {
   return r;
 }
 
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-
 int64_t rows_of(const Problem& p, int tokens) { return int64_t(tokens) * (p.grouped() ? p.top_k : 1); }
 
 std::vector<std::string> candidates(const Problem& p, const Row& r, const Arch& arch, const std::string& first) {
@@ -152,62 +145,10 @@ int prepare(const std::string& cache, const Arch& arch) {
   std::vector<GeneratedKernel> jobs;
   for (const Row& r : rows()) {
     const Problem p = Problem::from_key(r.problem);
-    for (const std::string& c : candidates(p, r, arch, own_config(p, r, arch))) {
-      GeneratedKernel g = generate(p, Config::from_key(c), arch);
-      bool dup = false;
-      for (const auto& j : jobs) dup |= j.source == g.source && j.problem_key == g.problem_key;
-      if (!dup) jobs.push_back(std::move(g));
-    }
+    for (const std::string& c : candidates(p, r, arch, own_config(p, r, arch)))
+      jobs.push_back(generate(p, Config::from_key(c), arch));
   }
-  std::atomic<size_t> next{0};
-  std::atomic<int> failed{0};
-  std::mutex mu;
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        try {
-          const EnsureResult e = rt.ensure_binary(jobs[i], arch);
-          std::lock_guard<std::mutex> lock(mu);
-          fmt::print("{} {}\n", e.compiled ? "compiled" : "cached  ", e.name);
-        } catch (const std::exception& e) {
-          ++failed;
-          std::lock_guard<std::mutex> lock(mu);
-          fmt::print("FAILED {}/{}: {}\n", jobs[i].problem_key, jobs[i].config_key, e.what());
-        }
-      }
-    });
-  for (auto& t : pool) t.join();
-  fmt::print("bench_mxfp4 prepare: {} kernels for {}, {} compiled, {} failed\n", jobs.size(), arch.str(),
-             rt.stats().compiles, failed.load());
-  return failed ? 1 : 0;
-}
-
-double copy_tbs(size_t bytes) {
-  const auto& cu = detail::driver();
-  CUdeviceptr a = 0, b = 0;
-  detail::check_cu(cu.cuMemAlloc(&a, bytes), "cuMemAlloc");
-  detail::check_cu(cu.cuMemAlloc(&b, bytes), "cuMemAlloc");
-  detail::check_cu(cu.cuMemsetD8(a, 0x3C, bytes), "cuMemsetD8");
-  CUevent e0 = nullptr, e1 = nullptr;
-  detail::check_cu(cu.cuEventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
-  detail::check_cu(cu.cuEventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
-  std::vector<double> t;
-  for (int i = 0; i < 13; ++i) {
-    detail::check_cu(cu.cuEventRecord(e0, nullptr), "cuEventRecord");
-    detail::check_cu(cu.cuMemcpyDtoD(i & 1 ? a : b, i & 1 ? b : a, bytes), "cuMemcpyDtoD");
-    detail::check_cu(cu.cuEventRecord(e1, nullptr), "cuEventRecord");
-    detail::check_cu(cu.cuEventSynchronize(e1), "cuEventSynchronize");
-    float ms = 0;
-    detail::check_cu(cu.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
-    if (i >= 3) t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  cu.cuEventDestroy(e0);
-  cu.cuEventDestroy(e1);
-  cu.cuMemFree(a);
-  cu.cuMemFree(b);
-  return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e12;
+  return bench::compile_all(rt, jobs, arch, "bench_mxfp4");
 }
 
 struct Measured {
@@ -220,19 +161,14 @@ struct Measured {
 
 int run(const std::string& json_out, int reps, const std::string& only) {
   use_device(0);
-  const auto& cu = detail::driver();
-  const SystemInfo sys = system_info();
-  const DeviceInfo& dev = sys.devices.at(0);
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
-  CUstream stream = nullptr;
-  detail::check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  std::vector<CUevent> ev(2 * reps);
-  for (CUevent& e : ev) detail::check_cu(cu.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-  const double copy = copy_tbs(size_t(2) << 30);
-  fmt::print("device {} ({}), {} SMs; copy (cuMemcpyDtoD 2 GiB, read+write) {:.2f} TB/s\n", dev.name, arch.str(),
-             dev.sm_count, copy);
-  std::fflush(stdout);
+  const bench::TimingSession ts(arch, reps);
+  const SystemInfo& sys = ts.sys;
+  const DeviceInfo& dev = ts.dev;
+  CUstream stream = ts.stream;
+  const std::vector<CUevent>& ev = ts.ev;
+  const double copy = ts.copy;
   std::vector<std::string> row_json, table;
   int64_t timing_compiles = 0;
   for (const Row& r : rows()) {
@@ -254,27 +190,12 @@ int run(const std::string& json_out, int reps, const std::string& only) {
       x.source = cfg == own.config ? own.source : "candidate";
       try {
         w->prepare(cfg);
-        for (int i = 0; i < 3; ++i) w->launch(cfg, stream);
-        detail::check_cu(cu.cuStreamSynchronize(stream), "warmup");
-        const RuntimeStats before = rt.stats();
-        for (int i = 0; i < reps; ++i) {
-          detail::check_cu(cu.cuEventRecord(ev[2 * i], stream), "cuEventRecord");
-          w->launch(cfg, stream);
-          detail::check_cu(cu.cuEventRecord(ev[2 * i + 1], stream), "cuEventRecord");
-        }
-        detail::check_cu(cu.cuStreamSynchronize(stream), "timed calls");
-        const RuntimeStats after = rt.stats();
-        x.compiles = after.compiles - before.compiles;
-        x.loads = after.loads - before.loads;
-        std::vector<double> t(reps);
-        for (int i = 0; i < reps; ++i) {
-          float v = 0;
-          detail::check_cu(cu.cuEventElapsedTime(&v, ev[2 * i], ev[2 * i + 1]), "cuEventElapsedTime");
-          t[i] = v * 1e3;
-        }
-        std::sort(t.begin(), t.end());
-        x.us = t[t.size() / 2];
-        x.us_min = t.front();
+        const int64_t compiles_before = rt.stats().compiles;
+        const bench::CallTimes c = bench::time_calls(rt, *w, cfg, stream, ev, reps, 3);
+        x.us = c.median_us;
+        x.us_min = c.min_us;
+        x.compiles = c.compiles;
+        x.loads = c.loads;
         x.tbs = w->bytes_per_call() / (x.us * 1e-6) / 1e12;
         x.tflops = w->flops_per_call() / (x.us * 1e-6) / 1e12;
         // Back-to-back: how an engine issues a decode step (launches queued ahead, or a CUDA graph), so launch
@@ -283,18 +204,18 @@ int run(const std::string& json_out, int reps, const std::string& only) {
         const int batches = std::max(3, reps / 4);
         std::vector<double> tb(batches);
         for (int i = 0; i < batches; ++i) {
-          detail::check_cu(cu.cuEventRecord(ev[0], stream), "cuEventRecord");
+          bench::ck(bench::cu().cuEventRecord(ev[0], stream), "cuEventRecord");
           for (int j = 0; j < kBatch; ++j) w->launch(cfg, stream);
-          detail::check_cu(cu.cuEventRecord(ev[1], stream), "cuEventRecord");
-          detail::check_cu(cu.cuEventSynchronize(ev[1]), "back-to-back calls");
+          bench::ck(bench::cu().cuEventRecord(ev[1], stream), "cuEventRecord");
+          bench::ck(bench::cu().cuEventSynchronize(ev[1]), "back-to-back calls");
           float v = 0;
-          detail::check_cu(cu.cuEventElapsedTime(&v, ev[0], ev[1]), "cuEventElapsedTime");
+          bench::ck(bench::cu().cuEventElapsedTime(&v, ev[0], ev[1]), "cuEventElapsedTime");
           tb[i] = v * 1e3 / kBatch;
         }
         std::sort(tb.begin(), tb.end());
         x.b2b_us = tb[tb.size() / 2];
         x.b2b_tbs = w->bytes_per_call() / (x.b2b_us * 1e-6) / 1e12;
-        x.compiles += rt.stats().compiles - after.compiles;
+        x.compiles = rt.stats().compiles - compiles_before;  // the timed and the back-to-back calls
       } catch (const std::exception& e) {
         x.error = e.what();
       }
@@ -344,8 +265,6 @@ int run(const std::string& json_out, int reps, const std::string& only) {
         "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"compiles\": {}, \"cache_hits\": {}, \"rows\": [\n  {}\n]}}\n",
         dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, s.compiles,
         s.cache_hits, fmt::join(row_json, ",\n  "));
-  for (CUevent e : ev) cu.cuEventDestroy(e);
-  cu.cuStreamDestroy(stream);
   return timing_compiles == 0 ? 0 : 1;
 }
 

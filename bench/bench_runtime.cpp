@@ -13,11 +13,13 @@
 #include <fmt/format.h>
 
 #include "driver_api.hpp"
+#include "gpu_bench_util.hpp"
 #include "ktune/launch.hpp"
 #include "ktune/runtime.hpp"
 #include "support/test_kernels.hpp"
 
 using namespace ktune;
+using bench::arg;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -29,12 +31,6 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
 }
 
 int prepare(const std::string& cache, const Arch& arch) {

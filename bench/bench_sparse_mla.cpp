@@ -7,24 +7,23 @@
 // loaded, warmed up and timed with CUDA events around each call (decode + combine when split); the median of
 // `reps` calls is reported. The run prints the runtime's compile count: 0 after `prepare` filled the cache.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "autotune/workload.hpp"
 #include "driver_api.hpp"
+#include "gpu_bench_util.hpp"
 #include "ktune/device.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/sparse_mla_decode.hpp"
 
 using namespace ktune;
+using bench::arg;
 using namespace ktune::mla;
 
 namespace {
@@ -59,12 +58,6 @@ Problem problem_of(const Row& r) {
   return p;
 }
 
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-
 // The launch's own choice first, then up to 7 more of the search space.
 std::vector<std::string> candidates(const Problem& p, const Arch& arch, const std::string& first) {
   std::vector<std::string> out = {first};
@@ -90,55 +83,7 @@ int prepare(const std::string& cache, const Arch& arch) {
     for (const std::string& c : candidates(p, arch, default_config(p, arch).key()))
       jobs.push_back(generate(p, Config::from_key(c), arch));
   }
-  std::atomic<size_t> next{0};
-  std::atomic<int> failed{0};
-  std::mutex print_mutex;
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        try {
-          const EnsureResult e = rt.ensure_binary(jobs[i], arch);
-          std::lock_guard<std::mutex> lock(print_mutex);
-          fmt::print("{} {}\n", e.compiled ? "compiled" : "cached  ", e.name);
-        } catch (const std::exception& e) {
-          ++failed;
-          std::lock_guard<std::mutex> lock(print_mutex);
-          fmt::print("FAILED {}/{}: {}\n", jobs[i].problem_key, jobs[i].config_key, e.what());
-        }
-      }
-    });
-  for (auto& t : pool) t.join();
-  fmt::print("bench_sparse_mla prepare: {} kernels for {}, {} compiled, {} failed\n", jobs.size(), arch.str(),
-             rt.stats().compiles, failed.load());
-  return failed ? 1 : 0;
-}
-
-double copy_tbs(size_t bytes) {
-  const auto& cu = detail::driver();
-  CUdeviceptr a = 0, b = 0;
-  detail::check_cu(cu.cuMemAlloc(&a, bytes), "cuMemAlloc");
-  detail::check_cu(cu.cuMemAlloc(&b, bytes), "cuMemAlloc");
-  detail::check_cu(cu.cuMemsetD8(a, 0x3C, bytes), "cuMemsetD8");
-  CUevent e0 = nullptr, e1 = nullptr;
-  detail::check_cu(cu.cuEventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
-  detail::check_cu(cu.cuEventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
-  std::vector<double> t;
-  for (int i = 0; i < 13; ++i) {
-    detail::check_cu(cu.cuEventRecord(e0, nullptr), "cuEventRecord");
-    detail::check_cu(cu.cuMemcpyDtoD(i & 1 ? a : b, i & 1 ? b : a, bytes), "cuMemcpyDtoD");
-    detail::check_cu(cu.cuEventRecord(e1, nullptr), "cuEventRecord");
-    detail::check_cu(cu.cuEventSynchronize(e1), "cuEventSynchronize");
-    float ms = 0;
-    detail::check_cu(cu.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
-    if (i >= 3) t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  cu.cuEventDestroy(e0);
-  cu.cuEventDestroy(e1);
-  cu.cuMemFree(a);
-  cu.cuMemFree(b);
-  return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e12;
+  return bench::compile_all(rt, jobs, arch, "bench_sparse_mla");
 }
 
 struct Measured {
@@ -151,19 +96,14 @@ struct Measured {
 
 int run(const std::string& json_out, int reps) {
   use_device(0);
-  const auto& cu = detail::driver();
-  const SystemInfo sys = system_info();
-  const DeviceInfo& dev = sys.devices.at(0);
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
-  CUstream stream = nullptr;
-  detail::check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  std::vector<CUevent> ev(2 * reps);
-  for (CUevent& e : ev) detail::check_cu(cu.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-  const double copy = copy_tbs(size_t(2) << 30);
-  fmt::print("device {} ({}), {} SMs; copy (cuMemcpyDtoD 2 GiB, read+write) {:.2f} TB/s\n", dev.name, arch.str(),
-             dev.sm_count, copy);
-  std::fflush(stdout);
+  const bench::TimingSession ts(arch, reps);
+  const SystemInfo& sys = ts.sys;
+  const DeviceInfo& dev = ts.dev;
+  CUstream stream = ts.stream;
+  const std::vector<CUevent>& ev = ts.ev;
+  const double copy = ts.copy;
 
   std::vector<std::string> row_json;
   struct Summary {
@@ -185,27 +125,11 @@ int run(const std::string& json_out, int reps) {
       try {
         m.splits = sparse_mla_decode_plan(rt, p, r.tokens, cfg.c_str()).num_splits;
         workload->prepare(cfg);
-        for (int i = 0; i < 5; ++i) workload->launch(cfg, stream);
-        detail::check_cu(cu.cuStreamSynchronize(stream), "warmup");
-        const RuntimeStats before = rt.stats();
-        for (int i = 0; i < reps; ++i) {
-          detail::check_cu(cu.cuEventRecord(ev[2 * i], stream), "cuEventRecord");
-          workload->launch(cfg, stream);
-          detail::check_cu(cu.cuEventRecord(ev[2 * i + 1], stream), "cuEventRecord");
-        }
-        detail::check_cu(cu.cuStreamSynchronize(stream), "timed calls");
-        const RuntimeStats after = rt.stats();
-        m.compiles_during = after.compiles - before.compiles;
-        m.loads_during = after.loads - before.loads;
-        std::vector<double> t(reps);
-        for (int i = 0; i < reps; ++i) {
-          float x = 0;
-          detail::check_cu(cu.cuEventElapsedTime(&x, ev[2 * i], ev[2 * i + 1]), "cuEventElapsedTime");
-          t[i] = x * 1e3;
-        }
-        std::sort(t.begin(), t.end());
-        m.us = t[t.size() / 2];
-        m.us_min = t.front();
+        const bench::CallTimes c = bench::time_calls(rt, *workload, cfg, stream, ev, reps, 5);
+        m.us = c.median_us;
+        m.us_min = c.min_us;
+        m.compiles_during = c.compiles;
+        m.loads_during = c.loads;
         m.tflops = flops / (m.us * 1e-6) / 1e12;
         m.kv_tbs = kvb / (m.us * 1e-6) / 1e12;
       } catch (const std::exception& e) {
@@ -254,8 +178,6 @@ int run(const std::string& json_out, int reps) {
         "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"compiles\": {}, \"loads\": {}, \"rows\": [\n  {}\n]}}\n",
         dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, st.compiles, st.loads,
         fmt::join(row_json, ",\n  "));
-  for (CUevent e : ev) cu.cuEventDestroy(e);
-  cu.cuStreamDestroy(stream);
   return st.compiles == 0 ? 0 : 1;
 }
 

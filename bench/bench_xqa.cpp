@@ -7,13 +7,10 @@
 // when split); the median of `reps` calls is reported. Runtime stats are checked: 0 compiles and 0 loads
 // while timing. A device-to-device copy gives the bandwidth ceiling of this run.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,12 +18,14 @@
 #include "autotune/workload.hpp"
 #include "common/dtype.h"
 #include "driver_api.hpp"
+#include "gpu_bench_util.hpp"
 #include "ktune/device.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/xqa_decode.hpp"
 
 using namespace ktune;
+using bench::arg;
 using namespace ktune::xqa;
 namespace kc = ::ktune_common;
 
@@ -60,12 +59,6 @@ const std::vector<Row>& rows() {
   return r;
 }
 
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-
 // The configs measured for a row: the launch's own choice for `arch` first, then the extras it can run.
 std::vector<std::string> candidates(const Problem& p, const Row& r, const Arch& arch, const std::string& first) {
   std::vector<std::string> out = {first};
@@ -82,7 +75,7 @@ double kv_bytes(const Problem& p, const Row& r) {
   return double(r.batch) * r.seq_len * 2.0 * p.num_kv_heads * p.head_dim * kc::dtype_size(int(p.kv_dtype));
 }
 
-// Compiles on every core (a cache hit costs a lookup), so a cache built by another NVRTC is refreshed quickly.
+// Every candidate kernel of every row, compiled into `cache` (bench::compile_all).
 int prepare(const std::string& cache, const Arch& arch) {
   RuntimeOptions o;
   o.cache_path = cache;
@@ -93,56 +86,7 @@ int prepare(const std::string& cache, const Arch& arch) {
     for (const std::string& c : candidates(p, r, arch, default_config(p, arch).key()))
       jobs.push_back(generate(p, Config::from_key(c), arch));
   }
-  std::atomic<size_t> next{0};
-  std::atomic<int> failed{0};
-  std::mutex print_mutex;
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        try {
-          const EnsureResult e = rt.ensure_binary(jobs[i], arch);
-          std::lock_guard<std::mutex> lock(print_mutex);
-          fmt::print("{} {}\n", e.compiled ? "compiled" : "cached  ", e.name);
-        } catch (const std::exception& e) {
-          ++failed;
-          std::lock_guard<std::mutex> lock(print_mutex);
-          fmt::print("FAILED {}/{}: {}\n", jobs[i].problem_key, jobs[i].config_key, e.what());
-        }
-      }
-    });
-  for (auto& t : pool) t.join();
-  fmt::print("bench_xqa prepare: {} kernels for {}, {} compiled, {} failed\n", jobs.size(), arch.str(),
-             rt.stats().compiles, failed.load());
-  return failed ? 1 : 0;
-}
-
-// Copy bandwidth of this device: cuMemcpyDtoD of `bytes`, (read + write) / time, median of 10.
-double copy_tbs(size_t bytes) {
-  const auto& cu = detail::driver();
-  CUdeviceptr a = 0, b = 0;
-  detail::check_cu(cu.cuMemAlloc(&a, bytes), "cuMemAlloc");
-  detail::check_cu(cu.cuMemAlloc(&b, bytes), "cuMemAlloc");
-  cu.cuMemsetD8(a, 0x3C, bytes);
-  CUevent e0 = nullptr, e1 = nullptr;
-  cu.cuEventCreate(&e0, CU_EVENT_DEFAULT);
-  cu.cuEventCreate(&e1, CU_EVENT_DEFAULT);
-  std::vector<double> t;
-  for (int i = 0; i < 13; ++i) {
-    cu.cuEventRecord(e0, nullptr);
-    detail::check_cu(cu.cuMemcpyDtoD(i & 1 ? a : b, i & 1 ? b : a, bytes), "cuMemcpyDtoD");
-    cu.cuEventRecord(e1, nullptr);
-    cu.cuEventSynchronize(e1);
-    float ms = 0;
-    cu.cuEventElapsedTime(&ms, e0, e1);
-    if (i >= 3) t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  cu.cuEventDestroy(e0);
-  cu.cuEventDestroy(e1);
-  cu.cuMemFree(a);
-  cu.cuMemFree(b);
-  return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e12;
+  return bench::compile_all(rt, jobs, arch, "bench_xqa");
 }
 
 std::string stats_json(const RuntimeStats& s) {
@@ -169,20 +113,14 @@ struct Measured {
 
 int run(const std::string& json_out, int reps) {
   use_device(0);
-  const auto& cu = detail::driver();
-  const SystemInfo sys = system_info();
-  const DeviceInfo& dev = sys.devices.at(0);
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
-  CUstream stream = nullptr;
-  detail::check_cu(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  std::vector<CUevent> ev(2 * reps);
-  for (CUevent& e : ev) detail::check_cu(cu.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-
-  const double copy = copy_tbs(size_t(2) << 30);
-  fmt::print("device {} ({}), {} SMs; copy (cuMemcpyDtoD 2 GiB, read+write) {:.2f} TB/s\n", dev.name, arch.str(),
-             dev.sm_count, copy);
-  std::fflush(stdout);
+  const bench::TimingSession ts(arch, reps);
+  const SystemInfo& sys = ts.sys;
+  const DeviceInfo& dev = ts.dev;
+  CUstream stream = ts.stream;
+  const std::vector<CUevent>& ev = ts.ev;
+  const double copy = ts.copy;
 
   std::vector<std::string> row_json;
   struct Summary {
@@ -204,27 +142,11 @@ int run(const std::string& json_out, int reps) {
       try {
         m.splits = xqa_decode_plan(rt, p, r.batch, r.seq_len, cfg.c_str()).num_splits;
         workload->prepare(cfg);  // loads the module (from the cache) + one call
-        for (int i = 0; i < 5; ++i) workload->launch(cfg, stream);
-        detail::check_cu(cu.cuStreamSynchronize(stream), "warmup");
-        const RuntimeStats before = rt.stats();
-        for (int i = 0; i < reps; ++i) {
-          cu.cuEventRecord(ev[2 * i], stream);
-          workload->launch(cfg, stream);
-          cu.cuEventRecord(ev[2 * i + 1], stream);
-        }
-        detail::check_cu(cu.cuStreamSynchronize(stream), "timed calls");
-        const RuntimeStats after = rt.stats();
-        m.compiles_during = after.compiles - before.compiles;
-        m.loads_during = after.loads - before.loads;
-        std::vector<double> t(reps);
-        for (int i = 0; i < reps; ++i) {
-          float x = 0;
-          cu.cuEventElapsedTime(&x, ev[2 * i], ev[2 * i + 1]);
-          t[i] = x * 1e3;
-        }
-        std::sort(t.begin(), t.end());
-        m.us = t[t.size() / 2];
-        m.us_min = t.front();
+        const bench::CallTimes c = bench::time_calls(rt, *workload, cfg, stream, ev, reps, 5);
+        m.us = c.median_us;
+        m.us_min = c.min_us;
+        m.compiles_during = c.compiles;
+        m.loads_during = c.loads;
         m.tbs = kvb / (m.us * 1e-6) / 1e12;
       } catch (const std::exception& e) {
         m.error = e.what();
@@ -274,8 +196,6 @@ int run(const std::string& json_out, int reps) {
         dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, stats_json(final_stats),
         fmt::join(row_json, ",\n  "));
   }
-  for (CUevent e : ev) cu.cuEventDestroy(e);
-  cu.cuStreamDestroy(stream);
   return timing_compiles == 0 ? 0 : 1;
 }
 

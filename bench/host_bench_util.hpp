@@ -12,6 +12,7 @@
 
 #include <sys/resource.h>
 
+#include "bench_args.hpp"
 #include "common/numerics.cuh"
 
 namespace host_bench {
@@ -22,19 +23,8 @@ inline double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// "--name value" from argv, or `fallback`.
-inline std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-
-// "--name" present in argv.
-inline bool flag(int argc, char** argv, const std::string& name) {
-  for (int i = 1; i < argc; ++i)
-    if (argv[i] == "--" + name) return true;
-  return false;
-}
+using bench_args::arg;
+using bench_args::flag;
 
 // Process CPU time (every thread), in ms.
 inline double cpu_ms() {
