@@ -71,6 +71,29 @@ class NoSync:
 # ------------------------------------------------------------------------------------------------------------------
 # xqa_decode: GPT-OSS-style attention layers with speculative decoding
 # ------------------------------------------------------------------------------------------------------------------
+def replay_steps(forward, next_inputs, error, steps, eager_reps):
+    """The engine loop of one captured model: run `forward` once on the first inputs, capture it in a CUDA graph,
+    then `steps` times take new inputs (`next_inputs()` does the host-side work and returns what to run on the
+    GPU, which runs with the graph under NoSync) and check the step (`error()` -> relative L2 against the fp32
+    reference). Returns (worst error, graph replay us per step, eager us per step)."""
+    next_inputs()()
+    torch.cuda.synchronize()
+    forward()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        forward()
+    worst = 0.0
+    for _ in range(steps):
+        put = next_inputs()
+        with NoSync():
+            put()
+            graph.replay()
+        torch.cuda.synchronize()
+        worst = max(worst, error())
+    return worst, gpu_time_us(graph.replay, eager_reps), gpu_time_us(forward, eager_reps)
+
+
 class XqaModel:
     LAYERS, HQ, HKV, D, PAGE, HIDDEN, MAX_Q, WINDOW = 4, 16, 2, 64, 16, 512, 8, 128
     MAX_SEQ = 3000
@@ -319,30 +342,18 @@ def run_mla(rng, steps, eager_reps):
             scores.copy_(torch.rand(T, MAX_CTX, device=DEV, generator=gg))
         return on_gpu
 
-    build()()
-    torch.cuda.synchronize()
-    forward()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        forward()
-    worst = 0.0
-    for s in range(steps):
-        fill = build()
-        with NoSync():
-            fill()
-            graph.replay()
-        torch.cuda.synchronize()
+    def error():
         idx, out = state["idx"], state["out"]
+        worst = 0.0
         for t in range(T):
             sel = idx[t][idx[t] >= 0].long()
             K = k_rows[sel]
             p = (q[t].float() @ K.T * scale).softmax(-1)
             ref = p @ K[:, :RANK]
-            err = ((out[t].float() - ref).norm() / ref.norm()).item()
-            worst = max(worst, err)
-    replay_us = gpu_time_us(graph.replay, eager_reps)
-    eager_us = gpu_time_us(forward, eager_reps)
+            worst = max(worst, ((out[t].float() - ref).norm() / ref.norm()).item())
+        return worst
+
+    worst, replay_us, eager_us = replay_steps(forward, build, error, steps, eager_reps)
     return [dict(part=f"mla T{T} H{H} top-{TOPK} (indices from top-k)", steps=steps, worst_rel_l2=worst,
                  tolerance=1e-2, graph_us=replay_us, eager_us=eager_us, ok=worst < 1e-2)]
 
@@ -414,22 +425,7 @@ def run_moe(rng, steps, eager_reps):
     def fill():
         x.copy_(torch.randn(T, HID, device=DEV, generator=g))
 
-    fill()
-    torch.cuda.synchronize()
-    forward()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        forward()
-    worst = 0.0
-    for s in range(steps):
-        with NoSync():
-            fill()
-            graph.replay()
-        torch.cuda.synchronize()
-        worst = max(worst, reference())
-    replay_us = gpu_time_us(graph.replay, eager_reps)
-    eager_us = gpu_time_us(forward, eager_reps)
+    worst, replay_us, eager_us = replay_steps(forward, lambda: fill, reference, steps, eager_reps)
     return [dict(part=f"moe T{T} E{E} top-{TOP} (gate_up + down)", steps=steps, worst_rel_l2=worst, tolerance=1e-2,
                  graph_us=replay_us, eager_us=eager_us, ok=worst < 1e-2)]
 
