@@ -164,11 +164,6 @@ int run(const std::string& json_out, int reps, const std::string& only) {
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
   const bench::TimingSession ts(arch, reps);
-  const SystemInfo& sys = ts.sys;
-  const DeviceInfo& dev = ts.dev;
-  CUstream stream = ts.stream;
-  const std::vector<CUevent>& ev = ts.ev;
-  const double copy = ts.copy;
   std::vector<std::string> row_json, table;
   int64_t timing_compiles = 0;
   for (const Row& r : rows()) {
@@ -191,7 +186,7 @@ int run(const std::string& json_out, int reps, const std::string& only) {
       try {
         w->prepare(cfg);
         const int64_t compiles_before = rt.stats().compiles;
-        const bench::CallTimes c = bench::time_calls(rt, *w, cfg, stream, ev, reps, 3);
+        const bench::CallTimes c = bench::time_calls(rt, *w, cfg, ts.stream, ts.ev, reps, 3);
         x.us = c.median_us;
         x.us_min = c.min_us;
         x.compiles = c.compiles;
@@ -204,12 +199,12 @@ int run(const std::string& json_out, int reps, const std::string& only) {
         const int batches = std::max(3, reps / 4);
         std::vector<double> tb(batches);
         for (int i = 0; i < batches; ++i) {
-          bench::ck(bench::cu().cuEventRecord(ev[0], stream), "cuEventRecord");
-          for (int j = 0; j < kBatch; ++j) w->launch(cfg, stream);
-          bench::ck(bench::cu().cuEventRecord(ev[1], stream), "cuEventRecord");
-          bench::ck(bench::cu().cuEventSynchronize(ev[1]), "back-to-back calls");
+          bench::ck(bench::cu().cuEventRecord(ts.ev[0], ts.stream), "cuEventRecord");
+          for (int j = 0; j < kBatch; ++j) w->launch(cfg, ts.stream);
+          bench::ck(bench::cu().cuEventRecord(ts.ev[1], ts.stream), "cuEventRecord");
+          bench::ck(bench::cu().cuEventSynchronize(ts.ev[1]), "back-to-back calls");
           float v = 0;
-          bench::ck(bench::cu().cuEventElapsedTime(&v, ev[0], ev[1]), "cuEventElapsedTime");
+          bench::ck(bench::cu().cuEventElapsedTime(&v, ts.ev[0], ts.ev[1]), "cuEventElapsedTime");
           tb[i] = v * 1e3 / kBatch;
         }
         std::sort(tb.begin(), tb.end());
@@ -257,13 +252,14 @@ int run(const std::string& json_out, int reps, const std::string& only) {
              s.memory_hits, s.cache_hits, s.misses, s.compiles, s.loads, s.tuning_misses);
   fmt::print("\n| shape | launch choice | us | TB/s | TFLOP/s | best | us | TB/s | TFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& t : table) fmt::print("{}\n", t);
-  fmt::print("copy {:.2f} TB/s; compiles while timing: {}; total compiles this run: {}\n", copy, timing_compiles,
+  fmt::print("copy {:.2f} TB/s; compiles while timing: {}; total compiles this run: {}\n", ts.copy, timing_compiles,
              s.compiles);
   if (!json_out.empty())
     std::ofstream(json_out) << fmt::format(
         "{{\"bench\": \"mxfp4_gemm\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
         "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"compiles\": {}, \"cache_hits\": {}, \"rows\": [\n  {}\n]}}\n",
-        dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, s.compiles,
+        ts.dev.name, arch.str(), ts.dev.sm_count, ts.sys.driver_version, ts.sys.nvrtc_version, reps, ts.copy,
+        s.compiles,
         s.cache_hits, fmt::join(row_json, ",\n  "));
   return timing_compiles == 0 ? 0 : 1;
 }

@@ -99,11 +99,6 @@ int run(const std::string& json_out, int reps) {
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
   const bench::TimingSession ts(arch, reps);
-  const SystemInfo& sys = ts.sys;
-  const DeviceInfo& dev = ts.dev;
-  CUstream stream = ts.stream;
-  const std::vector<CUevent>& ev = ts.ev;
-  const double copy = ts.copy;
 
   std::vector<std::string> row_json;
   struct Summary {
@@ -125,7 +120,7 @@ int run(const std::string& json_out, int reps) {
       try {
         m.splits = sparse_mla_decode_plan(rt, p, r.tokens, cfg.c_str()).num_splits;
         workload->prepare(cfg);
-        const bench::CallTimes c = bench::time_calls(rt, *workload, cfg, stream, ev, reps, 5);
+        const bench::CallTimes c = bench::time_calls(rt, *workload, cfg, ts.stream, ts.ev, reps, 5);
         m.us = c.median_us;
         m.us_min = c.min_us;
         m.compiles_during = c.compiles;
@@ -171,12 +166,13 @@ int run(const std::string& json_out, int reps) {
                s.row.label, s.chosen.config, s.chosen.source, s.chosen.splits, s.chosen.us, s.chosen.tflops,
                s.chosen.kv_tbs, s.best.config, s.best.splits, s.best.us, s.best.tflops, s.best.kv_tbs,
                s.row.bar_tflops > 0 ? fmt::format("{:.0f} TFLOP/s", s.row.bar_tflops) : "-");
-  fmt::print("copy {:.2f} TB/s; compiles in this process: {}\n", copy, st.compiles);
+  fmt::print("copy {:.2f} TB/s; compiles in this process: {}\n", ts.copy, st.compiles);
   if (!json_out.empty())
     std::ofstream(json_out) << fmt::format(
         "{{\"bench\": \"sparse_mla_decode\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
         "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"compiles\": {}, \"loads\": {}, \"rows\": [\n  {}\n]}}\n",
-        dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, st.compiles, st.loads,
+        ts.dev.name, arch.str(), ts.dev.sm_count, ts.sys.driver_version, ts.sys.nvrtc_version, reps, ts.copy,
+        st.compiles, st.loads,
         fmt::join(row_json, ",\n  "));
   return st.compiles == 0 ? 0 : 1;
 }

@@ -119,11 +119,6 @@ int run(const std::string& json_out, int reps) {
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
   const bench::TimingSession ts(arch, reps);
-  const SystemInfo& sys = ts.sys;
-  const DeviceInfo& dev = ts.dev;
-  CUstream stream = ts.stream;
-  const std::vector<CUevent>& ev = ts.ev;
-  const double copy = ts.copy;
 
   std::vector<std::string> row_json;
   struct Summary {
@@ -145,7 +140,7 @@ int run(const std::string& json_out, int reps) {
       try {
         m.splits = xqa_decode_plan(rt, p, r.batch, r.seq_len, cfg.c_str()).num_splits;
         workload->prepare(cfg);  // loads the module (from the cache) + one call
-        const bench::CallTimes c = bench::time_calls(rt, *workload, cfg, stream, ev, reps, 5);
+        const bench::CallTimes c = bench::time_calls(rt, *workload, cfg, ts.stream, ts.ev, reps, 5);
         m.us = c.median_us;
         m.us_min = c.min_us;
         m.compiles_during = c.compiles;
@@ -187,7 +182,7 @@ int run(const std::string& json_out, int reps) {
   for (const Summary& s : summary) {
     fmt::print("| {} | {} ({}) | {} | {:.1f} | {:.2f} | {} | {} | {:.1f} | {:.2f} | {} | {:.2f} |\n", s.label,
                s.chosen.config, s.chosen.source, s.chosen.splits, s.chosen.us, s.chosen.tbs, s.best.config,
-               s.best.splits, s.best.us, s.best.tbs, s.bar > 0 ? fmt::format("{:.1f}", s.bar) : "-", copy);
+               s.best.splits, s.best.us, s.best.tbs, s.bar > 0 ? fmt::format("{:.1f}", s.bar) : "-", ts.copy);
   }
   for (const Summary& s : summary) timing_compiles += s.chosen.compiles_during + s.best.compiles_during;
   for (const Summary& s : summary) timing_loads += s.chosen.loads_during + s.best.loads_during;
@@ -196,7 +191,8 @@ int run(const std::string& json_out, int reps) {
     std::ofstream(json_out) << fmt::format(
         "{{\"bench\": \"xqa_decode\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
         "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"stats\": {}, \"rows\": [\n  {}\n]}}\n",
-        dev.name, arch.str(), dev.sm_count, sys.driver_version, sys.nvrtc_version, reps, copy, stats_json(final_stats),
+        ts.dev.name, arch.str(), ts.dev.sm_count, ts.sys.driver_version, ts.sys.nvrtc_version, reps, ts.copy,
+        stats_json(final_stats),
         fmt::join(row_json, ",\n  "));
   }
   return timing_compiles == 0 ? 0 : 1;
