@@ -61,11 +61,14 @@ Problem problem_of(const Row& r) {
 // The launch's own choice first, then up to 7 more of the search space.
 std::vector<std::string> candidates(const Problem& p, const Arch& arch, const std::string& first) {
   std::vector<std::string> out = {first};
-  // the sm_90a wgmma variants first (the S = Q K^T path under test), then the rest of the space
-  for (const char* wg : {"t64.s1.g64.w16.wg", "t64.s1.g64.wg", "t32.s2.g64.w16.wg", "t32.s2.g64.wg"})
-    if (can_implement(p, Config::from_key(wg), arch, default_limits(arch)).empty() &&
-        std::find(out.begin(), out.end(), wg) == out.end())
-      out.push_back(wg);
+  // the sm_90a wgmma variants first (the S = Q K^T path under test) and, at 16 heads, the eight-warp kernel's
+  // best (t32.s1.g16) beside the warp-specialized ones; then the rest of the space
+  std::vector<const char*> first_tries = {"t64.s1.g64.w16.wg", "t64.s1.g64.wg", "t32.s2.g64.w16.wg", "t32.s2.g64.wg"};
+  if (p.num_heads == 16) first_tries.push_back("t32.s1.g16");
+  for (const char* c : first_tries)
+    if (can_implement(p, Config::from_key(c), arch, default_limits(arch)).empty() &&
+        std::find(out.begin(), out.end(), c) == out.end())
+      out.push_back(c);
   for (const Config& c : search_space(p, arch)) {
     if (out.size() >= 9) break;
     if (std::find(out.begin(), out.end(), c.key()) == out.end()) out.push_back(c.key());

@@ -332,16 +332,22 @@ KT_DEV void softmax_tile(int t, const float* s_S, int ss, const int* slots, floa
   }
 }
 
-// The online softmax of one tile on the scores qk_wgmma_regs left in registers (the P.V-by-wgmma path): this
-// thread's rows r0 and r0 + 8 (r0 = 16 * warp_in_wg + g), its WN / 4 columns of warpgroup wg's WN; NWG
-// warpgroups split the tile's columns. The row max needs every warpgroup's columns: each warpgroup's quad-reduced
-// partial goes through s_pmax[wg * HG + row] and one CTA barrier. The running max (m_run) is the same in every
-// thread of a row; the running sum (l_run) covers this warpgroup's columns only (the epilogue adds them up).
-// Writes P (bf16) to p_tile (rows of TN, chunks swizzled by swzp) and returns the rows' rescale factors in alpha.
-template <int HG, int TN, int WN, int NWG>
+struct CtaBarrier {
+  KT_DEV void operator()() const { __syncthreads(); }
+};
+
+// The online softmax of one tile on the scores left in registers (the accumulator layout of wgmma and of an
+// m16n8k16 mma.sync tile): this thread's rows r0 and r0 + 8, columns wg * WN + 8 j + 2 t4 (+1) for j < WN / 8;
+// NWG column blocks (warpgroups of the P.V-by-wgmma path, each holding 4 of a row's 16-row groups; the 16-head
+// warp-specialized consumer's 4 warps) split the tile's columns. The row max needs every block's columns: each
+// block's quad-reduced partial goes through s_pmax[wg * HG + row] and one `bar` (the threads of all NWG blocks).
+// The running max (m_run) is the same in every thread of a row; the running sum (l_run) covers this block's
+// columns only (the epilogue adds them up). Writes P (bf16) to p_tile (rows of TN, chunks swizzled by swzp) and
+// returns the rows' rescale factors in alpha.
+template <int HG, int TN, int WN, int NWG, class Barrier = CtaBarrier>
 KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, int t4, float scale_log2,
                          float (&m_run)[2], float (&l_run)[2], float (&alpha)[2], float* s_pmax,
-                         unsigned char* p_tile) {
+                         unsigned char* p_tile, Barrier bar = Barrier{}) {
   float mx[2] = {kc::neg_inf(), kc::neg_inf()};
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j)
@@ -357,12 +363,12 @@ KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, i
     }
 #pragma unroll
   for (int h = 0; h < 2; ++h) mx[h] = kc::quad_max(mx[h]);
-  if constexpr (NWG > 1) {  // one warpgroup (the warp-specialized kernel) holds whole rows: no exchange
+  if constexpr (NWG > 1) {  // one warpgroup (the 64-head warp-specialized kernel) holds whole rows: no exchange
     if (t4 == 0) {
       s_pmax[wg * HG + r0] = mx[0];
       s_pmax[wg * HG + r0 + 8] = mx[1];
     }
-    __syncthreads();
+    bar();
   }
   float m_use[2], sum[2] = {0.f, 0.f};
 #pragma unroll
@@ -445,6 +451,18 @@ KT_DEV void write_output(const Params& p, const float (&o)[OMT][ONO][4], const f
   }
 }
 
+// The local tiles of the top-k that split `split` of p.num_splits covers: t_begin .. t_begin + ntiles - 1 (the
+// last splits may have none).
+struct SplitTiles {
+  int t_begin, ntiles;
+};
+template <int NTILES>
+KT_DEV SplitTiles split_tiles(const Params& p, int split) {
+  const int per_split = (NTILES + p.num_splits - 1) / p.num_splits;
+  const int t_begin = split * per_split;
+  return {t_begin, max(0, min(NTILES, t_begin + per_split) - t_begin)};
+}
+
 template <class S>
 KT_DEV void decode_body(const Params& p) {
   constexpr Shape sh = Traits<S>::sh;
@@ -469,10 +487,8 @@ KT_DEV void decode_body(const Params& p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3, lr = lane & 7, lm = lane >> 3;
   const int h0 = blockIdx.x * HG, split = blockIdx.y, token = blockIdx.z;
-
-  const int per_split = (NTILES + p.num_splits - 1) / p.num_splits;
-  const int t_begin = split * per_split;
-  const int ntiles = max(0, min(NTILES, t_begin + per_split) - t_begin);
+  const SplitTiles tiles = split_tiles<NTILES>(p, split);
+  const int t_begin = tiles.t_begin, ntiles = tiles.ntiles;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned sb = kc::smem_u32(smem);

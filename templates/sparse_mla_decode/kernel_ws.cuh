@@ -1,4 +1,5 @@
-// sparse_mla_decode, warp-specialized (config ".ws"): sm_90a, fp8_ds_mla cache, 64 heads per CTA, 64-slot tiles.
+// sparse_mla_decode, warp-specialized (config ".ws"): sm_90a, fp8_ds_mla cache, 64 heads per CTA, 64-slot tiles;
+// a 16-head form (t64.s2.g16.ws, decode_body_ws16 below) shares the producer and the epilogue.
 //
 // The kernel in kernel.cuh runs every phase in the same eight warps, one after another between CTA barriers, and
 // the FP8 dequantization sits between the tensor-core phases (about a quarter of its time at 128 heads, fp8).
@@ -57,12 +58,17 @@ struct WsTraits {
   static constexpr Shape sh =
       make_shape(S::kLat, S::kRope, S::kFp8, S::kHeadsPerCta, S::kTile, S::kStages, 12, /*ws=*/true);
   static_assert(shape_error(sh) == nullptr, "invalid warp-specialized sparse_mla_decode shape (see shape_error)");
-  static_assert(S::kNumHeads % 64 == 0, "the warp-specialized kernel needs a multiple of 64 heads");
+  static_assert(S::kNumHeads % S::kHeadsPerCta == 0, "heads per CTA must divide num_heads");
+  // 16 heads per CTA: one consumer warpgroup (warpgroup 0) does all of a tile's attention and two producer
+  // warpgroups take turns, each filling its own K/V buffer (decode_body_ws16).
+  static constexpr bool kSolo = S::kHeadsPerCta == 16;
+  static constexpr int kProducers = kSolo ? 2 : 1;
 };
 
 namespace ws {
 
-// Named barrier ids (0 is __syncthreads): K/V buffer b empty (both consumer warpgroups arrive; the producer waits).
+// Named barrier ids (0 is __syncthreads): K/V buffer b empty (the consumer warpgroups arrive; the producer waits);
+// 16 heads: the consumer warpgroup's own barrier (the rows' max exchange, P written).
 // The mbarriers at Shape::off_bar (byte offsets below; Shape reserves 3 + stages of them):
 //   P ready    128 arrivals of warpgroup 0, one phase per tile; both warpgroups wait with parity it & 1
 //              (warpgroup 0 cannot complete the next phase before warpgroup 1 has released P: never a phase ahead);
@@ -75,10 +81,16 @@ namespace ws {
 //   peer free b  paired kernel only: one arrival per consumer warp of the peer CTA once it is done with its
 //              buffer b (phase j / stages - 1 before the fill of tile j); the producer thread that copies this
 //              CTA's half into the peer waits on it.
-enum : int { kBarEmpty = 3, kBarHalfStored = 3 + 4 };  // kBarEmpty + b for buffer b < stages (at most 4)
+//   empty b    16 heads only (the slots of "peer free"): 128 arrivals of the consumer warpgroup once it is done
+//              with buffer b, waited on by buffer b's producer (phase j / stages - 1 before the fill of tile j).
+//              The consumer reads the buffer with ldmatrix, which racecheck tracks; it does not follow a named
+//              barrier's ordering from those reads to the producer's next stores, and an mbarrier it does.
+enum : int { kBarConsumer = 1, kBarEmpty = 3, kBarHalfStored = 3 + 4 };  // kBarEmpty + b: buffer b < stages (<= 4)
 enum : int { kMbarPReady = 0, kMbarStats = 8, kMbarPFree = 16, kMbarFull = 24 };
 template <int ST>
 constexpr int kMbarPeerFree = kMbarFull + 8 * ST;
+template <int ST>
+constexpr int kMbarEmpty16 = kMbarPeerFree<ST>;
 constexpr int kAll = 384;
 // The counts add up to the launch's 3 x 168: a warpgroup's setmaxnreg.inc waits until the others' .dec have
 // released enough of the CTA's registers. Paired, a producer thread holds a converted row share (72 registers);
@@ -142,14 +154,19 @@ struct RowShare {
 // every tile (row c * 32 + pw * 8 + lr) and copies them (and their slots) into the same buffer of the peer CTA,
 // which does the other half. With half the items per thread, a tile's rows are converted into registers as soon
 // as they land, before the wait for a free buffer; only the stores remain between that wait and the hand-off.
+// kSolo (16 heads): producer pi of the two fills tiles pi, pi + 2, ... into buffer pi; the consumer reads the
+// buffer with ldmatrix (generic proxy), so no proxy fence precedes a hand-off.
 template <class S, bool kPair>
-KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int ntiles, int token, int pw, int lane) {
+KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int ntiles, int token, int pw, int lane,
+                       int pi = 0) {
   constexpr Shape sh = WsTraits<S>::sh;
   constexpr int LAT = S::kLat, TN = S::kTile, ST = S::kStages, TOPK = S::kTopk, RB = sh.raw_bytes;
   constexpr int ROWS = kPair ? 1 : TN / 32, LPT = LAT / 16 / 4, RPT = S::kRope / 8 / 4, NSC = LAT / 128;
   static_assert(NSC <= 4 && LPT * 4 * 16 == LAT && RPT * 4 * 8 == S::kRope, "row split of the producer");
   static_assert(!kPair || TN == 64, "a pair: 64-row tiles in halves of 32 rows");
   constexpr int kHalfBytes = (S::kLat + S::kRope) / 64 * 32 * 128 + 32 * 4;  // a half tile and its slots
+  constexpr int NP = WsTraits<S>::kProducers;
+  static_assert(NP == 1 || (NP == ST && !kPair), "two producers: one buffer each, unpaired");
   const int lm = lane >> 3, lr = lane & 7;
   const int* idx = p.indices + (long long)token * TOPK;
   const char* kvb = static_cast<const char*>(p.kv_cache);
@@ -233,23 +250,27 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
   int ecur[ROWS], enext[ROWS];  // entries of this thread's next two tiles (loaded a tile ahead of their use)
 #pragma unroll
   for (int u = 0; u < ROWS; ++u) {
-    ecur[u] = entry(0, u);
-    enext[u] = entry(1, u);
+    ecur[u] = entry(pi, u);
+    enext[u] = entry(pi + NP, u);
   }
 #pragma unroll 1
-  for (int j = 0; j < ntiles; ++j) {
+  for (int j = pi; j < ntiles; j += NP) {
     const int b = j % ST;
     RowShare<LPT, RPT> share[ROWS];
     int enext2[ROWS];
 #pragma unroll
     for (int u = 0; u < ROWS; ++u) issue(share[u], ecur[u]);
 #pragma unroll
-    for (int u = 0; u < ROWS; ++u) enext2[u] = entry(j + 2, u);
+    for (int u = 0; u < ROWS; ++u) enext2[u] = entry(j + 2 * NP, u);
     uint4 cv[kChunks];  // paired: the converted row, ahead of the wait for a free buffer
     if constexpr (kPair) dequant_share(share[0], cv);
-    if (j >= ST) {
-      if (copier) kc::bulk_wait_read<ST - 1>();  // the copy of tile j - ST out of buffer b has read it
-      ws::bar_sync(ws::kBarEmpty + b, ws::kAll);  // the consumers are done with tile j - ST
+    if (j >= ST) {  // the consumers are done with tile j - ST
+      if constexpr (WsTraits<S>::kSolo) {
+        kc::mbar_wait(sb + sh.off_bar + ws::kMbarEmpty16<ST> + 8 * b, (j / ST - 1) & 1);
+      } else {
+        if (copier) kc::bulk_wait_read<ST - 1>();  // the copy of tile j - ST out of buffer b has read it
+        ws::bar_sync(ws::kBarEmpty + b, ws::kAll);
+      }
     }
     unsigned char* kvt = smem + sh.off_kv + b * sh.kv_tile_bytes;
     if constexpr (kPair) {
@@ -258,7 +279,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
 #pragma unroll
       for (int u = 0; u < ROWS; ++u) convert(share[u], kvt, b, row_of(u));
     }
-    kc::fence_proxy_async();  // the K/V tile is read by wgmma (and, paired, by the bulk copy)
+    if constexpr (!WsTraits<S>::kSolo) kc::fence_proxy_async();  // the tile is read by wgmma (paired: bulk copy)
     if constexpr (kPair) {
       ws::bar_sync(ws::kBarHalfStored, 128);  // every row of this half is stored and fenced
       if (copier) {
@@ -290,6 +311,138 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
   if (copier) kc::bulk_wait_read<0>();  // shared memory stays until the last copy has read it
 }
 
+// 16 heads per CTA (config t64.s2.g16.ws; tensor-parallel shards of 128 heads). Each cache row serves only 16
+// heads here, so loading and converting the rows is most of the work and the attention is small. Warpgroups 1
+// and 2 are producers that take turns, each filling its own K/V buffer from registers (produce_ws), so two
+// tiles' row loads can be in flight while warpgroup 0 runs the attention of a third. Warpgroup 0, four warps on
+// mma.sync, consumes the two buffers in turn:
+//   S = Q K^T: warp w takes slots 16 w .. 16 w + 15 of the tile (two 16x8 score blocks, the odd k steps into a
+//             second accumulator: four independent chains of 18 mma);
+//   softmax:  on the accumulators; the rows' max over the four warps' slots through s_pmax and one barrier of
+//             the warpgroup; each warp keeps the sums of its own slots (added up in the epilogue);
+//   P V:      warp w owns output columns w * LAT / 4 .. for all 16 heads, P from shared memory (written by all
+//             four warps, one more barrier), V by ldmatrix.trans from the bf16 tile.
+// Then the buffer goes back to its producer (the mbarrier "empty b").
+template <class S>
+KT_DEV void decode_body_ws16(const Params& p) {
+  constexpr Shape sh = WsTraits<S>::sh;
+  constexpr int LAT = S::kLat, D = sh.dim, HG = S::kHeadsPerCta, TN = S::kTile;
+  constexpr int H = S::kNumHeads, TOPK = S::kTopk, NTILES = (TOPK + TN - 1) / TN;
+  constexpr int NB = S::kStages;             // two K/V buffers, one per producer
+  constexpr int CW = LAT / 4, PCH = TN / 8;  // output columns per consumer warp; 16-byte chunks of a P row
+  static_assert(HG == 16 && TN == 64 && NB == 2 && CW % 16 == 0, "16-head warp-specialized shape");
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const int g = lane >> 2, t4 = lane & 3, lr = lane & 7, lm = lane >> 3;
+  const int h0 = blockIdx.x * HG, split = blockIdx.y, token = blockIdx.z;
+  const SplitTiles tiles = split_tiles<NTILES>(p, split);
+  const int t_begin = tiles.t_begin, ntiles = tiles.ntiles;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned sb = kc::smem_u32(smem);
+  const int* s_slot = reinterpret_cast<const int*>(smem + sh.off_slot);
+  float* s_m = reinterpret_cast<float*>(smem + sh.off_stat) + HG;
+  float* s_l = s_m + HG;
+  float* s_pmax = reinterpret_cast<float*>(smem + sh.off_s);  // [warp][row]
+  float* s_lpart = s_pmax + 4 * HG;                           // [warp][row]
+  const unsigned mb_full = sb + sh.off_bar + ws::kMbarFull, mb_empty = sb + sh.off_bar + ws::kMbarEmpty16<NB>;
+  if (tid == 0)
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+      kc::mbar_init(mb_full + 8 * b, 128);  // the producer that fills buffer b
+      kc::mbar_init(mb_empty + 8 * b, 128);
+    }
+  issue_q_tile<H, HG, D>(p, sb + sh.off_q, token, h0, tid, ws::kAll);
+  kc::cp_async_commit();
+  kc::cp_async_wait<0>();
+  __syncthreads();  // Q and the mbarriers, before the roles split
+
+  if (wg > 0) {
+    produce_ws<S, false>(p, smem, t_begin, ntiles, token, warp - 4 * wg, lane, wg - 1);
+    return;
+  }
+  const auto consumer_sync = [] { ws::bar_sync(ws::kBarConsumer, 128); };
+  const unsigned sQ = sb + sh.off_q, sP = sb + sh.off_p;
+  const float scale_log2 = p.softmax_scale * kc::kLog2e;
+  float o[1][CW / 8][4];
+#pragma unroll
+  for (int n = 0; n < CW / 8; ++n) o[0][n][0] = o[0][n][1] = o[0][n][2] = o[0][n][3] = 0.f;
+  float m_run[2] = {kc::neg_inf(), kc::neg_inf()}, l_run[2] = {0.f, 0.f};  // rows g, g + 8
+
+#pragma unroll 1
+  for (int it = 0; it < ntiles; ++it) {
+    const int b = it % NB;
+    const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
+    kc::mbar_wait(mb_full + 8 * b, (it / NB) & 1);
+
+    // ---- S = Q K^T for this warp's 16 slots ----
+    float sacc[2][4], sacc2[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sacc[n][e] = sacc2[n][e] = 0.f;
+#pragma unroll 2
+    for (int kp = 0; kp < D / 32; ++kp) {
+      unsigned a[2][4];
+#pragma unroll
+      for (int hk = 0; hk < 2; ++hk)
+        kc::ldmatrix_x4(a[hk], sQ + tile_off(HG, (lm & 1) * 8 + lr, 2 * (2 * kp + hk) + (lm >> 1)));
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        unsigned bf[4];
+        kc::ldmatrix_x4(bf, sK + tile_off(TN, (2 * warp + n) * 8 + lr, 4 * kp + lm));
+        kc::mma_16816<true>(sacc[n], a[0], bf[0], bf[1]);
+        kc::mma_16816<true>(sacc2[n], a[1], bf[2], bf[3]);
+      }
+    }
+    float d[8];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d[4 * n + e] = sacc[n][e] + sacc2[n][e];
+
+    // ---- online softmax; P (all four warps' slots) to shared memory ----
+    float alpha[2];
+    softmax_regs<HG, TN, 16, 4>(d, s_slot + b * TN, warp, g, t4, scale_log2, m_run, l_run, alpha, s_pmax,
+                                smem + sh.off_p, consumer_sync);
+    consumer_sync();  // P complete
+
+    // ---- O = O * alpha + P V (this warp's columns) ----
+    rescale_o_rows(o, alpha[0], alpha[1]);
+#pragma unroll
+    for (int kk = 0; kk < TN / 16; ++kk) {
+      unsigned pa[4];
+      {
+        const int row = (lm & 1) * 8 + lr, ch = 2 * kk + (lm >> 1);
+        kc::ldmatrix_x4(pa, sP + (row * PCH + swzp<PCH>(row, ch)) * 16);
+      }
+#pragma unroll
+      for (int nq = 0; nq < CW / 16; ++nq) {
+        unsigned v[4];
+        kc::ldmatrix_x4_trans(v, sK + tile_off(TN, kk * 16 + (lm & 1) * 8 + lr, warp * CW / 8 + 2 * nq + (lm >> 1)));
+        kc::mma_16816<true>(o[0][2 * nq], pa, v[0], v[1]);
+        kc::mma_16816<true>(o[0][2 * nq + 1], pa, v[2], v[3]);
+      }
+    }
+    if (it + NB < ntiles) ws::mbar_arrive(mb_empty + 8 * b);
+  }
+
+  // ---- epilogue: the rows' max (the same in every warp) and sums (added over the warps) ----
+  if (t4 == 0) {
+    s_lpart[warp * HG + g] = l_run[0];
+    s_lpart[warp * HG + g + 8] = l_run[1];
+    if (warp == 0) {
+      s_m[g] = m_run[0];
+      s_m[g + 8] = m_run[1];
+    }
+  }
+  consumer_sync();
+  if (tid < HG) s_l[tid] = s_lpart[tid] + s_lpart[HG + tid] + s_lpart[2 * HG + tid] + s_lpart[3 * HG + tid];
+  consumer_sync();
+  kc::pdl_launch_dependents();  // the rows are consumed: the next kernel may take the SMs this grid frees
+  write_output<S>(p, o, s_m, s_l, h0, token, split, 0, warp * CW, g, t4, tid);
+}
+
 template <class S, bool kPair>
 KT_DEV void decode_body_ws(const Params& p) {
   constexpr Shape sh = WsTraits<S>::sh;
@@ -300,9 +453,8 @@ KT_DEV void decode_body_ws(const Params& p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   const int g = lane >> 2, t4 = lane & 3;
   const int h0 = blockIdx.x * HG, split = blockIdx.y, token = blockIdx.z;
-  const int per_split = (NTILES + p.num_splits - 1) / p.num_splits;
-  const int t_begin = split * per_split;
-  const int ntiles = max(0, min(NTILES, t_begin + per_split) - t_begin);
+  const SplitTiles tiles = split_tiles<NTILES>(p, split);
+  const int t_begin = tiles.t_begin, ntiles = tiles.ntiles;
 
   extern __shared__ __align__(128) unsigned char smem[];  // offset 0 of the window: 1024-aligned
   const unsigned sb = kc::smem_u32(smem);
@@ -412,7 +564,10 @@ KT_DEV void decode_body_ws(const Params& p) {
 template <class S>
 __global__ void __launch_bounds__(384, 1) decode_kernel_ws(const __grid_constant__ Params p) {
   kc::pdl_wait();  // every input may be written by the kernel before this one on the stream
-  decode_body_ws<S, false>(p);
+  if constexpr (WsTraits<S>::kSolo)
+    decode_body_ws16<S>(p);
+  else
+    decode_body_ws<S, false>(p);
 }
 
 // The two head groups of a token (blockIdx.x 2i and 2i + 1) as a cluster that shares the loading and conversion

@@ -6,9 +6,9 @@
 namespace ktune_mla {
 
 // A CTA has 8 or 16 warps (config "w"); in P.V each warp owns kv_lora_rank / warps output columns.
-// Warp-specialized shape (config ".ws", kernel_ws.cuh; sm_90a, fp8_ds_mla, 64 heads, 64-slot tiles): 12 warps =
-// three warpgroups, `stages` bf16 K/V tiles that a producer warpgroup fills straight from global memory (no raw
-// tile), P and the per-row rescale factors.
+// Warp-specialized shape (config ".ws", kernel_ws.cuh; sm_90a, fp8_ds_mla, 64 or 16 heads, 64-slot tiles): 12
+// warps = three warpgroups, `stages` bf16 K/V tiles that producer warpgroups fill straight from global memory (no
+// raw tile), P and the per-row rescale factors; with 16 heads also the consumer warps' partial row max and sums.
 
 struct Shape {
   // inputs
@@ -100,7 +100,7 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
   s.smem_total = s.off_stat + mla_align16(3 * heads_per_cta * 4);
   if (s.smem_total <= 113 * 1024 && s.est_regs * s.threads <= 32768) s.min_blocks = 2;
   s.off_bar = s.smem_total;  // none
-  if (ws) {  // Q, `stages` bf16 K/V tiles, P, the tiles' slot lists, per-row alpha / max / sum, 2 mbarriers
+  if (ws) {  // Q, `stages` bf16 K/V tiles, P, the tiles' slot lists, per-row alpha / max / sum, mbarriers
     s.ws = 1;
     s.warps = 12;
     s.threads = 384;
@@ -109,11 +109,12 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
     s.off_q = 0;
     s.off_kv = mla_align1024(heads_per_cta * s.dim * 2);
     s.off_p = mla_align1024(s.off_kv + stages * s.kv_tile_bytes);
-    s.off_raw = s.off_s = s.off_idx = s.off_p;  // none
+    s.off_raw = s.off_idx = s.off_p;  // none
     s.slot_buffers = stages;
     s.off_slot = s.off_p + heads_per_cta * tile * 2;
     s.off_stat = s.off_slot + mla_align16(stages * tile * 4);
-    s.off_bar = s.off_stat + mla_align16(3 * heads_per_cta * 4);
+    s.off_s = s.off_stat + mla_align16(3 * heads_per_cta * 4);  // 16 heads: 4 warps x (max, sum) per row
+    s.off_bar = s.off_s + (heads_per_cta == 16 ? mla_align16(2 * 4 * heads_per_cta * 4) : 0);
     // mbarriers: P ready, stats, P free, and per stage full and (paired kernel) peer free
     s.smem_total = s.off_bar + mla_align16(8 * (3 + 2 * stages));
     s.min_blocks = 1;
@@ -128,10 +129,11 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
   if (s.raw_bytes % 16 != 0) return "cache rows must be a multiple of 16 bytes";
   if (s.ws) {  // the rest below is the 8/16-warp kernel's
     if (!s.fp8) return "ws: needs the fp8_ds_mla cache";
-    if (s.heads_per_cta != 64 || s.tile != 64) return "ws: needs 64 heads per CTA and 64-slot tiles";
+    if ((s.heads_per_cta != 64 && s.heads_per_cta != 16) || s.tile != 64)
+      return "ws: needs 64 or 16 heads per CTA and 64-slot tiles";
     if (s.stages != 2) return "ws: needs 2 stages (two bf16 K/V tiles)";
     if (s.lat != 256 && s.lat != 512)
-      return "ws: kv_lora_rank must be 256 or 512 (each consumer warpgroup owns 128 or 256 output columns)";
+      return "ws: kv_lora_rank must be 256 or 512 (each consumer warp owns 1/8 or 1/4 of the output columns)";
     return nullptr;
   }
   if (s.heads_per_cta != 16 && s.heads_per_cta != 32 && s.heads_per_cta != 64)

@@ -104,11 +104,11 @@ Config Config::host_config(int tile, int heads_per_item, int vec_width, int unro
   return c;
 }
 
-Config Config::warp_specialized(bool paired) {
+Config Config::warp_specialized(bool paired, int heads_per_cta) {
   Config c;
   c.tile = 64;
   c.stages = 2;
-  c.heads_per_cta = 64;
+  c.heads_per_cta = heads_per_cta;
   c.warps = 12;
   c.ws = true;
   c.paired = paired;
@@ -186,6 +186,7 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
     if (arch.sm() != 90 || arch.suffix != 'a') return "ws: only on sm_90a (wgmma, setmaxnreg)";
     if (c.wgmma) return "ws: the warp-specialized kernel has no .wg form";
     if (c.warps != 12) return "ws: 12 warps (three warpgroups)";
+    if (c.paired && c.heads_per_cta != 64) return "wsp: needs 64 heads per CTA";
     if (c.paired && p.num_heads % (2 * c.heads_per_cta) != 0)
       return "wsp: needs 128 heads (the token's two 64-head CTAs form the cluster)";
   }
@@ -242,6 +243,12 @@ Config default_config(const Problem& p, const Arch& arch) {
   // caches). fp8_ds_mla at 64-head groups: the warp-specialized kernel, which runs the dequantization beside the
   // tensor cores instead of between them (docs/sparse_mla_decode.md, "Measured"); at 128 heads its paired
   // form, where the two head groups of a token share each tile's loads and conversion.
+  // fp8_ds_mla at 16-head groups (tensor-parallel shards): the 16-head warp-specialized kernel, whose two
+  // producers keep more row loads in flight than the eight-warp kernel's phases allow.
+  if (arch.sm() == 90 && arch.suffix == 'a' && g == 16 && fp8) {
+    const Config ws16 = Config::warp_specialized(false, 16);
+    if (can_implement(p, ws16, arch, lim).empty()) return ws16;
+  }
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64 && fp8) {
     for (bool paired : {true, false}) {
       const Config ws = Config::warp_specialized(paired);
@@ -273,8 +280,11 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   }
   const DeviceLimits lim = default_limits(arch);
   std::vector<Config> out = {default_config(p, arch)};
-  for (bool paired : {false, true}) {
-    const Config ws = Config::warp_specialized(paired);
+  for (const Config& ws : {Config::warp_specialized(false), Config::warp_specialized(true),
+                           Config::warp_specialized(false, 16)}) {
+    // The 16-head form gathers every row once per 16 heads: at 128 heads 3.3x slower than the paired kernel
+    // (H200), so it is a candidate for shards of up to 32 heads only.
+    if (ws.heads_per_cta == 16 && p.num_heads > 32) continue;
     if (std::find(out.begin(), out.end(), ws) == out.end() && can_implement(p, ws, arch, lim).empty()) out.push_back(ws);
   }
   for (int g : {64, 32, 16})

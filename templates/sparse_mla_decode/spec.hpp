@@ -46,15 +46,16 @@ struct KTUNE_API Config {
   int heads_per_cta = 64;  // 16, 32 or 64 (divides num_heads); host: heads per work item 4, 8, 16 or 32
   int warps = 8;           // 8 or 16 warps per CTA; the key carries ".w16" when not 8
   bool wgmma = false;      // sm_90a only: S = Q K^T with wgmma from shared memory (key suffix ".wg")
-  bool ws = false;         // sm_90a, fp8_ds_mla, t64.s2.g64 only: the warp-specialized kernel (kernel_ws.cuh; key
-                           // suffix ".ws", warps = 12: three warpgroups)
+  bool ws = false;         // sm_90a, fp8_ds_mla, t64.s2.g64 or t64.s2.g16 only: the warp-specialized kernel
+                           // (kernel_ws.cuh; key suffix ".ws", warps = 12: three warpgroups)
   bool paired = false;     // with ws, 128 heads: the two head-group CTAs of a token as a cluster
                            // that share each tile's loads and conversion (decode_kernel_ws_pair; key suffix ".wsp")
   int vec_width = 0;       // host only: fp32 lanes per score accumulator (8 or 16); 0 = a CUDA config
   int unroll = 0;          // host only: cache rows per pass of the score loop (1, 2 or 4)
   bool host() const { return vec_width != 0; }
   static Config host_config(int tile, int heads_per_item, int vec_width, int unroll);
-  static Config warp_specialized(bool paired = false);  // t64.s2.g64.ws / t64.s2.g64.wsp
+  // t64.s2.g64.ws / t64.s2.g64.wsp; heads_per_cta 16: t64.s2.g16.ws
+  static Config warp_specialized(bool paired = false, int heads_per_cta = 64);
   std::string key() const;
   static Config from_key(const std::string& key);  // either form
   bool operator==(const Config& o) const {

@@ -43,7 +43,7 @@ sparse_mla_decode sm_120a h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 t32.s1.g16
 sparse_mla_decode host h128.r512.d64.k2048.p64.bf16-fp8ds.q1 m0 t32.g16.v16.u2
 sparse_mla_decode sm_80 h16.r512.d64.k2048.p256.bf16-fp8ds.q1 m0 error
 sparse_mla_decode sm_89 h16.r512.d64.k2048.p256.bf16-fp8ds.q1 m0 t32.s1.g16
-sparse_mla_decode sm_90a h16.r512.d64.k2048.p256.bf16-fp8ds.q1 m0 t32.s1.g16
+sparse_mla_decode sm_90a h16.r512.d64.k2048.p256.bf16-fp8ds.q1 m0 t64.s2.g16.ws
 sparse_mla_decode sm_100a h16.r512.d64.k2048.p256.bf16-fp8ds.q1 m0 t32.s1.g16
 sparse_mla_decode sm_120a h16.r512.d64.k2048.p256.bf16-fp8ds.q1 m0 t32.s1.g16
 sparse_mla_decode host h16.r512.d64.k2048.p256.bf16-fp8ds.q1 m0 t32.g16.v16.u2

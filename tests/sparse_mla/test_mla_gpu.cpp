@@ -119,22 +119,26 @@ std::vector<Combo> all_combos() {
     c.sinks = true;
     v.push_back(c);
   }
-  // the warp-specialized kernel (the fp8 default at 64 heads) and its paired form (at 128 heads) with a partial
-  // last tile and MTP positions
-  for (const auto& [heads, form] : {std::pair<int, const char*>{64, "ws"}, {128, "wsp"}}) {
+  // the warp-specialized kernel (64 heads), its paired form (128 heads) and its 16-head form with a partial last
+  // tile and MTP positions
+  for (const auto& [heads, cfg] : {std::pair<int, const char*>{64, "t64.s2.g64.ws"}, {128, "t64.s2.g64.wsp"},
+                                   {16, "t64.s2.g16.ws"}}) {
     Combo c;
     c.p = make_problem(heads, 200, 64, KvFormat::Fp8DsMla, 2);
-    c.config = std::string("t64.s2.g64.") + form;
-    c.name = std::string(form) + "_odd_topk_mtp";
+    c.config = cfg;
+    c.name = "h" + std::to_string(heads) + "_" + cfg + "_odd_topk_mtp";
     c.num_tokens = 24;
     c.sinks = true;
     v.push_back(c);
   }
-  for (const char* cfg : {"", "t64.s2.g64.ws"}) {  // the bench shape (128 heads, topk 2048, fp8) at 64 tokens: one
-    Combo c;                                       // CTA wave, no split; the default (paired) and unpaired kernels
-    c.p = make_problem(128, 2048, 64, KvFormat::Fp8DsMla);
+  // the bench shapes (topk 2048, fp8) at 64 tokens: 128 heads, one CTA wave, no split, the default (paired) and
+  // unpaired kernels; 16 heads, the 16-head warp-specialized kernel (two splits)
+  for (const auto& [heads, cfg] : {std::pair<int, const char*>{128, ""}, {128, "t64.s2.g64.ws"},
+                                   {16, "t64.s2.g16.ws"}}) {
+    Combo c;
+    c.p = make_problem(heads, 2048, 64, KvFormat::Fp8DsMla);
     c.config = cfg;
-    c.name = std::string("bench_h128_t64") + (*cfg ? "_ws" : "");
+    c.name = "bench_h" + std::to_string(heads) + "_t64" + (*cfg ? "_" + std::string(cfg) : std::string());
     c.num_tokens = 64;
     v.push_back(c);
   }
@@ -288,7 +292,8 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over its GPU matrix", "[
     o.skip_fraction = rng.uniform() < 0.5 ? 0.1 : 0.5;
     o.sinks = cb.sinks;
     const int forced = rng.range(2, 9);
-    if (!test::in_test_shard(case_index++)) continue;  // drawn first: a shard's cases get the full run's data
+    // (the case's data is drawn first: a shard's or a match's cases get the full run's data)
+    if (!test::in_test_shard(case_index++) || !test::in_test_match(cb.name)) continue;
     DevCase dc(test::make_mla_case(cb.p, o));
     const test::MlaRef ref = test::mla_reference(dc.c);
     const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();

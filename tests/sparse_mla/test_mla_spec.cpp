@@ -107,6 +107,28 @@ TEST_CASE("sparse_mla_decode problem and config keys round-trip", "[sparse_mla]"
     Problem rope128 = fp8;
     rope128.rope_dim = 128;
     CHECK_THAT(can_implement(rope128, ws, kSm90a, default_limits(kSm90a)), Catch::Contains("shared memory"));
+    // the 16-head form: one consumer warpgroup, two producers; unpaired only
+    const Config ws16 = Config::from_key("t64.s2.g16.ws");
+    CHECK(ws16 == Config::warp_specialized(false, 16));
+    CHECK(ws16.heads_per_cta == 16);
+    CHECK(ws16.key() == "t64.s2.g16.ws");
+    CHECK(can_implement(h16, ws16, kSm90a, default_limits(kSm90a)).empty());
+    CHECK(can_implement(fp8, ws16, kSm90a, default_limits(kSm90a)).empty());  // 8 CTAs per token at 128 heads
+    CHECK_THAT(can_implement(h16, Config::from_key("t64.s2.g16.wsp"), kSm90a, default_limits(kSm90a)),
+               Catch::Contains("wsp: needs 64 heads per CTA"));
+    CHECK_THAT(can_implement(h16, Config::from_key("t64.s3.g16.ws"), kSm90a, default_limits(kSm90a)),
+               Catch::Contains("2 stages"));
+    CHECK_THAT(can_implement(h16, Config::from_key("t32.s2.g16.ws"), kSm90a, default_limits(kSm90a)),
+               Catch::Contains("64-slot tiles"));
+    CHECK_THAT(can_implement(fp8, Config::from_key("t64.s2.g32.ws"), kSm90a, default_limits(kSm90a)),
+               Catch::Contains("64 or 16 heads per CTA"));
+    Problem h16bf = h16;
+    h16bf.kv_format = KvFormat::Bf16;
+    CHECK_THAT(can_implement(h16bf, ws16, kSm90a, default_limits(kSm90a)), Catch::Contains("fp8_ds_mla"));
+    CHECK_THAT(can_implement(h16, ws16, Arch::parse("sm_120a"), default_limits(Arch::parse("sm_120a"))),
+               Catch::Contains("ws: only on sm_90a"));
+    const auto space16 = search_space(h16, kSm90a);
+    CHECK(std::find(space16.begin(), space16.end(), ws16) != space16.end());
   }
   for (const char* k : {"t64.s2", "t64.s2.g64.x", "t064.s2.g64", "t64.s-2.g64", ""})
     CHECK_THAT(error_of([&] { Config::from_key(k); }), Catch::Contains("config key"));

@@ -93,4 +93,15 @@ inline bool in_test_shard(size_t case_index) {
   return case_index % shard.second == shard.first;
 }
 
+// KTUNE_TEST_MATCH=TEXT: a matrix test runs only its cases whose name contains TEXT (one kernel's cases under a
+// sanitizer). Unset: every case runs.
+inline bool in_test_match(const std::string& case_name) {
+  static const char* m = [] {
+    const char* s = std::getenv("KTUNE_TEST_MATCH");
+    if (s) std::fprintf(stderr, "KTUNE_TEST_MATCH: running the cases whose name contains '%s'\n", s);
+    return s;
+  }();
+  return m == nullptr || case_name.find(m) != std::string::npos;
+}
+
 }  // namespace ktune::test
