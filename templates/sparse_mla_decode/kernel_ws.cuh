@@ -69,7 +69,7 @@ namespace ws {
 
 // Named barrier ids (0 is __syncthreads): K/V buffer b empty (the consumer warpgroups arrive; the producer waits);
 // 16 heads: the consumer warpgroup's own barrier (the rows' max exchange, P written).
-// The mbarriers at Shape::off_bar (byte offsets below; Shape reserves 3 + stages of them):
+// The mbarriers at Shape::off_bar (byte offsets below; Shape reserves 3 + 2 * stages of them):
 //   P ready    128 arrivals of warpgroup 0, one phase per tile; both warpgroups wait with parity it & 1
 //              (warpgroup 0 cannot complete the next phase before warpgroup 1 has released P: never a phase ahead);
 //   stats      128 arrivals of warpgroup 0, one phase: the rows' max and sum;

@@ -115,7 +115,7 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
     s.off_stat = s.off_slot + mla_align16(stages * tile * 4);
     s.off_s = s.off_stat + mla_align16(3 * heads_per_cta * 4);  // 16 heads: 4 warps x (max, sum) per row
     s.off_bar = s.off_s + (heads_per_cta == 16 ? mla_align16(2 * 4 * heads_per_cta * 4) : 0);
-    // mbarriers: P ready, stats, P free, and per stage full and (paired kernel) peer free
+    // mbarriers: P ready, stats, P free, and per stage full and (paired kernel) peer free / (16 heads) empty
     s.smem_total = s.off_bar + mla_align16(8 * (3 + 2 * stages));
     s.min_blocks = 1;
   }

@@ -239,16 +239,16 @@ Config default_config(const Problem& p, const Arch& arch) {
         for (int st : {2, 3, 4})
           for (int w : warps_for(gg)) prefs.push_back(Config{t, st, gg, w});
   }
-  // sm_90a: S = Q K^T through wgmma when a 64-head group fits (faster than every mma.sync tile, fp8 and bf16
-  // caches). fp8_ds_mla at 64-head groups: the warp-specialized kernel, which runs the dequantization beside the
-  // tensor cores instead of between them (docs/sparse_mla_decode.md, "Measured"); at 128 heads its paired
-  // form, where the two head groups of a token share each tile's loads and conversion.
-  // fp8_ds_mla at 16-head groups (tensor-parallel shards): the 16-head warp-specialized kernel, whose two
+  // sm_90a, fp8_ds_mla at 16-head groups (tensor-parallel shards): the 16-head warp-specialized kernel, whose two
   // producers keep more row loads in flight than the eight-warp kernel's phases allow.
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 16 && fp8) {
     const Config ws16 = Config::warp_specialized(false, 16);
     if (can_implement(p, ws16, arch, lim).empty()) return ws16;
   }
+  // sm_90a: S = Q K^T through wgmma when a 64-head group fits (faster than every mma.sync tile, fp8 and bf16
+  // caches). fp8_ds_mla at 64-head groups: the warp-specialized kernel, which runs the dequantization beside the
+  // tensor cores instead of between them (docs/sparse_mla_decode.md, "Measured"); at 128 heads its paired
+  // form, where the two head groups of a token share each tile's loads and conversion.
   if (arch.sm() == 90 && arch.suffix == 'a' && g == 64 && fp8) {
     for (bool paired : {true, false}) {
       const Config ws = Config::warp_specialized(paired);
