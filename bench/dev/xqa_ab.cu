@@ -24,6 +24,7 @@
     static constexpr bool kSinks = false, kSlidingWindow = false, kSoftcap = false, kWriteLse = false;   \
     static constexpr bool kChecked = false;                                                               \
     static constexpr int kTokensPerTile = T, kStages = ST, kWarps = W, kMTilesPerCta = 0;                 \
+    static constexpr bool kWgmma = false;                                                                 \
   };                                                                                                      \
   }
 

@@ -483,7 +483,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   // ---- kWgmma: decode chunk `it` into the A fragments of its 4 k16 steps (pre-scaled), then issue the 4 wgmma
   // (one commit group) against activation stage `slot`.
   auto compute_wg = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN], unsigned (&af)[4][4]) {
-    if constexpr (Spec::kWgmma) {  // (wgmma_rs_bf16 exists for N = 32, 64, 128, 256 only)
+    if constexpr (Spec::kWgmma) {
       const unsigned sc = __shfl_sync(0xffffffffu, sw[0], (lane & ~3) | ((it * kWK + wk) & 3));
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
@@ -503,7 +503,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       const unsigned long long desc = kc::wg_desc_k128(smem_base + slot * KS::kStageBytes + wk * kBM * 128);
       kc::wg_fence();
 #pragma unroll
-      for (int s = 0; s < 4; ++s) kc::wgmma_rs_bf16<kBM>(&acc[0][0][0], af[s], desc + (unsigned)((s * 32) >> 4));
+      for (int s = 0; s < 4; ++s) kc::wgmma_rs<kBM, true, false>(&acc[0][0][0], af[s], desc + (unsigned)((s * 32) >> 4), 1);
       kc::wg_commit();
     }
   };

@@ -169,67 +169,8 @@ KT_DEV void dequant_tile(const unsigned char* raw, unsigned char* kvt, int tid) 
   }
 }
 
-// ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone): fences, commit/wait and the
-// K-major 128-byte-swizzle descriptor of tile_off() tiles come from common/wgmma.cuh.
-// D(64 x N, fp32) (+)= A(64 x 16, bf16, smem) * B(N x 16, bf16, smem)^T; N = 8, 16, 32 or 64.
-template <int N>
-KT_DEV void wg_mma(float* d, unsigned long long da, unsigned long long db, int accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (N == 64) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
-        "%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(da), "l"(db), "r"(accumulate));
-  } else if constexpr (N == 32) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(da), "l"(db), "r"(accumulate));
-  } else if constexpr (N == 16) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "l"(da), "l"(db), "r"(accumulate));
-  } else {
-    static_assert(N == 8, "wgmma N must be 8, 16, 32 or 64");
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3}, %4, %5, p, 1, 1, 0, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "l"(da), "l"(db), "r"(accumulate));
-  }
-#endif
-}
-
-// Descriptor of an MN-major operand (the N dimension contiguous: V as stored, token rows of 64-dim blocks) in
-// the 128-byte-swizzle layout of tile_off(): `lbo` bytes between 64-element blocks along N, `sbo` bytes between
-// 8-row groups along K.
-KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
-}
-// D(64 x 128, fp32) += A(64 x 16, bf16, smem, K-major) * B(16 x 128, bf16, smem, MN-major: transposed).
-KT_DEV void wg_mma_n128_tb(float* d, unsigned long long da, unsigned long long db) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, 1, 1, 1, 0, 1;"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db));
-#endif
-}
+// ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone): the instructions, fences,
+// commit/wait and the descriptors of tile_off() tiles come from common/wgmma.cuh.
 
 // O += P V for one warpgroup by wgmma: all 64 heads x the COLS output columns from ocol0 (m64n128k16 per k step
 // and 128 columns). P (64 x TN bf16, K-major, rows 128-byte swizzled) at sP; V is the latent part of the K/V tile
@@ -245,8 +186,8 @@ KT_DEV void pv_wgmma(float (&o)[1][COLS / 8][4], unsigned sP, unsigned sK, int o
     for (int hh = 0; hh < NH; ++hh) {
       const unsigned long long da = kc::wg_desc_k128(sP) + (unsigned)((kk * 32) >> 4);
       const int blk = (ocol0 + 128 * hh) / 64;
-      const unsigned long long db = wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
-      wg_mma_n128_tb(&o[0][16 * hh][0], da, db);
+      const unsigned long long db = kc::wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
+      kc::wgmma_ss<128, true, true>(&o[0][16 * hh][0], da, db, 1);
     }
   kc::wg_commit();
   kc::wg_wait<0>();
@@ -268,8 +209,8 @@ KT_DEV void qk_wgmma_regs(float (&d)[WN / 2], unsigned sQ, unsigned sK, int wg) 
   for (int kb = 0; kb < D / 64; ++kb)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      wg_mma<WN>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
-                 (kb | kk) != 0);
+      kc::wgmma_ss<WN, true, false>(d, dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4),
+                                    dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4), (kb | kk) != 0);
   kc::wg_commit();
   kc::wg_wait<0>();
   kc::wg_hold(d);

@@ -13,9 +13,13 @@
 // for V, ldmatrix.trans on byte pairs gives even and odd head-dim columns that become separate n tiles.
 // num_splits > 1: fp32 partial O (unnormalized) + (max, sum) go to the workspace; combine_kernel merges.
 //
-// Hopper note: this is the mma.sync + cp.async path on every arch. A TMA (cp.async.bulk) producer warp would
-// drop the per-thread address math and free registers, and wgmma would only pay for rows >= 64 (q_len*group);
-// decode is memory-bound, so the pipeline depth / bytes in flight matter more than the MMA flavour.
+// Hopper (sm_90a, Spec::kWgmma, config suffix .wg): for a CTA of exactly 64 query rows (max_q_len * group of
+// 49..64, or .m4) and 16-bit KV, one warpgroup runs both products on wgmma with its operands in shared memory:
+// S = Q K^T (m64 x tile x k16, Q and K K-major) and O += P V (P from the S accumulators in registers, V read
+// MN-major, m64 x head_dim x k16). K/V tiles and Q are then stored in the wgmma 128-byte-swizzle layout (64-column
+// blocks, 8-row atoms of 1024 bytes); the cp.async ring, masks, softmax and epilogue are the mma.sync path's.
+// Each KV byte then feeds 4x the MMAs of q1-q4 through a few wide asynchronous instructions instead of chains of
+// m16n8k16 with ldmatrix fragments in registers. Other arches and shapes: mma.sync m16n8k16 + cp.async.
 #pragma once
 
 #include "common/dtype.h"
@@ -25,6 +29,7 @@
 #include "common/mask.cuh"
 #include "common/pdl.cuh"
 #include "common/softmax.cuh"
+#include "common/wgmma.cuh"
 #include "xqa_decode/params.h"
 #include "xqa_decode/shape.h"
 
@@ -36,7 +41,7 @@ template <class S>
 struct Traits {
   static constexpr int kMTilesCfg = S::kMTilesPerCta;
   static constexpr Shape sh = make_shape(S::kHeadDim, S::kGroupSize, S::kMaxQLen, S::kPageSize, S::kKVType,
-                                         S::kTokensPerTile, S::kStages, S::kWarps, kMTilesCfg);
+                                         S::kTokensPerTile, S::kStages, S::kWarps, kMTilesCfg, S::kWgmma);
   static constexpr int kThreads = sh.threads;
   static constexpr int kMinBlocks = sh.min_blocks;
   static constexpr bool kKV8 = S::kKVType == kc::kE4M3;
@@ -90,6 +95,12 @@ __device__ __forceinline__ int swz(int row, int ch) {
   if constexpr (kChunks >= 8) return ch ^ (row & 7);
   else return ch ^ ((row >> 1) & 3);
 }
+// The wg path's byte offset of 16-byte chunk ch of row `row` in a tile of kRows rows: 64-element column blocks
+// of kRows x 128 bytes, chunk c of row r at c ^ (r % 8) within its 128 bytes (wgmma's 128-byte swizzle).
+template <int kRows>
+__device__ __forceinline__ int wg_off(int row, int ch) {
+  return ((ch >> 3) * kRows + row) * 128 + (((ch & 7) ^ (row & 7)) << 4);
+}
 
 template <class S>
 __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
@@ -98,7 +109,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   constexpr Shape sh = Tr::sh;
   constexpr int D = S::kHeadDim, G = S::kGroupSize, QL = S::kMaxQLen, PS = S::kPageSize;
   constexpr int TT = S::kTokensPerTile, ST = S::kStages, HKV = S::kNumKvHeads, HQ = Tr::kNumQHeads;
-  constexpr bool kKV8 = Tr::kKV8, kBF = Tr::kBF;
+  constexpr bool kKV8 = Tr::kKV8, kBF = Tr::kBF, kWG = S::kWgmma;
   constexpr int WM = sh.warps_m, MTW = sh.mt_per_warp, TPW = sh.tok_per_warp, NT = TPW / 8;
   constexpr int CPR = sh.kv_chunks, NTHR = sh.threads, PPT = sh.pages_per_tile, CMT = sh.cta_m_tiles;
   constexpr int CROWS = sh.cta_rows, WN = sh.warps_n, ODN = D / 8;
@@ -176,9 +187,10 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
       cs = (c & ~15) | ((cb & 2) ? 8 : 0) | ((cb >> 2) * 2);
     }
     const int ch = cs >> 3;
-    *reinterpret_cast<unsigned*>(smem + sh.off_q + (r * (D / 8) + (ch ^ (r & 7))) * 16 + (cs & 7) * 2) =
-        kc::pack_x2<kBF>(v0, v1);
+    const int qoff = kWG ? wg_off<CROWS>(r, ch) : (r * (D / 8) + (ch ^ (r & 7))) * 16;
+    *reinterpret_cast<unsigned*>(smem + sh.off_q + qoff + (cs & 7) * 2) = kc::pack_x2<kBF>(v0, v1);
   }
+  if constexpr (kWG) kc::fence_proxy_async();  // Q is read by wgmma
   __syncthreads();
 
   const char* kv_base = static_cast<const char*>(p.kv_cache);
@@ -225,7 +237,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
         k = kv_base + (long long)s_pages[stage * PPT + row / PS] * page_bytes + head_off + (row % PS) * kRowStride;
       }
       const int bytes = tile_start + row < L ? 16 : 0;
-      const unsigned dst = dst0 + (row * CPR + swz<CPR>(row, ld_ch)) * 16;
+      const unsigned dst = dst0 + (kWG ? wg_off<TT>(row, ld_ch) : (row * CPR + swz<CPR>(row, ld_ch)) * 16);
       kc::cp_async_16(dst, k, bytes);
       kc::cp_async_16(dst + kTileBytes, kPassInPage ? v : k + v_off, bytes);
     }
@@ -292,6 +304,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
     int pf = 0;
     if (tid < PPT && pf_tile < ntiles) pf = page_entry(t_begin + pf_tile, tid);
     kc::cp_async_wait<ST - 2>();
+    if constexpr (kWG) kc::fence_proxy_async();  // this thread's copies of tile `it` are read by wgmma
     __syncthreads();
     if (it + ST - 1 < ntiles) load_tile(it + ST - 1);
     kc::cp_async_commit();
@@ -306,9 +319,20 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) s[j][nt][0] = s[j][nt][1] = s[j][nt][2] = s[j][nt][3] = 0.f;
 
+    if constexpr (kWG) {  // S = Q K^T: one m64 x TT x k16 wgmma per k step, both operands in smem
+      kc::wg_fence();
+      const unsigned long long dq = kc::wg_desc_k128(s_base + sh.off_q), dk = kc::wg_desc_k128(sK);
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+        kc::wgmma_ss<TT, kBF, false>(&s[0][0][0], dq + (unsigned)((((ks >> 2) * CROWS * 128) + (ks & 3) * 32) >> 4),
+                                     dk + (unsigned)((((ks >> 2) * TT * 128) + (ks & 3) * 32) >> 4), ks != 0);
+      kc::wg_commit();
+      kc::wg_wait<0>();
+      kc::wg_hold(*reinterpret_cast<float(*)[NT * 4]>(&s[0][0][0]));
+    }
     // S = Q K^T. Each ldmatrix.x4 covers 2 n tiles x 2 smem chunks (bf16/fp16: one k step; e4m3: two).
 #pragma unroll
-    for (int kq = 0; kq < CPR / 2; ++kq) {
+    for (int kq = 0; kq < (kWG ? 0 : CPR / 2); ++kq) {
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         unsigned r[4];
@@ -407,9 +431,23 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
       }
     }
 
+    if constexpr (kWG) {  // O += P V: P from the S accumulators (registers), V MN-major from smem
+      kc::wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < TT / 16; ++kk) {
+        const unsigned pa[4] = {kc::pack_x2<kBF>(s[0][2 * kk][0], s[0][2 * kk][1]),
+                                kc::pack_x2<kBF>(s[0][2 * kk][2], s[0][2 * kk][3]),
+                                kc::pack_x2<kBF>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]),
+                                kc::pack_x2<kBF>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3])};
+        kc::wgmma_rs<D, kBF, true>(&o[0][0][0], pa, kc::wg_desc_mn(sV + kk * 16 * 128, TT * 128, 1024), 1);
+      }
+      kc::wg_commit();
+      kc::wg_wait<0>();  // the stage is refilled after the next barrier, and the softmax rescales o
+      kc::wg_hold(*reinterpret_cast<float(*)[ODN * 4]>(&o[0][0][0]));
+    }
     // O += P V. ldmatrix.x4.trans covers 16 tokens x 2 smem chunks.
 #pragma unroll
-    for (int kk = 0; kk < TPW / 16; ++kk) {
+    for (int kk = 0; kk < (kWG ? 0 : TPW / 16); ++kk) {
       unsigned pa[MTW][4];
 #pragma unroll
       for (int j = 0; j < MTW; ++j) {

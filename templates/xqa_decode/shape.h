@@ -10,6 +10,7 @@ struct Shape {
   // inputs
   int head_dim, group, max_q_len, page_size, kv_type;
   int tokens_per_tile, stages, warps, cfg_m_tiles;  // cfg_m_tiles: 0 = all query rows in one CTA
+  bool wg;           // Hopper wgmma path: one warpgroup, 64 rows a CTA, K/V and Q in the 128-byte-swizzle layout
   // derived
   int rows;          // query rows per kv head: max_q_len * group (row r = q_index * group + head_in_group)
   int m_tiles;       // ceil(rows / 16)
@@ -23,7 +24,7 @@ struct Shape {
   int threads;
   int kv_chunks;     // 16-byte chunks per K (or V) row
   int pages_per_tile;
-  bool q_in_regs;    // Q fragments kept in registers (else re-read from smem per tile)
+  bool q_in_regs;    // Q fragments kept in registers (else re-read from smem per tile; wg: read by wgmma)
   int est_regs;      // rough per-thread register estimate
   int min_blocks;    // __launch_bounds__ min blocks per SM
   // shared memory layout (bytes, 16-aligned offsets)
@@ -35,9 +36,10 @@ struct Shape {
 
 KT_HD constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 KT_HD constexpr int align16(int a) { return (a + 15) & ~15; }
+KT_HD constexpr int align1024(int a) { return (a + 1023) & ~1023; }
 
 KT_HD constexpr Shape make_shape(int head_dim, int group, int max_q_len, int page_size, int kv_type,
-                                 int tokens_per_tile, int stages, int warps, int cfg_m_tiles) {
+                                 int tokens_per_tile, int stages, int warps, int cfg_m_tiles, bool wg = false) {
   Shape s{};
   s.head_dim = head_dim;
   s.group = group;
@@ -48,6 +50,7 @@ KT_HD constexpr Shape make_shape(int head_dim, int group, int max_q_len, int pag
   s.stages = stages;
   s.warps = warps;
   s.cfg_m_tiles = cfg_m_tiles;
+  s.wg = wg;
   s.rows = max_q_len * group;
   s.m_tiles = cdiv(s.rows, 16);
   s.cta_m_tiles = (cfg_m_tiles <= 0 || cfg_m_tiles > s.m_tiles) ? s.m_tiles : cfg_m_tiles;
@@ -62,9 +65,10 @@ KT_HD constexpr Shape make_shape(int head_dim, int group, int max_q_len, int pag
   s.threads = warps * 32;
   s.kv_chunks = head_dim * ktune_common::dtype_size(kv_type) / 16;
   s.pages_per_tile = tokens_per_tile > page_size ? tokens_per_tile / page_size : 1;
-  s.q_in_regs = s.mt_per_warp * head_dim * 3 / 4 <= 128;
+  s.q_in_regs = !wg && s.mt_per_warp * head_dim * 3 / 4 <= 128;
+  // wg: no Q or K/V fragments in registers (wgmma reads them from smem), so less than the mma.sync path's 56
   s.est_regs = s.mt_per_warp * head_dim / 2 + s.mt_per_warp * s.tok_per_warp / 2 +
-               (s.q_in_regs ? s.mt_per_warp * head_dim / 4 : 0) + 56;
+               (s.q_in_regs ? s.mt_per_warp * head_dim / 4 : 0) + (wg ? 40 : 56);
   int per_block = s.threads * ((s.est_regs + 7) / 8 * 8);
   s.min_blocks = per_block > 0 ? 65536 / per_block : 1;
   if (s.min_blocks < 1) s.min_blocks = 1;
@@ -73,6 +77,7 @@ KT_HD constexpr Shape make_shape(int head_dim, int group, int max_q_len, int pag
   s.smem_pipe = stages * s.smem_stage;
   s.smem_epi = warps * 16 * (64 + 8) * 4;
   int region0 = align16(s.smem_pipe > s.smem_epi ? s.smem_pipe : s.smem_epi);
+  if (wg) region0 = align1024(region0);  // Q is a wgmma operand: 1024-byte swizzle atoms
   s.off_q = region0;
   s.off_pages = s.off_q + align16(s.cta_rows * head_dim * 2);
   s.off_stats = s.off_pages + align16(stages * s.pages_per_tile * 4);
@@ -94,6 +99,14 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
     return "tokens_per_tile and page_size must divide one another";
   if (s.est_regs > 232) return "too many accumulator registers per thread (use more warps or fewer m tiles per CTA)";
   if (s.threads * s.est_regs > 65536) return "register file too small for this many warps";
+  if (s.wg) {
+    if (s.warps != 4) return "wg: expected 4 warps (one warpgroup)";
+    if (s.cta_m_tiles != 4) return "wg: expected 64 query rows a CTA (4 m tiles: max_q_len * group of 49..64, or .m4)";
+    if (s.head_dim != 64 && s.head_dim != 128) return "wg: expected head_dim 64 or 128";
+    if (s.kv_type == ktune_common::kE4M3) return "wg: expected 16-bit KV (bf16 or fp16)";
+    if (s.tokens_per_tile != 32 && s.tokens_per_tile != 64 && s.tokens_per_tile != 128)
+      return "wg: expected tokens_per_tile 32, 64 or 128";
+  }
   return nullptr;
 }
 

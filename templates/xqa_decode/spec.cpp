@@ -31,7 +31,7 @@ bool parse_dtype(const std::string& s, DType* out) {
 
 ktune_xqa::Shape shape_of(const Problem& p, const Config& c) {
   return ktune_xqa::make_shape(p.head_dim, p.group_size(), p.max_q_len, p.page_size, int(p.kv_dtype),
-                               c.tokens_per_tile, c.stages, c.warps, c.m_tiles_per_cta);
+                               c.tokens_per_tile, c.stages, c.warps, c.m_tiles_per_cta, c.wgmma);
 }
 
 std::string arch_name(const Arch& a) {
@@ -145,6 +145,7 @@ std::string Config::key() const {
     return "t" + std::to_string(tokens_per_tile) + ".v" + std::to_string(vec_width) + ".u" + std::to_string(unroll);
   std::string k = "t" + std::to_string(tokens_per_tile) + ".s" + std::to_string(stages) + ".w" + std::to_string(warps);
   if (m_tiles_per_cta != 0) k += ".m" + std::to_string(m_tiles_per_cta);
+  if (wgmma) k += ".wg";
   return k;
 }
 
@@ -157,12 +158,15 @@ Config Config::from_key(const std::string& key) {
     ok = parse_num(t[0], "t", &tt) && parse_num(t[1], "v", &v) && parse_num(t[2], "u", &u) && v > 0 && u > 0;
     if (ok) c = host_config(tt, v, u);
   } else {
-    ok = (t.size() == 3 || t.size() == 4) && parse_num(t[0], "t", &c.tokens_per_tile) &&
-         parse_num(t[1], "s", &c.stages) && parse_num(t[2], "w", &c.warps);
-    if (ok && t.size() == 4) ok = parse_num(t[3], "m", &c.m_tiles_per_cta) && c.m_tiles_per_cta > 0;
+    std::vector<std::string> f = t;
+    c.wgmma = !f.empty() && f.back() == "wg";
+    if (c.wgmma) f.pop_back();
+    ok = (f.size() == 3 || f.size() == 4) && parse_num(f[0], "t", &c.tokens_per_tile) &&
+         parse_num(f[1], "s", &c.stages) && parse_num(f[2], "w", &c.warps);
+    if (ok && f.size() == 4) ok = parse_num(f[3], "m", &c.m_tiles_per_cta) && c.m_tiles_per_cta > 0;
   }
   if (!ok || c.key() != key)
-    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4 "
+    fail("config key", "cannot parse '" + key + "'; expected t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>][.wg], e.g. t64.s3.w4 "
                        "(host: t<tokens_per_tile>.v<vec_width>.u<unroll>, e.g. t64.v8.u4)");
   return c;
 }
@@ -188,6 +192,7 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   if (c.stages < 2 || c.stages > 8) return "stages: expected 2..8";
   if (!is_pow2_in(c.warps, 1, 16)) return "warps: expected 1, 2, 4, 8 or 16";
   if (c.m_tiles_per_cta < 0 || c.m_tiles_per_cta > 16) return "m_tiles_per_cta: expected 0..16";
+  if (c.wgmma && (arch.sm() != 90 || arch.suffix != 'a')) return "wg: wgmma runs only on sm_90a, got " + arch_name(arch);
   const ktune_xqa::Shape s = shape_of(p, c);
   if (const char* why = ktune_xqa::shape_error(s)) return why;
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
@@ -220,6 +225,14 @@ Config default_config(const Problem& p, const Arch& arch) {
   const DeviceLimits lim = default_limits(arch);
   const int m_tiles = (p.max_q_len * p.group_size() + 15) / 16;
   const bool fp8 = kc::dtype_size(int(p.kv_dtype)) == 1;
+  // 64 query rows a kv head on sm_90a with 16-bit KV: the wgmma path, one warpgroup a CTA with 32-token tiles
+  // and two stages, which keeps 4 CTAs per SM (B64 L4096 q16 x group 4 on the H200: 263 us against 294 for the
+  // mma.sync default; docs/xqa_decode.md). can_implement refuses it on other arches, dtypes and head dims.
+  if (m_tiles == 4) {
+    Config wg{32, 2, 4, 0};
+    wg.wgmma = true;
+    if (can_implement(p, wg, arch, lim).empty()) return wg;
+  }
   // Small CTAs that keep 4 per SM resident win on a memory-bound decode (measured against 4-warp tiles:
   // docs/xqa_decode.md). With more row tiles, one warp per row tile first, then larger tiles; rows are split
   // over CTAs only when registers force it.
@@ -275,6 +288,13 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
           Config c{t, st, warps, mt};
           if (can_implement(p, c, arch, lim).empty()) out.push_back(c);
         }
+    // sm_90a, 64 rows a CTA: the wgmma path (can_implement refuses it for other arches and shapes)
+    for (int t : {32, 64})
+      for (int st : {2, 3, 4}) {
+        Config c{t, st, 4, mt};
+        c.wgmma = true;
+        if (can_implement(p, c, arch, lim).empty()) out.push_back(c);
+      }
   }
   const Config d = default_config(p, arch);
   if (std::find(out.begin(), out.end(), d) == out.end()) out.insert(out.begin(), d);
@@ -356,6 +376,7 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
     << "  static constexpr bool kChecked = " << b(p.checked) << ";\n"
     << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kStages = " << c.stages
     << ", kWarps = " << c.warps << ", kMTilesPerCta = " << c.m_tiles_per_cta << ";\n"
+    << "  static constexpr bool kWgmma = " << b(c.wgmma) << ";\n"
     << "};\n"
     << "}  // namespace ktune_xqa\n";
   GeneratedKernel k;

@@ -48,22 +48,23 @@ struct KTUNE_API Problem {
   bool operator==(const Problem& o) const { return key() == o.key(); }
 };
 
-// A tile config. CUDA configs use tokens_per_tile, stages, warps, m_tiles_per_cta ("t64.s3.w4[.m2]"); host (CPU)
-// configs use tokens_per_tile, vec_width, unroll ("t64.v8.u4") and have stages = warps = 0.
+// A tile config. CUDA configs use tokens_per_tile, stages, warps, m_tiles_per_cta, wgmma ("t64.s3.w4[.m2][.wg]");
+// host (CPU) configs use tokens_per_tile, vec_width, unroll ("t64.v8.u4") and have stages = warps = 0.
 struct KTUNE_API Config {
   int tokens_per_tile = 64;  // KV tokens per pipeline stage (host: per tile decoded to fp32)
   int stages = 3;            // cp.async ring depth (>= 2)
   int warps = 4;             // warps per CTA
   int m_tiles_per_cta = 0;   // 16-row query tiles per CTA; 0 = all rows of a kv head in one CTA
+  bool wgmma = false;        // sm_90a, 64 query rows a CTA, 16-bit KV: both products on wgmma (".wg")
   int vec_width = 0;         // host only: fp32 lanes per score accumulator (4, 8, 16); 0 = a CUDA config
   int unroll = 0;            // host only: KV tokens per pass of the score loop (1, 2, 4)
   bool host() const { return vec_width != 0; }
   static Config host_config(int tokens_per_tile, int vec_width, int unroll);
-  std::string key() const;   // "t64.s3.w4" (+ ".m2" when m_tiles_per_cta != 0); host: "t64.v8.u4"
+  std::string key() const;   // "t64.s3.w4" (+ ".m2" when m_tiles_per_cta != 0, ".wg"); host: "t64.v8.u4"
   static Config from_key(const std::string& key);  // either form
   bool operator==(const Config& o) const {
     return tokens_per_tile == o.tokens_per_tile && stages == o.stages && warps == o.warps &&
-           m_tiles_per_cta == o.m_tiles_per_cta && vec_width == o.vec_width && unroll == o.unroll;
+           m_tiles_per_cta == o.m_tiles_per_cta && wgmma == o.wgmma && vec_width == o.vec_width && unroll == o.unroll;
   }
 };
 

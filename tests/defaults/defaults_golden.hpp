@@ -31,7 +31,7 @@ xqa_decode sm_120a d64.h64.kv8.p16.hnd.bf16-bf16-bf16.q1.none m0 t32.s3.w2
 xqa_decode host d64.h64.kv8.p16.hnd.bf16-bf16-bf16.q1.none m0 t64.v16.u4
 xqa_decode sm_80 d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t32.s3.w4
 xqa_decode sm_89 d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t32.s2.w4
-xqa_decode sm_90a d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t32.s2.w2
+xqa_decode sm_90a d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t32.s2.w4.wg
 xqa_decode sm_100a d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t32.s2.w2
 xqa_decode sm_120a d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t32.s2.w4
 xqa_decode host d128.h64.kv8.p32.hnd.bf16-bf16-bf16.q8.causal m0 t64.v16.u4

@@ -62,3 +62,31 @@ TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "
   }
   CHECK(rt.stats().compiles == static_cast<int64_t>(jobs.size()));
 }
+
+TEST_CASE("xqa_decode wgmma configs (.wg) compile for sm_90a", "[xqa][compile]") {
+  KTUNE_REQUIRE_NVRTC();
+  const FamilyInfo& fam = family("xqa_decode");
+  // 64 query rows a CTA: q16 x group 4 (bf16, causal), q8 x group 8 (fp16, head_dim 64, explicit mask with every
+  // flag), and q16 x group 8 over two row groups (.m4, checked).
+  const std::pair<const char*, const char*> jobs[] = {
+      {R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32,"max_q_len":16,"mask":"causal"})",
+       "t32.s2.w4.wg"},
+      {R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":16,"max_q_len":16,"mask":"causal"})",
+       "t64.s3.w4.wg"},
+      {R"({"head_dim":64,"num_q_heads":64,"num_kv_heads":8,"page_size":128,"layout":"nhd","q_dtype":"fp16","kv_dtype":"fp16","out_dtype":"fp16","max_q_len":8,"mask":"explicit","sinks":true,"sliding_window":true,"softcap":true,"lse":true})",
+       "t32.s3.w4.wg"},
+      {R"({"head_dim":128,"num_q_heads":64,"num_kv_heads":8,"page_size":64,"max_q_len":16,"mask":"causal","checked":true})",
+       "t64.s2.w4.m4.wg"},
+  };
+  test::TempDir dir;
+  RuntimeOptions o;
+  o.cache_path = dir.file("x.db");
+  Runtime rt(o);
+  const Arch arch = Arch::parse("sm_90a");
+  for (const auto& [json, config] : jobs) {
+    const std::string problem = fam.problem_from_json(json);
+    INFO(problem << " / " << config);
+    CHECK_NOTHROW(rt.ensure_binary(fam.generate(problem, config, arch), arch));
+  }
+  CHECK(rt.stats().compiles == 4);
+}

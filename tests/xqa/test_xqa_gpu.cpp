@@ -171,10 +171,27 @@ std::vector<Combo> edge_combos() {
       [](Combo& c) { c.batch = 3; c.ragged = 1; c.zero_fraction = 0.2; c.max_seq_len = 2000; });
   add("tree_q64_mask_fp8_cfg_m8", make_problem(128, 64, 8, 32, H, BF, E4, BF, 64, EX, false, false, false, true), "t32.s4.w8.m8",
       [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2000; });
+  // the wgmma path (sm_90a, .wg: 64 query rows a CTA, 16-bit KV), forced: q16 x group 4 causal (uniform and ragged
+  // with padding, tiles of 32 and 64 tokens, split-KV with sinks and LSE, draft tokens only), q8 x group 8 fp16
+  // head_dim 64 with an explicit mask and every flag, 128 rows a kv head over two row groups with e4m3 output
+  add("wg_q16_causal_bf16", make_problem(128, 32, 8, 32, H, BF, BF, BF, 16, CA, false, false, false, true), "t32.s2.w4.wg",
+      [](Combo& c) { c.batch = 6; c.ragged = 0; c.max_seq_len = 3000; });
+  add("wg_q16_mask_ragged_t64", make_problem(128, 32, 8, 16, N, BF, BF, BF, 16, EX, false, false, false, true), "t64.s3.w4.wg",
+      [](Combo& c) { c.batch = 5; c.ragged = 1; c.zero_fraction = 0.3; c.max_seq_len = 2500; });
+  add("wg_q16_long_split_sink", make_problem(128, 32, 8, 64, H, BF, BF, BF, 16, CA, true, false, false, true), "t64.s2.w4.wg",
+      [](Combo& c) { c.batch = 2; c.min_seq_len = 16000; c.max_seq_len = 24000; c.short_fraction = 0; c.zero_fraction = 0; c.forced_splits = 7; });
+  add("wg_q16_drafts_only", make_problem(128, 32, 8, 16, H, BF, BF, BF, 16, CA, false, false, false, true), "t32.s4.w4.wg",
+      [](Combo& c) { c.batch = 4; c.short_fraction = 1.0; c.max_seq_len = 40; });
+  add("wg_q8g8_fp16_d64_allflags", make_problem(64, 64, 8, 128, N, FP, FP, FP, 8, EX, true, true, true, true), "t32.s3.w4.wg",
+      [](Combo& c) { c.batch = 4; c.ragged = 1; c.zero_fraction = 0.25; c.max_seq_len = 2500; c.window_left = 400; });
+  add("wg_rows128_m4_e4m3_out", make_problem(128, 64, 8, 64, H, BF, BF, E4, 16, CA, false, false, false, true), "t64.s2.w4.m4.wg",
+      [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2000; });
   // the bench problems (default configs)
   add("bench_bf16_q1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 1, NO, false, false, false, false), "",
       [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
   add("bench_bf16_q4", make_problem(128, 32, 8, 32, H, BF, BF, BF, 4, CA, false, false, false, false), "",
+      [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
+  add("bench_bf16_q16", make_problem(128, 32, 8, 32, H, BF, BF, BF, 16, CA, false, false, false, false), "",
       [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
   add("bench_fp8_q1", make_problem(128, 32, 8, 32, H, BF, E4, BF, 1, NO, false, false, false, false), "",
       [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
@@ -363,9 +380,10 @@ TEST_CASE("xqa_decode matches the fp64 reference over the sampled matrix", "[gpu
   INFO("seed " << seed << " (KTUNE_TEST_SEED replays it)");
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<Combo> combos = all_combos();
+  const Arch arch = rt.current_arch();
   {
     int compiled = 0, failed = 0;
-    precompile(rt, combos, rt.current_arch(), &compiled, &failed);
+    precompile(rt, combos, arch, &compiled, &failed);
     std::printf("xqa gpu matrix: %zu kernels ready (%d compiled here, %d failed) in %.1f s\n", combos.size(), compiled,
                 failed, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     std::fflush(stdout);
@@ -386,7 +404,11 @@ TEST_CASE("xqa_decode matches the fp64 reference over the sampled matrix", "[gpu
   for (size_t ci = 0; ci < combos.size(); ++ci) {
     const Combo& cb = combos[ci];
     const Problem& p = cb.p;
-    if (ci % subset != 0 || !test::in_test_shard(ci)) continue;  // (a subset run draws its own data; its seed replays it)
+    // KTUNE_TEST_MATCH sees "<case> <config>" (the default config where the case forces none), so ".wg" selects
+    // every case of one kernel path
+    const std::string match_key = cb.name + " " + (cb.config.empty() ? default_config(p, arch).key() : cb.config);
+    if (ci % subset != 0 || !test::in_test_shard(ci) || !test::in_test_match(match_key))
+      continue;  // (a subset run draws its own data; its seed replays it)
     test::XqaRandomOptions o;
     o.seed = rng.next();
     o.ragged = cb.ragged >= 0 ? cb.ragged == 1 : rng.uniform() < 0.5;

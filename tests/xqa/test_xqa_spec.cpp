@@ -11,6 +11,7 @@
 #include "common/numerics.cuh"
 #include "ktune/error.hpp"
 #include "random_inputs.hpp"
+#include "xqa_decode/shape.h"
 #include "xqa_decode/spec.hpp"
 #include "xqa_reference.hpp"
 
@@ -266,6 +267,70 @@ TEST_CASE("xqa can_implement explains rejections", "[xqa]") {
   ktune::Arch host;
   host.host = true;
   CHECK(!can_implement(p, {64, 3, 4, 0}, host, default_limits(h)).empty());
+}
+
+TEST_CASE("xqa wgmma configs (.wg): key, arch and shape rules, search space", "[xqa]") {
+  Config wg{32, 2, 4, 0};
+  wg.wgmma = true;
+  CHECK(wg.key() == "t32.s2.w4.wg");
+  CHECK(Config::from_key("t32.s2.w4.wg") == wg);
+  CHECK(!(Config::from_key("t32.s2.w4") == wg));
+  Config wg4 = wg;
+  wg4.m_tiles_per_cta = 4;
+  CHECK(Config::from_key("t32.s2.w4.m4.wg") == wg4);
+  for (const char* bad : {"t32.s2.w4.wg.m4", "t32.s2.w4.gw", "t32.s2.wg", "t32.s2.w4.wg.wg"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(Config::from_key(bad), ktune::Error);
+  }
+
+  Problem q16 = base_problem();  // 32 q heads / 8 kv heads: q16 x group 4 = 64 rows a kv head
+  q16.max_q_len = 16;
+  const ktune::Arch h{9, 0, 'a'}, a80{8, 0, 0}, b100{10, 0, 'a'};
+  const auto why = [](const Problem& p, const Config& c, const ktune::Arch& a) {
+    return can_implement(p, c, a, default_limits(a));
+  };
+  CHECK(why(q16, wg, h).empty());
+  CHECK(why(q16, wg, a80).find("sm_90a") != std::string::npos);
+  CHECK(why(q16, wg, b100).find("sm_90a") != std::string::npos);
+  Config wg_w2 = wg;
+  wg_w2.warps = 2;
+  CHECK(why(q16, wg_w2, h).find("4 warps") != std::string::npos);
+  Problem fp8 = q16;
+  fp8.kv_dtype = kc::kE4M3;
+  CHECK(why(fp8, wg, h).find("16-bit KV") != std::string::npos);
+  Problem q8 = base_problem();  // 32 rows
+  q8.max_q_len = 8;
+  CHECK(why(q8, wg, h).find("64 query rows") != std::string::npos);
+  Problem d256 = q16;
+  d256.head_dim = 256;
+  CHECK(why(d256, wg, h).find("head_dim") != std::string::npos);
+  Problem rows128 = q16;  // q16 x group 8
+  rows128.num_q_heads = 64;
+  CHECK(why(rows128, wg, h).find("64 query rows") != std::string::npos);
+  CHECK(why(rows128, wg4, h).empty());
+  CHECK(decode_dims(rows128, wg4, 3, 1).grid[1] == 8u * 2);
+  CHECK(decode_dims(rows128, wg4, 3, 1).block[0] == 128u);
+
+  // The operand regions wgmma reads start on 1024-byte swizzle atoms.
+  for (const Config& c : search_space(rows128, h)) {
+    if (!c.wgmma) continue;
+    const ktune_xqa::Shape s = ktune_xqa::make_shape(128, 8, 16, 32, int(kc::kBF16), c.tokens_per_tile, c.stages,
+                                                     c.warps, c.m_tiles_per_cta, true);
+    INFO(c.key());
+    CHECK(s.off_q % 1024 == 0);
+    CHECK(s.smem_stage % 1024 == 0);
+    CHECK(!s.q_in_regs);
+  }
+  const auto count_wg = [](const std::vector<Config>& v) {
+    return std::count_if(v.begin(), v.end(), [](const Config& c) { return c.wgmma; });
+  };
+  CHECK(count_wg(search_space(q16, h)) == 6);
+  CHECK(count_wg(search_space(rows128, h)) == 6);
+  CHECK(count_wg(search_space(q16, a80)) == 0);
+  CHECK(count_wg(search_space(q8, h)) == 0);
+  CHECK(count_wg(search_space(fp8, h)) == 0);
+  CHECK(generate(q16, wg, h).source.find("kWgmma = true") != std::string::npos);
+  CHECK(generate(q16, Config{32, 2, 2, 0}, h).source.find("kWgmma = false") != std::string::npos);
 }
 
 TEST_CASE("xqa generated source carries the constants", "[xqa]") {
