@@ -47,6 +47,8 @@ const std::vector<Row>& rows() {
   const std::vector<std::string> lg = {"t64.s2.w4", "t64.s3.w4", "t32.s3.w2", "t32.s4.w2"};
   const std::vector<std::string> q16 = {"t32.s2.w2",    "t32.s2.w4.wg", "t32.s3.w4.wg", "t32.s4.w4.wg", "t64.s2.w4.wg",
                                         "t64.s3.w4.wg", "t32.s3.w4",    "t64.s3.w4"};
+  const std::vector<std::string> rows128 = {"t32.s2.w4.m4.wg", "t32.s3.w4.m4.wg", "t64.s2.w4.m4.wg", "t32.s2.w4.m4",
+                                            "t32.s3.w8",       "t64.s3.w8"};
   // Bars: the open targets (docs/xqa_decode.md): spec decode q2..q16 >= 4.0 TB/s, FP8 KV >= 4.2 TB/s.
   static const std::vector<Row> r = {
       {"B64 L4096 bf16 q1", "{" + base + R"(,"max_q_len":1,"mask":"none"})", 64, 4096, 4.0, bf},
@@ -55,6 +57,7 @@ const std::vector<Row>& rows() {
       {"B64 L4096 bf16 q8 causal", "{" + base + R"(,"max_q_len":8,"mask":"causal"})", 64, 4096, 4.0, bf},
       {"B64 L4096 bf16 q16 causal", "{" + base + R"(,"max_q_len":16,"mask":"causal"})", 64, 4096, 4.0, q16},
       {"B64 L4096 64/8 bf16 q8 causal", "{" + big + R"(,"max_q_len":8,"mask":"causal"})", 64, 4096, 4.0, q16},
+      {"B64 L4096 64/8 bf16 q16 causal", "{" + big + R"(,"max_q_len":16,"mask":"causal"})", 64, 4096, 4.0, rows128},
       {"B64 L4096 fp8 q1", "{" + base + R"(,"kv_dtype":"fp8","max_q_len":1,"mask":"none"})", 64, 4096, 4.2, f8},
       {"B64 L4096 fp8 q4 causal", "{" + base + R"(,"kv_dtype":"fp8","max_q_len":4,"mask":"causal"})", 64, 4096, 4.2,
        f8},

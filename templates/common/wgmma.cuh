@@ -84,29 +84,32 @@ KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) 
                : __VA_ARGS__                                                                                    \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(int(kTransB)))
 
+// One row per N: shape, accumulator placeholders, the SS form's da/db/accumulate/kTransB placeholders, the RS
+// form's A registers and db/accumulate/kTransB placeholders, the accumulator operands.
+#define KT_WG_SHAPES(X)                                                                                                         \
+  X(8, "m64n8k16", KT_WG_REGS_8, "4", "5", "6", "7", "{%4,%5,%6,%7}", "8", "9", "10", KT_WG_D4(0))                              \
+  X(16, "m64n16k16", KT_WG_REGS_16, "8", "9", "10", "11", "{%8,%9,%10,%11}", "12", "13", "14", KT_WG_D8(0))                     \
+  X(32, "m64n32k16", KT_WG_REGS_32, "16", "17", "18", "19", "{%16,%17,%18,%19}", "20", "21", "22", KT_WG_D16(0))                \
+  X(64, "m64n64k16", KT_WG_REGS_64, "32", "33", "34", "35", "{%32,%33,%34,%35}", "36", "37", "38", KT_WG_D32(0))                \
+  X(128, "m64n128k16", KT_WG_REGS_128, "64", "65", "66", "67", "{%64,%65,%66,%67}", "68", "69", "70", KT_WG_D64(0))             \
+  X(256, "m64n256k16", KT_WG_REGS_256, "128", "129", "130", "131", "{%128,%129,%130,%131}", "132", "133", "134", KT_WG_D128(0))
+
+#define KT_WG_SS_CASE(NN, SHAPE, REGS, IA, IB, IP, IT, A4, JB, JP, JT, ...)           \
+  if constexpr (N == NN) {                                                            \
+    if constexpr (kBF) KT_WGMMA_SS(SHAPE, "bf16", REGS, IA, IB, IP, IT, __VA_ARGS__); \
+    else KT_WGMMA_SS(SHAPE, "f16", REGS, IA, IB, IP, IT, __VA_ARGS__);                \
+  }
+#define KT_WG_RS_CASE(NN, SHAPE, REGS, IA, IB, IP, IT, A4, JB, JP, JT, ...)           \
+  if constexpr (N == NN) {                                                            \
+    if constexpr (kBF) KT_WGMMA_RS(SHAPE, "bf16", REGS, A4, JB, JP, JT, __VA_ARGS__); \
+    else KT_WGMMA_RS(SHAPE, "f16", REGS, A4, JB, JP, JT, __VA_ARGS__);                \
+  }
+
 template <int N, bool kBF, bool kTransB>
 KT_DEV void wgmma_ss(float* d, unsigned long long da, unsigned long long db, int accumulate) {
   static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256, "wgmma N: 8, 16, 32, 64, 128, 256");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (N == 8) {
-    if constexpr (kBF) KT_WGMMA_SS("m64n8k16", "bf16", KT_WG_REGS_8, "4", "5", "6", "7", KT_WG_D4(0));
-    else KT_WGMMA_SS("m64n8k16", "f16", KT_WG_REGS_8, "4", "5", "6", "7", KT_WG_D4(0));
-  } else if constexpr (N == 16) {
-    if constexpr (kBF) KT_WGMMA_SS("m64n16k16", "bf16", KT_WG_REGS_16, "8", "9", "10", "11", KT_WG_D8(0));
-    else KT_WGMMA_SS("m64n16k16", "f16", KT_WG_REGS_16, "8", "9", "10", "11", KT_WG_D8(0));
-  } else if constexpr (N == 32) {
-    if constexpr (kBF) KT_WGMMA_SS("m64n32k16", "bf16", KT_WG_REGS_32, "16", "17", "18", "19", KT_WG_D16(0));
-    else KT_WGMMA_SS("m64n32k16", "f16", KT_WG_REGS_32, "16", "17", "18", "19", KT_WG_D16(0));
-  } else if constexpr (N == 64) {
-    if constexpr (kBF) KT_WGMMA_SS("m64n64k16", "bf16", KT_WG_REGS_64, "32", "33", "34", "35", KT_WG_D32(0));
-    else KT_WGMMA_SS("m64n64k16", "f16", KT_WG_REGS_64, "32", "33", "34", "35", KT_WG_D32(0));
-  } else if constexpr (N == 128) {
-    if constexpr (kBF) KT_WGMMA_SS("m64n128k16", "bf16", KT_WG_REGS_128, "64", "65", "66", "67", KT_WG_D64(0));
-    else KT_WGMMA_SS("m64n128k16", "f16", KT_WG_REGS_128, "64", "65", "66", "67", KT_WG_D64(0));
-  } else if constexpr (N == 256) {
-    if constexpr (kBF) KT_WGMMA_SS("m64n256k16", "bf16", KT_WG_REGS_256, "128", "129", "130", "131", KT_WG_D128(0));
-    else KT_WGMMA_SS("m64n256k16", "f16", KT_WG_REGS_256, "128", "129", "130", "131", KT_WG_D128(0));
-  }
+  KT_WG_SHAPES(KT_WG_SS_CASE)
 #endif
 }
 
@@ -114,28 +117,13 @@ template <int N, bool kBF, bool kTransB>
 KT_DEV void wgmma_rs(float* d, const unsigned (&a)[4], unsigned long long db, int accumulate) {
   static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256, "wgmma N: 8, 16, 32, 64, 128, 256");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (N == 8) {
-    if constexpr (kBF) KT_WGMMA_RS("m64n8k16", "bf16", KT_WG_REGS_8, "{%4,%5,%6,%7}", "8", "9", "10", KT_WG_D4(0));
-    else KT_WGMMA_RS("m64n8k16", "f16", KT_WG_REGS_8, "{%4,%5,%6,%7}", "8", "9", "10", KT_WG_D4(0));
-  } else if constexpr (N == 16) {
-    if constexpr (kBF) KT_WGMMA_RS("m64n16k16", "bf16", KT_WG_REGS_16, "{%8,%9,%10,%11}", "12", "13", "14", KT_WG_D8(0));
-    else KT_WGMMA_RS("m64n16k16", "f16", KT_WG_REGS_16, "{%8,%9,%10,%11}", "12", "13", "14", KT_WG_D8(0));
-  } else if constexpr (N == 32) {
-    if constexpr (kBF) KT_WGMMA_RS("m64n32k16", "bf16", KT_WG_REGS_32, "{%16,%17,%18,%19}", "20", "21", "22", KT_WG_D16(0));
-    else KT_WGMMA_RS("m64n32k16", "f16", KT_WG_REGS_32, "{%16,%17,%18,%19}", "20", "21", "22", KT_WG_D16(0));
-  } else if constexpr (N == 64) {
-    if constexpr (kBF) KT_WGMMA_RS("m64n64k16", "bf16", KT_WG_REGS_64, "{%32,%33,%34,%35}", "36", "37", "38", KT_WG_D32(0));
-    else KT_WGMMA_RS("m64n64k16", "f16", KT_WG_REGS_64, "{%32,%33,%34,%35}", "36", "37", "38", KT_WG_D32(0));
-  } else if constexpr (N == 128) {
-    if constexpr (kBF) KT_WGMMA_RS("m64n128k16", "bf16", KT_WG_REGS_128, "{%64,%65,%66,%67}", "68", "69", "70", KT_WG_D64(0));
-    else KT_WGMMA_RS("m64n128k16", "f16", KT_WG_REGS_128, "{%64,%65,%66,%67}", "68", "69", "70", KT_WG_D64(0));
-  } else if constexpr (N == 256) {
-    if constexpr (kBF) KT_WGMMA_RS("m64n256k16", "bf16", KT_WG_REGS_256, "{%128,%129,%130,%131}", "132", "133", "134", KT_WG_D128(0));
-    else KT_WGMMA_RS("m64n256k16", "f16", KT_WG_REGS_256, "{%128,%129,%130,%131}", "132", "133", "134", KT_WG_D128(0));
-  }
+  KT_WG_SHAPES(KT_WG_RS_CASE)
 #endif
 }
 
+#undef KT_WG_RS_CASE
+#undef KT_WG_SS_CASE
+#undef KT_WG_SHAPES
 #undef KT_WGMMA_RS
 #undef KT_WGMMA_SS
 #undef KT_WG_REGS_8
