@@ -47,8 +47,8 @@ const std::vector<Row>& rows() {
   const std::vector<std::string> lg = {"t64.s2.w4", "t64.s3.w4", "t32.s3.w2", "t32.s4.w2"};
   const std::vector<std::string> q16 = {"t32.s2.w2",    "t32.s2.w4.wg", "t32.s3.w4.wg", "t32.s4.w4.wg", "t64.s2.w4.wg",
                                         "t64.s3.w4.wg", "t32.s3.w4",    "t64.s3.w4"};
-  const std::vector<std::string> rows128 = {"t32.s2.w4.m4.wg", "t32.s3.w4.m4.wg", "t64.s2.w4.m4.wg", "t32.s2.w4.m4",
-                                            "t32.s3.w8",       "t64.s3.w8"};
+  const std::vector<std::string> rows128 = {"t32.s2.w8.wg",    "t64.s2.w8.wg", "t32.s3.w8.wg", "t32.s2.w4.m4.wg",
+                                            "t64.s2.w4.m4.wg", "t32.s3.w4",    "t64.s3.w8"};
   // Bars: the open targets (docs/xqa_decode.md): spec decode q2..q16 >= 4.0 TB/s, FP8 KV >= 4.2 TB/s.
   static const std::vector<Row> r = {
       {"B64 L4096 bf16 q1", "{" + base + R"(,"max_q_len":1,"mask":"none"})", 64, 4096, 4.0, bf},

@@ -13,8 +13,9 @@
 // for V, ldmatrix.trans on byte pairs gives even and odd head-dim columns that become separate n tiles.
 // num_splits > 1: fp32 partial O (unnormalized) + (max, sum) go to the workspace; combine_kernel merges.
 //
-// Hopper (sm_90a, Spec::kWgmma, config suffix .wg): for a CTA of exactly 64 query rows (max_q_len * group of
-// 49..64, or .m4) and 16-bit KV, one warpgroup runs both products on wgmma with its operands in shared memory:
+// Hopper (sm_90a, Spec::kWgmma, config suffix .wg): for a CTA of 64 or 128 query rows (max_q_len * group of
+// 49..64 or 113..128, or .m4 / .m8) and 16-bit KV, a warpgroup per 64 rows runs both products on wgmma with its
+// operands in shared memory (the warpgroups of a CTA share each K/V tile):
 // S = Q K^T (m64 x tile x k16, Q and K K-major) and O += P V (P from the S accumulators in registers, V read
 // MN-major, m64 x head_dim x k16). K/V tiles and Q are then stored in the wgmma 128-byte-swizzle layout (64-column
 // blocks, 8-row atoms of 1024 bytes); the cp.async ring, masks, softmax and epilogue are the mma.sync path's.
@@ -321,7 +322,8 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
 
     if constexpr (kWG) {  // S = Q K^T: one m64 x TT x k16 wgmma per k step, both operands in smem
       kc::wg_fence();
-      const unsigned long long dq = kc::wg_desc_k128(s_base + sh.off_q), dk = kc::wg_desc_k128(sK);
+      const unsigned long long dq = kc::wg_desc_k128(s_base + sh.off_q + (warp >> 2) * 64 * 128),  // its 64 rows
+                               dk = kc::wg_desc_k128(sK);
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks)
         kc::wgmma_ss<TT, kBF, false>(&s[0][0][0], dq + (unsigned)((((ks >> 2) * CROWS * 128) + (ks & 3) * 32) >> 4),

@@ -10,7 +10,7 @@ struct Shape {
   // inputs
   int head_dim, group, max_q_len, page_size, kv_type;
   int tokens_per_tile, stages, warps, cfg_m_tiles;  // cfg_m_tiles: 0 = all query rows in one CTA
-  bool wg;           // Hopper wgmma path: one warpgroup, 64 rows a CTA, K/V and Q in the 128-byte-swizzle layout
+  bool wg;           // Hopper wgmma path: a warpgroup per 64 rows, K/V and Q in the 128-byte-swizzle layout
   // derived
   int rows;          // query rows per kv head: max_q_len * group (row r = q_index * group + head_in_group)
   int m_tiles;       // ceil(rows / 16)
@@ -100,8 +100,9 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
   if (s.est_regs > 232) return "too many accumulator registers per thread (use more warps or fewer m tiles per CTA)";
   if (s.threads * s.est_regs > 65536) return "register file too small for this many warps";
   if (s.wg) {
-    if (s.warps != 4) return "wg: expected 4 warps (one warpgroup)";
-    if (s.cta_m_tiles != 4) return "wg: expected 64 query rows a CTA (4 m tiles: max_q_len * group of 49..64, or .m4)";
+    if (s.cta_m_tiles != 4 && s.cta_m_tiles != 8)
+      return "wg: expected 64 or 128 query rows a CTA (max_q_len * group of 49..64 or 113..128, or .m4 / .m8)";
+    if (s.warps != s.cta_m_tiles) return "wg: expected one warpgroup per 64 rows (4 warps for 64 rows, 8 for 128)";
     if (s.head_dim != 64 && s.head_dim != 128) return "wg: expected head_dim 64 or 128";
     if (s.kv_type == ktune_common::kE4M3) return "wg: expected 16-bit KV (bf16 or fp16)";
     if (s.tokens_per_tile != 32 && s.tokens_per_tile != 64 && s.tokens_per_tile != 128)

@@ -225,11 +225,12 @@ Config default_config(const Problem& p, const Arch& arch) {
   const DeviceLimits lim = default_limits(arch);
   const int m_tiles = (p.max_q_len * p.group_size() + 15) / 16;
   const bool fp8 = kc::dtype_size(int(p.kv_dtype)) == 1;
-  // 64 query rows a kv head on sm_90a with 16-bit KV: the wgmma path, one warpgroup a CTA with 32-token tiles
-  // and two stages, which keeps 4 CTAs per SM (B64 L4096 q16 x group 4 on the H200: 263 us against 294 for the
-  // mma.sync default; docs/xqa_decode.md). can_implement refuses it on other arches, dtypes and head dims.
-  if (m_tiles == 4) {
-    Config wg{32, 2, 4, 0};
+  // 64 or 128 query rows a kv head on sm_90a with 16-bit KV: the wgmma path, a warpgroup per 64 rows with
+  // 32-token tiles and two stages (64 rows: 4 CTAs per SM). On the H200 at B64 L4096 (docs/xqa_decode.md): q16 x
+  // group 4 263-270 us against 288-294 for the mma.sync default, q16 x group 8 372 us against 545.
+  // can_implement refuses it on other arches, dtypes and head dims.
+  if (m_tiles == 4 || m_tiles == 8) {
+    Config wg{32, 2, m_tiles, 0};
     wg.wgmma = true;
     if (can_implement(p, wg, arch, lim).empty()) return wg;
   }
@@ -288,13 +289,14 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
           Config c{t, st, warps, mt};
           if (can_implement(p, c, arch, lim).empty()) out.push_back(c);
         }
-    // sm_90a, 64 rows a CTA: the wgmma path (can_implement refuses it for other arches and shapes)
-    for (int t : {32, 64})
-      for (int st : {2, 3, 4}) {
-        Config c{t, st, 4, mt};
-        c.wgmma = true;
-        if (can_implement(p, c, arch, lim).empty()) out.push_back(c);
-      }
+    // sm_90a, 64 or 128 rows a CTA: the wgmma path (can_implement refuses it for other arches and shapes)
+    for (int warps : {4, 8})
+      for (int t : {32, 64})
+        for (int st : {2, 3, 4}) {
+          Config c{t, st, warps, mt};
+          c.wgmma = true;
+          if (can_implement(p, c, arch, lim).empty()) out.push_back(c);
+        }
   }
   const Config d = default_config(p, arch);
   if (std::find(out.begin(), out.end(), d) == out.end()) out.insert(out.begin(), d);

@@ -55,7 +55,7 @@ struct KTUNE_API Config {
   int stages = 3;            // cp.async ring depth (>= 2)
   int warps = 4;             // warps per CTA
   int m_tiles_per_cta = 0;   // 16-row query tiles per CTA; 0 = all rows of a kv head in one CTA
-  bool wgmma = false;        // sm_90a, 64 query rows a CTA, 16-bit KV: both products on wgmma (".wg")
+  bool wgmma = false;        // sm_90a, 64 or 128 query rows a CTA, 16-bit KV: both products on wgmma (".wg")
   int vec_width = 0;         // host only: fp32 lanes per score accumulator (4, 8, 16); 0 = a CUDA config
   int unroll = 0;            // host only: KV tokens per pass of the score loop (1, 2, 4)
   bool host() const { return vec_width != 0; }

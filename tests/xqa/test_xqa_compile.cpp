@@ -67,7 +67,7 @@ TEST_CASE("xqa_decode wgmma configs (.wg) compile for sm_90a", "[xqa][compile]")
   KTUNE_REQUIRE_NVRTC();
   const FamilyInfo& fam = family("xqa_decode");
   // 64 query rows a CTA: q16 x group 4 (bf16, causal), q8 x group 8 (fp16, head_dim 64, explicit mask with every
-  // flag), and q16 x group 8 over two row groups (.m4, checked).
+  // flag), and q16 x group 8 over two row groups (.m4, checked); 128 rows a CTA on two warpgroups (q16 x group 8).
   const std::pair<const char*, const char*> jobs[] = {
       {R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32,"max_q_len":16,"mask":"causal"})",
        "t32.s2.w4.wg"},
@@ -77,6 +77,8 @@ TEST_CASE("xqa_decode wgmma configs (.wg) compile for sm_90a", "[xqa][compile]")
        "t32.s3.w4.wg"},
       {R"({"head_dim":128,"num_q_heads":64,"num_kv_heads":8,"page_size":64,"max_q_len":16,"mask":"causal","checked":true})",
        "t64.s2.w4.m4.wg"},
+      {R"({"head_dim":128,"num_q_heads":64,"num_kv_heads":8,"page_size":32,"max_q_len":16,"mask":"causal"})",
+       "t32.s2.w8.wg"},
   };
   test::TempDir dir;
   RuntimeOptions o;
@@ -88,5 +90,5 @@ TEST_CASE("xqa_decode wgmma configs (.wg) compile for sm_90a", "[xqa][compile]")
     INFO(problem << " / " << config);
     CHECK_NOTHROW(rt.ensure_binary(fam.generate(problem, config, arch), arch));
   }
-  CHECK(rt.stats().compiles == 4);
+  CHECK(rt.stats().compiles == 5);
 }

@@ -171,9 +171,11 @@ std::vector<Combo> edge_combos() {
       [](Combo& c) { c.batch = 3; c.ragged = 1; c.zero_fraction = 0.2; c.max_seq_len = 2000; });
   add("tree_q64_mask_fp8_cfg_m8", make_problem(128, 64, 8, 32, H, BF, E4, BF, 64, EX, false, false, false, true), "t32.s4.w8.m8",
       [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2000; });
-  // the wgmma path (sm_90a, .wg: 64 query rows a CTA, 16-bit KV), forced: q16 x group 4 causal (uniform and ragged
-  // with padding, tiles of 32 and 64 tokens, split-KV with sinks and LSE, draft tokens only), q8 x group 8 fp16
-  // head_dim 64 with an explicit mask and every flag, 128 rows a kv head over two row groups with e4m3 output
+  // the wgmma path (sm_90a, .wg: 64 or 128 query rows a CTA, 16-bit KV), forced: q16 x group 4 causal (uniform and
+  // ragged with padding, tiles of 32 and 64 tokens, split-KV with sinks and LSE, draft tokens only), q8 x group 8
+  // fp16 head_dim 64 with an explicit mask and every flag; 128 rows a kv head on two warpgroups (causal; fp16 head_dim
+  // 64 with a mask, sinks and window), 256 rows over two 128-row groups with split-KV, and 128 rows over two .m4 row
+  // groups with an e4m3 output
   add("wg_q16_causal_bf16", make_problem(128, 32, 8, 32, H, BF, BF, BF, 16, CA, false, false, false, true), "t32.s2.w4.wg",
       [](Combo& c) { c.batch = 6; c.ragged = 0; c.max_seq_len = 3000; });
   add("wg_q16_mask_ragged_t64", make_problem(128, 32, 8, 16, N, BF, BF, BF, 16, EX, false, false, false, true), "t64.s3.w4.wg",
@@ -184,6 +186,12 @@ std::vector<Combo> edge_combos() {
       [](Combo& c) { c.batch = 4; c.short_fraction = 1.0; c.max_seq_len = 40; });
   add("wg_q8g8_fp16_d64_allflags", make_problem(64, 64, 8, 128, N, FP, FP, FP, 8, EX, true, true, true, true), "t32.s3.w4.wg",
       [](Combo& c) { c.batch = 4; c.ragged = 1; c.zero_fraction = 0.25; c.max_seq_len = 2500; c.window_left = 400; });
+  add("wg_rows128_w8_causal", make_problem(128, 64, 8, 32, H, BF, BF, BF, 16, CA, false, false, false, true), "t32.s2.w8.wg",
+      [](Combo& c) { c.batch = 4; c.ragged = 0; c.zero_fraction = 0.25; c.max_seq_len = 3000; });
+  add("wg_rows128_w8_fp16_d64_mask", make_problem(64, 64, 8, 16, N, FP, FP, FP, 16, EX, true, true, false, true), "t64.s3.w8.wg",
+      [](Combo& c) { c.batch = 3; c.ragged = 1; c.zero_fraction = 0.2; c.max_seq_len = 2500; c.window_left = 600; });
+  add("wg_rows256_m8_w8_split", make_problem(128, 64, 8, 64, H, BF, BF, BF, 32, CA, true, false, false, true), "t32.s2.w8.m8.wg",
+      [](Combo& c) { c.batch = 2; c.min_seq_len = 9000; c.max_seq_len = 14000; c.short_fraction = 0; c.zero_fraction = 0; c.forced_splits = 5; });
   add("wg_rows128_m4_e4m3_out", make_problem(128, 64, 8, 64, H, BF, BF, E4, 16, CA, false, false, false, true), "t64.s2.w4.m4.wg",
       [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2000; });
   // the bench problems (default configs)

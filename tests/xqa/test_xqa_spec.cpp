@@ -300,14 +300,20 @@ TEST_CASE("xqa wgmma configs (.wg): key, arch and shape rules, search space", "[
   CHECK(why(fp8, wg, h).find("16-bit KV") != std::string::npos);
   Problem q8 = base_problem();  // 32 rows
   q8.max_q_len = 8;
-  CHECK(why(q8, wg, h).find("64 query rows") != std::string::npos);
+  CHECK(why(q8, wg, h).find("query rows a CTA") != std::string::npos);
   Problem d256 = q16;
   d256.head_dim = 256;
   CHECK(why(d256, wg, h).find("head_dim") != std::string::npos);
   Problem rows128 = q16;  // q16 x group 8
   rows128.num_q_heads = 64;
-  CHECK(why(rows128, wg, h).find("64 query rows") != std::string::npos);
+  CHECK(why(rows128, wg, h).find("warpgroup per 64 rows") != std::string::npos);  // 4 warps for 128 rows
   CHECK(why(rows128, wg4, h).empty());
+  Config wg8 = wg;  // two warpgroups sharing each K/V tile
+  wg8.warps = 8;
+  CHECK(why(rows128, wg8, h).empty());
+  CHECK(why(q16, wg8, h).find("warpgroup per 64 rows") != std::string::npos);
+  CHECK(decode_dims(rows128, wg8, 3, 1).grid[1] == 8u);
+  CHECK(decode_dims(rows128, wg8, 3, 1).block[0] == 256u);
   CHECK(decode_dims(rows128, wg4, 3, 1).grid[1] == 8u * 2);
   CHECK(decode_dims(rows128, wg4, 3, 1).block[0] == 128u);
 
@@ -325,7 +331,7 @@ TEST_CASE("xqa wgmma configs (.wg): key, arch and shape rules, search space", "[
     return std::count_if(v.begin(), v.end(), [](const Config& c) { return c.wgmma; });
   };
   CHECK(count_wg(search_space(q16, h)) == 6);
-  CHECK(count_wg(search_space(rows128, h)) == 6);
+  CHECK(count_wg(search_space(rows128, h)) == 12);
   CHECK(count_wg(search_space(q16, a80)) == 0);
   CHECK(count_wg(search_space(q8, h)) == 0);
   CHECK(count_wg(search_space(fp8, h)) == 0);
