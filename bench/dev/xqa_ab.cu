@@ -1,8 +1,9 @@
 // A/B timing harness for the xqa_decode kernel across template trees: built once per tree
 // (-I<tree>/templates), each binary times the same shapes with the same inputs, so runs of two trees
 // interleaved in one device call compare the kernels alone (no runtime, no JIT).
-//   xqa_ab [reps]   prints "shape us TB/s" rows; only Params fields every compared tree has are set. Beside the
-//   kernels: a one-wave read of the same bytes (the floor), lengths 1K-8K at B64 and page sizes 16/128.
+//   xqa_ab [reps] [TEXT]   prints "shape us TB/s" rows (TEXT: only the rows whose name contains it); only Params
+//   fields every compared tree has are set. Beside the kernels: a one-wave read of the same bytes (the floor),
+//   lengths 1K-8K at B64 and page sizes 16/128.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,7 +16,7 @@
 
 #include "cuda_check.hpp"
 
-#define XQA_AB_SPEC_P(NAME, G, KVT, QL, MASK, T, ST, W, PS)                                             \
+#define XQA_AB_SPEC_X(NAME, G, KVT, QL, MASK, T, ST, W, PS, WG)                                         \
   namespace ktune_xqa {                                                                                   \
   struct NAME {                                                                                           \
     static constexpr int kHeadDim = 128, kNumKvHeads = 8, kGroupSize = G, kPageSize = PS;                \
@@ -24,21 +25,30 @@
     static constexpr bool kSinks = false, kSlidingWindow = false, kSoftcap = false, kWriteLse = false;   \
     static constexpr bool kChecked = false;                                                               \
     static constexpr int kTokensPerTile = T, kStages = ST, kWarps = W, kMTilesPerCta = 0;                 \
-    static constexpr bool kWgmma = false;                                                                 \
+    static constexpr bool kWgmma = WG;                                                                    \
   };                                                                                                      \
   }
 
+#define XQA_AB_SPEC_P(NAME, G, KVT, QL, MASK, T, ST, W, PS) XQA_AB_SPEC_X(NAME, G, KVT, QL, MASK, T, ST, W, PS, false)
 #define XQA_AB_SPEC(NAME, G, KVT, QL, MASK, T, ST, W) XQA_AB_SPEC_P(NAME, G, KVT, QL, MASK, T, ST, W, 32)
 XQA_AB_SPEC(Bf16Q1, 4, 0, 1, 0, 32, 3, 2)
 XQA_AB_SPEC(Bf16Q4, 4, 0, 4, 1, 32, 3, 2)
 XQA_AB_SPEC(Fp8Q1, 4, 2, 1, 0, 64, 3, 2)
 XQA_AB_SPEC(Fp8Q4, 4, 2, 4, 1, 64, 3, 2)
+XQA_AB_SPEC(Fp8Q4nomask, 4, 2, 4, 0, 64, 3, 2)
+XQA_AB_SPEC(Fp8Q1causal, 4, 2, 1, 1, 64, 3, 2)
+XQA_AB_SPEC(Bf16Q4nomask, 4, 0, 4, 0, 32, 3, 2)
 XQA_AB_SPEC(Big, 8, 0, 1, 0, 32, 3, 2)
 XQA_AB_SPEC(Bf16Q8, 4, 0, 8, 1, 32, 2, 2)
 XQA_AB_SPEC(Bf16Q16, 4, 0, 16, 1, 32, 2, 2)
 // Page size: contiguous bytes per (page, kv head) of the HND cache (fp8 p32: 4 KB, bf16 p32: 8 KB)
 XQA_AB_SPEC_P(Fp8Q1p128, 4, 2, 1, 0, 64, 3, 2, 128)
 XQA_AB_SPEC_P(Bf16Q1p16, 4, 0, 1, 0, 32, 3, 2, 16)
+// Hopper wgmma path (sm_90a defaults): 64 query rows a kv head on one warpgroup, 128 rows on two
+XQA_AB_SPEC_X(WgQ16, 4, 0, 16, 1, 32, 2, 4, 32, true)
+XQA_AB_SPEC_X(Wg128, 8, 0, 16, 1, 32, 2, 8, 32, true)
+XQA_AB_SPEC_X(Wg128s3, 8, 0, 16, 1, 32, 3, 8, 32, true)
+XQA_AB_SPEC_X(Wg128t64, 8, 0, 16, 1, 64, 2, 8, 32, true)
 
 namespace {
 
@@ -88,7 +98,12 @@ __global__ void __launch_bounds__(256) read_kernel(const uint4* src, size_t n16,
   if (acc == 0x9E3779B9u) sink[0] = acc;  // keeps the loads
 }
 
+// xqa_ab [reps] [TEXT]: only the rows whose name contains TEXT (one kernel under a profiler)
+const char* g_only = nullptr;
+bool wanted(const char* name) { return !g_only || std::strstr(name, g_only); }
+
 void time_read(const char* name, size_t bytes, int ctas, int reps, Buffers& b) {
+  if (!wanted(name)) return;
   const double us = median_us([&] { read_kernel<<<ctas, 256>>>(static_cast<const uint4*>(b.kv), bytes / 16,
                                                                reinterpret_cast<unsigned*>(b.ws)); }, reps);
   std::printf("%-22s %9.1f us %6.3f TB/s\n", name, us, bytes / us * 1e-6);
@@ -98,6 +113,7 @@ void time_read(const char* name, size_t bytes, int ctas, int reps, Buffers& b) {
 template <class S>
 double time_shape(const char* name, int batch, int seq_len, int splits, int reps, Buffers& b,
                   bool with_combine = false) {
+  if (!wanted(name)) return 0;
   using namespace ktune_xqa;
   constexpr Shape sh = Traits<S>::sh;
   const int HKV = S::kNumKvHeads, D = S::kHeadDim, PS = S::kPageSize, QL = S::kMaxQLen;
@@ -152,6 +168,7 @@ double time_shape(const char* name, int batch, int seq_len, int splits, int reps
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 30;
+  if (argc > 2) g_only = argv[2];
   Buffers b;
   const size_t kv_bytes = 1100ull << 20;
   CK(cudaMalloc(&b.kv, kv_bytes));
@@ -166,9 +183,17 @@ int main(int argc, char** argv) {
   time_shape<ktune_xqa::Bf16Q4>("B64 L4096 bf16 q4c", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Fp8Q1>("B64 L4096 fp8 q1", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Fp8Q4>("B64 L4096 fp8 q4c", 64, 4096, 1, reps, b);
+  // What the causal mask's code costs: the same kernels with the mask compiled out / in
+  time_shape<ktune_xqa::Fp8Q4nomask>("B64 L4096 fp8 q4 nomask", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Fp8Q1causal>("B64 L4096 fp8 q1 causal", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Bf16Q4nomask>("B64 L4096 bf16 q4 nomask", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Big>("B1 L128K 64/8 s33", 1, 131072, 33, reps, b);
   time_shape<ktune_xqa::Bf16Q8>("B64 L4096 bf16 q8c", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Bf16Q16>("B64 L4096 bf16 q16c", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::WgQ16>("B64 L4096 q16c wg64", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Wg128>("B64 64/8 q16c wg128", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Wg128s3>("B64 64/8 q16c wg128 s3", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Wg128t64>("B64 64/8 q16c wg128 t64", 64, 4096, 1, reps, b);
   // The read floor of one wave of the same bytes, and length scaling at a fixed grid (B64: 512 CTAs, one
   // wave): a fixed cost per call shows as the intercept of time against bytes.
   time_read("read 512MiB 512 CTAs", 536870912ull, 512, reps, b);

@@ -19,8 +19,9 @@
 // S = Q K^T (m64 x tile x k16, Q and K K-major) and O += P V (P from the S accumulators in registers, V read
 // MN-major, m64 x head_dim x k16). K/V tiles and Q are then stored in the wgmma 128-byte-swizzle layout (64-column
 // blocks, 8-row atoms of 1024 bytes); the cp.async ring, masks, softmax and epilogue are the mma.sync path's.
-// Each KV byte then feeds 4x the MMAs of q1-q4 through a few wide asynchronous instructions instead of chains of
-// m16n8k16 with ldmatrix fragments in registers. Other arches and shapes: mma.sync m16n8k16 + cp.async.
+// Each KV byte then feeds 4x (64 rows) or 8x (128 rows) the MMAs of a 16-row CTA (q1-q4 at group 4) through a few
+// wide asynchronous instructions instead of chains of m16n8k16 with ldmatrix fragments in registers.
+// Other arches and shapes: mma.sync m16n8k16 + cp.async.
 #pragma once
 
 #include "common/dtype.h"

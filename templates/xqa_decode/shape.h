@@ -105,8 +105,7 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
     if (s.warps != s.cta_m_tiles) return "wg: expected one warpgroup per 64 rows (4 warps for 64 rows, 8 for 128)";
     if (s.head_dim != 64 && s.head_dim != 128) return "wg: expected head_dim 64 or 128";
     if (s.kv_type == ktune_common::kE4M3) return "wg: expected 16-bit KV (bf16 or fp16)";
-    if (s.tokens_per_tile != 32 && s.tokens_per_tile != 64 && s.tokens_per_tile != 128)
-      return "wg: expected tokens_per_tile 32, 64 or 128";
+    if (s.tokens_per_tile != 32 && s.tokens_per_tile != 64) return "wg: expected tokens_per_tile 32 or 64";
   }
   return nullptr;
 }

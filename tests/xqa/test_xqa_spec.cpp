@@ -295,6 +295,9 @@ TEST_CASE("xqa wgmma configs (.wg): key, arch and shape rules, search space", "[
   Config wg_w2 = wg;
   wg_w2.warps = 2;
   CHECK(why(q16, wg_w2, h).find("4 warps") != std::string::npos);
+  Config wg_t128 = wg;  // .wg tiles are 32 or 64 tokens, the sizes its search space times
+  wg_t128.tokens_per_tile = 128;
+  CHECK(why(q16, wg_t128, h).find("tokens_per_tile 32 or 64") != std::string::npos);
   Problem fp8 = q16;
   fp8.kv_dtype = kc::kE4M3;
   CHECK(why(fp8, wg, h).find("16-bit KV") != std::string::npos);
