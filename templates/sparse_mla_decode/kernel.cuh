@@ -193,6 +193,28 @@ KT_DEV void pv_wgmma(float (&o)[1][COLS / 8][4], unsigned sP, unsigned sK, int o
   kc::wg_wait<0>();
 }
 
+// O += P V as pv_wgmma, with P from registers: d holds the tile's probabilities in qk_wgmma_regs' accumulator
+// layout (TN columns), which is the A-fragment layout of a register-operand wgmma; they are rounded to bf16 as
+// softmax_regs rounds them for shared memory. Issues and commits the wgmma group; the caller waits (wg_wait) before
+// it touches o or reuses the stage.
+template <int TN, int COLS>
+KT_DEV void pv_wgmma_regs(float (&o)[1][COLS / 8][4], const float (&d)[TN / 2], unsigned sK, int ocol0) {
+  constexpr int NH = COLS / 128;
+  kc::wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < TN / 16; ++kk) {
+    const unsigned pa[4] = {kc::pack_bf16x2(d[8 * kk], d[8 * kk + 1]), kc::pack_bf16x2(d[8 * kk + 2], d[8 * kk + 3]),
+                            kc::pack_bf16x2(d[8 * kk + 4], d[8 * kk + 5]), kc::pack_bf16x2(d[8 * kk + 6], d[8 * kk + 7])};
+#pragma unroll
+    for (int hh = 0; hh < NH; ++hh) {
+      const int blk = (ocol0 + 128 * hh) / 64;
+      const unsigned long long db = kc::wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
+      kc::wgmma_rs<128, true, true>(&o[0][16 * hh][0], pa, db, 1);
+    }
+  }
+  kc::wg_commit();
+}
+
 // S = Q K^T for one warpgroup by wgmma: all HG (= 64) heads x its WN tokens (rows wg * WN.. of the K/V tile at
 // sK, TN rows), K = D in steps of 16, Q at sQ (HG rows); both in the tile_off layout. The fp32 scores go to s_S
 // (row stride ss floats, column = token within the tile). Descriptors advance by (byte offset >> 4) in their

@@ -11,16 +11,17 @@
 //            the buffer full.
 //   warpgroup 0: S = Q K^T for all 64 heads x 64 slots by wgmma (m64n64k16, whole rows in one warpgroup, so the
 //            online softmax needs no exchange), the softmax on the accumulators, P and the rows' rescale factors
-//            to shared memory, then O[:, 0 : LAT/2] += P V by wgmma. It announces P and goes on without waiting
-//            for warpgroup 1 to take it.
+//            to shared memory for warpgroup 1, then O[:, 0 : LAT/2] += P V by wgmma with P from its own
+//            registers (the accumulators are the register operand's fragments): it announces P and goes on
+//            without waiting for its other warps' rows or for warpgroup 1 to take them.
 //   warpgroup 1: O[:, LAT/2 : LAT] += P V by wgmma, with P and the factors warpgroup 0 left in shared memory.
 // Warpgroup 0's Q K^T of tile i+1 runs on the tensor cores while warpgroup 1 finishes P V of tile i. A consumer
 // warp skips the O rescale when all its rows' factors are 1 (the running max held; x * 1 = x, so the result is
 // the same): 128 multiplies per thread and tile that would take issue slots from the producer.
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
 // Hand-offs: the K/V buffer b full (the producer's 128 threads arrive, both consumer warpgroups wait), P free
-// again (warpgroup 1 arrives, warpgroup 0 waits), P of a tile with its rescale factors ready (warpgroup 0 arrives
-// and both warpgroups wait: warpgroup 0's own P V reads all four of its warps' rows) and the rows' max and sum
+// again (warpgroup 1 arrives, warpgroup 0 waits), P of a tile with its rescale factors ready (warpgroup 0 arrives,
+// warpgroup 1 waits) and the rows' max and sum
 // for the epilogue are mbarriers: each thread arrives with release after its stores, the readers wait with acquire
 // on the phase. Only "buffer b empty" is a named barrier (the consumers' barrier.arrive, the producer's
 // barrier.sync), because a producer polling an mbarrier takes issue slots from the consumers and its wait loop
@@ -528,11 +529,11 @@ KT_DEV void decode_body_ws(const Params& p) {
         s_alpha[r0] = alpha[0];
         s_alpha[r0 + 8] = alpha[1];
       }
-      kc::fence_proxy_async();  // P is read by wgmma of both warpgroups
+      kc::fence_proxy_async();  // P in shared memory is read by warpgroup 1's wgmma
       ws::mbar_arrive(mb_p_ready);
-      kc::mbar_wait(mb_p_ready, it & 1);  // this warpgroup's own P V reads the rows of its other warps
       rescale_o_rows(o, alpha[0], alpha[1]);
-      pv_wgmma<TN, COLS>(o, sP, sK, 0);
+      pv_wgmma_regs<TN, COLS>(o, d, sK, 0);  // P from this thread's registers: no wait for the other warps' rows
+      kc::wg_wait<0>();
       if (it + ST < ntiles) release(b);
     }
     if (t4 == 0) {

@@ -93,8 +93,8 @@ inline bool in_test_shard(size_t case_index) {
   return case_index % shard.second == shard.first;
 }
 
-// KTUNE_TEST_MATCH=TEXT: a matrix test runs only its cases whose name contains TEXT (one kernel's cases under a
-// sanitizer). Unset: every case runs.
+// KTUNE_TEST_MATCH=TEXT: a matrix test runs only its cases whose key contains TEXT (one kernel's cases under a
+// sanitizer); the xqa and sparse MLA matrices pass "<case name> <config key>". Unset: every case runs.
 inline bool in_test_match(const std::string& case_name) {
   static const char* m = [] {
     const char* s = std::getenv("KTUNE_TEST_MATCH");
