@@ -95,13 +95,13 @@ inline bool in_test_shard(size_t case_index) {
 
 // KTUNE_TEST_MATCH=TEXT: a matrix test runs only its cases whose key contains TEXT (one kernel's cases under a
 // sanitizer); the xqa and sparse MLA matrices pass "<case name> <config key>". Unset: every case runs.
-inline bool in_test_match(const std::string& case_name) {
+inline bool in_test_match(const std::string& case_key) {
   static const char* m = [] {
     const char* s = std::getenv("KTUNE_TEST_MATCH");
-    if (s) std::fprintf(stderr, "KTUNE_TEST_MATCH: running the cases whose name contains '%s'\n", s);
+    if (s) std::fprintf(stderr, "KTUNE_TEST_MATCH: running the cases whose key contains '%s'\n", s);
     return s;
   }();
-  return m == nullptr || case_name.find(m) != std::string::npos;
+  return m == nullptr || case_key.find(m) != std::string::npos;
 }
 
 }  // namespace ktune::test
