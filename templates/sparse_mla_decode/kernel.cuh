@@ -172,47 +172,46 @@ KT_DEV void dequant_tile(const unsigned char* raw, unsigned char* kvt, int tid) 
 // ---- Hopper wgmma (sm_90a only; Spec::kWgmma is set by the spec for sm_90a alone): the instructions, fences,
 // commit/wait and the descriptors of tile_off() tiles come from common/wgmma.cuh.
 
+// The wgmma descriptor of V rows 16 kk .. 16 kk + 15 and 128 output columns from col0 (a multiple of 64) in a K/V
+// tile at sK (TN rows, tile_off layout), read as an MN-major operand.
+template <int TN>
+KT_DEV unsigned long long v_desc(unsigned sK, int col0, int kk) {
+  return kc::wg_desc_mn(sK + (col0 / 64) * TN * 128 + kk * 16 * 128, TN * 128, 1024);
+}
+
 // O += P V for one warpgroup by wgmma: all 64 heads x the COLS output columns from ocol0 (m64n128k16 per k step
 // and 128 columns). P (64 x TN bf16, K-major, rows 128-byte swizzled) at sP; V is the latent part of the K/V tile
 // at sK (TN rows, tile_off layout), read as an MN-major operand. o holds this thread's fragments as qk_wgmma_regs
-// lays them out, per 8-column group of its columns.
+// lays them out, per 8-column group of its columns. Returns when the wgmma have completed.
 template <int TN, int COLS>
 KT_DEV void pv_wgmma(float (&o)[1][COLS / 8][4], unsigned sP, unsigned sK, int ocol0) {
-  constexpr int NH = COLS / 128;
   kc::wg_fence();
 #pragma unroll
   for (int kk = 0; kk < TN / 16; ++kk)
 #pragma unroll
-    for (int hh = 0; hh < NH; ++hh) {
-      const unsigned long long da = kc::wg_desc_k128(sP) + (unsigned)((kk * 32) >> 4);
-      const int blk = (ocol0 + 128 * hh) / 64;
-      const unsigned long long db = kc::wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
-      kc::wgmma_ss<128, true, true>(&o[0][16 * hh][0], da, db, 1);
-    }
+    for (int hh = 0; hh < COLS / 128; ++hh)
+      kc::wgmma_ss<128, true, true>(&o[0][16 * hh][0], kc::wg_desc_k128(sP) + (unsigned)((kk * 32) >> 4),
+                                    v_desc<TN>(sK, ocol0 + 128 * hh, kk), 1);
   kc::wg_commit();
   kc::wg_wait<0>();
 }
 
-// O += P V as pv_wgmma, with P from registers: d holds the tile's probabilities in qk_wgmma_regs' accumulator
-// layout (TN columns), which is the A-fragment layout of a register-operand wgmma; they are rounded to bf16 as
-// softmax_regs rounds them for shared memory. Issues and commits the wgmma group; the caller waits (wg_wait) before
-// it touches o or reuses the stage.
+// pv_wgmma with P from registers: d holds the tile's probabilities in qk_wgmma_regs' accumulator layout (TN
+// columns), which is the A-fragment layout of a register-operand wgmma; they are rounded to bf16 as softmax_regs
+// rounds them for shared memory, so the result is the same.
 template <int TN, int COLS>
 KT_DEV void pv_wgmma_regs(float (&o)[1][COLS / 8][4], const float (&d)[TN / 2], unsigned sK, int ocol0) {
-  constexpr int NH = COLS / 128;
   kc::wg_fence();
 #pragma unroll
   for (int kk = 0; kk < TN / 16; ++kk) {
     const unsigned pa[4] = {kc::pack_bf16x2(d[8 * kk], d[8 * kk + 1]), kc::pack_bf16x2(d[8 * kk + 2], d[8 * kk + 3]),
                             kc::pack_bf16x2(d[8 * kk + 4], d[8 * kk + 5]), kc::pack_bf16x2(d[8 * kk + 6], d[8 * kk + 7])};
 #pragma unroll
-    for (int hh = 0; hh < NH; ++hh) {
-      const int blk = (ocol0 + 128 * hh) / 64;
-      const unsigned long long db = kc::wg_desc_mn(sK + blk * TN * 128 + kk * 16 * 128, TN * 128, 1024);
-      kc::wgmma_rs<128, true, true>(&o[0][16 * hh][0], pa, db, 1);
-    }
+    for (int hh = 0; hh < COLS / 128; ++hh)
+      kc::wgmma_rs<128, true, true>(&o[0][16 * hh][0], pa, v_desc<TN>(sK, ocol0 + 128 * hh, kk), 1);
   }
   kc::wg_commit();
+  kc::wg_wait<0>();
 }
 
 // S = Q K^T for one warpgroup by wgmma: all HG (= 64) heads x its WN tokens (rows wg * WN.. of the K/V tile at

@@ -21,9 +21,8 @@
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
 // Hand-offs: the K/V buffer b full (the producer's 128 threads arrive, both consumer warpgroups wait), P free
 // again (warpgroup 1 arrives, warpgroup 0 waits), P of a tile with its rescale factors ready (warpgroup 0 arrives,
-// warpgroup 1 waits) and the rows' max and sum
-// for the epilogue are mbarriers: each thread arrives with release after its stores, the readers wait with acquire
-// on the phase. Only "buffer b empty" is a named barrier (the consumers' barrier.arrive, the producer's
+// warpgroup 1 waits) and the rows' max and sum for the epilogue are mbarriers: each thread arrives with release
+// after its stores, the readers wait with acquire on the phase. Only "buffer b empty" is a named barrier (the consumers' barrier.arrive, the producer's
 // barrier.sync), because a producer polling an mbarrier takes issue slots from the consumers and its wait loop
 // spills. The named barriers are the non-.aligned forms: bar.sync and bar.arrive mean barrier.sync.aligned /
 // barrier.arrive.aligned, which require every thread to execute the same barrier instruction, and the roles reach
@@ -71,7 +70,7 @@ namespace ws {
 // Named barrier ids (0 is __syncthreads): K/V buffer b empty (the consumer warpgroups arrive; the producer waits);
 // 16 heads: the consumer warpgroup's own barrier (the rows' max exchange, P written).
 // The mbarriers at Shape::off_bar (byte offsets below; Shape reserves 3 + 2 * stages of them):
-//   P ready    128 arrivals of warpgroup 0, one phase per tile; both warpgroups wait with parity it & 1
+//   P ready    128 arrivals of warpgroup 0, one phase per tile; warpgroup 1 waits with parity it & 1
 //              (warpgroup 0 cannot complete the next phase before warpgroup 1 has released P: never a phase ahead);
 //   stats      128 arrivals of warpgroup 0, one phase: the rows' max and sum;
 //   P free     128 arrivals of warpgroup 1 after its P V of tile it (phase it); warpgroup 0 waits before
@@ -533,7 +532,6 @@ KT_DEV void decode_body_ws(const Params& p) {
       ws::mbar_arrive(mb_p_ready);
       rescale_o_rows(o, alpha[0], alpha[1]);
       pv_wgmma_regs<TN, COLS>(o, d, sK, 0);  // P from this thread's registers: no wait for the other warps' rows
-      kc::wg_wait<0>();
       if (it + ST < ntiles) release(b);
     }
     if (t4 == 0) {

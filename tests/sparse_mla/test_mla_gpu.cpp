@@ -292,11 +292,9 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over its GPU matrix", "[
     o.skip_fraction = rng.uniform() < 0.5 ? 0.1 : 0.5;
     o.sinks = cb.sinks;
     const int forced = rng.range(2, 9);
-    // (the case's data is drawn first: a shard's or a match's cases get the full run's data); the match sees the
-    // case's name and its config, so ".ws" selects every case a warp-specialized kernel runs, defaults included
-    const std::string match_key =
-        cb.name + " " + (cb.config.empty() ? default_config(cb.p, rt.current_arch()).key() : cb.config);
-    if (!test::in_test_shard(case_index++) || !test::in_test_match(match_key)) continue;
+    // (the case's data is drawn first: a shard's or a match's cases get the full run's data)
+    const std::string cfg_key = cb.config.empty() ? default_config(cb.p, rt.current_arch()).key() : cb.config;
+    if (!test::in_test_shard(case_index++) || !test::in_test_match(cb.name, cfg_key)) continue;
     DevCase dc(test::make_mla_case(cb.p, o));
     const test::MlaRef ref = test::mla_reference(dc.c);
     const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();

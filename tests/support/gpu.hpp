@@ -103,5 +103,10 @@ inline bool in_test_match(const std::string& case_key) {
   }();
   return m == nullptr || case_key.find(m) != std::string::npos;
 }
+// The matrices' key: the case name and the config it runs (the default where the case forces none), so ".wg" or
+// "g64.ws" selects every case of one kernel path.
+inline bool in_test_match(const std::string& case_name, const std::string& config_key) {
+  return in_test_match(case_name + " " + config_key);
+}
 
 }  // namespace ktune::test

@@ -412,10 +412,8 @@ TEST_CASE("xqa_decode matches the fp64 reference over the sampled matrix", "[gpu
   for (size_t ci = 0; ci < combos.size(); ++ci) {
     const Combo& cb = combos[ci];
     const Problem& p = cb.p;
-    // KTUNE_TEST_MATCH sees "<case> <config>" (the default config where the case forces none), so ".wg" selects
-    // every case of one kernel path
-    const std::string match_key = cb.name + " " + (cb.config.empty() ? default_config(p, arch).key() : cb.config);
-    if (ci % subset != 0 || !test::in_test_shard(ci) || !test::in_test_match(match_key))
+    const std::string cfg_key = cb.config.empty() ? default_config(p, arch).key() : cb.config;
+    if (ci % subset != 0 || !test::in_test_shard(ci) || !test::in_test_match(cb.name, cfg_key))
       continue;  // (a subset run draws its own data; its seed replays it)
     test::XqaRandomOptions o;
     o.seed = rng.next();
