@@ -1,6 +1,7 @@
 // Tensor-core and shared-memory fragment helpers (inline PTX, sm_80+; device only).
 #pragma once
 #include "common/dtype.h"
+#include "common/numerics.cuh"
 
 #if defined(__CUDACC__)
 namespace ktune_common {
@@ -9,6 +10,18 @@ KT_DEV unsigned smem_u32(const void* p) {
   unsigned r;
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
   return r;
+}
+
+// The A fragment of 16 K columns from two m16n8 fp32 accumulator blocks of the same 16 rows, c[0..3] (columns
+// 0-7) and c[4..7] (columns 8-15), rounded to 16 bits (kBF16: bf16, else f16). The accumulator layout is the A
+// layout, for mma_16816 as for a wgmma register operand (per warp, its 16 rows): P V takes P straight from the
+// registers of S = Q K^T.
+template <bool kBF16>
+KT_DEV void acc_to_a_frag(unsigned (&a)[4], const float* c) {
+  a[0] = pack_x2<kBF16>(c[0], c[1]);
+  a[1] = pack_x2<kBF16>(c[2], c[3]);
+  a[2] = pack_x2<kBF16>(c[4], c[5]);
+  a[3] = pack_x2<kBF16>(c[6], c[7]);
 }
 
 // D = A(16x16, row) * B(16x8, col) + D, fp32 accumulate. A: 4 regs, B: 2 regs of packed 16-bit pairs.

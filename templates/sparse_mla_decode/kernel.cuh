@@ -204,8 +204,8 @@ KT_DEV void pv_wgmma_regs(float (&o)[1][COLS / 8][4], const float (&d)[TN / 2], 
   kc::wg_fence();
 #pragma unroll
   for (int kk = 0; kk < TN / 16; ++kk) {
-    const unsigned pa[4] = {kc::pack_bf16x2(d[8 * kk], d[8 * kk + 1]), kc::pack_bf16x2(d[8 * kk + 2], d[8 * kk + 3]),
-                            kc::pack_bf16x2(d[8 * kk + 4], d[8 * kk + 5]), kc::pack_bf16x2(d[8 * kk + 6], d[8 * kk + 7])};
+    unsigned pa[4];
+    kc::acc_to_a_frag<true>(pa, d + 8 * kk);
 #pragma unroll
     for (int hh = 0; hh < COLS / 128; ++hh)
       kc::wgmma_rs<128, true, true>(&o[0][16 * hh][0], pa, v_desc<TN>(sK, ocol0 + 128 * hh, kk), 1);

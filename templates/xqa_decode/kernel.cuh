@@ -438,10 +438,8 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
       kc::wg_fence();
 #pragma unroll
       for (int kk = 0; kk < TT / 16; ++kk) {
-        const unsigned pa[4] = {kc::pack_x2<kBF>(s[0][2 * kk][0], s[0][2 * kk][1]),
-                                kc::pack_x2<kBF>(s[0][2 * kk][2], s[0][2 * kk][3]),
-                                kc::pack_x2<kBF>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]),
-                                kc::pack_x2<kBF>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3])};
+        unsigned pa[4];
+        kc::acc_to_a_frag<kBF>(pa, &s[0][2 * kk][0]);
         kc::wgmma_rs<D, kBF, true>(&o[0][0][0], pa, kc::wg_desc_mn(sV + kk * 16 * 128, TT * 128, 1024), 1);
       }
       kc::wg_commit();
@@ -453,12 +451,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
     for (int kk = 0; kk < (kWG ? 0 : TPW / 16); ++kk) {
       unsigned pa[MTW][4];
 #pragma unroll
-      for (int j = 0; j < MTW; ++j) {
-        pa[j][0] = kc::pack_x2<kBF>(s[j][2 * kk][0], s[j][2 * kk][1]);
-        pa[j][1] = kc::pack_x2<kBF>(s[j][2 * kk][2], s[j][2 * kk][3]);
-        pa[j][2] = kc::pack_x2<kBF>(s[j][2 * kk + 1][0], s[j][2 * kk + 1][1]);
-        pa[j][3] = kc::pack_x2<kBF>(s[j][2 * kk + 1][2], s[j][2 * kk + 1][3]);
-      }
+      for (int j = 0; j < MTW; ++j) kc::acc_to_a_frag<kBF>(pa[j], &s[j][2 * kk][0]);
 #pragma unroll
       for (int nq = 0; nq < CPR / 2; ++nq) {
         unsigned r[4];
