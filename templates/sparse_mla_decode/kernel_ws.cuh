@@ -19,14 +19,14 @@
 // warp skips the O rescale when all its rows' factors are 1 (the running max held; x * 1 = x, so the result is
 // the same): 128 multiplies per thread and tile that would take issue slots from the producer.
 // Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
-// Hand-offs: the K/V buffer b full (the producer's 128 threads arrive, both consumer warpgroups wait), P free
-// again (warpgroup 1 arrives, warpgroup 0 waits), P of a tile with its rescale factors ready (warpgroup 0 arrives,
-// warpgroup 1 waits) and the rows' max and sum for the epilogue are mbarriers: each thread arrives with release
-// after its stores, the readers wait with acquire on the phase. Only "buffer b empty" is a named barrier (the consumers' barrier.arrive, the producer's
-// barrier.sync), because a producer polling an mbarrier takes issue slots from the consumers and its wait loop
-// spills. The named barriers are the non-.aligned forms: bar.sync and bar.arrive mean barrier.sync.aligned /
-// barrier.arrive.aligned, which require every thread to execute the same barrier instruction, and the roles reach
-// each barrier from different code (compute-sanitizer's synccheck reports the .aligned forms here as divergent).
+// Hand-offs: the K/V buffer b full (the producer's 128 threads arrive, both consumer warpgroups wait), P free again
+// (warpgroup 1 arrives, warpgroup 0 waits), P of a tile with its rescale factors ready (warpgroup 0 arrives, warpgroup
+// 1 waits) and the rows' max and sum for the epilogue are mbarriers: each thread arrives with release after its stores,
+// the readers wait with acquire on the phase. Only "buffer b empty" is a named barrier (the consumers' barrier.arrive,
+// the producer's barrier.sync), because a producer polling an mbarrier takes issue slots from the consumers and its
+// wait loop spills. The named barriers are the non-.aligned forms: bar.sync and bar.arrive mean barrier.sync.aligned /
+// barrier.arrive.aligned, which require every thread to execute the same barrier instruction, and the roles reach each
+// barrier from different code (compute-sanitizer's synccheck reports the .aligned forms here as divergent).
 // Why mbarriers where a named barrier would order the same accesses: compute-sanitizer's racecheck follows an
 // mbarrier's ordering in this kernel and not a named barrier's. With the factors, the slot lists or P handed over
 // on named barriers it reported each read as a hazard against its store, and the kernel could not be checked

@@ -93,20 +93,16 @@ inline bool in_test_shard(size_t case_index) {
   return case_index % shard.second == shard.first;
 }
 
-// KTUNE_TEST_MATCH=TEXT: a matrix test runs only its cases whose key contains TEXT (one kernel's cases under a
-// sanitizer); the xqa and sparse MLA matrices pass "<case name> <config key>". Unset: every case runs.
-inline bool in_test_match(const std::string& case_key) {
+// KTUNE_TEST_MATCH=TEXT: a matrix test runs only its cases whose key "<case name> <config key>" contains TEXT
+// (the config the case runs: the default where it forces none), so ".wg" or "g64.ws" selects every case of one
+// kernel path, e.g. under a sanitizer. Unset: every case runs.
+inline bool in_test_match(const std::string& case_name, const std::string& config_key) {
   static const char* m = [] {
     const char* s = std::getenv("KTUNE_TEST_MATCH");
     if (s) std::fprintf(stderr, "KTUNE_TEST_MATCH: running the cases whose key contains '%s'\n", s);
     return s;
   }();
-  return m == nullptr || case_key.find(m) != std::string::npos;
-}
-// The matrices' key: the case name and the config it runs (the default where the case forces none), so ".wg" or
-// "g64.ws" selects every case of one kernel path.
-inline bool in_test_match(const std::string& case_name, const std::string& config_key) {
-  return in_test_match(case_name + " " + config_key);
+  return m == nullptr || (case_name + " " + config_key).find(m) != std::string::npos;
 }
 
 }  // namespace ktune::test
