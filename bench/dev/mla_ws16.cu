@@ -1,0 +1,146 @@
+// The 16-head warp-specialized sparse_mla_decode kernel (t64.s2.g16.ws, decode_body_ws16) against the library's
+// mma.sync kernel t32.s1.g16 on the same inputs: 16 heads (a tensor-parallel shard of 128), top-k 2048,
+// fp8_ds_mla, page 64, about 3% of the entries -1 and one token with every entry -1. Prints rel L2 of the outputs
+// and LSE against t32.s1.g16, an FNV-1a hash of the ws kernel's output and LSE bits (equal hashes across two
+// builds: bit-identical results), the time per call (median of 30, split-KV combine included) and the KV bytes
+// read per second. With --sanitize: a small case (top-k 512, 6 tokens over 512 slots, splits 1, 3 and 5) for
+// compute-sanitizer, no timing; exit status 1 when an output differs beyond bf16 rounding.
+//   nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -Itemplates -Ibench/dev \
+//        bench/dev/mla_ws16.cu -o .devbuild/mla_ws16
+//   .devbuild/mla_ws16 [pages]     (default 32768 pages of 64 rows: 1.4 GB, rows from HBM as in serving)
+#include <cuda_runtime.h>
+
+#include "cuda_check.hpp"
+#include "mla_dev_inputs.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sparse_mla_decode/kernel_ws.cuh"
+
+namespace ktune_mla {
+template <int kTopkValue>
+struct H16Spec : DevBaseSpec<kTopkValue> {
+  static constexpr int kNumHeads = 16, kHeadsPerCta = 16, kTile = 32, kStages = 1, kWarps = 8;
+  static constexpr bool kWgmma = false;
+};
+template <int kTopkValue>
+struct H16WsSpec : H16Spec<kTopkValue> {
+  static constexpr int kTile = 64, kStages = 2, kWarps = 12;
+};
+}  // namespace ktune_mla
+using namespace ktune_mla;
+
+struct Out {
+  std::vector<unsigned short> out;
+  std::vector<float> lse;
+};
+
+// One call: the decode kernel over (1 head group, splits, tokens), then the combine when splits > 1.
+template <class Spec, class Kern>
+void call(Kern kern, int threads, int smem, const Params& p, int tokens, int splits) {
+  kern<<<dim3(1, splits, tokens), threads, smem>>>(p);
+  if (splits > 1) combine_kernel<Spec><<<dim3(16, tokens), 128>>>(p);
+}
+
+template <class Spec, class Kern>
+Out run_once(Kern kern, int threads, int smem, const Params& p, int tokens, int splits) {
+  allow_smem(kern, smem);
+  Out r;
+  r.out.resize(size_t(tokens) * 16 * 512);
+  r.lse.resize(size_t(tokens) * 16);
+  CK(cudaMemset(p.out, 0xFF, r.out.size() * 2));
+  CK(cudaMemset(p.lse, 0xFF, r.lse.size() * 4));
+  call<Spec>(kern, threads, smem, p, tokens, splits);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(r.out.data(), p.out, r.out.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(r.lse.data(), p.lse, r.lse.size() * 4, cudaMemcpyDeviceToHost));
+  return r;
+}
+
+struct Diff {
+  double rel_out = 0, lse_worst = 0;
+  size_t bad = 0;  // non-finite in one and not the other
+};
+
+Diff compare(const Out& ref, const Out& got) {
+  Diff d;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.out.size(); ++i) {
+    const double u = bf16_value(ref.out[i]), v = bf16_value(got.out[i]);
+    if (std::isfinite(u) != std::isfinite(v)) ++d.bad;
+    if (!std::isfinite(u) || !std::isfinite(v)) continue;
+    num += (u - v) * (u - v);
+    den += u * u;
+  }
+  for (size_t i = 0; i < ref.lse.size(); ++i) {
+    if (std::isinf(ref.lse[i]) || std::isinf(got.lse[i]) || std::isnan(got.lse[i])) {
+      d.bad += std::memcmp(&ref.lse[i], &got.lse[i], 4) != 0;
+      continue;
+    }
+    d.lse_worst = std::fmax(d.lse_worst, std::fabs(double(ref.lse[i]) - got.lse[i]));
+  }
+  d.rel_out = den > 0 ? std::sqrt(num / den) : 0;
+  return d;
+}
+
+unsigned long long fnv1a(const Out& o) {
+  unsigned long long h = 1469598103934665603ull;
+  auto eat = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  };
+  eat(o.out.data(), o.out.size() * 2);
+  eat(o.lse.data(), o.lse.size() * 4);
+  return h;
+}
+
+template <int TOPK>
+int check_and_time(int pages, int tokens_max, bool sanitize) {
+  using Ref = H16Spec<TOPK>;
+  using Ws = H16WsSpec<TOPK>;
+  const MlaDevInputs host =
+      sanitize ? make_mla_dev_inputs(tokens_max, TOPK, pages, 64, true, 5, 4) : make_mla_dev_inputs(tokens_max, TOPK, pages, 64, true, 3, 5);
+  Params p = upload_mla_dev_inputs(host, 8);
+  constexpr Shape rs = Traits<Ref>::sh;
+  constexpr Shape ws = WsTraits<Ws>::sh;
+  const cudaFuncAttributes fa = allow_smem(decode_kernel_ws<Ws>, ws.smem_total);
+  std::printf("ws16: %d threads, %d registers, %zu B local, %d B shared\n", ws.threads, fa.numRegs,
+              size_t(fa.localSizeBytes), ws.smem_total);
+  std::printf("%-7s %-6s %12s %12s %10s %12s %12s %6s %18s\n", "tokens", "splits", "t32.s1.g16", "ws16 us",
+              "KV TB/s", "rel L2 out", "max |dlse|", "bad", "ws16 hash");
+  const int shapes[][2] = {{64, 2}, {128, 1}, {64, 1}, {128, 2}};
+  const int small[][2] = {{6, 1}, {6, 3}, {6, 5}};
+  int failures = 0;
+  for (int i = 0; i < (sanitize ? 3 : 4); ++i) {
+    const int tokens = sanitize ? small[i][0] : shapes[i][0], splits = sanitize ? small[i][1] : shapes[i][1];
+    p.num_tokens = tokens;
+    p.num_splits = splits;
+    const Out ref = run_once<Ref>(decode_kernel<Ref>, rs.threads, rs.smem_total, p, tokens, splits);
+    const Out got = run_once<Ref>(decode_kernel_ws<Ws>, ws.threads, ws.smem_total, p, tokens, splits);
+    const Diff d = compare(ref, got);
+    const bool ok = d.bad == 0 && d.rel_out < 1e-2 && d.lse_worst < 1e-3;
+    failures += !ok;
+    double ref_us = 0, ws_us = 0;
+    if (!sanitize) {
+      ref_us = median_us([&] { call<Ref>(decode_kernel<Ref>, rs.threads, rs.smem_total, p, tokens, splits); }, 30);
+      ws_us = median_us([&] { call<Ref>(decode_kernel_ws<Ws>, ws.threads, ws.smem_total, p, tokens, splits); }, 30);
+    }
+    const double kv_bytes = double(tokens) * TOPK * 656;
+    std::printf("%-7d %-6d %12.1f %12.1f %10.2f %12.2e %12.2e %6zu %18llx%s\n", tokens, splits, ref_us, ws_us,
+                ws_us > 0 ? kv_bytes / ws_us / 1e6 : 0.0, d.rel_out, d.lse_worst, d.bad, fnv1a(got),
+                ok ? "" : "  FAILED");
+  }
+  return failures;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--sanitize") return check_and_time<512>(8, 6, true) ? 1 : 0;
+  const int pages = argc > 1 ? std::atoi(argv[1]) : 32768;
+  std::printf("cache %d pages of 64 rows (%.0f MB)\n", pages, pages * 64.0 * 656 / 1e6);
+  return check_and_time<2048>(pages, 128, false) ? 1 : 0;
+}
