@@ -316,8 +316,12 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
 // and 2 are producers that take turns, each filling its own K/V buffer from registers (produce_ws), so two
 // tiles' row loads can be in flight while warpgroup 0 runs the attention of a third. Warpgroup 0, four warps on
 // mma.sync, consumes the two buffers in turn:
-//   S = Q K^T: warp w takes slots 16 w .. 16 w + 15 of the tile (two 16x8 score blocks, the odd k steps into a
-//             second accumulator: four independent chains of 18 mma);
+//   S = Q K^T: split along k: warp w takes k steps w * D / 64 .. of all 64 slots (eight 16x8 score blocks, chains
+//             of D / 64 mma), with its quarter of Q held in registers for the whole split, so Q is read from
+//             shared memory once per CTA rather than once per tile and warp (74 KB a tile at D = 576, a third of
+//             the consumer's shared-memory reads; the consumer's shared-memory latency is what the producers' work
+//             stretches). The four partial score tiles meet in shared memory (one barrier), each warp adding up
+//             the four for its slots 16 w .. 16 w + 15 in warp order;
 //   softmax:  on the accumulators; the rows' max over the four warps' slots through s_pmax and one barrier of
 //             the warpgroup; each warp keeps the sums of its own slots (added up in the epilogue);
 //   P V:      warp w owns output columns w * LAT / 4 .. for all 16 heads, P from shared memory (written by all
@@ -330,7 +334,8 @@ KT_DEV void decode_body_ws16(const Params& p) {
   constexpr int H = S::kNumHeads, TOPK = S::kTopk, NTILES = (TOPK + TN - 1) / TN;
   constexpr int NB = S::kStages;             // two K/V buffers, one per producer
   constexpr int CW = LAT / 4, PCH = TN / 8;  // output columns per consumer warp; 16-byte chunks of a P row
-  static_assert(HG == 16 && TN == 64 && NB == 2 && CW % 16 == 0, "16-head warp-specialized shape");
+  constexpr int KS = D / 64;                  // k16 steps of Q K^T per consumer warp
+  static_assert(HG == 16 && TN == 64 && NB == 2 && CW % 16 == 0 && D % 64 == 0, "16-head warp-specialized shape");
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   const int g = lane >> 2, t4 = lane & 3, lr = lane & 7, lm = lane >> 3;
@@ -368,6 +373,12 @@ KT_DEV void decode_body_ws16(const Params& p) {
 #pragma unroll
   for (int n = 0; n < CW / 8; ++n) o[0][n][0] = o[0][n][1] = o[0][n][2] = o[0][n][3] = 0.f;
   float m_run[2] = {kc::neg_inf(), kc::neg_inf()}, l_run[2] = {0.f, 0.f};  // rows g, g + 8
+  unsigned qf[KS][4];  // this warp's k steps of Q (A fragments), for every tile
+#pragma unroll
+  for (int i = 0; i < KS; ++i)
+    kc::ldmatrix_x4(qf[i], sQ + tile_off(HG, (lm & 1) * 8 + lr, 2 * (KS * warp + i) + (lm >> 1)));
+  // Partial scores, [warp][score block][row half][lane]: each lane's float2 at the same place in every warp's part.
+  float2* s_part = reinterpret_cast<float2*>(smem + sh.off_part);
 
 #pragma unroll 1
   for (int it = 0; it < ntiles; ++it) {
@@ -375,31 +386,49 @@ KT_DEV void decode_body_ws16(const Params& p) {
     const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
     kc::mbar_wait(mb_full + 8 * b, (it / NB) & 1);
 
-    // ---- S = Q K^T for this warp's 16 slots ----
-    float sacc[2][4], sacc2[2][4];
+    // ---- S = Q K^T over this warp's k steps, all 64 slots (in two halves of 32: registers); then the four parts
+    // ---- of this warp's 16 slots ----
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+    for (int half = 0; half < 2; ++half) {
+      float acc[TN / 16][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sacc[n][e] = sacc2[n][e] = 0.f;
-#pragma unroll 2
-    for (int kp = 0; kp < D / 32; ++kp) {
-      unsigned a[2][4];
+      for (int n = 0; n < TN / 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 #pragma unroll
-      for (int hk = 0; hk < 2; ++hk)
-        kc::ldmatrix_x4(a[hk], sQ + tile_off(HG, (lm & 1) * 8 + lr, 2 * (2 * kp + hk) + (lm >> 1)));
+      for (int i = 0; i < KS; ++i) {
+        // k step ks = KS * warp + i; the four matrices (slots 16 pr + 0..7 | 8..15) x (chunks 2 ks | 2 ks + 1) are
+        // b0, b1 of score blocks 2 pr and 2 pr + 1
+        const unsigned k_addr = sK + tile_off(TN, 8 * (lm >> 1) + lr, 2 * (KS * warp + i) + (lm & 1));
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        unsigned bf[4];
-        kc::ldmatrix_x4(bf, sK + tile_off(TN, (2 * warp + n) * 8 + lr, 4 * kp + lm));
-        kc::mma_16816<true>(sacc[n], a[0], bf[0], bf[1]);
-        kc::mma_16816<true>(sacc2[n], a[1], bf[2], bf[3]);
+        for (int pr = 0; pr < TN / 32; ++pr) {
+          unsigned bf[4];
+          kc::ldmatrix_x4(bf, k_addr + (half * TN / 32 + pr) * 16 * 128);
+          kc::mma_16816<true>(acc[2 * pr], qf[i], bf[0], bf[1]);
+          kc::mma_16816<true>(acc[2 * pr + 1], qf[i], bf[2], bf[3]);
+        }
       }
+#pragma unroll
+      for (int n = 0; n < TN / 16; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          s_part[((warp * (TN / 8) + half * TN / 16 + n) * 2 + h) * 32 + lane] =
+              make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
     }
+    consumer_sync();  // every warp's part
     float d[8];
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) d[4 * n + e] = sacc[n][e] + sacc2[n][e];
+      for (int h = 0; h < 2; ++h) {
+        float2 sum = s_part[((2 * warp + n) * 2 + h) * 32 + lane];
+#pragma unroll
+        for (int w = 1; w < 4; ++w) {
+          const float2 v = s_part[((w * (TN / 8) + 2 * warp + n) * 2 + h) * 32 + lane];
+          sum.x += v.x;
+          sum.y += v.y;
+        }
+        d[4 * n + 2 * h] = sum.x;
+        d[4 * n + 2 * h + 1] = sum.y;
+      }
 
     // ---- online softmax; P (all four warps' slots) to shared memory ----
     float alpha[2];
