@@ -67,7 +67,7 @@ const std::vector<Row>& rows() {
                                            "bm128.tn1.wn4.wk1.s4.d2.wg", "bm64.tn1.wn4.wk1.s4.d2.wg",
                                            "bm256.tn1.wn8.wk1.s4.d2.wg", "bm256.tn1.wn4.wk1.s4.d2.wg",
                                            "bm128.tn1.wn4.wk4.s3.d2.wg", "bm128.tn1.wn4.wk2.s4.d2.wg",
-                                           "bm256.tn1.wn4.wk2.s3.d2.wg"};
+                                           "bm256.tn1.wn4.wk2.s3.d2.wg", "bm192.tn1.wn4.wk1.s3.d2.wg"};
   // 17..1023 rows (chunked prefill): the mma.sync tiles against the wgmma ones.
   const std::vector<std::string> mid = {"bm64.tn2.wn4.wk1.s4.d2", "bm128.tn2.wn4.wk1.s4.d2", "bm32.tn1.wn4.wk2.s6.d4",
                                         "bm64.tn1.wn4.wk2.s6.d4", "bm64.tn4.wn2.wk1.s4.d2",

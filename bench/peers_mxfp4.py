@@ -3,7 +3,7 @@
 dequantized weight (a BF16 [N, K] matrix of the same shape, random), and device copy bandwidth.
 
 Rows: dense N=K=8192 at M = 1, 16, 64, 128, 256, 4096 (torch.matmul(A, W.T)); grouped GPT-OSS-120B MoE shapes (gate_up
-5760x2880, down 2880x2880, 128 experts) at 8 and 128 tokens per expert (torch.bmm over the experts, equal rows
+5760x2880, down 2880x2880, 128 experts) at 8, 32, 64 and 128 tokens per expert (torch.bmm over the experts, equal rows
 per expert: cuBLAS has no ragged grouped BF16 GEMM in PyTorch). Bytes = BF16 weight + activations + output.
 Timing: CUDA events around each call, median of --reps, after warm-up; inputs are N(0,1), never zeros. Also
 back-to-back: 20 calls between one event pair (launch gaps hidden, as in an engine's decode step), per call.
@@ -80,7 +80,7 @@ def main():
     E = 128
     for (name, N, K) in (("gate_up 5760x2880", 5760, 2880), ("down 2880x2880", 2880, 2880)):
         Wt = torch.randn(E, K, N, device=dev, dtype=torch.bfloat16)
-        for t in (8, 128):
+        for t in (8, 32, 64, 128):
             A = torch.randn(E, t, K, device=dev, dtype=torch.bfloat16)
             f = lambda: torch.bmm(A, Wt)
             us = timed(f, a.reps)

@@ -1,8 +1,11 @@
-// Tile timing for the mxfp4_gemm wgmma path (M = 4096, N = K = 8192; `mid`: M = 64..512): the library kernel
+// Tile timing for the mxfp4_gemm wgmma path (M = 4096, N = K = 8192; `mid`: M = 64..512; `moe`: the GPT-OSS
+// grouped shapes at 64 and 128 rows per expert, equal or routed at random): the library kernel
 // (templates/mxfp4_gemm/kernel.cuh) built here for tiles the search space may not hold, with Specs of this file.
 // Timing only: outputs are not checked (the GPU tests do that for the real configs).
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev bench/dev/mxfp4_wgmma.cu \
 //        -o mxfp4_wgmma -L/usr/local/cuda/lib64/stubs -lcuda
+// Old against new: the same command with -DKT_OLD and -I pointing at an older tree's templates (`git archive REV
+// templates`) leaves out the tiles that tree cannot build (bm192).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -17,11 +20,11 @@
 #include "mxfp4_gemm/kernel.cuh"
 
 namespace dev {
-template <int kBMv, int kWNv, int kStagesv, int kDepthv, bool kWg = true, int kWKv = 1>
+template <int kBMv, int kWNv, int kStagesv, int kDepthv, bool kWg = true, int kWKv = 1, bool kGroupedv = false>
 struct Spec {
   static constexpr bool kNative = false, kTcgen05 = false;
   static constexpr int kAType = ::ktune_common::kBF16, kOutType = ::ktune_common::kBF16;
-  static constexpr bool kGrouped = false;
+  static constexpr bool kGrouped = kGroupedv;
   static constexpr int kBM = kBMv, kTN = kWg ? 1 : 2, kWN = kWNv, kWK = kWKv, kStages = kStagesv, kDepth = kDepthv;
   static constexpr bool kWgmma = kWg;
 };
@@ -31,17 +34,18 @@ struct Bufs {
   unsigned *w, *s;
   unsigned short *a, *c;
   int m, n, k;
+  int experts = 0;           // grouped (`moe`): experts of m / experts rows each
+  int* offsets = nullptr;    // device expert_offsets
 };
 
 template <int BM, int WN, int ST, int D, bool WG = true, int WK = 1>
 void run(const Bufs& b, const char* what) {
   using S = dev::Spec<BM, WN, ST, D, WG, WK>;
+  using G = dev::Spec<BM, WN, ST, D, WG, WK, true>;
   constexpr ktune_mxfp4::Shape sh = ktune_mxfp4::K<S>::kS;
-  auto kern = ktune_mxfp4::gemm_kernel<S>;
+  auto kern = b.experts ? ktune_mxfp4::gemm_kernel<G> : ktune_mxfp4::gemm_kernel<S>;
   const cudaFuncAttributes fa = allow_smem(kern, sh.smem_total);
-  ktune_mxfp4::Params p = dense_dev_params(b.a, b.c, b.m, b.n, b.k);
-  p.w = b.w;
-  p.s = b.s;
+  ktune_mxfp4::Params p = packed_dev_params(b.a, b.c, b.w, b.s, b.m, b.n, b.k, b.experts, b.offsets);
   if (WG) {  // the launch's TMA view of A (templates/mxfp4_gemm/launch.cpp encode_a_map)
     const cuuint64_t dims[2] = {cuuint64_t(b.k), cuuint64_t(b.m)};
     const cuuint64_t strides[1] = {cuuint64_t(b.k) * 2};
@@ -56,7 +60,8 @@ void run(const Bufs& b, const char* what) {
     }
     std::memcpy(p.a_tmap, &map, sizeof(map));
   }
-  const dim3 grid(p.n16 / (S::kTN * WN), (b.m + BM - 1) / BM);
+  // grouped: the launch's upper bound on (expert, m tile) pairs (launch.cpp)
+  const dim3 grid((p.n16 + S::kTN * WN - 1) / (S::kTN * WN), (b.m + BM - 1) / BM + b.experts);
   const int reps = 10;
   std::vector<cudaEvent_t> ev(reps + 1);
   for (auto& e : ev) CK(cudaEventCreate(&e));
@@ -81,9 +86,13 @@ void run(const Bufs& b, const char* what) {
 // `mxfp4_wgmma mid` runs M = 64, 128, 256 and 512 instead: tiles with warpgroups splitting K (wk2, wk4) against
 // one warpgroup per 64 weight rows (bench/results/2026-11-30-h200-mxfp4-mid-m.md).
 void mid(Bufs& b);
+// `mxfp4_wgmma moe` runs the GPT-OSS-120B MoE shapes (128 experts, gate_up n 5760 / down n 2880, k 2880) at 64 and
+// 128 rows per expert: the weight (1.1 GB for gate_up) streams from DRAM, once per m tile.
+int moe();
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);
+  if (argc > 1 && std::strcmp(argv[1], "moe") == 0) return moe();
   Bufs b{};
   b.m = argc > 1 && std::strcmp(argv[1], "mid") == 0 ? 512 : 4096;  // buffers sized for the largest M
   b.n = 8192;
@@ -141,4 +150,53 @@ void mid(Bufs& b) {
       run<256, 8, 4, 2>(b, "bm256 wn8 (the M >= 512 default)");
     }
   }
+}
+
+int moe() {
+  const int experts = 128, k = 2880, max_rows = 192;
+  Bufs b{};
+  b.k = k;
+  b.experts = experts;
+  size_t wb = 0, sb = 0;
+  packed_dev_bytes(5760, k, experts, &wb, &sb);
+  std::vector<unsigned char> hw(wb), hs(sb);
+  unsigned x = 12345;
+  for (auto& v : hw) v = (x = x * 1664525u + 1013904223u) >> 24;
+  for (auto& v : hs) v = 118 + ((x = x * 1664525u + 1013904223u) >> 29);  // 2^-9 .. 2^-2
+  std::vector<unsigned short> ha(size_t(experts) * max_rows * k);
+  for (auto& v : ha) v = 0x3F00 | ((x = x * 1664525u + 1013904223u) >> 25) | (x & 0x8000u);
+  CK(cudaMalloc(&b.w, wb));
+  CK(cudaMalloc(&b.s, sb));
+  CK(cudaMalloc(&b.a, ha.size() * 2));
+  CK(cudaMalloc(&b.c, size_t(experts) * max_rows * 5760 * 2));
+  CK(cudaMalloc(&b.offsets, (experts + 1) * sizeof(int)));
+  CK(cudaMemcpy(b.w, hw.data(), wb, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.s, hs.data(), sb, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
+  for (int n : {5760, 2880})
+    for (int rows : {128, 64})
+      for (bool uneven : {false, true}) {
+        b.n = n;
+        b.m = experts * rows;
+        // uniform: every expert `rows` rows; uneven: the same total routed uniformly at random (a multinomial
+        // draw, as the tuner's workload and bench_mxfp4 route), so about half the experts have more than `rows`
+        std::vector<int> count(experts, uneven ? 0 : rows), off(experts + 1, 0);
+        unsigned r = 777u + unsigned(rows);
+        if (uneven)
+          for (int i = 0; i < b.m; ++i) ++count[((r = r * 1664525u + 1013904223u) >> 8) % experts];
+        for (int e = 0; e < experts; ++e) off[e + 1] = off[e] + count[e];
+        CK(cudaMemcpy(b.offsets, off.data(), off.size() * sizeof(int), cudaMemcpyHostToDevice));
+        std::printf("n %d k %d, %d experts x %d rows %s (max %d)\n", n, k, experts, rows,
+                    uneven ? "routed at random" : "each", *std::max_element(count.begin(), count.end()));
+        run<128, 4, 4, 2>(b, "bm128 wn4");
+        run<64, 4, 4, 2>(b, "bm64 wn4");
+        run<128, 8, 4, 2>(b, "bm128 wn8 (the 64..255-row default)");
+        run<256, 8, 4, 2>(b, "bm256 wn8");
+#ifndef KT_OLD
+        run<192, 4, 3, 2>(b, "bm192 wn4 s3");
+        run<192, 4, 4, 2>(b, "bm192 wn4 s4");
+        run<192, 8, 3, 2>(b, "bm192 wn8 s3");
+#endif
+      }
+  return 0;
 }

@@ -15,11 +15,16 @@
 //     16 rows.
 //   D is held per warp like m16n8 accumulators, per 8-column group j: d[4j + {0,1}] = (row g, columns
 //   8j + 2 t4 + {0,1}), d[4j + {2,3}] = (row g + 8, same columns), g = lane / 4, t4 = lane % 4, rows counted
-//   from 16 * (warp % 4). N is 8, 16, 32, 64, 128 or 256.
+//   from 16 * (warp % 4). N is 8, 16 or a multiple of 32 up to 256 (kWgmmaN).
 #pragma once
 #include "common/dtype.h"
 
 namespace ktune_common {
+
+// The N of the wgmma shapes below: a kernel whose tile rows are known only at run time picks the smallest one
+// that covers them (mxfp4_gemm).
+template <int N>
+constexpr bool kWgmmaN = N == 8 || N == 16 || (N % 32 == 0 && N >= 32 && N <= 256);
 
 KT_DEV void wg_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -65,11 +70,19 @@ KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) 
 #define KT_WG_D32(b) KT_WG_D16(b), KT_WG_D16(b + 16)
 #define KT_WG_D64(b) KT_WG_D32(b), KT_WG_D32(b + 32)
 #define KT_WG_D128(b) KT_WG_D64(b), KT_WG_D64(b + 64)
+#define KT_WG_D48(b) KT_WG_D32(b), KT_WG_D16(b + 32)
+#define KT_WG_D80(b) KT_WG_D64(b), KT_WG_D16(b + 64)
+#define KT_WG_D96(b) KT_WG_D64(b), KT_WG_D32(b + 64)
+#define KT_WG_D112(b) KT_WG_D96(b), KT_WG_D16(b + 96)
 #define KT_WG_REGS_8 "{%0,%1,%2,%3}"
 #define KT_WG_REGS_16 "{%0,%1,%2,%3,%4,%5,%6,%7}"
 #define KT_WG_REGS_32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
 #define KT_WG_REGS_64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
 #define KT_WG_REGS_128 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define KT_WG_REGS_96 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}"
+#define KT_WG_REGS_160 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79}"
+#define KT_WG_REGS_192 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}"
+#define KT_WG_REGS_224 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111}"
 #define KT_WG_REGS_256 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}"
 // IA, IB, IP, IT: the placeholders of da, db, accumulate and kTransB (they follow the N / 2 accumulators).
 #define KT_WGMMA_SS(SHAPE, TY, REGS, IA, IB, IP, IT, ...)                                                        \
@@ -91,7 +104,11 @@ KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) 
   X(16, "m64n16k16", KT_WG_REGS_16, "8", "9", "10", "11", "{%8,%9,%10,%11}", "12", "13", "14", KT_WG_D8(0))                     \
   X(32, "m64n32k16", KT_WG_REGS_32, "16", "17", "18", "19", "{%16,%17,%18,%19}", "20", "21", "22", KT_WG_D16(0))                \
   X(64, "m64n64k16", KT_WG_REGS_64, "32", "33", "34", "35", "{%32,%33,%34,%35}", "36", "37", "38", KT_WG_D32(0))                \
+  X(96, "m64n96k16", KT_WG_REGS_96, "48", "49", "50", "51", "{%48,%49,%50,%51}", "52", "53", "54", KT_WG_D48(0))                \
   X(128, "m64n128k16", KT_WG_REGS_128, "64", "65", "66", "67", "{%64,%65,%66,%67}", "68", "69", "70", KT_WG_D64(0))             \
+  X(160, "m64n160k16", KT_WG_REGS_160, "80", "81", "82", "83", "{%80,%81,%82,%83}", "84", "85", "86", KT_WG_D80(0))             \
+  X(192, "m64n192k16", KT_WG_REGS_192, "96", "97", "98", "99", "{%96,%97,%98,%99}", "100", "101", "102", KT_WG_D96(0))          \
+  X(224, "m64n224k16", KT_WG_REGS_224, "112", "113", "114", "115", "{%112,%113,%114,%115}", "116", "117", "118", KT_WG_D112(0)) \
   X(256, "m64n256k16", KT_WG_REGS_256, "128", "129", "130", "131", "{%128,%129,%130,%131}", "132", "133", "134", KT_WG_D128(0))
 
 #define KT_WG_SS_CASE(NN, SHAPE, REGS, IA, IB, IP, IT, A4, JB, JP, JT, ...)           \
@@ -107,7 +124,7 @@ KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) 
 
 template <int N, bool kBF, bool kTransB>
 KT_DEV void wgmma_ss(float* d, unsigned long long da, unsigned long long db, int accumulate) {
-  static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256, "wgmma N: 8, 16, 32, 64, 128, 256");
+  static_assert(kWgmmaN<N>, "wgmma N: 8, 16, or a multiple of 32 up to 256");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   KT_WG_SHAPES(KT_WG_SS_CASE)
 #endif
@@ -115,7 +132,7 @@ KT_DEV void wgmma_ss(float* d, unsigned long long da, unsigned long long db, int
 
 template <int N, bool kBF, bool kTransB>
 KT_DEV void wgmma_rs(float* d, const unsigned (&a)[4], unsigned long long db, int accumulate) {
-  static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256, "wgmma N: 8, 16, 32, 64, 128, 256");
+  static_assert(kWgmmaN<N>, "wgmma N: 8, 16, or a multiple of 32 up to 256");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   KT_WG_SHAPES(KT_WG_RS_CASE)
 #endif
@@ -132,6 +149,14 @@ KT_DEV void wgmma_rs(float* d, const unsigned (&a)[4], unsigned long long db, in
 #undef KT_WG_REGS_64
 #undef KT_WG_REGS_128
 #undef KT_WG_REGS_256
+#undef KT_WG_REGS_96
+#undef KT_WG_REGS_160
+#undef KT_WG_REGS_192
+#undef KT_WG_REGS_224
+#undef KT_WG_D48
+#undef KT_WG_D80
+#undef KT_WG_D96
+#undef KT_WG_D112
 #undef KT_WG_D128
 #undef KT_WG_D64
 #undef KT_WG_D32

@@ -20,7 +20,8 @@
 // tile (the 128-byte-swizzle K-major layout wgmma reads) is B. Activation tiles arrive by TMA (one thread
 // issues a 64 x bm box per chunk onto the stage's transaction mbarrier; Params::a_tmap), kStages - 2 chunks
 // ahead, so the stage being refilled is never one a wgmma may still read. Per 64-wide K chunk the warpgroup
-// issues 4 wgmma and keeps one chunk in flight while it decodes the next (fragments double-buffered). With kWK > 1
+// issues 4 wgmma and keeps one chunk in flight while it decodes the next (fragments double-buffered); a grouped
+// tile shorter than kBM (an expert's last) issues the smallest N that covers its rows. With kWK > 1
 // several warpgroups share the same 64 weight rows, each taking every kWK-th chunk (a stage holds one TMA box per
 // warpgroup); their partial sums meet in the shared-memory reduction of the mma.sync path.
 //
@@ -76,6 +77,30 @@ template <bool B>
 struct BoolTag {
   static constexpr bool value = B;
 };
+
+// kWgmma: one K chunk's 4 wgmma m64 x N x k16 (one commit group), A = the decoded fragments af, B = the activation
+// tile at descriptor `desc`. Fence and commit are inside: at a join of branches that issue different N, ptxas
+// would add a warpgroup.arrive of its own.
+template <int N>
+KT_DEV void wgmma_chunk(float* acc, const unsigned (&af)[4][4], unsigned long long desc) {
+  kc::wg_fence();
+#pragma unroll
+  for (int s = 0; s < 4; ++s) kc::wgmma_rs<N, true, false>(acc, af[s], desc + (unsigned)((s * 32) >> 4), 1);
+  kc::wg_commit();
+}
+// ... with the smallest N of {32, 64, ..., kMax} (kMax itself when it is below 32) that covers `rows`, the CTA's
+// tile rows. A grouped tile with fewer rows than kBM (an expert's last) then multiplies
+// only the 32-row groups it has: an expert of 140 rows in a 192-row tile costs 160 rows of tensor work, not 192.
+template <int kMax>
+KT_DEV void wgmma_chunk_rows(int rows, float* acc, const unsigned (&af)[4][4], unsigned long long desc) {
+  if constexpr (kMax > 32) {
+    if (rows <= kMax - 32) {
+      wgmma_chunk_rows<kMax - 32>(rows, acc, af, desc);
+      return;
+    }
+  }
+  wgmma_chunk<kMax>(acc, af, desc);
+}
 
 // bf16x2 bits of 2^(e-1), both halves, for the scale byte `byte` (0..3) of the word sc; exact and normal for e
 // in 0..128, where 2^(e-1) = 2^126 (the decode's factor) * 2^(e-127) (the scale).
@@ -481,8 +506,11 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   };
 
   // ---- kWgmma: decode chunk `it` into the A fragments of its 4 k16 steps (pre-scaled), then issue the 4 wgmma
-  // (one commit group) against activation stage `slot`.
-  auto compute_wg = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN], unsigned (&af)[4][4]) {
+  // (one commit group) against activation stage `slot`. A full tile issues m64 x kBM x k16; a shorter one the
+  // smallest N that covers its rows (wgmma_chunk_rows), a choice made per chunk: that branch costs ~7% of a full
+  // tile's time, so full tiles run a K loop of their own without it.
+  auto compute_wg = [&](int slot, int it, const uint4 (&q)[kTN], const unsigned (&sw)[kTN], unsigned (&af)[4][4],
+                        bool full) {
     if constexpr (Spec::kWgmma) {
       const unsigned sc = __shfl_sync(0xffffffffu, sw[0], (lane & ~3) | ((it * kWK + wk) & 3));
 #pragma unroll
@@ -499,12 +527,63 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
           af[s][x] = kc::bf16x2_fma(kc::bf16x2_fma(v, 0x7E807E80u, 0x80008000u), x % 2 ? s1 : s0, 0x80008000u);
         }
       }
-      // this warpgroup's K slice: sub-tile wk (bm rows x 64 k) of the stage
+      // this warpgroup's K slice: sub-tile wk (bm rows x 64 k) of the stage; only the rows the tile has
       const unsigned long long desc = kc::wg_desc_k128(smem_base + slot * KS::kStageBytes + wk * kBM * 128);
-      kc::wg_fence();
+      if (full) wgmma_chunk<kBM>(&acc[0][0][0], af, desc);  // a constant in each K loop (k_loop)
+      else wgmma_chunk_rows<kBM>(m1 - m0, &acc[0][0][0], af, desc);
+    }
+  };
+
+  // ---- intra-CTA split-K reduction (fixed order) and epilogue. Every warp parks its partial sums in shared
+  // memory; then all threads of the CTA share the outputs, each summing the kWK partials of its elements in warp
+  // order (((w0 + w1) + w2) ...: deterministic) and storing them. Only elements inside [m0, m1) x [0, n) are
+  // summed (at M = 1, one in eight). Sharing the sums keeps the epilogue short at wk16, where one warp summing
+  // every element took a noticeable part of a few-token call.
+  auto store_tile = [&]() {
+    if constexpr (kWK > 1) {
+      __syncthreads();  // the ring's stages are reused
+      float* red = reinterpret_cast<float*>(smem);
+      constexpr int kPer = kTN * kMT * 4 * 32;  // partial sums per warp: (i, j, r) x lane
+      {
+        float* dst = red + (wk * Spec::kWN + wn) * kPer;
 #pragma unroll
-      for (int s = 0; s < 4; ++s) kc::wgmma_rs<kBM, true, false>(&acc[0][0][0], af[s], desc + (unsigned)((s * 32) >> 4), 1);
-      kc::wg_commit();
+        for (int i = 0; i < kTN; ++i)
+#pragma unroll
+          for (int j = 0; j < kMT; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) dst[((i * kMT + j) * 4 + r) * 32 + lane] = acc[i][j][r];
+      }
+      __syncthreads();
+      for (int e = tid; e < Spec::kWN * kPer; e += KS::kThreads) {
+        const int wn_e = e / kPer, rest = e % kPer, l = rest % 32, idx = rest / 32;  // idx = (i * kMT + j) * 4 + r
+        const int r = idx % 4, j = (idx / 4) % kMT, i = idx / (4 * kMT);
+        const int n = ((blockIdx.x * Spec::kWN + wn_e) * kTN + i) * 16 + l / 4 + 8 * (r >> 1);
+        const int m = m0 + 8 * j + 2 * (l % 4) + (r & 1);
+        if (n >= p.n || m >= m1) continue;
+        const float* src = red + wn_e * kPer + rest;
+        float v = src[0];
+#pragma unroll
+        for (int w = 1; w < kWK; ++w) v += src[w * Spec::kWN * kPer];
+        const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
+        store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, v + bias);
+      }
+    } else {  // one warp per output tile: straight from the accumulators
+#pragma unroll
+      for (int i = 0; i < kTN; ++i) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int n = (ntile0 + i) * 16 + lane / 4 + 8 * hr;
+          if (n >= p.n) continue;
+          const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
+#pragma unroll
+          for (int j = 0; j < kMT; ++j)
+#pragma unroll
+            for (int hc = 0; hc < 2; ++hc) {
+              const int m = m0 + 8 * j + 2 * (lane % 4) + hc;
+              if (m < m1) store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, acc[i][j][2 * hr + hc] + bias);
+            }
+        }
+      }
     }
   };
 
@@ -529,16 +608,29 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       for (int st = 0; st < kAhead && st < nit; ++st) fetch_a(st);
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
-    for_each_chunk<kDepth>(nit, [&](int it, int d) {
-      kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
-      __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
-      const int nx = it + kAhead;
-      if (tid == 0 && nx < nit) fetch_a(nx);
-      compute_wg(it % kStages, it, wq[d], ws[d], af[d % 2]);
-      load_w(it + kDepth, wq[d], ws[d]);
-      kc::wg_wait<1>();  // chunk it - 1 done: its fragments and stage may be reused
-    });
-    kc::wg_wait<0>();
+    auto k_loop = [&](auto full) {
+      for_each_chunk<kDepth>(nit, [&](int it, int d) {
+        kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
+        __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
+        const int nx = it + kAhead;
+        if (tid == 0 && nx < nit) fetch_a(nx);
+        compute_wg(it % kStages, it, wq[d], ws[d], af[d % 2], decltype(full)::value);
+        load_w(it + kDepth, wq[d], ws[d]);
+        kc::wg_wait<1>();  // chunk it - 1 done: its fragments and stage may be reused
+      });
+    };
+    // Grouped tiles shorter than kBM (an expert's rows are rarely a multiple of it) get a K loop of their own. Each
+    // loop ends in a store of its own: with one store after both, ptxas would move the accumulators at the join,
+    // and a move between wgmma serializes them. Dense tiles are all full but the last row of them, and warpgroups
+    // splitting K (kWK > 1) would spill with two loops in their 128 registers: one loop at N = kBM for both.
+    auto run = [&](auto full) {
+      k_loop(full);
+      kc::wg_wait<0>();
+      store_tile();
+    };
+    if constexpr (!Spec::kGrouped || kWK > 1) run(BoolTag<true>{});
+    else if (m1 - m0 == kBM) run(BoolTag<true>{});
+    else run(BoolTag<false>{});
   } else if constexpr (kDirect) {
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
@@ -571,56 +663,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     kc::cp_async_wait<0>();
   }
 
-  // ---- intra-CTA split-K reduction (fixed order) and epilogue. Every warp parks its partial sums in shared
-  // memory; then all threads of the CTA share the outputs, each summing the kWK partials of its elements in warp
-  // order (((w0 + w1) + w2) ...: deterministic) and storing them. Only elements inside [m0, m1) x [0, n) are
-  // summed (at M = 1, one in eight). Sharing the sums keeps the epilogue short at wk16, where one warp summing
-  // every element took a noticeable part of a few-token call.
-  if constexpr (kWK > 1) {
-    __syncthreads();  // the ring's stages are reused
-    float* red = reinterpret_cast<float*>(smem);
-    constexpr int kPer = kTN * kMT * 4 * 32;  // partial sums per warp: (i, j, r) x lane
-    {
-      float* dst = red + (wk * Spec::kWN + wn) * kPer;
-#pragma unroll
-      for (int i = 0; i < kTN; ++i)
-#pragma unroll
-        for (int j = 0; j < kMT; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) dst[((i * kMT + j) * 4 + r) * 32 + lane] = acc[i][j][r];
-    }
-    __syncthreads();
-    for (int e = tid; e < Spec::kWN * kPer; e += KS::kThreads) {
-      const int wn_e = e / kPer, rest = e % kPer, l = rest % 32, idx = rest / 32;  // idx = (i * kMT + j) * 4 + r
-      const int r = idx % 4, j = (idx / 4) % kMT, i = idx / (4 * kMT);
-      const int n = ((blockIdx.x * Spec::kWN + wn_e) * kTN + i) * 16 + l / 4 + 8 * (r >> 1);
-      const int m = m0 + 8 * j + 2 * (l % 4) + (r & 1);
-      if (n >= p.n || m >= m1) continue;
-      const float* src = red + wn_e * kPer + rest;
-      float v = src[0];
-#pragma unroll
-      for (int w = 1; w < kWK; ++w) v += src[w * Spec::kWN * kPer];
-      const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
-      store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, v + bias);
-    }
-  } else {  // one warp per output tile: straight from the accumulators
-#pragma unroll
-    for (int i = 0; i < kTN; ++i) {
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        const int n = (ntile0 + i) * 16 + lane / 4 + 8 * hr;
-        if (n >= p.n) continue;
-        const float bias = p.bias ? load_bias<Spec::kOutType>(p.bias, (long long)expert * p.n + n) : 0.f;
-#pragma unroll
-        for (int j = 0; j < kMT; ++j)
-#pragma unroll
-          for (int hc = 0; hc < 2; ++hc) {
-            const int m = m0 + 8 * j + 2 * (lane % 4) + hc;
-            if (m < m1) store_out<Spec::kOutType>(p.c, (long long)m * p.ldc + n, acc[i][j][2 * hr + hc] + bias);
-          }
-      }
-    }
-  }
+  if constexpr (!Spec::kWgmma) store_tile();
 }
 
 }  // namespace ktune_mxfp4

@@ -25,6 +25,19 @@ struct Shape {
   int min_blocks;
 };
 
+// The wgmma path's CTAs per SM for its launch bounds: as many as shared memory holds (sm_90: 228 KB per SM, 1 KB
+// of it reserved per CTA), fewer only where a thread would be left less than it needs: the fp32 accumulators
+// (bm / 2), the decoded A fragments of two chunks (32), the weight and scale prefetch (5 per chunk in flight) and
+// ~20 for addresses and indices. Without the bound ptxas may take a few registers more than fit, e.g. 132 for
+// bm128.wn8, and that halves the CTAs per SM (one CTA of 256 threads instead of two).
+KT_HD constexpr int wgmma_min_blocks(const Shape& s) {
+  const int smem_blocks = (228 * 1024) / (s.smem_total + s.smem_static + 1024);
+  const int need = s.bm / 2 + 32 + 5 * s.depth + 20;
+  int blocks = smem_blocks < 1 ? 1 : smem_blocks;
+  while (blocks > 1 && 65536 / (blocks * s.threads) < need) --blocks;
+  return blocks;
+}
+
 KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int depth, int a_type, bool wgmma = false,
                                  bool native = false, bool tcgen05 = false) {
   Shape s{};
@@ -63,6 +76,7 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   }
   const int regs = s.acc_regs + s.w_regs + (bm / 8) * 4 + 40;
   s.min_blocks = regs * s.threads > 0 ? 65536 / (((regs + 7) / 8 * 8) * s.threads) : 1;
+  if (wgmma) s.min_blocks = wgmma_min_blocks(s);
   if (s.min_blocks < 1) s.min_blocks = 1;
   if (s.min_blocks > 8) s.min_blocks = 8;
   return s;
@@ -79,7 +93,8 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
     return nullptr;
   }
   if (s.wgmma) {  // one m64 x bm x k16 wgmma per warpgroup and k16 step; warpgroups along N and K
-    if (s.bm != 32 && s.bm != 64 && s.bm != 128 && s.bm != 256) return "wgmma: bm expected 32, 64, 128 or 256";
+    if (s.bm != 32 && s.bm != 64 && s.bm != 128 && s.bm != 192 && s.bm != 256)
+      return "wgmma: bm expected 32, 64, 128, 192 or 256";
     if (s.tn != 1 || (s.wn != 4 && s.wn != 8) || (s.wk != 1 && s.wk != 2 && s.wk != 4))
       return "wgmma: expected tn1, wn4 or wn8 (1 or 2 warpgroups along N) and wk1, wk2 or wk4 (warpgroups along K)";
     // bm256: 128 accumulator registers per thread, which ptxas cannot fit under the 128-register cap of 512 threads

@@ -240,10 +240,13 @@ const std::vector<DefaultRow>& dense_wgmma_tiles() {
 }
 
 // Grouped, sm_90a bf16, 32 rows per expert or more: grouped tiles already have many CTAs per SM, so no K split.
+// The bucket is the mean rows per expert rounded up to a power of two; 64..255 rows take 128-row tiles with two
+// warpgroups sharing each activation tile, fastest with rows spread evenly and within a few percent of the
+// 192-row tile (in the search space) with rows routed at random (docs/mxfp4_gemm.md).
 const std::vector<DefaultRow>& grouped_wgmma_tiles() {
   static const std::vector<DefaultRow> t = {
       {63, wgmma_tile(64, 4), "one warpgroup, 64-token tiles"},
-      {255, wgmma_tile(128, 4), "128-token tiles"},
+      {255, wgmma_tile(128, 8), "128-token tiles, 2 warpgroups along N"},
       {kAnyRows, wgmma_tile(256, 8), "256-token tiles, 2 warpgroups along N"},
   };
   return t;
@@ -336,6 +339,7 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   // sm_90a, bf16: warpgroup MMA with the decoded weight as the register operand (many tokens).
   for (int bm : {256, 128, 64})
     for (int wn : {8, 4}) add(wgmma_tile(bm, wn));
+  add(wgmma_tile(192, 4, 1, 3));  // MoE experts of up to 192 rows in one tile
   // ... with warpgroups splitting K (fewer weight rows per CTA than tokens want: small M, short MoE experts)
   add(wgmma_tile(64, 4, 4));
   add(wgmma_tile(64, 4, 2));
