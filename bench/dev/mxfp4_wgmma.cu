@@ -191,6 +191,9 @@ int moe() {
         run<128, 4, 4, 2>(b, "bm128 wn4");
         run<64, 4, 4, 2>(b, "bm64 wn4");
         run<128, 8, 4, 2>(b, "bm128 wn8 (the 64..255-row default)");
+        run<128, 8, 5, 2>(b, "bm128 wn8 s5");
+        run<128, 8, 6, 2>(b, "bm128 wn8 s6");
+        run<128, 8, 3, 2>(b, "bm128 wn8 s3");
         run<256, 8, 4, 2>(b, "bm256 wn8");
 #ifndef KT_OLD
         run<192, 4, 3, 2>(b, "bm192 wn4 s3");
