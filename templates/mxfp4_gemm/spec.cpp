@@ -227,17 +227,6 @@ const std::vector<DefaultRow>& grouped_few_row_tiles() {
   return t;
 }
 
-// The same on sm_90a with bf16 activations, where 5..16 rows per expert measured 7-10% faster with four 16-row
-// weight tiles per warp (three bench_mxfp4 runs at 8 rows per expert, GPT-OSS gate_up and down); the other arches
-// keep the table above (not measured there).
-const std::vector<DefaultRow>& grouped_few_row_tiles_sm90() {
-  static const std::vector<DefaultRow> t = {
-      {4, Config::from_key("bm8.tn4.wn2.wk1.s0.d2"), "activations straight from global memory: no CTA barrier"},
-      {16, Config::from_key("bm16.tn4.wn4.wk1.s3.d2"), "four weight tiles per warp: independent decode + mma chains"},
-  };
-  return t;
-}
-
 // sm_90a with bf16 activations, 32 rows or more: warpgroup MMA fed by TMA.
 const std::vector<DefaultRow>& dense_wgmma_tiles() {
   static const std::vector<DefaultRow> t = {
@@ -291,8 +280,7 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   const bool hopper_bf16 = arch.sm() == 90 && arch.suffix == 'a' && p.a_dtype == kc::kBF16;
   Config c;
   if (hopper_bf16 && rows >= 32) c = pick(p.grouped() ? grouped_wgmma_tiles() : dense_wgmma_tiles(), rows);
-  else if (rows <= 16 && p.grouped()) c = pick(hopper_bf16 ? grouped_few_row_tiles_sm90() : grouped_few_row_tiles(), rows);
-  else if (rows <= 16) c = dense_few_token_tile(p, rows);
+  else if (rows <= 16) c = p.grouped() ? pick(grouped_few_row_tiles(), rows) : dense_few_token_tile(p, rows);
   else c = pick(mma_tiles(), rows);
   // The smallest ring tile fits every problem can_implement accepts on sm_80+.
   if (!can_implement(p, c, arch, lim).empty()) c = Config::from_key("bm16.tn1.wn4.wk1.s3.d2");

@@ -1,8 +1,8 @@
 // Recorded by tests/defaults/test_default_configs.cpp (KTUNE_PRINT_DEFAULTS=1) from the default_config code
 // before the defaults became tables (every family, arch and mxfp4_gemm row count the test lists), one row per
 // "family arch problem m<rows> config"; "error": default_config refuses that arch (throws). A row changes only
-// with a default changed on purpose and measured in the family's docs (sm_90a grouped mxfp4_gemm bf16: m0..m16 four
-// weight tiles per warp, m64..m129 two warpgroups per 128-row tile; docs/mxfp4_gemm.md).
+// with a default changed on purpose and measured in the family's docs (sm_90a grouped mxfp4_gemm m64..m129:
+// two warpgroups per 128-row tile, docs/mxfp4_gemm.md).
 #pragma once
 
 namespace ktune_test {
@@ -241,14 +241,14 @@ mxfp4_gemm sm_89 n5760.k2880.e128.top4.bf16-bf16 m512 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n5760.k2880.e128.top4.bf16-bf16 m1023 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n5760.k2880.e128.top4.bf16-bf16 m1024 bm128.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n5760.k2880.e128.top4.bf16-bf16 m4096 bm128.tn2.wn4.wk1.s4.d2
-mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m0 bm16.tn4.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m0 bm16.tn2.wn4.wk1.s3.d2
 mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m1 bm8.tn4.wn2.wk1.s0.d2
 mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m2 bm8.tn4.wn2.wk1.s0.d2
 mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m4 bm8.tn4.wn2.wk1.s0.d2
-mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m5 bm16.tn4.wn4.wk1.s3.d2
-mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m8 bm16.tn4.wn4.wk1.s3.d2
-mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m9 bm16.tn4.wn4.wk1.s3.d2
-mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m16 bm16.tn4.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m5 bm16.tn2.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m8 bm16.tn2.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m9 bm16.tn2.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m16 bm16.tn2.wn4.wk1.s3.d2
 mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m17 bm32.tn1.wn4.wk2.s6.d4
 mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m32 bm64.tn1.wn4.wk1.s4.d2.wg
 mxfp4_gemm sm_90a n5760.k2880.e128.top4.bf16-bf16 m33 bm64.tn1.wn4.wk1.s4.d2.wg
@@ -367,14 +367,14 @@ mxfp4_gemm sm_89 n2880.k2880.e128.top4.bf16-bf16 m512 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n2880.k2880.e128.top4.bf16-bf16 m1023 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n2880.k2880.e128.top4.bf16-bf16 m1024 bm128.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n2880.k2880.e128.top4.bf16-bf16 m4096 bm128.tn2.wn4.wk1.s4.d2
-mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m0 bm16.tn4.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m0 bm16.tn2.wn4.wk1.s3.d2
 mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m1 bm8.tn4.wn2.wk1.s0.d2
 mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m2 bm8.tn4.wn2.wk1.s0.d2
 mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m4 bm8.tn4.wn2.wk1.s0.d2
-mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m5 bm16.tn4.wn4.wk1.s3.d2
-mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m8 bm16.tn4.wn4.wk1.s3.d2
-mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m9 bm16.tn4.wn4.wk1.s3.d2
-mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m16 bm16.tn4.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m5 bm16.tn2.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m8 bm16.tn2.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m9 bm16.tn2.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m16 bm16.tn2.wn4.wk1.s3.d2
 mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m17 bm32.tn1.wn4.wk2.s6.d4
 mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m32 bm64.tn1.wn4.wk1.s4.d2.wg
 mxfp4_gemm sm_90a n2880.k2880.e128.top4.bf16-bf16 m33 bm64.tn1.wn4.wk1.s4.d2.wg
