@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -75,6 +76,37 @@ inline double bf16_value(unsigned short h) {
   float v;
   std::memcpy(&v, &u, 4);
   return v;
+}
+
+// A dev kernel's outputs (bf16) and LSE against a reference run on the same inputs: rel L2 over the outputs finite
+// on both sides, the largest |LSE difference| over finite entries, how many outputs differ bit for bit, and `bad`:
+// entries non-finite on one side only, or an infinite / NaN LSE that does not match the reference bit for bit (an
+// empty row's -inf must).
+struct MlaDiff {
+  double rel_out = 0, lse_worst = 0;
+  size_t differ = 0, bad = 0;
+};
+inline MlaDiff compare_mla_outputs(const std::vector<unsigned short>& ref_out, const std::vector<float>& ref_lse,
+                                   const std::vector<unsigned short>& out, const std::vector<float>& lse) {
+  MlaDiff d;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref_out.size(); ++i) {
+    const double u = bf16_value(ref_out[i]), v = bf16_value(out[i]);
+    d.differ += ref_out[i] != out[i];
+    if (std::isfinite(u) != std::isfinite(v)) ++d.bad;
+    if (!std::isfinite(u) || !std::isfinite(v)) continue;
+    num += (u - v) * (u - v);
+    den += u * u;
+  }
+  for (size_t i = 0; i < ref_lse.size(); ++i) {
+    if (!std::isfinite(ref_lse[i]) || !std::isfinite(lse[i])) {
+      d.bad += std::memcmp(&ref_lse[i], &lse[i], 4) != 0;
+      continue;
+    }
+    d.lse_worst = std::fmax(d.lse_worst, std::fabs(double(ref_lse[i]) - lse[i]));
+  }
+  d.rel_out = den > 0 ? std::sqrt(num / den) : 0;
+  return d;
 }
 
 // Device copies of the inputs and outputs for up to in.tokens tokens and `max_splits` splits, in a Params.

@@ -63,32 +63,6 @@ Out run_once(Kern kern, int threads, int smem, const Params& p, int tokens, int 
   return r;
 }
 
-struct Diff {
-  double rel_out = 0, lse_worst = 0;
-  size_t bad = 0;  // non-finite in one and not the other
-};
-
-Diff compare(const Out& ref, const Out& got) {
-  Diff d;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.out.size(); ++i) {
-    const double u = bf16_value(ref.out[i]), v = bf16_value(got.out[i]);
-    if (std::isfinite(u) != std::isfinite(v)) ++d.bad;
-    if (!std::isfinite(u) || !std::isfinite(v)) continue;
-    num += (u - v) * (u - v);
-    den += u * u;
-  }
-  for (size_t i = 0; i < ref.lse.size(); ++i) {
-    if (std::isinf(ref.lse[i]) || std::isinf(got.lse[i]) || std::isnan(got.lse[i])) {
-      d.bad += std::memcmp(&ref.lse[i], &got.lse[i], 4) != 0;
-      continue;
-    }
-    d.lse_worst = std::fmax(d.lse_worst, std::fabs(double(ref.lse[i]) - got.lse[i]));
-  }
-  d.rel_out = den > 0 ? std::sqrt(num / den) : 0;
-  return d;
-}
-
 unsigned long long fnv1a(const Out& o) {
   unsigned long long h = 1469598103934665603ull;
   auto eat = [&](const void* p, size_t n) {
@@ -122,7 +96,7 @@ int check_and_time(int pages, int tokens_max, bool sanitize) {
     p.num_splits = splits;
     const Out ref = run_once<Ref>(decode_kernel<Ref>, rs.threads, rs.smem_total, p, tokens, splits);
     const Out got = run_once<Ref>(decode_kernel_ws<Ws>, ws.threads, ws.smem_total, p, tokens, splits);
-    const Diff d = compare(ref, got);
+    const MlaDiff d = compare_mla_outputs(ref.out, ref.lse, got.out, got.lse);
     const bool ok = d.bad == 0 && d.rel_out < 1e-2 && d.lse_worst < 1e-3;
     failures += !ok;
     double ref_us = 0, ws_us = 0;

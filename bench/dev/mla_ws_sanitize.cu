@@ -43,27 +43,11 @@ int main() {
       launch_and_read<BaseSpec>(decode_kernel_ws_pair<WsSpec>, 384, ws.smem_total, p, tokens, splits, ws_out, ws_lse);
     else
       launch_and_read<BaseSpec>(decode_kernel_ws<WsSpec>, 384, ws.smem_total, p, tokens, splits, ws_out, ws_lse);
-    double num = 0, den = 0, lse_worst = 0;
-    size_t bad = 0;
-    for (size_t i = 0; i < ws_out.size(); ++i) {
-      const double u = bf16_value(ref_out[i]), v = bf16_value(ws_out[i]);
-      if (std::isfinite(u) != std::isfinite(v)) ++bad;
-      if (!std::isfinite(u) || !std::isfinite(v)) continue;
-      num += (u - v) * (u - v);
-      den += u * u;
-    }
-    for (size_t i = 0; i < ws_lse.size(); ++i) {
-      if (std::isinf(ref_lse[i]) || std::isinf(ws_lse[i])) {
-        bad += ref_lse[i] != ws_lse[i];
-        continue;
-      }
-      lse_worst = std::fmax(lse_worst, std::fabs(double(ref_lse[i]) - ws_lse[i]));
-    }
-    const double rel = den > 0 ? std::sqrt(num / den) : 0;
-    const bool ok = bad == 0 && rel < 1e-2 && lse_worst < 1e-3;
+    const MlaDiff d = compare_mla_outputs(ref_out, ref_lse, ws_out, ws_lse);
+    const bool ok = d.bad == 0 && d.rel_out < 1e-2 && d.lse_worst < 1e-3;
     failures += !ok;
-    std::printf("%s splits %d: rel L2 out %.2e, max |lse diff| %.2e, mismatched non-finite %zu: %s\n", pair ? "pair" : "one", splits, rel,
-                lse_worst, bad, ok ? "ok" : "FAILED");
+    std::printf("%s splits %d: rel L2 out %.2e, max |lse diff| %.2e, mismatched non-finite %zu: %s\n",
+                pair ? "pair" : "one", splits, d.rel_out, d.lse_worst, d.bad, ok ? "ok" : "FAILED");
   }
   return failures ? 1 : 0;
 }
