@@ -38,6 +38,24 @@ struct Bufs {
   int* offsets = nullptr;    // device expert_offsets
 };
 
+// Device buffers: a packed weight of wb random bytes, sb scale bytes in 2^(lo-127) .. 2^(lo-120), a_elems bf16
+// activations of magnitude 0.5..1 with random signs, and an output of c_elems bf16.
+void fill_buffers(Bufs& b, size_t wb, size_t sb, unsigned lo, size_t a_elems, size_t c_elems) {
+  std::vector<unsigned char> hw(wb), hs(sb);
+  unsigned x = 12345;
+  for (auto& v : hw) v = (x = x * 1664525u + 1013904223u) >> 24;
+  for (auto& v : hs) v = lo + ((x = x * 1664525u + 1013904223u) >> 29);
+  std::vector<unsigned short> ha(a_elems);
+  for (auto& v : ha) v = 0x3F00 | ((x = x * 1664525u + 1013904223u) >> 25) | (x & 0x8000u);
+  CK(cudaMalloc(&b.w, wb));
+  CK(cudaMalloc(&b.s, sb));
+  CK(cudaMalloc(&b.a, ha.size() * 2));
+  CK(cudaMalloc(&b.c, c_elems * 2));
+  CK(cudaMemcpy(b.w, hw.data(), wb, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.s, hs.data(), sb, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(b.a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
+}
+
 template <int BM, int WN, int ST, int D, bool WG = true, int WK = 1>
 void run(const Bufs& b, const char* what) {
   using S = dev::Spec<BM, WN, ST, D, WG, WK>;
@@ -97,20 +115,7 @@ int main(int argc, char** argv) {
   b.m = argc > 1 && std::strcmp(argv[1], "mid") == 0 ? 512 : 4096;  // buffers sized for the largest M
   b.n = 8192;
   b.k = 8192;
-  const size_t wb = size_t(b.n) * b.k / 2, sb = size_t(b.n) * b.k / 32;
-  std::vector<unsigned char> hw(wb), hs(sb);
-  unsigned x = 12345;
-  for (auto& v : hw) v = (x = x * 1664525u + 1013904223u) >> 24;
-  for (auto& v : hs) v = 120 + ((x = x * 1664525u + 1013904223u) >> 29);
-  std::vector<unsigned short> ha(size_t(b.m) * b.k);
-  for (auto& v : ha) v = 0x3F00 | ((x = x * 1664525u + 1013904223u) >> 25) | (x & 0x8000u);
-  CK(cudaMalloc(&b.w, wb));
-  CK(cudaMalloc(&b.s, sb));
-  CK(cudaMalloc(&b.a, ha.size() * 2));
-  CK(cudaMalloc(&b.c, size_t(b.m) * b.n * 2));
-  CK(cudaMemcpy(b.w, hw.data(), wb, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(b.s, hs.data(), sb, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(b.a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
+  fill_buffers(b, size_t(b.n) * b.k / 2, size_t(b.n) * b.k / 32, 120, size_t(b.m) * b.k, size_t(b.m) * b.n);
   using namespace ktune_mxfp4;
   if (b.m == 512) {
     mid(b);
@@ -159,20 +164,8 @@ int moe() {
   b.experts = experts;
   size_t wb = 0, sb = 0;
   packed_dev_bytes(5760, k, experts, &wb, &sb);
-  std::vector<unsigned char> hw(wb), hs(sb);
-  unsigned x = 12345;
-  for (auto& v : hw) v = (x = x * 1664525u + 1013904223u) >> 24;
-  for (auto& v : hs) v = 118 + ((x = x * 1664525u + 1013904223u) >> 29);  // 2^-9 .. 2^-2
-  std::vector<unsigned short> ha(size_t(experts) * max_rows * k);
-  for (auto& v : ha) v = 0x3F00 | ((x = x * 1664525u + 1013904223u) >> 25) | (x & 0x8000u);
-  CK(cudaMalloc(&b.w, wb));
-  CK(cudaMalloc(&b.s, sb));
-  CK(cudaMalloc(&b.a, ha.size() * 2));
-  CK(cudaMalloc(&b.c, size_t(experts) * max_rows * 5760 * 2));
+  fill_buffers(b, wb, sb, 118, size_t(experts) * max_rows * k, size_t(experts) * max_rows * 5760);  // 2^-9 .. 2^-2
   CK(cudaMalloc(&b.offsets, (experts + 1) * sizeof(int)));
-  CK(cudaMemcpy(b.w, hw.data(), wb, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(b.s, hs.data(), sb, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(b.a, ha.data(), ha.size() * 2, cudaMemcpyHostToDevice));
   for (int n : {5760, 2880})
     for (int rows : {128, 64})
       for (bool uneven : {false, true}) {
