@@ -88,9 +88,9 @@ KT_DEV void wgmma_chunk(float* acc, const unsigned (&af)[4][4], unsigned long lo
   for (int s = 0; s < 4; ++s) kc::wgmma_rs<N, true, false>(acc, af[s], desc + (unsigned)((s * 32) >> 4), 1);
   kc::wg_commit();
 }
-// ... with the smallest N of {32, 64, ..., kMax} (kMax itself when it is below 32) that covers `rows`, the CTA's
-// tile rows. A grouped tile with fewer rows than kBM (an expert's last) then multiplies
-// only the 32-row groups it has: an expert of 140 rows in a 192-row tile costs 160 rows of tensor work, not 192.
+// ... with the smallest N of {32, 64, ..., kMax} (kMax: the wgmma bm, a multiple of 32) that covers `rows`, the
+// CTA's tile rows. A grouped tile with fewer rows than kBM (an expert's last) then multiplies only the 32-row
+// groups it has: an expert of 140 rows in a 192-row tile costs 160 rows of tensor work, not 192.
 template <int kMax>
 KT_DEV void wgmma_chunk_rows(int rows, float* acc, const unsigned (&af)[4][4], unsigned long long desc) {
   if constexpr (kMax > 32) {

@@ -74,9 +74,12 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
     s.min_blocks = 1;
     return s;
   }
-  const int regs = s.acc_regs + s.w_regs + (bm / 8) * 4 + 40;
-  s.min_blocks = regs * s.threads > 0 ? 65536 / (((regs + 7) / 8 * 8) * s.threads) : 1;
-  if (wgmma) s.min_blocks = wgmma_min_blocks(s);
+  if (wgmma) {
+    s.min_blocks = wgmma_min_blocks(s);
+  } else {  // accumulators, weight prefetch, B fragments and ~40 others per thread
+    const int regs = s.acc_regs + s.w_regs + (bm / 8) * 4 + 40;
+    s.min_blocks = regs * s.threads > 0 ? 65536 / (((regs + 7) / 8 * 8) * s.threads) : 1;
+  }
   if (s.min_blocks < 1) s.min_blocks = 1;
   if (s.min_blocks > 8) s.min_blocks = 8;
   return s;

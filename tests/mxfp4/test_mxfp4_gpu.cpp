@@ -210,7 +210,7 @@ TEST_CASE("mxfp4_gemm grouped (MoE): uneven and empty experts, one launch", "[gp
     const Problem p = problem(kSmall.n, kSmall.k, 8, 2);
     const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
     // empty, 17, empty, 1, 72, 200, 150, 110: the wgmma tiles see experts shorter than a tile (their N cut to the
-    // rows: 32, 96, 128, 160, 224) and ones longer than bm128 and bm192 (a full tile, then a short one)
+    // rows: 32, 64, 96, 128, 160, 224) and ones longer than bm128 and bm192 (a full tile, then a short one)
     std::vector<int> off = {0, 0, 17, 17, 18, 90, 290, 440, 550};
     for (const Config& c : search_space(p, arch)) {
       const std::string key = c.key();
