@@ -52,10 +52,10 @@ const std::vector<Row>& rows() {
   const std::vector<std::string> big = {"bm128.tn2.wn4.wk1.s4.d2", "bm64.tn2.wn4.wk1.s4.d2", "bm128.tn4.wn2.wk1.s3.d1",
                                         "bm64.tn4.wn2.wk1.s4.d2",
                                         // sm_90a wgmma
-                                        "bm256.tn1.wn8.wk1.s4.d2.wg", "bm128.tn1.wn8.wk1.s4.d2.wg",
-                                        "bm256.tn1.wn4.wk1.s4.d2.wg", "bm128.tn1.wn4.wk1.s4.d2.wg",
-                                        "bm256.tn1.wn8.wk1.s3.d2.wg", "bm128.tn1.wn8.wk1.s6.d2.wg",
-                                        "bm256.tn1.wn8.wk1.s4.d4.wg"};
+                                        "bm256.tn1.wn8.wk1.s4.d4.wg", "bm128.tn1.wn8.wk1.s4.d4.wg",
+                                        "bm256.tn1.wn4.wk1.s4.d4.wg", "bm128.tn1.wn4.wk1.s4.d4.wg",
+                                        "bm256.tn1.wn8.wk1.s3.d4.wg", "bm128.tn1.wn8.wk1.s6.d4.wg",
+                                        "bm256.tn1.wn8.wk1.s4.d8.wg"};
   const std::vector<std::string> moe8 = {"bm16.tn2.wn4.wk1.s8.d4", "bm16.tn2.wn4.wk1.s3.d2", "bm16.tn4.wn2.wk1.s4.d2",
                                          "bm16.tn2.wn4.wk1.s4.d4", "bm16.tn4.wn4.wk1.s3.d2", "bm16.tn2.wn2.wk2.s5.d4",
                                          "bm16.tn4.wn1.wk4.s5.d2", "bm8.tn4.wn2.wk1.s4.d2",
@@ -63,37 +63,39 @@ const std::vector<Row>& rows() {
                                          "bm8.tn2.wn4.wk1.s0.d4"};
   const std::vector<std::string> moe128 = {"bm64.tn2.wn4.wk1.s4.d2", "bm128.tn2.wn4.wk1.s4.d2", "bm64.tn2.wn4.wk1.s6.d2",
                                            "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk2.s6.d4",
-                                           "bm128.tn1.wn8.wk1.s4.d2.wg", "bm64.tn1.wn8.wk1.s4.d2.wg",
-                                           "bm128.tn1.wn4.wk1.s4.d2.wg", "bm64.tn1.wn4.wk1.s4.d2.wg",
-                                           "bm256.tn1.wn8.wk1.s4.d2.wg", "bm256.tn1.wn4.wk1.s4.d2.wg",
-                                           "bm128.tn1.wn4.wk4.s3.d2.wg", "bm128.tn1.wn4.wk2.s4.d2.wg",
-                                           "bm256.tn1.wn4.wk2.s3.d2.wg", "bm192.tn1.wn4.wk1.s3.d2.wg"};
+                                           "bm128.tn1.wn8.wk1.s4.d4.wg", "bm64.tn1.wn8.wk1.s4.d4.wg",
+                                           "bm128.tn1.wn4.wk1.s4.d4.wg", "bm64.tn1.wn4.wk1.s4.d4.wg",
+                                           "bm256.tn1.wn8.wk1.s4.d4.wg", "bm256.tn1.wn4.wk1.s4.d4.wg",
+                                           "bm128.tn1.wn4.wk4.s3.d4.wg", "bm128.tn1.wn4.wk2.s4.d4.wg",
+                                           "bm256.tn1.wn4.wk2.s3.d4.wg", "bm192.tn1.wn4.wk1.s3.d4.wg",
+                                           // weight ring depths
+                                           "bm128.tn1.wn8.wk1.s4.d8.wg", "bm128.tn1.wn8.wk1.s4.d2.wg"};
   // 17..1023 rows (chunked prefill): the mma.sync tiles against the wgmma ones.
   const std::vector<std::string> mid = {"bm64.tn2.wn4.wk1.s4.d2", "bm128.tn2.wn4.wk1.s4.d2", "bm32.tn1.wn4.wk2.s6.d4",
                                         "bm64.tn1.wn4.wk2.s6.d4", "bm64.tn4.wn2.wk1.s4.d2",
-                                        "bm64.tn1.wn4.wk1.s4.d2.wg", "bm64.tn1.wn8.wk1.s4.d2.wg",
-                                        "bm128.tn1.wn4.wk1.s4.d2.wg", "bm128.tn1.wn8.wk1.s4.d2.wg",
-                                        "bm256.tn1.wn4.wk1.s4.d2.wg", "bm256.tn1.wn8.wk1.s4.d2.wg",
+                                        "bm64.tn1.wn4.wk1.s4.d4.wg", "bm64.tn1.wn8.wk1.s4.d4.wg",
+                                        "bm128.tn1.wn4.wk1.s4.d4.wg", "bm128.tn1.wn8.wk1.s4.d4.wg",
+                                        "bm256.tn1.wn4.wk1.s4.d4.wg", "bm256.tn1.wn8.wk1.s4.d4.wg",
                                         // warpgroups splitting K
-                                        "bm64.tn1.wn4.wk4.s4.d2.wg", "bm64.tn1.wn4.wk2.s4.d2.wg",
-                                        "bm128.tn1.wn4.wk4.s3.d2.wg", "bm128.tn1.wn4.wk2.s4.d2.wg",
-                                        "bm256.tn1.wn4.wk2.s3.d2.wg", "bm32.tn1.wn4.wk4.s4.d2.wg",
-                                        "bm32.tn1.wn4.wk2.s4.d2.wg", "bm32.tn1.wn4.wk1.s4.d2.wg"};
+                                        "bm64.tn1.wn4.wk4.s4.d4.wg", "bm64.tn1.wn4.wk2.s4.d4.wg",
+                                        "bm128.tn1.wn4.wk4.s3.d4.wg", "bm128.tn1.wn4.wk2.s4.d4.wg",
+                                        "bm256.tn1.wn4.wk2.s3.d4.wg", "bm32.tn1.wn4.wk4.s4.d4.wg",
+                                        "bm32.tn1.wn4.wk2.s4.d4.wg", "bm32.tn1.wn4.wk1.s4.d4.wg"};
   // 1..4 rows per expert (decode batches of 32..128 tokens): the search space's bm8 / bm16 grouped tiles.
   const std::vector<std::string> moe1 = {"bm8.tn2.wn4.wk1.s4.d4", "bm16.tn2.wn4.wk1.s3.d2", "bm8.tn2.wn4.wk1.s8.d4",
                                          "bm8.tn1.wn4.wk2.s8.d8", "bm8.tn2.wn4.wk1.s0.d4", "bm8.tn2.wn4.wk1.s0.d2",
                                          "bm8.tn4.wn2.wk1.s4.d2", "bm16.tn2.wn4.wk1.s4.d4", "bm8.tn4.wn2.wk1.s0.d2"};
   const std::vector<std::string> moe32 = {"bm32.tn1.wn4.wk2.s6.d4", "bm64.tn1.wn4.wk2.s6.d4", "bm64.tn2.wn4.wk1.s4.d2",
-                                          "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk1.s4.d2.wg",
-                                          "bm64.tn1.wn8.wk1.s4.d2.wg", "bm128.tn1.wn4.wk1.s4.d2.wg",
-                                          "bm64.tn1.wn4.wk4.s4.d2.wg", "bm64.tn1.wn4.wk2.s4.d2.wg",
-                                          "bm128.tn1.wn4.wk4.s3.d2.wg", "bm128.tn1.wn4.wk2.s4.d2.wg",
-                                          "bm32.tn1.wn4.wk1.s4.d2.wg", "bm32.tn1.wn8.wk1.s4.d2.wg",
-                                          "bm32.tn1.wn4.wk2.s4.d2.wg"};
-  const std::vector<std::string> moe256 = {"bm128.tn1.wn4.wk1.s4.d2.wg", "bm128.tn1.wn8.wk1.s4.d2.wg",
-                                           "bm256.tn1.wn4.wk1.s4.d2.wg", "bm256.tn1.wn8.wk1.s4.d2.wg",
-                                           "bm64.tn1.wn4.wk1.s4.d2.wg", "bm128.tn2.wn4.wk1.s4.d2",
-                                           "bm256.tn1.wn4.wk2.s3.d2.wg", "bm128.tn1.wn4.wk4.s3.d2.wg"};
+                                          "bm32.tn2.wn4.wk1.s6.d2", "bm64.tn1.wn4.wk1.s4.d4.wg",
+                                          "bm64.tn1.wn8.wk1.s4.d4.wg", "bm128.tn1.wn4.wk1.s4.d4.wg",
+                                          "bm64.tn1.wn4.wk4.s4.d4.wg", "bm64.tn1.wn4.wk2.s4.d4.wg",
+                                          "bm128.tn1.wn4.wk4.s3.d4.wg", "bm128.tn1.wn4.wk2.s4.d4.wg",
+                                          "bm32.tn1.wn4.wk1.s4.d4.wg", "bm32.tn1.wn8.wk1.s4.d4.wg",
+                                          "bm32.tn1.wn4.wk2.s4.d4.wg"};
+  const std::vector<std::string> moe256 = {"bm128.tn1.wn4.wk1.s4.d4.wg", "bm128.tn1.wn8.wk1.s4.d4.wg",
+                                           "bm256.tn1.wn4.wk1.s4.d4.wg", "bm256.tn1.wn8.wk1.s4.d4.wg",
+                                           "bm64.tn1.wn4.wk1.s4.d4.wg", "bm128.tn2.wn4.wk1.s4.d2",
+                                           "bm256.tn1.wn4.wk2.s3.d4.wg", "bm128.tn1.wn4.wk4.s3.d4.wg"};
   static const std::vector<Row> r = {
       {"dense 8192x8192 M=1", "n8192.k8192.bf16-bf16", 1, small},
       {"dense 8192x8192 M=16", "n8192.k8192.bf16-bf16", 16, small},

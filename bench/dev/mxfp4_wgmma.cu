@@ -4,8 +4,9 @@
 // Timing only: outputs are not checked (the GPU tests do that for the real configs).
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Itemplates -Ibench/dev bench/dev/mxfp4_wgmma.cu \
 //        -o mxfp4_wgmma -L/usr/local/cuda/lib64/stubs -lcuda
-// Old against new: the same command with -DKT_OLD and -I pointing at an older tree's templates (`git archive REV
-// templates`) leaves out the tiles that tree cannot build (bm192).
+// Old against new: the same command with -DKT_OLD and -I pointing at the templates of a tree from before the
+// shared-memory weight ring (`git archive REV templates`): every wgmma tile then runs d2 (two chunks in
+// registers), and the rows that only vary the ring depth are left out.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -18,6 +19,13 @@
 
 #include "mxfp4_dev_params.hpp"
 #include "mxfp4_gemm/kernel.cuh"
+
+// Weight ring slots (d) of a wgmma spec; an old tree (-DKT_OLD, weight prefetched in registers) takes d2.
+#ifdef KT_OLD
+#define RING(d) 2
+#else
+#define RING(d) d
+#endif
 
 namespace dev {
 template <int kBMv, int kWNv, int kStagesv, int kDepthv, bool kWg = true, int kWKv = 1, bool kGroupedv = false>
@@ -121,14 +129,15 @@ int main(int argc, char** argv) {
     mid(b);
     return 0;
   }
-  run<128, 4, 4, 2, false>(b, "mma.sync bm128.tn2.wn4 (default)");
-  run<256, 8, 4, 2>(b, "full");
-  run<128, 8, 4, 2>(b, "full bm128");
-  run<128, 4, 4, 2>(b, "full bm128 wn4");
-  run<256, 4, 4, 2>(b, "full bm256 wn4");
-  run<256, 8, 6, 2>(b, "full s6");
-  run<256, 8, 5, 2>(b, "full s5");
-  run<256, 8, 3, 2>(b, "full s3");
+  run<128, 4, 4, 2, false>(b, "mma.sync bm128.tn2.wn4");
+  run<256, 8, 4, RING(4)>(b, "bm256 wn8 (the default)");
+  run<128, 8, 4, RING(4)>(b, "bm128 wn8");
+#ifndef KT_OLD
+  run<256, 8, 4, 2>(b, "bm256 wn8 d2");
+  run<256, 8, 4, 8>(b, "bm256 wn8 d8");
+  run<256, 8, 3, 8>(b, "bm256 wn8 s3 d8");
+  run<128, 8, 4, 8>(b, "bm128 wn8 d8");
+#endif
   return 0;
 }
 
@@ -138,21 +147,23 @@ void mid(Bufs& b) {
     b.m = m;
     std::printf("M = %d\n", m);
     if (m <= 128) {
-      run<64, 4, 4, 2>(b, "bm64 wn4 (one warpgroup along K)");
-      run<64, 4, 4, 2, true, 2>(b, "bm64 wn4 wk2");
-      run<64, 4, 4, 2, true, 4>(b, "bm64 wn4 wk4");
-      run<64, 8, 4, 2, true, 2>(b, "bm64 wn8 wk2");
+      run<64, 4, 4, RING(4), true, 2>(b, "bm64 wn4 wk2");
+      run<64, 4, 4, RING(4), true, 4>(b, "bm64 wn4 wk4");
     }
     if (m >= 128) {
-      run<128, 4, 4, 2>(b, "bm128 wn4");
-      run<128, 4, 4, 2, true, 2>(b, "bm128 wn4 wk2");
-      run<128, 4, 3, 2, true, 4>(b, "bm128 wn4 wk4 s3");
-      run<128, 8, 4, 2, true, 2>(b, "bm128 wn8 wk2");
+      run<128, 4, 3, RING(4), true, 4>(b, "bm128 wn4 wk4 s3 (M = 128 default)");
+      run<128, 4, 4, RING(4), true, 2>(b, "bm128 wn4 wk2");
+#ifndef KT_OLD
+      run<128, 4, 3, 2, true, 4>(b, "bm128 wn4 wk4 s3 d2");
+#endif
     }
     if (m >= 256) {
-      run<256, 4, 4, 2>(b, "bm256 wn4");
-      run<256, 4, 3, 2, true, 2>(b, "bm256 wn4 wk2 s3");
-      run<256, 8, 4, 2>(b, "bm256 wn8 (the M >= 512 default)");
+      run<256, 4, 3, RING(4), true, 2>(b, "bm256 wn4 wk2 s3 (M = 256 default)");
+      run<256, 8, 4, RING(4)>(b, "bm256 wn8 (the M >= 512 default)");
+#ifndef KT_OLD
+      run<256, 4, 3, 2, true, 2>(b, "bm256 wn4 wk2 s3 d2");
+      run<256, 8, 4, 8>(b, "bm256 wn8 d8");
+#endif
     }
   }
 }
@@ -181,17 +192,18 @@ int moe() {
         CK(cudaMemcpy(b.offsets, off.data(), off.size() * sizeof(int), cudaMemcpyHostToDevice));
         std::printf("n %d k %d, %d experts x %d rows %s (max %d)\n", n, k, experts, rows,
                     uneven ? "routed at random" : "each", *std::max_element(count.begin(), count.end()));
-        run<128, 4, 4, 2>(b, "bm128 wn4");
-        run<64, 4, 4, 2>(b, "bm64 wn4");
-        run<128, 8, 4, 2>(b, "bm128 wn8 (the 64..255-row default)");
-        run<128, 8, 5, 2>(b, "bm128 wn8 s5");
-        run<128, 8, 6, 2>(b, "bm128 wn8 s6");
-        run<128, 8, 3, 2>(b, "bm128 wn8 s3");
-        run<256, 8, 4, 2>(b, "bm256 wn8");
+        run<128, 8, 4, RING(4)>(b, "bm128 wn8 (the 64..255-row default)");
+        run<128, 4, 4, RING(4)>(b, "bm128 wn4");
+        run<64, 4, 4, RING(4)>(b, "bm64 wn4");
+        run<192, 4, 3, RING(4)>(b, "bm192 wn4 s3");
+        run<256, 8, 4, RING(4)>(b, "bm256 wn8");
 #ifndef KT_OLD
-        run<192, 4, 3, 2>(b, "bm192 wn4 s3");
-        run<192, 4, 4, 2>(b, "bm192 wn4 s4");
-        run<192, 8, 3, 2>(b, "bm192 wn8 s3");
+        run<128, 8, 4, 2>(b, "bm128 wn8 d2");
+        run<128, 8, 4, 8>(b, "bm128 wn8 d8");
+        run<128, 8, 3, 8>(b, "bm128 wn8 s3 d8");
+        run<128, 4, 4, 8>(b, "bm128 wn4 d8");
+        run<64, 4, 4, 8>(b, "bm64 wn4 d8");
+        run<192, 4, 3, 8>(b, "bm192 wn4 s3 d8");
 #endif
       }
   return 0;

@@ -24,5 +24,12 @@ KT_DEV void ld_cached_u32(unsigned& v, const void* p, bool ok) {
   asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.u32 %0, [%1]; }" : "+r"(v) : "l"(p), "r"(int(ok)));
 }
 
+// 16 bytes from shared memory at `addr` (a shared-window address), issued where written like the loads above.
+KT_DEV uint4 ld_shared_v4(unsigned addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
 }  // namespace ktune_common
 #endif

@@ -6,6 +6,8 @@
 //   mbar_wait(bar, parity): spin until the phase with that parity (0 for the first) has completed.
 //   tma_load_2d(dst, map, x, y, bar): the box of the CUtensorMap at generic address `map` whose first element is
 //     (x innermost, y) into shared memory at dst, completing its bytes on bar. Elements outside the tensor read 0.
+//   bulk_load(dst, src, bytes, bar): `bytes` (a multiple of 16, both addresses 16-byte aligned) contiguous bytes
+//     of global memory into shared memory at dst, completing on bar; no tensor map.
 #pragma once
 #include "common/dtype.h"
 
@@ -42,6 +44,14 @@ KT_DEV void tma_load_2d(unsigned dst, const void* map, int x, int y, unsigned ba
           dst),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar)
       : "memory");
+#endif
+}
+
+KT_DEV void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
 #endif
 }
 

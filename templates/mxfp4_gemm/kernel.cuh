@@ -19,11 +19,15 @@
 // operand of wgmma m64 x bm x k16 (each warpgroup: 64 weight rows, its 4 warps' 16-row tiles); the activation
 // tile (the 128-byte-swizzle K-major layout wgmma reads) is B. Activation tiles arrive by TMA (one thread
 // issues a 64 x bm box per chunk onto the stage's transaction mbarrier; Params::a_tmap), kStages - 2 chunks
-// ahead, so the stage being refilled is never one a wgmma may still read. Per 64-wide K chunk the warpgroup
-// issues 4 wgmma and keeps one chunk in flight while it decodes the next (fragments double-buffered); a grouped
-// tile shorter than kBM (an expert's last) issues the smallest N that covers its rows. With kWK > 1
-// several warpgroups share the same 64 weight rows, each taking every kWK-th chunk (a stage holds one TMA box per
-// warpgroup); their partial sums meet in the shared-memory reduction of the mma.sync path.
+// ahead, so the stage being refilled is never one a wgmma may still read. The packed weight streams into a
+// shared-memory ring of kDepth slots (one bulk copy per chunk: the CTA's 16-row tiles are contiguous in the
+// prepacked layout), kDepth - 1 chunks ahead, on mbarriers of its own; each lane then reads its 16-byte fragment
+// from the slot. Weight in flight thus costs no registers (with it in registers, kDepth 4 cost a CTA per SM).
+// Per 64-wide K chunk the warpgroup issues 4 wgmma and keeps one chunk in flight while it decodes the next
+// (fragments double-buffered); a grouped tile shorter than kBM (an expert's last) issues the smallest N that
+// covers its rows. With kWK > 1 several warpgroups share the same 64 weight rows, each taking every kWK-th chunk
+// (a stage holds one TMA box per warpgroup, a weight slot one chunk per warpgroup); their partial sums meet in the
+// shared-memory reduction of the mma.sync path.
 //
 // kNative (".mx", sm_120a, opt-in; compiled, never run here): the same loads and loop, but each 32-block is one
 // block-scaled m16n8k32 mma.sync (e2m1 weight x e4m3 activations, common/mma.cuh mma_mx_e2m1_e4m3): the weight
@@ -210,6 +214,7 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int tile_info[3];
   __shared__ alignas(8) unsigned long long tma_bar[Spec::kWgmma ? Spec::kStages : 1];  // wgmma: stage full
+  __shared__ alignas(8) unsigned long long w_bar[Spec::kWgmma ? Spec::kDepth : 1];     // wgmma: weight slot full
   // s0 (few tokens, fp32 per-block scaling): 2^(e-127) for every e8m0 byte is looked up in shared memory instead
   // of converted. The conversion's two special cases (0 -> the subnormal 2^-127, 0xFF -> NaN) cost ~5 ALU-pipe
   // instructions per scale, and the ALU pipe is what limits this kernel at few tokens. The ring configs measured
@@ -264,10 +269,11 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   // which still hold the zeros and 1.0 scales set once here and are never stored: no per-chunk zero fill. With
   // kWK > 1 the last iteration computes K slots past the end, which must add nothing: those are zero-filled.
   constexpr bool kFillOffLoads = kWK > 1;
-  uint4 wq[kDepth][kTN];
-  unsigned ws[kDepth][kTN];
+  constexpr int kRegDepth = Spec::kWgmma ? 1 : kDepth;  // wgmma: the weight waits in shared memory instead
+  uint4 wq[kRegDepth][kTN];
+  unsigned ws[kRegDepth][kTN];
 #pragma unroll
-  for (int d = 0; d < kDepth; ++d)
+  for (int d = 0; d < kRegDepth; ++d)
 #pragma unroll
     for (int i = 0; i < kTN; ++i) {
       wq[d][i] = make_uint4(0u, 0u, 0u, 0u);
@@ -589,10 +595,20 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
 
   // ---- main loop
   if constexpr (Spec::kWgmma) {
-    static_assert(kTN == 1 && kDepth % 2 == 0 && kStages >= 3 && kBF16, "wgmma shape (shape_error)");
+    static_assert(kTN == 1 && kStages >= 3 && kBF16, "wgmma shape (shape_error)");
     constexpr int kAhead = kStages - 2;  // activation chunks in flight ahead of the one being computed
-    unsigned af[2][4][4];                // decoded fragments: chunk it uses af[it % 2] (kDepth is even)
-    const unsigned bar0 = kc::smem_u32(&tma_bar[0]);
+    // The packed weight streams through a ring of kDepth slots in shared memory, one slot per iteration (kWK
+    // chunks of the CTA's kWN tiles, contiguous per chunk in the prepacked layout: one bulk copy each), refilled
+    // kDepth - 1 iterations ahead. Weight in flight costs no registers, and one thread issues the copies.
+    constexpr int kTileBytes = 512;  // one 16-row x 64-k tile of packed e2m1
+    constexpr int kSlotBytes = kWK * Spec::kWN * kTileBytes;
+    static_assert(kSlotBytes * kDepth == wgmma_wring_bytes(Spec::kWN, kWK, kDepth), "kernel.cuh and shape.h");
+    const unsigned wring = smem_base + kStages * KS::kStageBytes;
+    const int cta_tile0 = blockIdx.x * Spec::kWN;
+    // tiles past N are not copied: their slot bytes are stale (any e2m1 code is finite) and never stored
+    const unsigned copy_bytes = unsigned(min(Spec::kWN, p.n16 - cta_tile0)) * kTileBytes;
+    unsigned af[2][4][4];  // decoded fragments: chunk it uses af[it % 2]
+    const unsigned bar0 = kc::smem_u32(&tma_bar[0]), wbar0 = kc::smem_u32(&w_bar[0]);
     auto fetch_a = [&](int chunk) {  // thread 0: iteration chunk's kWK activation boxes (rows m0..) by TMA
       const int st = chunk % kStages;
       kc::mbar_arrive_expect_tx(bar0 + 8 * st, KS::kStageBytes);
@@ -601,21 +617,64 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
         kc::tma_load_2d(smem_base + st * KS::kStageBytes + w * kBM * 128, &p.a_tmap[0], (chunk * kWK + w) * 64, m0,
                         bar0 + 8 * st);
     };
-    if (tid == 0)
-      for (int st = 0; st < kStages; ++st) kc::mbar_init(bar0 + 8 * st, 1);
-    __syncthreads();
-    if (tid == 0)
-      for (int st = 0; st < kAhead && st < nit; ++st) fetch_a(st);
+    auto fetch_w = [&](int j) {  // thread 0: iteration j's weight chunks (K slots past kc: none) into slot j % kDepth
+      const int slot = j % kDepth;
+      const int valid = min(kWK, p.kc - j * kWK);
+      kc::mbar_arrive_expect_tx(wbar0 + 8 * slot, unsigned(valid) * copy_bytes);
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) load_w(d, wq[d], ws[d]);
+      for (int w = 0; w < kWK; ++w)
+        if (w < valid)
+          kc::bulk_load(wring + slot * kSlotBytes + w * Spec::kWN * kTileBytes,
+                        wbase + ((long long)(j * kWK + w) * p.n16 + cta_tile0) * 128, copy_bytes, wbar0 + 8 * slot);
+    };
+    // Scales: a lane's word of 32-block group g serves chunks 4g .. 4g + 3, so the next group's word is loaded
+    // when a group starts (L1-cached: the 4 lanes of a row share it), a whole group ahead of its use.
+    const unsigned* __restrict__ slane = sbase + (long long)ntile0 * s_row_words + lane;
+    const bool tile_ok = ntile0 < p.n16;
+    auto load_s = [&](unsigned& v, int g, bool ok) { kc::ld_cached_u32(v, slane + g * 32, ok && tile_ok && g < groups); };
+    unsigned s_cur = 0x7F7F7F7Fu, s_next = 0x7F7F7F7Fu;  // tiles past N keep 1.0
+    int g_cur = 0;                                       // chunk wk < 4 is in group 0
+    load_s(s_cur, 0, true);
+    load_s(s_next, 1, true);
+    if (tid == 0) {
+      for (int st = 0; st < kStages; ++st) kc::mbar_init(bar0 + 8 * st, 1);
+      for (int sl = 0; sl < kDepth; ++sl) kc::mbar_init(wbar0 + 8 * sl, 1);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      for (int st = 0; st < kAhead && st < nit; ++st) fetch_a(st);
+      for (int j = 0; j < kDepth && j < nit; ++j) fetch_w(j);
+    }
+    // this lane's 16 bytes of the weight slot, as a running address: formed from `it % kDepth` instead, ptxas
+    // serializes the wgmma of the kWK > 1 configs (C7515)
+    const unsigned w_first = wring + (wk * Spec::kWN + wn) * kTileBytes + lane * 16;
+    const unsigned w_last = w_first + (kDepth - 1) * kSlotBytes;
+    unsigned w_slot = w_first;
     auto k_loop = [&](auto full) {
-      for_each_chunk<kDepth>(nit, [&](int it, int d) {
-        kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it has landed
-        __syncthreads();  // chunk it - 2 is no longer read by any wgmma: its stage may be refilled
-        const int nx = it + kAhead;
-        if (tid == 0 && nx < nit) fetch_a(nx);
-        compute_wg(it % kStages, it, wq[d], ws[d], af[d % 2], decltype(full)::value);
-        load_w(it + kDepth, wq[d], ws[d]);
+      for_each_chunk<2>(nit, [&](int it, int d) {
+        // a new scale group (c grows by kWK <= 4 per iteration: one group at most). Selects and a predicated
+        // load, no branch: a branch join inside the loop makes ptxas serialize the wgmma in flight (C7515).
+        const int c = it * kWK + wk;
+        const bool new_group = (c >> 2) != g_cur;
+        g_cur = c >> 2;
+        s_cur = new_group ? s_next : s_cur;
+        load_s(s_next, g_cur + 1, new_group);
+        kc::mbar_wait(bar0 + 8 * (it % kStages), (it / kStages) & 1);  // chunk it's activations have landed
+        kc::mbar_wait(wbar0 + 8 * (it % kDepth), (it / kDepth) & 1);   // ... and its weight
+        // every warp is past iteration it - 1: chunk it - 2 is no longer read by any wgmma (its stage may be
+        // refilled) and slot (it - 1) % kDepth has been read into registers (it may be refilled)
+        __syncthreads();
+        if (tid == 0) {
+          if (it + kAhead < nit) fetch_a(it + kAhead);
+          if (it >= 1 && it - 1 + kDepth < nit) fetch_w(it - 1 + kDepth);
+        }
+        // a K slot past kc (kWK > 1, last iteration; its slot bytes are stale) adds zeros
+        const bool k_ok = kWK == 1 || c < p.kc;
+        const uint4 v = kc::ld_shared_v4(w_slot);
+        w_slot = w_slot == w_last ? w_first : w_slot + kSlotBytes;
+        const uint4 q[1] = {make_uint4(k_ok ? v.x : 0u, k_ok ? v.y : 0u, k_ok ? v.z : 0u, k_ok ? v.w : 0u)};
+        const unsigned sw[1] = {k_ok ? s_cur : 0x7F7F7F7Fu};
+        compute_wg(it % kStages, it, q, sw, af[d], decltype(full)::value);
         kc::wg_wait<1>();  // chunk it - 1 done: its fragments and stage may be reused
       });
     };

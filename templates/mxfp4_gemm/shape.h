@@ -25,14 +25,18 @@ struct Shape {
   int min_blocks;
 };
 
+// The wgmma path's weight ring (kernel.cuh): `depth` slots, each one iteration's packed weight of the CTA (wk
+// chunks x wn 16-row tiles x 512 bytes), after the activation stages.
+KT_HD constexpr int wgmma_wring_bytes(int wn, int wk, int depth) { return depth * wk * wn * 512; }
+
 // The wgmma path's CTAs per SM for its launch bounds: as many as shared memory holds (sm_90: 228 KB per SM, 1 KB
 // of it reserved per CTA), fewer only where a thread would be left less than it needs: the fp32 accumulators
-// (bm / 2), the decoded A fragments of two chunks (32), the weight and scale prefetch (5 per chunk in flight) and
-// ~20 for addresses and indices. Without the bound ptxas may take a few registers more than fit, e.g. 132 for
+// (bm / 2), the decoded A fragments of two chunks (32), the chunk being decoded and two scale words (6) and ~20
+// for addresses and indices. Without the bound ptxas may take a few registers more than fit, e.g. 132 for
 // bm128.wn8, and that halves the CTAs per SM (one CTA of 256 threads instead of two).
 KT_HD constexpr int wgmma_min_blocks(const Shape& s) {
   const int smem_blocks = (228 * 1024) / (s.smem_total + s.smem_static + 1024);
-  const int need = s.bm / 2 + 32 + 5 * s.depth + 20;
+  const int need = s.bm / 2 + 32 + 6 + 20;
   int blocks = smem_blocks < 1 ? 1 : smem_blocks;
   while (blocks > 1 && 65536 / (blocks * s.threads) < need) --blocks;
   return blocks;
@@ -58,10 +62,11 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.smem_pipe = stages * s.smem_stage;
   s.smem_red = wk > 1 ? wk * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;  // every warp's partial sums (kernel epilogue)
   s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
-  if (wgmma) s.smem_total += 1024;  // wgmma's swizzled operand tiles start 1024-byte aligned
+  if (wgmma) s.smem_total += 1024 + wgmma_wring_bytes(wn, wk, depth);  // operand tiles 1024-byte aligned; ring
+  if (wgmma) s.w_regs = 6;
   // s0 configs with fp32 per-block scaling (not .mx; the ring configs measured slower with the table)
   s.scale_table = stages == 0 && !((a_type == ktune_common::kBF16 && bm > 16) || native || wgmma) ? 1 : 0;
-  s.smem_static = 16 + (s.scale_table ? 1024 : 0);
+  s.smem_static = 16 + (s.scale_table ? 1024 : 0) + (wgmma ? 8 * (stages + depth) : 0);  // + wgmma's mbarriers
   if (tcgen05) {  // kernel_tc.cuh: two stages (tc_stage_bytes) + 128 bytes of alignment slack
     s.scale_table = 0;
     s.smem_stage = tc_stage_bytes(bm);
@@ -103,7 +108,7 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
     // bm256: 128 accumulator registers per thread, which ptxas cannot fit under the 128-register cap of 512 threads
     if (s.bm == 256 && s.threads > 256) return "wgmma: bm256 expected at most 8 warps (wn * wk <= 8)";
     if (s.stages < 3) return "wgmma: expected at least 3 stages (one chunk is read while the next two land)";
-    if (s.depth != 2 && s.depth != 4) return "wgmma: d expected 2 or 4 (decoded fragments are double-buffered)";
+    if (s.depth != 2 && s.depth != 4 && s.depth != 8) return "wgmma: d expected 2, 4 or 8 (weight ring slots)";
     if (s.a_type != ktune_common::kBF16) return "wgmma: expected bf16 activations";
   } else if (s.bm != 8 && s.bm != 16 && s.bm != 32 && s.bm != 64 && s.bm != 128) {
     return "bm: expected 8, 16, 32, 64 or 128";

@@ -183,9 +183,9 @@ static Config default_host_config(const Problem&) { return Config::host_config(4
 
 // A wgmma tile (sm_90a, bf16): bm tokens x (64 * wn / 4) weight rows per CTA, wk warpgroups splitting each K step
 // (their partial sums reduced in shared memory), `stages` activation stages (4 unless wk * bm makes a stage too
-// big for four), 2 weight chunks in flight.
-static Config wgmma_tile(int bm, int wn, int wk = 1, int stages = 4) {
-  Config c{bm, 1, wn, wk, stages, 2};
+// big for four), a weight ring of `depth` slots in shared memory (refilled depth - 1 iterations ahead).
+static Config wgmma_tile(int bm, int wn, int wk = 1, int stages = 4, int depth = 4) {
+  Config c{bm, 1, wn, wk, stages, depth};
   c.wgmma = true;
   return c;
 }
@@ -340,6 +340,10 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch) {
   for (int bm : {256, 128, 64})
     for (int wn : {8, 4}) add(wgmma_tile(bm, wn));
   add(wgmma_tile(192, 4, 1, 3));  // MoE experts of up to 192 rows in one tile
+  // ... with a deeper weight ring (more weight in flight per SM where the tile's K loop is short of it)
+  for (int bm : {256, 128, 64}) add(wgmma_tile(bm, bm == 64 ? 4 : 8, 1, 4, 8));
+  add(wgmma_tile(128, 4, 1, 4, 8));
+  add(wgmma_tile(192, 4, 1, 3, 8));
   // ... with warpgroups splitting K (fewer weight rows per CTA than tokens want: small M, short MoE experts)
   add(wgmma_tile(64, 4, 4));
   add(wgmma_tile(64, 4, 2));

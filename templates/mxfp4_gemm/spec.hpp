@@ -38,8 +38,9 @@ struct KTUNE_API Problem {
 // A tile config "bm16.tn1.wn4.wk2.s3.d4": bm tokens per CTA (8..128), tn 16-row weight tiles per warp, wn warps
 // along N (tile N = 16 * tn * wn), wk warps along K (intra-CTA split-K, tile K = 64 * wk, reduced in shared
 // memory in a fixed order), s activation pipeline stages, d weight chunks prefetched into registers.
-// ".wg" (sm_90a, bf16): warpgroup MMA, e.g. bm256.tn1.wn8.wk1.s4.d2.wg: bm (32, 64, 128, 256) tokens are the
-// wgmma N, each warpgroup of 4 warps owns 64 weight rows; wk > 1: warpgroups along K (bm64.tn1.wn4.wk4.s4.d2.wg).
+// ".wg" (sm_90a, bf16): warpgroup MMA, e.g. bm256.tn1.wn8.wk1.s4.d4.wg: bm (32, 64, 128, 192, 256) tokens are the
+// wgmma N, each warpgroup of 4 warps owns 64 weight rows; wk > 1: warpgroups along K (bm64.tn1.wn4.wk4.s4.d4.wg);
+// d (2, 4, 8) is the weight ring's slots in shared memory instead of chunks in registers.
 // ".mx" (sm_120a only, opt-in): the native block-scaled MMA (mma.sync kind::mxf8f6f4, e2m1 weight x e4m3
 // activations, ue8m0 scales applied by the tensor core). The kernel quantizes the activations to MXFP8 (each
 // 32-block of a token row: one e8m0 scale, e4m3 elements; common/mxfp4.h mxfp8_scale_byte), so results differ

@@ -178,6 +178,19 @@ TEST_CASE("mxfp4_gemm: every search-space config, N and K tails, strides, fp16, 
     check_result(run_case(kSmall, W, 45, true, rng, nullptr, {}, 24, 5), "lda/ldc padded");
   }
   {
+    // The wgmma path's weight ring over a long K with a tail (26 chunks, the last one half: every ring depth
+    // wraps, and warpgroups splitting K meet K slots past the end) and an N tail (13 tiles: a CTA copies part of
+    // its slot).
+    const Problem p = problem(200, 1632);
+    const Weight W = make_weight(p.n, p.k, 1, rng);
+    for (const Config& c : search_space(p, arch))
+      if (c.wgmma)
+        for (int m : {37, 300}) {
+          const std::string key = c.key();
+          check_result(run_case(p, W, m, true, rng, key.c_str()), "long K m " + std::to_string(m) + " " + key);
+        }
+  }
+  {
     const Problem p16 = problem(2880, 2880, 1, 1, kc::kFP16);
     const Weight W = make_weight(p16.n, p16.k, 1, rng);
     for (int m : {7, 64, 1000}) check_result(run_case(p16, W, m, true, rng, nullptr), "fp16 m " + std::to_string(m));
@@ -219,6 +232,17 @@ TEST_CASE("mxfp4_gemm grouped (MoE): uneven and empty experts, one launch", "[gp
     // All rows in the last expert.
     off = {0, 0, 0, 0, 0, 0, 0, 0, 33};
     check_result(run_case(p, W, 33, false, rng, nullptr, off), "grouped last expert only");
+  }
+  {
+    // The wgmma weight ring, grouped: a long K with a tail and an N tail (see the dense case), experts as above.
+    const Problem p = problem(200, 1632, 8, 2);
+    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+    const std::vector<int> off = {0, 0, 17, 17, 18, 90, 290, 440, 550};
+    for (const Config& c : search_space(p, arch))
+      if (c.wgmma) {
+        const std::string key = c.key();
+        check_result(run_case(p, W, off.back(), true, rng, key.c_str(), off), "grouped long K " + key);
+      }
   }
 }
 
