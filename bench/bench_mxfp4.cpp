@@ -3,8 +3,9 @@
 //   bench_mxfp4 prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU needed)
 //   bench_mxfp4 run [--json OUT] [--reps N] [--only TEXT]  needs a GPU; cache from KTUNE_CACHE; --only: rows whose
 //                                                      label contains TEXT
-// Per row: the tuning workload (autotune/mxfp4_workload.cpp: fresh random codes and scales, N(0,1) activations,
-// rotating copies > 2x L2; grouped rows routed uniformly at random over the experts) for bucket m = tokens;
+// Per row: the tuning workload (templates/mxfp4_gemm/workload.cpp: fresh random codes and scales, N(0,1)
+// activations, rotating copies > 2x L2; grouped rows routed uniformly at random over the experts, or split
+// evenly on the "equal rows" rows, the routing of the torch.bmm peer) for bucket m = tokens;
 // the launch's own choice first, then a few alternatives, each warmed up and timed with CUDA events around each
 // call; the median of `reps` calls is reported. Runtime stats are checked: 0 compiles and 0 loads while timing.
 #include <algorithm>
@@ -35,6 +36,7 @@ struct Row {
   std::string problem;  // key
   int tokens;           // tuning bucket m (grouped: rows = tokens * top_k)
   std::vector<std::string> extra;
+  bool equal_rows = false;  // grouped: every expert gets the same rows (the torch.bmm peer's case), not routed
 };
 
 const std::vector<Row>& rows() {
@@ -96,6 +98,8 @@ const std::vector<Row>& rows() {
                                            "bm256.tn1.wn4.wk1.s4.d4.wg", "bm256.tn1.wn8.wk1.s4.d4.wg",
                                            "bm64.tn1.wn4.wk1.s4.d4.wg", "bm128.tn2.wn4.wk1.s4.d2",
                                            "bm256.tn1.wn4.wk2.s3.d4.wg", "bm128.tn1.wn4.wk4.s3.d4.wg"};
+  const std::vector<std::string> equal = {"bm64.tn1.wn4.wk1.s4.d4.wg", "bm128.tn1.wn8.wk1.s4.d4.wg",
+                                          "bm192.tn1.wn4.wk1.s3.d4.wg"};
   static const std::vector<Row> r = {
       {"dense 8192x8192 M=1", "n8192.k8192.bf16-bf16", 1, small},
       {"dense 8192x8192 M=16", "n8192.k8192.bf16-bf16", 16, small},
@@ -119,6 +123,13 @@ const std::vector<Row>& rows() {
       {"moe down 2880x2880 E128 128 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 4096, moe128},
       {"moe gate_up 5760x2880 E128 256 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 8192, moe256},
       {"moe down 2880x2880 E128 256 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 8192, moe256},
+      // the peer's routing: equal rows per expert (the launch's own choice and the tile sizes next to it)
+      {"moe gate_up 5760x2880 E128 32 tok/exp, equal rows", "n5760.k2880.e128.top4.bf16-bf16", 1024, equal, true},
+      {"moe down 2880x2880 E128 32 tok/exp, equal rows", "n2880.k2880.e128.top4.bf16-bf16", 1024, equal, true},
+      {"moe gate_up 5760x2880 E128 64 tok/exp, equal rows", "n5760.k2880.e128.top4.bf16-bf16", 2048, equal, true},
+      {"moe down 2880x2880 E128 64 tok/exp, equal rows", "n2880.k2880.e128.top4.bf16-bf16", 2048, equal, true},
+      {"moe gate_up 5760x2880 E128 128 tok/exp, equal rows", "n5760.k2880.e128.top4.bf16-bf16", 4096, equal, true},
+      {"moe down 2880x2880 E128 128 tok/exp, equal rows", "n2880.k2880.e128.top4.bf16-bf16", 4096, equal, true},
   };
   return r;
 }
@@ -175,7 +186,7 @@ int run(const std::string& json_out, int reps, const std::string& only) {
     const Mxfp4GemmPlan own = mxfp4_gemm_plan(rt, p, m);
     std::unique_ptr<autotune::Workload> w;
     try {
-      w = autotune::workload_factory("mxfp4_gemm")(rt, p.key(), {{"m", r.tokens}});
+      w = autotune::workload_factory("mxfp4_gemm")(rt, p.key(), {{"m", r.tokens}, {"equal_rows", r.equal_rows}});
     } catch (const std::exception& e) {
       fmt::print("  {}: workload failed: {}\n", r.label, e.what());
       continue;

@@ -3,8 +3,9 @@
 dequantized weight (a BF16 [N, K] matrix of the same shape, random), and device copy bandwidth.
 
 Rows: dense N=K=8192 at M = 1, 16, 64, 128, 256, 4096 (torch.matmul(A, W.T)); grouped GPT-OSS-120B MoE shapes (gate_up
-5760x2880, down 2880x2880, 128 experts) at 8, 32, 64 and 128 tokens per expert (torch.bmm over the experts, equal rows
-per expert: cuBLAS has no ragged grouped BF16 GEMM in PyTorch). Bytes = BF16 weight + activations + output.
+5760x2880, down 2880x2880, 128 experts) at 8, 32, 64 and 128 tokens per expert: torch.bmm over the experts with equal
+rows per expert, and torch._grouped_mm (PyTorch's ragged grouped BF16 GEMM) with the rows routed uniformly at random
+as bench_mxfp4 routes them (a multinomial draw: uneven counts). Bytes = BF16 weight + activations + output.
 Timing: CUDA events around each call, median of --reps, after warm-up; inputs are N(0,1), never zeros. Also
 back-to-back: 20 calls between one event pair (launch gaps hidden, as in an engine's decode step), per call.
 """
@@ -86,7 +87,22 @@ def main():
             us = timed(f, a.reps)
             row(f"cuBLAS bf16 bmm moe {name} E128 {t} tok/exp", us, E * N * K * 2, E * t * K * 2, E * t * N * 2,
                 2.0 * E * t * N * K, timed_b2b(f, a.reps))
-        del Wt
+        # the same rows routed at random over the experts, one ragged grouped GEMM (offs: each expert's end row)
+        Wg = Wt.transpose(1, 2).contiguous().transpose(1, 2)  # [E, K, N], column-major per expert
+        for t in (32, 64, 128):
+            counts = torch.bincount(torch.randint(0, E, (E * t,), device=dev), minlength=E)
+            offs = torch.cumsum(counts, 0).to(torch.int32)
+            A = torch.randn(E * t, K, device=dev, dtype=torch.bfloat16)
+            f = lambda: torch._grouped_mm(A, Wg, offs=offs, out_dtype=torch.bfloat16)
+            try:
+                f()
+            except (RuntimeError, AttributeError) as e:
+                print(f"  torch._grouped_mm moe {name} {t} tok/exp: not available ({str(e).splitlines()[0]})")
+                break
+            us = timed(f, a.reps)
+            row(f"torch._grouped_mm bf16 moe {name} E128 {t} tok/exp routed (max {int(counts.max())})", us,
+                E * N * K * 2, E * t * K * 2, E * t * N * 2, 2.0 * E * t * N * K, timed_b2b(f, a.reps))
+        del Wt, Wg
         torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:

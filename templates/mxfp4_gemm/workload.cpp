@@ -1,6 +1,8 @@
 // The mxfp4_gemm tuning workload: one tuning key (problem + bucket m = tokens) on the current device.
 // Dense: m rows. Grouped (MoE): m tokens x top_k rows routed uniformly at random over the experts (a fresh
-// multinomial draw, so experts get uneven counts as in serving), sorted by expert, offsets uploaded once.
+// multinomial draw, so experts get uneven counts as in serving), sorted by expert, offsets uploaded once. A bench
+// may pass `equal_rows` = 1 beside m: the rows are then split evenly over the experts (how a batched-GEMM peer
+// such as torch.bmm sees them); the tuner never does.
 // Weights are random packed bytes (random e2m1 codes) with e8m0 scales in 2^-10..2^0, where a trained MXFP4
 // weight's scales sit (a block's largest |w| over 6), so tuning times the kernel path serving takes (kernel.cuh
 // kFold); activations N(0,1). Weights, activations and outputs are rotated over enough copies that their total
@@ -61,6 +63,7 @@ class Mxfp4Workload final : public Workload {
     int64_t tokens = 0;
     for (const auto& [dim, value] : buckets) {
       if (dim == "m") tokens = value;
+      else if (dim == "equal_rows") equal_rows_ = value != 0;
       else bad(fmt::format("unknown bucket '{}' (mxfp4_gemm tunes m = tokens)", dim));
     }
     if (tokens < 1 || tokens > (1 << 22)) bad(fmt::format("bucket m: expected 1..{}, got {}", 1 << 22, tokens));
@@ -109,7 +112,7 @@ class Mxfp4Workload final : public Workload {
     if (p_.grouped()) {
       std::vector<int> count(size_t(p_.num_experts), 0);
       std::uniform_int_distribution<int> pick(0, p_.num_experts - 1);
-      for (int r = 0; r < rows_; ++r) ++count[size_t(pick(rng))];
+      for (int r = 0; r < rows_; ++r) ++count[equal_rows_ ? size_t(r % p_.num_experts) : size_t(pick(rng))];
       std::vector<int32_t> off(size_t(p_.num_experts) + 1, 0);
       experts_used = 0;
       for (int e = 0; e < p_.num_experts; ++e) {
@@ -156,6 +159,7 @@ class Mxfp4Workload final : public Workload {
   Runtime& rt_;
   Problem p_;
   int rows_ = 0;
+  bool equal_rows_ = false;
   std::vector<Copy> copies_;
   size_t next_ = 0;
   Buffer offsets_;
