@@ -519,20 +519,39 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
                         bool full) {
     if constexpr (Spec::kWgmma) {
       const unsigned sc = __shfl_sync(0xffffffffu, sw[0], (lane & ~3) | ((it * kWK + wk) & 3));
+      // The decode: each fragment register's two raw codes times 2^126 (the e2m1 value), times its row's scale.
+      // When every scale the warp's lanes hold for this chunk is at most 1 (e < 128: trained weights, and the
+      // tuning workload), both factors are one: 2^(e-1) (fold_multiplier), the kFold step of the mma.sync path,
+      // exact for the same reason, and a third fewer instructions per chunk. The branch is warp-uniform and ends
+      // before the wgmma.
+      auto decode = [&](auto folded) {
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const unsigned word = s == 0 ? q[0].x : s == 1 ? q[0].y : s == 2 ? q[0].z : q[0].w;
-        const unsigned kb = (sc >> (16 * (s >> 1))) & 0xFFFFu;  // (row r0, row r1) scale bytes of block s/2
-        const unsigned s0 = kc::e8m0_to_bf16x2(kb & 0xFFu), s1 = kc::e8m0_to_bf16x2(kb >> 8);
+        for (int s = 0; s < 4; ++s) {
+          const unsigned word = s == 0 ? q[0].x : s == 1 ? q[0].y : s == 2 ? q[0].z : q[0].w;
+          unsigned s0, s1;  // (row r0, row r1) factors of block s/2
+          if constexpr (decltype(folded)::value) {
+            s0 = fold_multiplier(sc, 2 * (s >> 1));
+            s1 = fold_multiplier(sc, 2 * (s >> 1) + 1);
+          } else {
+            const unsigned kb = (sc >> (16 * (s >> 1))) & 0xFFFFu;
+            s0 = kc::e8m0_to_bf16x2(kb & 0xFFu);
+            s1 = kc::e8m0_to_bf16x2(kb >> 8);
+          }
 #pragma unroll
-        for (int x = 0; x < 4; ++x) {
-          const unsigned v = x == 0   ? kc::e2m1x2_raw<0, true>(word)
-                             : x == 1 ? kc::e2m1x2_raw<1, true>(word)
-                             : x == 2 ? kc::e2m1x2_raw<2, true>(word)
-                                      : kc::e2m1x2_raw<3, true>(word);
-          af[s][x] = kc::bf16x2_fma(kc::bf16x2_fma(v, 0x7E807E80u, 0x80008000u), x % 2 ? s1 : s0, 0x80008000u);
+          for (int x = 0; x < 4; ++x) {
+            const unsigned v = x == 0   ? kc::e2m1x2_raw<0, true>(word)
+                               : x == 1 ? kc::e2m1x2_raw<1, true>(word)
+                               : x == 2 ? kc::e2m1x2_raw<2, true>(word)
+                                        : kc::e2m1x2_raw<3, true>(word);
+            if constexpr (decltype(folded)::value)
+              af[s][x] = kc::bf16x2_fma(v, x % 2 ? s1 : s0, 0x80008000u);
+            else
+              af[s][x] = kc::bf16x2_fma(kc::bf16x2_fma(v, 0x7E807E80u, 0x80008000u), x % 2 ? s1 : s0, 0x80008000u);
+          }
         }
-      }
+      };
+      if (__all_sync(0xffffffffu, (sc & 0x80808080u) == 0u)) decode(BoolTag<true>{});
+      else decode(BoolTag<false>{});
       // this warpgroup's K slice: sub-tile wk (bm rows x 64 k) of the stage; only the rows the tile has
       const unsigned long long desc = kc::wg_desc_k128(smem_base + slot * KS::kStageBytes + wk * kBM * 128);
       if (full) wgmma_chunk<kBM>(&acc[0][0][0], af, desc);  // a constant in each K loop (k_loop)

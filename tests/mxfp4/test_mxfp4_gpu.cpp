@@ -180,15 +180,20 @@ TEST_CASE("mxfp4_gemm: every search-space config, N and K tails, strides, fp16, 
   {
     // The wgmma path's weight ring over a long K with a tail (26 chunks, the last one half: every ring depth
     // wraps, and warpgroups splitting K meet K slots past the end) and an N tail (13 tiles: a CTA copies part of
-    // its slot).
+    // its slot); its decode with scales above 1 (the two-step path), at most 1 (the folded one) and mixed.
     const Problem p = problem(200, 1632);
-    const Weight W = make_weight(p.n, p.k, 1, rng);
-    for (const Config& c : search_space(p, arch))
-      if (c.wgmma)
-        for (int m : {37, 300}) {
-          const std::string key = c.key();
-          check_result(run_case(p, W, m, true, rng, key.c_str()), "long K m " + std::to_string(m) + " " + key);
-        }
+    for (const auto& [name, scales] : {std::pair<const char*, test::Mxfp4Scales>{"", test::Mxfp4Scales{}},
+                                       std::pair<const char*, test::Mxfp4Scales>{"model scales ", test::kModelScales},
+                                       std::pair<const char*, test::Mxfp4Scales>{"mixed scales ", test::kMixedScales}}) {
+      const Weight W = make_weight(p.n, p.k, 1, rng, -1, -1, scales);
+      for (const Config& c : search_space(p, arch))
+        if (c.wgmma)
+          for (int m : {37, 300}) {
+            const std::string key = c.key();
+            check_result(run_case(p, W, m, true, rng, key.c_str()),
+                         std::string("long K ") + name + "m " + std::to_string(m) + " " + key);
+          }
+    }
   }
   {
     const Problem p16 = problem(2880, 2880, 1, 1, kc::kFP16);
