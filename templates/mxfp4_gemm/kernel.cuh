@@ -522,8 +522,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
       // The decode: each fragment register's two raw codes times 2^126 (the e2m1 value), times its row's scale.
       // When every scale the warp's lanes hold for this chunk is at most 1 (e < 128: trained weights, and the
       // tuning workload), both factors are one: 2^(e-1) (fold_multiplier), the kFold step of the mma.sync path,
-      // exact for the same reason, and a third fewer instructions per chunk. The branch is warp-uniform and ends
-      // before the wgmma.
+      // exact for the same reason; that drops one multiply per register and the e8m0 conversion with its special
+      // cases. The branch is warp-uniform and ends before the wgmma.
       auto decode = [&](auto folded) {
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
@@ -650,7 +650,9 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
     // when a group starts (L1-cached: the 4 lanes of a row share it), a whole group ahead of its use.
     const unsigned* __restrict__ slane = sbase + (long long)ntile0 * s_row_words + lane;
     const bool tile_ok = ntile0 < p.n16;
-    auto load_s = [&](unsigned& v, int g, bool ok) { kc::ld_cached_u32(v, slane + g * 32, ok && tile_ok && g < groups); };
+    auto load_s = [&](unsigned& v, int g, bool ok) {
+      kc::ld_cached_u32(v, slane + g * 32, ok && tile_ok && g < groups);
+    };
     unsigned s_cur = 0x7F7F7F7Fu, s_next = 0x7F7F7F7Fu;  // tiles past N keep 1.0
     int g_cur = 0;                                       // chunk wk < 4 is in group 0
     load_s(s_cur, 0, true);

@@ -182,9 +182,9 @@ TEST_CASE("mxfp4_gemm: every search-space config, N and K tails, strides, fp16, 
     // wraps, and warpgroups splitting K meet K slots past the end) and an N tail (13 tiles: a CTA copies part of
     // its slot); its decode with scales above 1 (the two-step path), at most 1 (the folded one) and mixed.
     const Problem p = problem(200, 1632);
-    for (const auto& [name, scales] : {std::pair<const char*, test::Mxfp4Scales>{"", test::Mxfp4Scales{}},
-                                       std::pair<const char*, test::Mxfp4Scales>{"model scales ", test::kModelScales},
-                                       std::pair<const char*, test::Mxfp4Scales>{"mixed scales ", test::kMixedScales}}) {
+    using Named = std::pair<const char*, test::Mxfp4Scales>;
+    for (const auto& [name, scales] : {Named{"", test::Mxfp4Scales{}}, Named{"model scales ", test::kModelScales},
+                                       Named{"mixed scales ", test::kMixedScales}}) {
       const Weight W = make_weight(p.n, p.k, 1, rng, -1, -1, scales);
       for (const Config& c : search_space(p, arch))
         if (c.wgmma)
