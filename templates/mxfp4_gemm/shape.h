@@ -31,12 +31,12 @@ KT_HD constexpr int wgmma_wring_bytes(int wn, int wk, int depth) { return depth 
 
 // The wgmma path's CTAs per SM for its launch bounds: as many as shared memory holds (sm_90: 228 KB per SM, 1 KB
 // of it reserved per CTA), fewer only where a thread would be left less than it needs: the fp32 accumulators
-// (bm / 2), the decoded A fragments of two chunks (32), the chunk being decoded and two scale words (6) and ~20
-// for addresses and indices. Without the bound ptxas may take a few registers more than fit, e.g. 132 for
+// (bm / 2), the decoded A fragments of two chunks (32), the weight and scale registers (w_regs: the chunk being
+// decoded and two scale words) and ~20 for addresses and indices. Without the bound ptxas may take a few registers more than fit, e.g. 132 for
 // bm128.wn8, and that halves the CTAs per SM (one CTA of 256 threads instead of two).
 KT_HD constexpr int wgmma_min_blocks(const Shape& s) {
   const int smem_blocks = (228 * 1024) / (s.smem_total + s.smem_static + 1024);
-  const int need = s.bm / 2 + 32 + 6 + 20;
+  const int need = s.bm / 2 + 32 + s.w_regs + 20;
   int blocks = smem_blocks < 1 ? 1 : smem_blocks;
   while (blocks > 1 && 65536 / (blocks * s.threads) < need) --blocks;
   return blocks;
@@ -62,8 +62,10 @@ KT_HD constexpr Shape make_shape(int bm, int tn, int wn, int wk, int stages, int
   s.smem_pipe = stages * s.smem_stage;
   s.smem_red = wk > 1 ? wk * wn * tn * (bm / 8) * 4 * 32 * 4 : 0;  // every warp's partial sums (kernel epilogue)
   s.smem_total = s.smem_pipe > s.smem_red ? s.smem_pipe : s.smem_red;
-  if (wgmma) s.smem_total += 1024 + wgmma_wring_bytes(wn, wk, depth);  // operand tiles 1024-byte aligned; ring
-  if (wgmma) s.w_regs = 6;
+  if (wgmma) {
+    s.smem_total += 1024 + wgmma_wring_bytes(wn, wk, depth);  // operand tiles 1024-byte aligned; the weight ring
+    s.w_regs = 6;  // the weight waits in the ring: one chunk being decoded (4) and two scale words
+  }
   // s0 configs with fp32 per-block scaling (not .mx; the ring configs measured slower with the table)
   s.scale_table = stages == 0 && !((a_type == ktune_common::kBF16 && bm > 16) || native || wgmma) ? 1 : 0;
   s.smem_static = 16 + (s.scale_table ? 1024 : 0) + (wgmma ? 8 * (stages + depth) : 0);  // + wgmma's mbarriers
