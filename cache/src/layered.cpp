@@ -381,12 +381,16 @@ bool LayeredCache::put_binary(const BinaryRecord& r) {
 }
 
 std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, const std::string& problem_key,
-                                                     const std::string& device_fingerprint) {
+                                                     const std::string& device_fingerprint,
+                                                     const std::string& ktune_version) {
   for (const auto& layer : layers_) {
     if (!layer.db) continue;
     try {
       std::string problem;
-      if (auto t = layer.db->get_tuning_checked(family, problem_key, device_fingerprint, &problem)) return t;
+      if (auto t = layer.db->get_tuning_checked(family, problem_key, device_fingerprint, &problem)) {
+        if (ktune_version.empty() || t->ktune_version == ktune_version) return t;
+        continue;  // tuned by another ktune build: stale, not damaged
+      }
       if (!problem.empty()) record_problem(problem, true);
     } catch (const CacheError& e) {
       record_problem(fmt::format("{}: tuning lookup failed: {}", layer.info.path, e.what()), false);

@@ -53,9 +53,15 @@ std::string Runtime::Impl::tuned_config_for(const std::string& family, const std
       return it->second;
     }
   }
-  std::string winner;
+  // Only a winner measured by this build counts: another version's kernels (and search space) may differ, so its
+  // winner is a measurement of something else, as a binary of another version is never loaded.
+  std::string winner, stale_version;
   try {
-    if (auto row = cache->get_tuning(family, key, fp)) winner = row->winner_config;
+    if (auto row = cache->get_tuning(family, key, fp, version())) {
+      winner = row->winner_config;
+    } else if (auto any = cache->get_tuning(family, key, fp)) {
+      stale_version = any->ktune_version;
+    }
   } catch (const std::exception& e) {
     log(LogLevel::warn, "tuning lookup {} {} failed ({}); using the default config", family, key, e.what());
   }
@@ -63,7 +69,13 @@ std::string Runtime::Impl::tuned_config_for(const std::string& family, const std
   tuned[memo_key] = winner;
   if (winner.empty()) {
     stats.tuning_misses++;
-    log(LogLevel::info, "no tuned config for {} {} on {}; using the default", family, key, where);
+    if (!stale_version.empty())
+      log(LogLevel::warn,
+          "the tuned config for {} {} on {} was measured by ktune {}, not this ktune {}; using the default "
+          "until `ktune warmup` tunes it again",
+          family, key, where, stale_version, version());
+    else
+      log(LogLevel::info, "no tuned config for {} {} on {}; using the default", family, key, where);
   }
   return winner;
 }

@@ -125,6 +125,31 @@ TEST_CASE("layered: a damaged entry in the first layer is skipped for an intact 
   CHECK_FALSE(cache.put_binary(r));
 }
 
+TEST_CASE("layered: a tuning row of another ktune version is passed over for one of the asked version",
+          "[cache][layered]") {
+  TempDir dir;
+  const std::string image = dir.file("image.db"), rw = dir.file("rw.db");
+  TuningRecord current = sample_tuning(4), old = sample_tuning(4);
+  current.ktune_version = "0.2.0";
+  old.ktune_version = "0.1.0";
+  old.winner_config = "t32.s1.w1";
+  CacheDb::open(image, {})->put_tuning(current);
+  CacheDb::open(rw, {})->put_tuning(old);  // the first layer: a user's cache tuned by the previous release
+  LayeredCache cache(rw + ":" + image, false);
+  const auto& k = current;
+  auto got = cache.get_tuning(k.family, k.problem_key, k.device_fingerprint, "0.2.0");
+  REQUIRE(got);
+  CHECK(got->winner_config == current.winner_config);
+  got = cache.get_tuning(k.family, k.problem_key, k.device_fingerprint, "0.1.0");
+  REQUIRE(got);
+  CHECK(got->winner_config == "t32.s1.w1");
+  CHECK_FALSE(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint, "0.3.0"));
+  got = cache.get_tuning(k.family, k.problem_key, k.device_fingerprint);  // any version: the first layer's
+  REQUIRE(got);
+  CHECK(got->ktune_version == "0.1.0");
+  CHECK(cache.damaged_seen() == 0);  // stale is not damaged
+}
+
 TEST_CASE("layered: read-only mode and unusable layers", "[cache][layered]") {
   TempDir dir;
   const std::string db = dir.file("a.db");

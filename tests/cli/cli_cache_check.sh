@@ -3,7 +3,8 @@
 # `ktune compile` of the preset's problem the default binary is found by the runtime's own lookup (exit 0; no
 # tuning row); a tuning row for an H200 is matched by --device NAME and by --fingerprint FILE (a fingerprint
 # line, or `ktune info --json` output, whose cc9.0 also picks --arch sm_90a), and its winner's binary must be
-# there too (exit 1 while it is not); another device's name matches no row. The check never compiles. Needs
+# there too (exit 1 while it is not); another device's name matches no row; a row tuned by another ktune version
+# counts as no row (the runtime does not use it) and is named as such. The check never compiles. Needs
 # NVRTC for the one compile (as cli_compile_cache does).
 # usage: cli_cache_check.sh KTUNE_BINARY
 set -euo pipefail
@@ -46,8 +47,10 @@ default="$(json 'd["keys"][0]["default_config"]' <<<"$out")"
 
 # 3. A tuning row for the H200 at b1 whose winner is not compiled: found by name and by fingerprint, and the
 #    missing winner binary fails the check.
-tuning_row() {  # tuning_row WINNER: the H200 row of key b1, as ktune writes it
-  python3 "$(dirname "$0")/../support/put_tuning_row.py" "$db" xqa_decode "$P|b1.l1024" "$H200" "$1"
+version="$("$K" --version | cut -d' ' -f2)"
+tuning_row() {  # tuning_row WINNER [VERSION]: the H200 row of key b1, as ktune (this one by default) writes it
+  python3 "$(dirname "$0")/../support/put_tuning_row.py" "$db" xqa_decode "$P|b1.l1024" "$H200" "$1" \
+    "${2:-$version}"
 }
 tuning_row t64.s2.w4
 out="$(check 1 --arch sm_90a --device "NVIDIA H200")"
@@ -71,7 +74,17 @@ grep -qF "MISSING sm_90a attn $P|b1.l1024: default $default present; tuned t64.s
 grep -qF "ok sm_90a attn $P|b2.l1024: default $default present; no tuning row" <<<"$text"
 grep -qF "1 binaries missing" <<<"$text"
 
-# 4. A row whose winner is a binary the cache holds (here the default's): the check passes.
+# 4. The same row tuned by another ktune version: not counted as tuned (that key runs the default), named as stale.
+tuning_row t64.s2.w4 0.0.1
+out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
+echo "stale row: $out"
+[[ "$(json '(d["tuned"], d["untuned"], d["stale_tuned"], d["missing_binaries"])' <<<"$out")" == "(0, 2, 1, 0)" ]]
+[[ "$(json '[k.get("stale_tuning_version") for k in d["keys"]]' <<<"$out")" == "['0.0.1', None]" ]]
+text="$("$K" cache check --preset "$preset" --cache "$db" --arch sm_90a --device "NVIDIA H200")"
+grep -qF "ok sm_90a attn $P|b1.l1024: default $default present; tuning row of ktune 0.0.1 only (not used by" \
+  <<<"$text"
+
+# 5. A row whose winner is a binary the cache holds (here the default's): the check passes.
 tuning_row "$default"
 out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
 [[ "$(json '(d["tuned"], d["missing_binaries"], d["keys"][0]["tuned_binary"])' <<<"$out")" == "(1, 0, True)" ]]

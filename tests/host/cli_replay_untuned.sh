@@ -3,8 +3,9 @@
 # without the target device builds (ctest: host_cli_replay_untuned). On the host backend: warm up a one-op
 # preset, delete every tuning row, then replay with KTUNE_JIT=0: exit 0, 0 compiles, 0 tunings, and per op the
 # config the runtime chose ("default", the family's default config). A tuning row naming a config the family
-# cannot run is not forced either: the runtime falls back to its default and replay reports that. A tuned row
-# is reported as "tuned" with its winner. Skips (exit 0, saying why) without the LLVM host backend.
+# cannot run is not forced either: the runtime falls back to its default and replay reports that, as it does for
+# a row another ktune version tuned. A tuned row is reported as "tuned" with its winner. Skips (exit 0, saying
+# why) without the LLVM host backend.
 # usage: cli_replay_untuned.sh BUILD_DIR
 set -euo pipefail
 build="${1:?usage: cli_replay_untuned.sh BUILD_DIR}"
@@ -52,11 +53,34 @@ default="$("$ktune" compile --family xqa_decode --arch host --problem "${key%%|*
 
 # 2. A row (with a valid row digest) whose winner the family cannot run: not forced; the engine's default runs
 #    and is reported.
-python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - t4096.v3.u9
+version="$("$ktune" --version | cut -d' ' -f2)"
+python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - t4096.v3.u9 "$version"
 out="$(replay --json)" || { echo "FAIL: replay with an unusable tuning row exited $?: $out"; exit 1; }
 echo "replay (unusable row): $out"
 want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'default', '$default')" \
   "replay with an unusable row"
+
+# 2b. A runnable config other than the default (warmup compiled every candidate), in a row another ktune version
+#     measured: not used (that version's kernels may differ), the default runs. The same row under this version
+#     is used.
+other="$("$ktune" compile --family xqa_decode --arch host --problem "${key%%|*}" --all-configs --json |
+  json "[c for c in (k['name'].split('/')[-1] for k in d['kernels']) if c != '$default'][0]")"
+python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - "$other" 0.0.1
+out="$(replay --json)" || { echo "FAIL: replay with another version's row exited $?: $out"; exit 1; }
+echo "replay (another version's row): $out"
+want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'default', '$default')" \
+  "replay with another version's row"
+# A warmup of this version tunes that key again instead of counting it done, and stores its own row.
+again="$("$ktune" warmup --preset "$preset" --arch host --json)"
+echo "warmup over another version's row: $again"
+want "$again" '(d["tuned"], d["already_done"])' "(1, 0)" "warmup over another version's row"
+[[ "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+  "SELECT ktune_version FROM tuning").fetchone()[0])' "$KTUNE_CACHE")" == "$version" ]] ||
+  { echo "FAIL: warmup left another version's tuning row"; exit 1; }
+python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - "$other" "$version"
+out="$(replay --json)"
+want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'tuned', '$other')" \
+  "replay with this version's row"
 
 # 3. No tuning rows (binaries only): replay passes on the default config, which it names.
 sql "DELETE FROM tuning"

@@ -3,14 +3,15 @@
 columns, cache/src/integrity.cpp), replacing the row of the same (family, key, device). A test stand-in for a
 tuning run on a device this machine does not have.
 
-usage: put_tuning_row.py DB FAMILY PROBLEM_KEY FINGERPRINT WINNER
-  FINGERPRINT "-": the device of the file's existing row for (FAMILY, PROBLEM_KEY)."""
+usage: put_tuning_row.py DB FAMILY PROBLEM_KEY FINGERPRINT WINNER KTUNE_VERSION
+  FINGERPRINT "-": the device of the file's existing row for (FAMILY, PROBLEM_KEY).
+  KTUNE_VERSION: the version that measured it (`ktune --version`); a runtime uses only its own version's rows."""
 import hashlib
 import sqlite3
 import sys
 
 
-def main(db, family, key, fingerprint, winner):
+def main(db, family, key, fingerprint, winner, version):
     con = sqlite3.connect(db)
     if fingerprint == "-":
         found = con.execute("SELECT device_fingerprint FROM tuning WHERE family = ? AND problem_key = ?",
@@ -18,7 +19,7 @@ def main(db, family, key, fingerprint, winner):
         if not found:
             sys.exit(f"put_tuning_row: no row for {family} {key} in {db}")
         fingerprint = found[0]
-    row = {"family": family, "problem_key": key, "device_fingerprint": fingerprint, "ktune_version": "0",
+    row = {"family": family, "problem_key": key, "device_fingerprint": fingerprint, "ktune_version": version,
            "winner_config": winner, "candidates_json": "[]", "tuned_at": 1}
     if "row_digest" in [r[1] for r in con.execute("PRAGMA table_info(tuning)")]:
         h = hashlib.sha256()
@@ -32,6 +33,6 @@ def main(db, family, key, fingerprint, winner):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 6:
+    if len(sys.argv) != 7:
         sys.exit(__doc__)
     main(*sys.argv[1:])

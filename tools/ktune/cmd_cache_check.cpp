@@ -129,20 +129,25 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
   o.read_only = true;
   Runtime rt(o);
 
-  // Tuning rows by (family, tuning key): the newest one of a matching device.
-  std::map<std::string, CacheTuningEntry> rows;
+  // Tuning rows by (family, tuning key): the newest one of a matching device. Rows tuned by another ktune
+  // version are listed apart: the runtime does not use them (its kernels may differ), so their keys run the
+  // default until a warmup of this version tunes them again.
+  std::map<std::string, CacheTuningEntry> rows, stale_rows;
+  const auto keep_newest = [&](const std::string& slot_key, const CacheTuningEntry& t) {
+    auto& slot = (t.ktune_version == version() ? rows : stale_rows)[slot_key];
+    if (slot.problem_key.empty() || t.tuned_at > slot.tuned_at) slot = t;
+  };
   for (const auto& t : cache_list_tuning(o.cache_path)) {
     const bool host_row = t.device_fingerprint.find(";cores=") != std::string::npos;
     if (host_row ? false : !device.matches(t.device_fingerprint)) continue;
-    auto& slot = rows[t.family + "\n" + t.problem_key];
-    if (slot.problem_key.empty() || t.tuned_at > slot.tuned_at) slot = t;
+    keep_newest(t.family + "\n" + t.problem_key, t);
   }
   std::string host_fp;
   if (std::find_if(arches.begin(), arches.end(), [](const Arch& a) { return a.host; }) != arches.end() &&
       Runtime::host_available()) {
     host_fp = rt.host_fingerprint();
     for (const auto& t : cache_list_tuning(o.cache_path))
-      if (t.device_fingerprint == host_fp) rows["host\n" + t.family + "\n" + t.problem_key] = t;
+      if (t.device_fingerprint == host_fp) keep_newest("host\n" + t.family + "\n" + t.problem_key, t);
   }
 
   std::vector<std::string> arch_names;
@@ -150,7 +155,7 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
   std::map<std::string, Binary> seen;  // family/arch/problem/config -> lookup result
   std::set<std::string> missing;       // the distinct binaries not found
   Json keys = Json::array();
-  int rejected = 0, tuned = 0, untuned = 0, total = 0;
+  int rejected = 0, tuned = 0, untuned = 0, stale_tuned = 0, total = 0;
   std::vector<std::string> lines;
   for (const autotune::WorkItem& item : autotune::make_plan(autotune::with_pow2_buckets(preset), arch_names)) {
     ++total;
@@ -188,7 +193,8 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
     k.set("key", tkey).set("default_config", def).set("default_binary", def_bin.present);
     if (!def_bin.present) k.set("default_binary_error", def_bin.detail);
 
-    auto row = rows.find((arch.host ? "host\n" : "") + item.family + "\n" + tkey);
+    const std::string row_key = (arch.host ? "host\n" : "") + item.family + "\n" + tkey;
+    auto row = rows.find(row_key);
     std::string tuned_text = "no tuning row";
     bool complete = def_bin.present;
     if (row != rows.end()) {
@@ -203,6 +209,13 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
     } else {
       ++untuned;
       k.set("tuning_row", false);
+      auto stale = stale_rows.find(row_key);
+      if (stale != stale_rows.end()) {
+        ++stale_tuned;
+        k.set("stale_tuning_version", stale->second.ktune_version);
+        tuned_text = fmt::format("tuning row of ktune {} only (not used by ktune {})", stale->second.ktune_version,
+                                 version());
+      }
     }
     lines.push_back(fmt::format("{} {} {} {}: default {} {}; {}", complete ? "ok" : "MISSING", item.arch,
                                 fmt::join(item.labels, ","), tkey, def, def_bin.present ? "present" : "MISSING",
@@ -217,15 +230,16 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
                            .set("preset", preset.name).set("cache", o.cache_path).set("device", who)
                            .set("host_fingerprint", host_fp).set("keys_total", total)
                            .set("missing_binaries", missing_binaries).set("rejected", rejected)
-                           .set("tuned", tuned).set("untuned", untuned)
+                           .set("tuned", tuned).set("untuned", untuned).set("stale_tuned", stale_tuned)
                            .set("complete", missing_binaries == 0 && rejected == 0)
                            .set("keys", std::move(keys))
                            .dump());
   } else {
     for (const auto& l : lines) fmt::print("{}\n", l);
     fmt::print("preset {}: {} keys on {}; {} binaries missing, {} ops rejected; tuning rows ({}): {} keys, {} "
-               "without (those run the default)\n",
-               preset.name, total, fmt::join(arch_names, ","), missing_binaries, rejected, who, tuned, untuned);
+               "without (those run the default; {} of them have only another ktune version's row)\n",
+               preset.name, total, fmt::join(arch_names, ","), missing_binaries, rejected, who, tuned, untuned,
+               stale_tuned);
   }
   return missing_binaries == 0 && rejected == 0 ? 0 : 1;
 }
