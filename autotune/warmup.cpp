@@ -207,12 +207,14 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       task.noise_fraction = opt.tune_options.noise_fraction;
       task.measure = host_item ? host_measure_options() : opt.tune_options.measure;
       task.compile_jobs = opt.tune_options.compile_jobs;
+      task.retune = opt.retune;
       pool_tasks.push_back({item.arch, std::move(task)});
       pool_items.push_back(w);
       continue;
     }
-    std::string existing = host_item ? rt.host_tuned_config(item.family, w.tuning_key)
-                                     : rt.tuned_config(item.family, w.tuning_key);
+    const std::string existing = opt.retune ? std::string()
+                                 : host_item ? rt.host_tuned_config(item.family, w.tuning_key)
+                                             : rt.tuned_config(item.family, w.tuning_key);
     if (!existing.empty()) {
       w.status = "done earlier";
       w.winner = existing;

@@ -24,6 +24,7 @@ struct WarmupOptions {
   bool all_candidates = true;       // compile every candidate config, not only the default (always for the
                                     // arches of devices / host_workers, whose tunings need them)
   double budget_s = 0;              // stop starting new tuning keys after this many seconds (0: none)
+  bool retune = false;              // measure keys that already have this version's row for the device too
   int64_t max_total_tokens = int64_t{1} << 21;  // skip buckets with batch*seq_len above this (KV capacity)
   // Arch "host" (tuned on this CPU through the LLVM backend, with host_measure_options()): keys with
   // batch*seq_len above this are skipped, so a host warmup stays CI-sized (docs/host_backend.md).

@@ -67,7 +67,8 @@ std::string encode(const TuneTask& m) {
       .set("max_rounds", m.measure.max_rounds);
   Json j = Json::object();
   j.set("task", m.id).set("family", m.family).set("problem_key", m.problem_key).set("buckets", std::move(buckets))
-      .set("noise_fraction", m.noise_fraction).set("measure", std::move(measure)).set("compile_jobs", m.compile_jobs);
+      .set("noise_fraction", m.noise_fraction).set("measure", std::move(measure)).set("compile_jobs", m.compile_jobs)
+      .set("retune", m.retune);
   return j.dump();
 }
 
@@ -114,6 +115,9 @@ TuneTask decode_task(const std::string& line) {
   m.measure.max_spread = number(*measure, "max_spread", line);
   m.measure.max_rounds = static_cast<int>(integer(*measure, "max_rounds", line));
   m.compile_jobs = static_cast<int>(integer(j, "compile_jobs", line));
+  const Json* retune = j.find("retune");
+  if (!retune || !retune->is_bool()) bad("retune: expected true or false", line);
+  m.retune = retune->as_bool();
   return m;
 }
 

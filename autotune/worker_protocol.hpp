@@ -34,6 +34,7 @@ struct TuneTask {
   double noise_fraction = 0.02;
   MeasureOptions measure;
   int compile_jobs = 0;
+  bool retune = false;  // measure even when the key has a row of this version for this device
 };
 
 struct TaskResult {

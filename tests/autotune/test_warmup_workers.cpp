@@ -155,6 +155,14 @@ TEST_CASE("three host workers tune every key exactly once, with one worker's win
   autotune::WarmupReport again = f.warmup(three, f.options(3));
   CHECK(again.already_done == kKeys);
   CHECK(again.tuned == 0);
+
+  // --retune: every key measured again by the workers instead of counted done.
+  autotune::WarmupOptions retune = f.options(3);
+  retune.retune = true;
+  autotune::WarmupReport re = f.warmup(three, retune);
+  CHECK(re.tuned == kKeys);
+  CHECK(re.already_done == 0);
+  CHECK(re.failed == 0);
 }
 
 TEST_CASE("a worker SIGKILLed in the middle of a key leaves no row, and another worker retakes the key",

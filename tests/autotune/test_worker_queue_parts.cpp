@@ -54,6 +54,7 @@ TEST_CASE("worker messages round-trip, and a malformed one is an error naming th
   t.measure.samples = 3;
   t.measure.max_spread = 0.05;
   t.compile_jobs = 2;
+  t.retune = true;
   const std::string line = autotune::encode(t);
   CHECK(line.find('\n') == std::string::npos);
   autotune::TuneTask back = autotune::decode_task(line);
@@ -64,6 +65,9 @@ TEST_CASE("worker messages round-trip, and a malformed one is an error naming th
   CHECK(back.measure.samples == 3);
   CHECK(back.measure.max_spread == 0.05);
   CHECK(back.compile_jobs == 2);
+  CHECK(back.retune);
+  t.retune = false;
+  CHECK_FALSE(autotune::decode_task(autotune::encode(t)).retune);
 
   autotune::TaskResult r{7, "failed: a message\nover two lines", "", 12.5};
   const std::string rline = autotune::encode(r);

@@ -77,6 +77,11 @@ want "$again" '(d["tuned"], d["already_done"])' "(1, 0)" "warmup over another ve
 [[ "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
   "SELECT ktune_version FROM tuning").fetchone()[0])' "$KTUNE_CACHE")" == "$version" ]] ||
   { echo "FAIL: warmup left another version's tuning row"; exit 1; }
+# Its own row: the next warmup counts the key done; --retune measures it again.
+want "$("$ktune" warmup --preset "$preset" --arch host --json)" '(d["tuned"], d["already_done"])' "(0, 1)" \
+  "warmup over this version's row"
+want "$("$ktune" warmup --preset "$preset" --arch host --retune --json)" '(d["tuned"], d["already_done"])' "(1, 0)" \
+  "warmup --retune"
 python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - "$other" "$version"
 out="$(replay --json)"
 want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'tuned', '$other')" \

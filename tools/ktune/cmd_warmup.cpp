@@ -24,11 +24,12 @@ namespace ktune::cli {
 namespace {
 
 const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A...]] [--kv-dtype bf16|fp16|fp8] [--max-batch N]
-                    [--max-seq-len N] [--spec-tokens K] [--budget 10m] [--default-only] [--cache PATH]
+                    [--max-seq-len N] [--spec-tokens K] [--budget 10m] [--default-only] [--retune] [--cache PATH]
                     [--devices all|N[,N...]] [--workers N] [--key-timeout 30m] [-j N] [--json]
   On a GPU (no --arch, or --arch including the GPU's): compiles every candidate and tunes every
-  (op, batch bucket, seq-len bucket) key of the preset, skipping keys already tuned on this device, so it
-  resumes where it stopped. Other arches (or no GPU): compiles the default and every candidate config of each
+  (op, batch bucket, seq-len bucket) key of the preset, skipping keys this ktune version already tuned on this
+  device, so it resumes where it stopped (--retune measures those again and replaces their rows; rows another
+  ktune version tuned are never used and always tuned again). Other arches (or no GPU): compiles the default and every candidate config of each
   problem so the binaries ship; without a GPU and without --arch, every default arch. --budget stops starting new tuning keys after the time given (s, m or h).
   --arch host: compiles for this CPU through the LLVM backend (libktune_host.so) and tunes every key with
   batch x seq_len <= 8192 (sparse_mla_decode: batch x max_q_len x topk) and GEMM tokens <= 4 on it (larger
@@ -84,11 +85,12 @@ int cmd_warmup(const std::vector<std::string>& argv) {
     if (a == "--help") return fmt::print("{}", kWarmupHelp), 0;
   std::vector<std::string> valued = preset_option_names();
   valued.insert(valued.end(), {"arch", "budget", "cache", "jobs", "devices", "workers", "key-timeout"});
-  Args args(argv, valued, {"json", "default-only"});
+  Args args(argv, valued, {"json", "default-only", "retune"});
   autotune::WarmupOptions w;
   if (args.has("arch"))
     for (const Arch& a : parse_arch_option(args.get("arch"), true)) w.arches.push_back(a.str());
   w.all_candidates = !args.has("default-only");
+  w.retune = args.has("retune");
   w.budget_s = parse_budget(args.get("budget"));
   w.jobs = args.get_int("jobs", 0, 1, 1024);
   w.host_workers = args.get_int("workers", 0, 1, 256);
