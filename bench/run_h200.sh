@@ -15,7 +15,8 @@
 #   dispatch  bench_dispatch (host us per call: prepared C++/C ops, one-shot calls, bare cuLaunchKernel),
 #             bench/bench_dispatch.py (the Python op object, the torch custom op, SDPA's per-call cost) and
 #             bench_pdl (GPU us per call in a graph of chained decode calls, plain vs programmatic dependent launch)
-#   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys
+#   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys,
+#             then the warmed cache with its rows relabelled as another ktune version's: replay (defaults), warmup
 #   devices   ktune warmup --devices 0 (the worker-process path on this GPU) against two plain warmups of the same
 #             llama-3.1-8b range (bench/compare_warmups.py: same keys, winners equal or within noise), a replay of
 #             the --devices cache with KTUNE_JIT=0, and ktune.warmup(devices=[0]) from Python (the C entry)
@@ -143,6 +144,21 @@ part_tune() {
   step tune_autotune_bench 200 "$P/bin/bench_autotune" --cache "$db" --json "$OUT/autotune.json"
   step tune_mxfp4_dense 90 "$K" tune --family mxfp4_gemm --problem n8192.k8192.bf16-bf16 --tokens 4096
   step tune_mxfp4_moe 45 "$K" tune --family mxfp4_gemm --problem n2880.k2880.e128.top4.bf16-bf16 --tokens 256
+  # The same cache with every row relabelled as tuned by another ktune version (row digests recomputed): a replay
+  # runs every op on its default with 0 compiles (the rows are not used), then a warmup tunes every key again.
+  fresh_db "$db" "$WORK/stale.db"
+  python3 - "$WORK/stale.db" <<'PY'
+import sqlite3, sys
+sys.path.insert(0, "tests/support")
+import put_tuning_row
+db = sys.argv[1]
+rows = sqlite3.connect(db).execute("SELECT family, problem_key, device_fingerprint, winner_config FROM tuning").fetchall()
+for r in rows:
+    put_tuning_row.main(db, *r, "0.0.1")
+print(len(rows), "tuning rows relabelled as ktune 0.0.1's")
+PY
+  KTUNE_JIT=0 step tune_stale_replay 60 "$K" replay "${range[@]}" --cache "$WORK/stale.db" --no-preload --json
+  step tune_stale_warmup 150 "$K" warmup "${range[@]}" --cache "$WORK/stale.db" --json
 }
 
 part_devices() {

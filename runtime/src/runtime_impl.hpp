@@ -56,6 +56,7 @@ struct Runtime::Impl {
   // Tuned configs by "family\nkey\nfingerprint" ("" = known miss), and device fingerprints by context.
   std::mutex tuning_mutex;
   std::unordered_map<std::string, std::string> tuned;
+  bool stale_tuning_warned = false;  // the first row of another ktune version is a warning, later ones info
   std::unordered_map<void*, std::string> fingerprints;
   const std::string& fingerprint_of(void* ctx);
   // The tuned config of (family, key) on the device with fingerprint `fp` ("" = none: the miss is counted and

@@ -69,12 +69,14 @@ std::string Runtime::Impl::tuned_config_for(const std::string& family, const std
   tuned[memo_key] = winner;
   if (winner.empty()) {
     stats.tuning_misses++;
-    if (!stale_version.empty())
-      log(LogLevel::warn,
+    if (!stale_version.empty()) {
+      log(stale_tuning_warned ? LogLevel::info : LogLevel::warn,
           "the tuned config for {} {} on {} was measured by ktune {}, not this ktune {}; using the default "
-          "until `ktune warmup` tunes it again",
-          family, key, where, stale_version, version());
-    else
+          "until `ktune warmup` tunes it again{}",
+          family, key, where, stale_version, version(),
+          stale_tuning_warned ? "" : " (other such keys are logged at level info)");
+      stale_tuning_warned = true;
+    } else
       log(LogLevel::info, "no tuned config for {} {} on {}; using the default", family, key, where);
   }
   return winner;
