@@ -196,24 +196,29 @@ void CacheDb::export_to(const std::string& dest_path) {
 
 namespace {
 
-// Which of two intact rows for one key a merge keeps: the later tuned_at, and between rows tuned in the same
-// second the one whose row digest (a hash of all its columns) sorts first. That is a total order over distinct
-// rows, so merging the same files in any order, or into a cache already holding some of them, keeps the same
-// row for every key (A+B == B+A): caches tuned on several hosts of one GPU type combine deterministically.
-bool tuning_row_wins(const TuningRecord& incoming, const TuningRecord& current) {
+// Which of two intact rows for one key a merge keeps: a row of the preferred ktune version over one of another
+// version (when a version is preferred), then the later tuned_at, and between rows tuned in the same second the
+// one whose row digest (a hash of all its columns) sorts first. That is a total order over distinct rows, so
+// merging the same files in any order, or into a cache already holding some of them, keeps the same row for
+// every key (A+B == B+A): caches tuned on several hosts of one GPU type combine deterministically.
+bool tuning_row_wins(const TuningRecord& incoming, const TuningRecord& current, const std::string& prefer) {
+  if (!prefer.empty()) {
+    const bool in_preferred = incoming.ktune_version == prefer, cur_preferred = current.ktune_version == prefer;
+    if (in_preferred != cur_preferred) return in_preferred;
+  }
   if (incoming.tuned_at != current.tuned_at) return incoming.tuned_at > current.tuned_at;
   return detail::tuning_row_digest(incoming) < detail::tuning_row_digest(current);
 }
 
 }  // namespace
 
-CacheDb::MergeResult CacheDb::merge_from(const std::string& src_path) {
+CacheDb::MergeResult CacheDb::merge_from(const std::string& src_path, const std::string& prefer_ktune_version) {
   detail::require_writable(*impl_, "merge into it");
-  return merge_rows_from(*detail::open_for_reading(src_path));
+  return merge_rows_from(*detail::open_for_reading(src_path), prefer_ktune_version);
 }
 
-CacheDb::MergeResult CacheDb::merge_signed_from(const std::string& src_path,
-                                               const std::vector<PublicKey>& trusted) {
+CacheDb::MergeResult CacheDb::merge_signed_from(const std::string& src_path, const std::vector<PublicKey>& trusted,
+                                               const std::string& prefer_ktune_version) {
   detail::require_writable(*impl_, "merge into it");
   if (trusted.empty())
     throw CacheError(fmt::format("ktune cache merge {}: no trusted public key given to check it against", src_path));
@@ -225,10 +230,10 @@ CacheDb::MergeResult CacheDb::merge_signed_from(const std::string& src_path,
     throw CacheError(fmt::format("ktune cache merge: refusing {}: its signature is {}: {}", src_path,
                                  signature_result_name(check.result), check.detail));
   src->restrict_to_rows(check.rows);
-  return merge_rows_from(*src);
+  return merge_rows_from(*src, prefer_ktune_version);
 }
 
-CacheDb::MergeResult CacheDb::merge_rows_from(CacheDb& source) {
+CacheDb::MergeResult CacheDb::merge_rows_from(CacheDb& source, const std::string& prefer_ktune_version) {
   CacheDb* src = &source;  // get_binary and the tuning list apply src's row checks (and signed-row restriction)
   MergeResult result;
 
@@ -261,7 +266,8 @@ CacheDb::MergeResult CacheDb::merge_rows_from(CacheDb& source) {
         detail::find_tuning_locked(*impl_, t.family, t.problem_key, t.device_fingerprint);
     const bool exists = ours.has_value();
     // A damaged row of ours is replaced by any intact one; otherwise the rule decides (tx rolls back: no change).
-    if (exists && detail::check_tuning_row(*impl_, *ours).empty() && !tuning_row_wins(t, *ours)) continue;
+    if (exists && detail::check_tuning_row(*impl_, *ours).empty() && !tuning_row_wins(t, *ours, prefer_ktune_version))
+      continue;
     detail::upsert_tuning_locked(*impl_, t);
     tx.commit();
     ++(exists ? result.tuning_updated : result.tuning_added);

@@ -172,7 +172,7 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
     cache::LayeredCache layered(search_path, true);
     for (const auto& info : layered.layers()) {
       if (!info.present) continue;
-      auto m = out->merge_from(info.path);
+      auto m = out->merge_from(info.path, version());  // this version's tuning rows over older ones
       total.binaries_added += m.binaries_added;
       total.binaries_skipped += m.binaries_skipped;
       total.tuning_added += m.tuning_added;
@@ -198,7 +198,7 @@ CacheMergeSummary cache_merge(const std::string& search_path, const std::string&
     cache::LayeredCache layered(search_path, false);
     cache::CacheDb* db = layered.writable_layer();
     if (!db) throw Error(Status::cache_error, "cache", layered.write_problem());
-    return to_summary(public_key_paths ? db->merge_signed_from(src, keys) : db->merge_from(src));
+    return to_summary(public_key_paths ? db->merge_signed_from(src, keys, version()) : db->merge_from(src, version()));
   });
 }
 

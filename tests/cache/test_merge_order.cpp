@@ -30,11 +30,12 @@ std::vector<Row> rows_of(const std::string& path) {
   return out;
 }
 
-std::vector<Row> merged(const TempDir& dir, const std::string& name, const std::vector<std::string>& sources) {
+std::vector<Row> merged(const TempDir& dir, const std::string& name, const std::vector<std::string>& sources,
+                        const std::string& prefer_version = "") {
   const std::string path = dir.file(name);
   {
     auto db = CacheDb::open(path, {});
-    for (const auto& s : sources) db->merge_from(s);
+    for (const auto& s : sources) db->merge_from(s, prefer_version);
   }
   return rows_of(path);
 }
@@ -72,4 +73,29 @@ TEST_CASE("cache merge keeps the same tuning rows whatever the order (A+B == B+A
   const std::string key1 = std::get<4>(abc[0]);
   CHECK((key1 == "t64.s2.w1" || key1 == "t128.s1.w4" || key1 == "t64.s8.w8"));
   CHECK(CacheDb::open(dir.file("abc.db"), {})->verify().empty());
+}
+
+TEST_CASE("cache merge for a ktune version keeps that version's rows over later rows of another version",
+          "[cache][maintenance][merge]") {
+  TempDir dir;
+  const std::string cur = dir.file("current.db"), old = dir.file("old.db");
+  {
+    TuningRecord mine = host_row(1, 500, "t64.s2.w1", "new-image");
+    mine.ktune_version = "0.2.0";
+    TuningRecord theirs = host_row(1, 900, "t32.s1.w1", "old-fleet");  // tuned later, by the previous release
+    theirs.ktune_version = "0.1.0";
+    CacheDb::open(cur, {})->put_tuning(mine);
+    CacheDb::open(old, {})->put_tuning(theirs);
+    TuningRecord only_old = host_row(2, 900, "t16.s1.w1", "old-fleet");  // no row of 0.2.0 for key 2
+    only_old.ktune_version = "0.1.0";
+    CacheDb::open(old, {})->put_tuning(only_old);
+  }
+  const std::vector<Row> pref = merged(dir, "pref.db", {cur, old}, "0.2.0");
+  CHECK(pref == merged(dir, "pref_rev.db", {old, cur}, "0.2.0"));
+  REQUIRE(pref.size() == 2);
+  CHECK(std::get<4>(pref[0]) == "t64.s2.w1");  // 0.2.0's row, though tuned earlier
+  CHECK(std::get<4>(pref[1]) == "t16.s1.w1");  // another version's row is still merged where there is no other
+  // Without a preferred version the later row wins, as between rows of one version.
+  const std::vector<Row> plain = merged(dir, "plain.db", {cur, old});
+  CHECK(std::get<4>(plain[0]) == "t32.s1.w1");
 }

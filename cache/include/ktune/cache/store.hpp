@@ -197,13 +197,16 @@ class CacheDb {
   };
   // Imports src's intact binaries (each blob verified first) and its tuning rows that win over ours: for one
   // (family, problem_key, device_fingerprint), the later tuned_at wins, and on equal tuned_at the row whose
-  // row digest sorts first (bytewise) wins; an intact row always replaces a damaged one. The result does not
-  // depend on the order files are merged in.
-  MergeResult merge_from(const std::string& src_path);
+  // row digest sorts first (bytewise) wins; an intact row always replaces a damaged one. With
+  // prefer_ktune_version non-empty, a row tuned by that version wins over a row of any other version before
+  // tuned_at is compared (a runtime uses only its own version's rows). The result does not depend on the order
+  // files are merged in.
+  MergeResult merge_from(const std::string& src_path, const std::string& prefer_ktune_version = "");
   // The same for a source that must carry a valid signature by one of `trusted` over exactly its rows
   // (blobs hashed); otherwise throws CacheError naming src and the signature's state, and imports nothing.
   // Only rows the signature covers are imported.
-  MergeResult merge_signed_from(const std::string& src_path, const std::vector<PublicKey>& trusted);
+  MergeResult merge_signed_from(const std::string& src_path, const std::vector<PublicKey>& trusted,
+                                const std::string& prefer_ktune_version = "");
 
   struct Counts {
     int64_t binaries = 0, tuning = 0, blob_bytes = 0;
@@ -232,7 +235,7 @@ class CacheDb {
  private:
   friend std::unique_ptr<CacheDb> detail::open_at_schema_version(const std::string& path, int version);
   explicit CacheDb(std::unique_ptr<Impl> impl);
-  MergeResult merge_rows_from(CacheDb& src);
+  MergeResult merge_rows_from(CacheDb& src, const std::string& prefer_ktune_version);
   std::unique_ptr<Impl> impl_;
 };
 
