@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&b.out, 64 << 20));
   CK(cudaMalloc(&b.ws, 64 << 20));
   CK(cudaMalloc(&b.tables, 64 * 4096 * 4));
-  CK(cudaMalloc(&b.lens, 64 * 4));
+  CK(cudaMalloc(&b.lens, 256 * 4));
   fill_random(b.kv, kv_bytes, 1);
   fill_random(b.q, 64 << 20, 2);
   time_shape<ktune_xqa::Bf16Q1>("B64 L4096 bf16 q1", 64, 4096, 1, reps, b);
@@ -217,6 +217,16 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "B1 L128K s%d +comb", splits);
     time_shape<ktune_xqa::Big>(name, 1, 131072, splits, reps, b, true);
   }
+  // Grid balance (512 CTAs leave 16 of 132 SMs with 3 CTAs, the rest with 4): B66 is 528 CTAs, 4 on every SM;
+  // B33 two per SM. Equal TB/s across the three: the uneven last CTAs cost nothing.
+  time_read("bal read 512MiB 512 CTAs", 536870912ull, 512, reps, b);
+  time_read("bal read 528MiB 528 CTAs", 553648128ull, 528, reps, b);
+  time_shape<ktune_xqa::Fp8Q1>("bal fp8 q1 B64", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Fp8Q1>("bal fp8 q1 B66", 66, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Fp8Q1>("bal fp8 q1 B33", 33, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Fp8Q1>("bal fp8 q1 B132", 132, 2048, 1, reps, b);
+  time_shape<ktune_xqa::Bf16Q1>("bal bf16 q1 B64", 64, 4096, 1, reps, b);
+  time_shape<ktune_xqa::Bf16Q1>("bal bf16 q1 B66", 66, 4096, 1, reps, b);
   time_shape<ktune_xqa::Fp8Q1p128>("fp8 q1 page 128", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Bf16Q1p16>("bf16 q1 page 16", 64, 4096, 1, reps, b);
   return 0;
