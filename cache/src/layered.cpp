@@ -382,13 +382,15 @@ bool LayeredCache::put_binary(const BinaryRecord& r) {
 
 std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, const std::string& problem_key,
                                                      const std::string& device_fingerprint,
-                                                     const std::string& ktune_version) {
+                                                     const std::string& ktune_version,
+                                                     std::string* other_version) {
   for (const auto& layer : layers_) {
     if (!layer.db) continue;
     try {
       std::string problem;
       if (auto t = layer.db->get_tuning_checked(family, problem_key, device_fingerprint, &problem)) {
         if (ktune_version.empty() || t->ktune_version == ktune_version) return t;
+        if (other_version && other_version->empty()) *other_version = t->ktune_version;
         continue;  // tuned by another ktune build: stale, not damaged
       }
       if (!problem.empty()) record_problem(problem, true);

@@ -57,11 +57,7 @@ std::string Runtime::Impl::tuned_config_for(const std::string& family, const std
   // winner is a measurement of something else, as a binary of another version is never loaded.
   std::string winner, stale_version;
   try {
-    if (auto row = cache->get_tuning(family, key, fp, version())) {
-      winner = row->winner_config;
-    } else if (auto any = cache->get_tuning(family, key, fp)) {
-      stale_version = any->ktune_version;
-    }
+    if (auto row = cache->get_tuning(family, key, fp, version(), &stale_version)) winner = row->winner_config;
   } catch (const std::exception& e) {
     log(LogLevel::warn, "tuning lookup {} {} failed ({}); using the default config", family, key, e.what());
   }
@@ -76,8 +72,9 @@ std::string Runtime::Impl::tuned_config_for(const std::string& family, const std
           family, key, where, stale_version, version(),
           stale_tuning_warned ? "" : " (other such keys are logged at level info)");
       stale_tuning_warned = true;
-    } else
+    } else {
       log(LogLevel::info, "no tuned config for {} {} on {}; using the default", family, key, where);
+    }
   }
   return winner;
 }

@@ -143,7 +143,12 @@ TEST_CASE("layered: a tuning row of another ktune version is passed over for one
   got = cache.get_tuning(k.family, k.problem_key, k.device_fingerprint, "0.1.0");
   REQUIRE(got);
   CHECK(got->winner_config == "t32.s1.w1");
-  CHECK_FALSE(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint, "0.3.0"));
+  std::string other;
+  CHECK_FALSE(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint, "0.3.0", &other));
+  CHECK(other == "0.1.0");  // the first row passed over: the first layer's
+  other.clear();
+  REQUIRE(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint, "0.2.0", &other));
+  CHECK(other == "0.1.0");
   got = cache.get_tuning(k.family, k.problem_key, k.device_fingerprint);  // any version: the first layer's
   REQUIRE(got);
   CHECK(got->ktune_version == "0.1.0");

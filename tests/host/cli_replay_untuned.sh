@@ -66,8 +66,10 @@ want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0,
 other="$("$ktune" compile --family xqa_decode --arch host --problem "${key%%|*}" --all-configs --json |
   json "[c for c in (k['name'].split('/')[-1] for k in d['kernels']) if c != '$default'][0]")"
 python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode "$key" - "$other" 0.0.1
-out="$(replay --json)" || { echo "FAIL: replay with another version's row exited $?: $out"; exit 1; }
+out="$(replay --json 2>"$tmp/stale.err")" || { echo "FAIL: replay with another version's row exited $?: $out"; exit 1; }
 echo "replay (another version's row): $out"
+grep -qF "was measured by ktune 0.0.1, not this ktune $version; using the default" "$tmp/stale.err" ||
+  { echo "FAIL: no warning names the other version's row"; cat "$tmp/stale.err"; exit 1; }
 want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'default', '$default')" \
   "replay with another version's row"
 # A warmup of this version tunes that key again instead of counting it done, and stores its own row.

@@ -97,10 +97,11 @@ class LayeredCache {
   bool put_binary(const BinaryRecord& r);
   // First layer with an intact row; a damaged row is counted (damaged_seen) and skipped. With ktune_version
   // non-empty only a row tuned by that version counts: a winner measured against another build's kernels is
-  // passed over like a missing one (the search goes on to the next layer), as binaries of another version are.
+  // passed over like a missing one (the search goes on to the next layer), as binaries of another version are;
+  // the version of the first row passed over goes to *other_version when given.
   std::optional<TuningRecord> get_tuning(const std::string& family, const std::string& problem_key,
                                          const std::string& device_fingerprint,
-                                         const std::string& ktune_version = "");
+                                         const std::string& ktune_version = "", std::string* other_version = nullptr);
   void put_tuning(const TuningRecord& r);
 
   // A blob that passed every check here but cannot be used (it does not load, or lacks the symbols of its key):
