@@ -83,6 +83,11 @@ echo "stale row: $out"
 text="$("$K" cache check --preset "$preset" --cache "$db" --arch sm_90a --device "NVIDIA H200")"
 grep -qF "ok sm_90a attn $P|b1.l1024: default $default present; tuning row of ktune 0.0.1 only (not used by" \
   <<<"$text"
+# `ktune cache stats` counts the rows per ktune version and says which ones this version uses.
+stats="$("$K" cache stats --cache "$db" --json)"
+[[ "$(json '(d["ktune_version"], d["tuning_by_ktune_version"])' <<<"$stats")" == "('$version', {'0.0.1': 1})" ]] ||
+  { echo "FAIL: cache stats by version: $stats"; exit 1; }
+grep -qF "tuning rows of ktune 0.0.1: 1 (not used by this version, $version)" <<<"$("$K" cache stats --cache "$db")"
 
 # 5. A row whose winner is a binary the cache holds (here the default's): the check passes.
 tuning_row "$default"

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "json_writer.hpp"
 #include "ktune/cache_admin.hpp"
+#include "ktune/runtime.hpp"
 
 namespace ktune::cli {
 namespace {
@@ -15,7 +16,8 @@ namespace {
 const char* kHelp = R"(usage: ktune cache <ls|show|stats|check|verify|prune|export|merge|keygen|sign> [options]
   ls     [--family F] [--json]            one row per binary: readable name, arch, compiler, size, layer
   show   KEY [--json]                     tuning rows whose key contains KEY: every candidate and the winner
-  stats  [--json]                         per layer: binaries, tuning rows, bytes; per family/arch counts
+  stats  [--json]                         per layer: binaries, tuning rows, bytes; per family/arch counts;
+                                          tuning rows per ktune version (a runtime uses only its own)
   check  --preset NAME|FILE [--arch A[,A...]] [--device NAME | --fingerprint FILE] [warmup's bucket options]
          [--json]                         coverage of a preset, no GPU needed: per key, whether the default and
                                           the tuned binary are in a layer (the runtime's lookup, KTUNE_JIT=0)
@@ -72,8 +74,10 @@ int ls(const Args& args, const std::string& cache) {
 
 int stats(const Args& args, const std::string& cache) {
   auto layers = cache_layers(cache);
-  std::map<std::string, int> per_family_arch;
+  std::map<std::string, int> per_family_arch, tuning_per_version;
   for (const auto& e : cache_list(cache)) per_family_arch[e.family + " " + e.arch]++;
+  // A runtime uses only the rows its own version tuned (docs/cache_format.md, "Tuning version").
+  for (const auto& t : cache_list_tuning(cache)) tuning_per_version[t.ktune_version]++;
   if (args.has("json")) {
     std::vector<std::string> rows;
     for (const auto& l : layers)
@@ -82,7 +86,10 @@ int stats(const Args& args, const std::string& cache) {
                          .num("schema_version", l.schema_version).dump());
     JsonObject groups;
     for (const auto& [k, n] : per_family_arch) groups.num(k, n);
-    fmt::print("{}\n", JsonObject().raw("layers", json_array(rows)).raw("by_family_arch", groups.dump()).dump());
+    JsonObject versions;
+    for (const auto& [v, n] : tuning_per_version) versions.num(v, n);
+    fmt::print("{}\n", JsonObject().raw("layers", json_array(rows)).raw("by_family_arch", groups.dump())
+                           .str("ktune_version", ktune::version()).raw("tuning_by_ktune_version", versions.dump()).dump());
     return 0;
   }
   for (const auto& l : layers) {
@@ -94,6 +101,9 @@ int stats(const Args& args, const std::string& cache) {
                l.schema_version, l.binaries, l.blob_bytes / 1048576.0, l.tuning);
   }
   for (const auto& [k, n] : per_family_arch) fmt::print("  {:<32} {}\n", k, n);
+  for (const auto& [v, n] : tuning_per_version)
+    fmt::print("  tuning rows of ktune {}: {}{}\n", v, n,
+               v == ktune::version() ? " (this version)" : " (not used by this version, " + std::string(ktune::version()) + ")");
   return 0;
 }
 
