@@ -89,7 +89,7 @@ int stats(const Args& args, const std::string& cache) {
     JsonObject versions;
     for (const auto& [v, n] : tuning_per_version) versions.num(v, n);
     fmt::print("{}\n", JsonObject().raw("layers", json_array(rows)).raw("by_family_arch", groups.dump())
-                           .str("ktune_version", ktune::version()).raw("tuning_by_ktune_version", versions.dump()).dump());
+                           .str("ktune_version", version()).raw("tuning_by_ktune_version", versions.dump()).dump());
     return 0;
   }
   for (const auto& l : layers) {
@@ -102,8 +102,8 @@ int stats(const Args& args, const std::string& cache) {
   }
   for (const auto& [k, n] : per_family_arch) fmt::print("  {:<32} {}\n", k, n);
   for (const auto& [v, n] : tuning_per_version)
-    fmt::print("  tuning rows of ktune {}: {}{}\n", v, n,
-               v == ktune::version() ? " (this version)" : " (not used by this version, " + std::string(ktune::version()) + ")");
+    fmt::print("  tuning rows of ktune {}: {} ({})\n", v, n,
+               v == version() ? "this version" : fmt::format("not used by this version, {}", version()));
   return 0;
 }
 
