@@ -58,7 +58,33 @@ ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* o,
 
 ktune_status ktune_warmup_workers(ktune_runtime* runtime, const ktune_warmup_options* o, const char* devices,
                                   int host_workers, ktune_warmup_result* out) {
+  ktune_warmup_request request;
+  ktune_warmup_request_default(&request);
+  request.options = o;
+  request.devices = devices;
+  request.host_workers = host_workers;
+  return ktune_warmup_run(runtime, &request, out);
+}
+
+void ktune_warmup_request_default(ktune_warmup_request* request) {
+  if (!request) return;
+  *request = ktune_warmup_request{};
+  request->struct_size = sizeof(ktune_warmup_request);
+}
+
+ktune_status ktune_warmup_run(ktune_runtime* runtime, const ktune_warmup_request* request, ktune_warmup_result* out) {
   if (!runtime) return invalid("ktune_warmup: runtime must not be NULL");
+  if (!request) return invalid("ktune_warmup: request must not be NULL");
+  if (request->struct_size != sizeof(ktune_warmup_request)) {
+    static thread_local std::string msg;
+    msg = "ktune_warmup: request.struct_size: expected " + std::to_string(sizeof(ktune_warmup_request)) +
+          " (sizeof ktune_warmup_request of this library; start it from ktune_warmup_request_default), got " +
+          std::to_string(request->struct_size);
+    return invalid(msg.c_str());
+  }
+  const ktune_warmup_options* o = request->options;
+  const char* devices = request->devices;
+  const int host_workers = request->host_workers;
   if (!o) return invalid("ktune_warmup: options must not be NULL");
   if (!out) return invalid("ktune_warmup: result must not be NULL");
   if (!o->preset || !*o->preset) return invalid("ktune_warmup: options.preset: expected a preset name or file, got none");
@@ -97,6 +123,7 @@ ktune_status ktune_warmup_workers(ktune_runtime* runtime, const ktune_warmup_opt
       w.devices = at::parse_device_list(devices, static_cast<int>(ktune::system_info().devices.size()),
                                         "devices");
     w.host_workers = host_workers;
+    w.retune = request->retune != 0;
     std::mutex progress_mutex;  // the callback is never entered by two threads at once
     if (o->progress)
       w.progress = [&](const std::string& what, size_t done, size_t total) {

@@ -57,9 +57,7 @@ TaskResult run_task(Runtime& rt, const TuneWorkerOptions& opt, const TuneTask& t
   auto t0 = Clock::now();
   try {
     const std::string key = tuning_key(task.problem_key, task.buckets);
-    const std::string existing = task.retune ? std::string()
-                                 : opt.host ? rt.host_tuned_config(task.family, key)
-                                            : rt.tuned_config(task.family, key);
+    const std::string existing = winner_in_cache(rt, task.family, key, opt.host, task.retune);
     if (!existing.empty()) {
       r.status = "done earlier";
       r.winner = existing;

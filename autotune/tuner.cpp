@@ -120,6 +120,12 @@ std::vector<CandidateResult> measure_interleaved(Timer& timer, const std::vector
 
 int64_t tunings_performed() { return g_tunings.load(); }
 
+std::string winner_in_cache(Runtime& rt, const std::string& family, const std::string& tuning_key, bool host,
+                            bool retune) {
+  if (retune) return {};
+  return host ? rt.host_tuned_config(family, tuning_key) : rt.tuned_config(family, tuning_key);
+}
+
 std::vector<CompileJobResult> compile_all(Runtime& rt, const std::vector<CompileJob>& jobs, int threads,
                                           const std::function<void(size_t, size_t)>& progress) {
   std::vector<CompileJobResult> results(jobs.size());

@@ -43,6 +43,12 @@ struct TuneOutcome {
 KTUNE_API TuneOutcome tune(Runtime& rt, const std::string& family, const std::string& problem_key,
                            const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options);
 
+// The winner this ktune version already stored for `tuning_key` on the current device (host: the host CPU), or ""
+// when none is stored, when only another version's row is, or when `retune` asks to measure it again. The one
+// "already tuned?" question of warmup, in process and in its worker processes.
+KTUNE_API std::string winner_in_cache(Runtime& rt, const std::string& family, const std::string& tuning_key,
+                                      bool host, bool retune);
+
 // Tunings performed in this process (replay asserts 0).
 KTUNE_API int64_t tunings_performed();
 

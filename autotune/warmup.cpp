@@ -9,6 +9,7 @@
 
 #include "autotune/host_tuner.hpp"
 #include "autotune/plan.hpp"
+#include "autotune/tuner.hpp"
 #include "autotune/warmup_workers.hpp"
 #include "autotune/workload.hpp"
 #include "ktune/device.hpp"
@@ -212,9 +213,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       pool_items.push_back(w);
       continue;
     }
-    const std::string existing = opt.retune ? std::string()
-                                 : host_item ? rt.host_tuned_config(item.family, w.tuning_key)
-                                             : rt.tuned_config(item.family, w.tuning_key);
+    const std::string existing = winner_in_cache(rt, item.family, w.tuning_key, host_item, opt.retune);
     if (!existing.empty()) {
       w.status = "done earlier";
       w.winner = existing;

@@ -115,6 +115,16 @@ class _WarmupOptions(ctypes.Structure):
     ]
 
 
+class _WarmupRequest(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("options", ctypes.POINTER(_WarmupOptions)),
+        ("devices", ctypes.c_char_p),
+        ("host_workers", ctypes.c_int),
+        ("retune", ctypes.c_int),
+    ]
+
+
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p)
 
 
@@ -288,6 +298,8 @@ def _declare(lib):
         "ktune_warmup_options_default": ([c.POINTER(_WarmupOptions)], None),
         "ktune_warmup": ([P, c.POINTER(_WarmupOptions), c.POINTER(_WarmupResult)], S),
         "ktune_warmup_workers": ([P, c.POINTER(_WarmupOptions), c.c_char_p, c.c_int, c.POINTER(_WarmupResult)], S),
+        "ktune_warmup_request_default": ([c.POINTER(_WarmupRequest)], None),
+        "ktune_warmup_run": ([P, c.POINTER(_WarmupRequest), c.POINTER(_WarmupResult)], S),
     }
     for name, (args, res) in _optional_signatures().items():
         try:

@@ -221,7 +221,8 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
            default_only: bool = False, budget_s: float = 0.0, jobs: int = 0, device: Union[None, int, str] = "auto",
            runtime: Optional[Runtime] = None, check: bool = True,
            progress: Union[bool, Callable[[str, int, int], None]] = True,
-           devices: Union[None, str, int, Sequence[int]] = None, workers: int = 0) -> WarmupReport:
+           devices: Union[None, str, int, Sequence[int]] = None, workers: int = 0,
+           retune: bool = False) -> WarmupReport:
     """`ktune warmup` in process: compiles every kernel a model preset needs and tunes every (op, batch bucket,
     seq-len bucket) key on the GPU (and/or on the host CPU with arch="host"), storing both in the cache.
 
@@ -234,7 +235,9 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     devices: "all", a GPU ordinal or a list of them: tune in one worker process per GPU (keys dealt out from a
     shared queue; compiles done once here first; `device` is then not used); the workers run the ktune CLI,
     found as $KTUNE_CLI or beside libktune.so. workers: that many host CPU worker processes for arch "host"
-    keys (arch must include "host"). Progress then names the worker: "[dev 1] 12/71 <key>"."""
+    keys (arch must include "host"). Progress then names the worker: "[dev 1] 12/71 <key>". retune: measure
+    again the keys this ktune version has already tuned, replacing their rows (`ktune warmup --retune`); by
+    default they count as already_done."""
     rt = runtime or globals()["runtime"]()
     if not isinstance(preset, str) or not preset:
         raise invalid("ktune.warmup: preset: expected a preset name or a JSON file path")
@@ -260,6 +263,8 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
         devices_text = ",".join(str(d) for d in devices)
     else:
         raise invalid(f"ktune.warmup: devices: expected None, \"all\", a GPU ordinal or a list of them, got {devices!r}")
+    if not isinstance(retune, bool):
+        raise invalid(f"ktune.warmup: retune: expected True or False, got {retune!r}")
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
         raise invalid(f"ktune.warmup: workers: expected an integer >= 0, got {workers!r}")
     if devices_text is not None:
@@ -298,8 +303,13 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     elif progress not in (False, None):
         raise invalid(f"ktune.warmup: progress: expected True, False or a callable, got {progress!r}")
     r = _lib._WarmupResult()
-    _lib.check(L.ktune_warmup_workers(rt.handle, ctypes.byref(o), _lib.cstr(devices_text), workers, ctypes.byref(r)),
-               "ktune_warmup")
+    req = _lib._WarmupRequest()
+    L.ktune_warmup_request_default(ctypes.byref(req))
+    req.options = ctypes.pointer(o)
+    req.devices = _lib.cstr(devices_text)
+    req.host_workers = workers
+    req.retune = 1 if retune else 0
+    _lib.check(L.ktune_warmup_run(rt.handle, ctypes.byref(req), ctypes.byref(r)), "ktune_warmup")
     del cb
     rep = WarmupReport(preset=preset, device=dev, items=json.loads(r.items_json.decode() if r.items_json else "[]"))
     for name, _ in _lib._WarmupResult._fields_:

@@ -369,6 +369,13 @@ class WarmupHost(unittest.TestCase):
         self.assertEqual(len([w for w in seen if w.startswith("[host ")]), 4, seen)  # "[host 1] 2/4 <key>"
         r2 = ktune.warmup(preset, arch="host", workers=2, runtime=rt, progress=False)
         self.assertEqual((r2.tuned, r2.already_done), (0, 4))
+        # retune measures every key again, through the workers and in this process, and replaces its row
+        r3 = ktune.warmup(preset, arch="host", workers=2, runtime=rt, progress=False, retune=True)
+        self.assertEqual((r3.tuned, r3.already_done, r3.failed), (4, 0, 0), r3.items)
+        r4 = ktune.warmup(preset, arch="host", runtime=rt, progress=False, retune=True)
+        self.assertEqual((r4.tuned, r4.already_done, r4.failed), (4, 0, 0), r4.items)
+        r5 = ktune.warmup(preset, arch="host", runtime=rt, progress=False)
+        self.assertEqual((r5.tuned, r5.already_done), (0, 4))
 
     def test_warmup_devices_errors_name_the_argument(self):
         for bad in ("x", [0, 0], -1, [1.5], True):
@@ -378,6 +385,9 @@ class WarmupHost(unittest.TestCase):
         with self.assertRaises(ktune.InvalidArgumentError) as c:
             ktune.warmup("llama-3.1-8b", arch="host", workers=-1, progress=False)
         self.assertIn("workers", c.exception.message)
+        with self.assertRaises(ktune.InvalidArgumentError) as c:
+            ktune.warmup("llama-3.1-8b", arch="host", retune=1, progress=False)
+        self.assertIn("retune", c.exception.message)
 
 
 if __name__ == "__main__":

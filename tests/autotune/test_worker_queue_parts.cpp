@@ -108,5 +108,27 @@ TEST_CASE("C warmup options: devices and workers are checked before any work", "
   o.arches = "sm_90a";  // host workers without host among the arches
   CHECK(ktune_warmup_workers(rt, &o, nullptr, 2, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("the arches must include host"));
+
+  // The growable request: its size is checked before any field is read, then the same checks apply.
+  ktune_warmup_request q;
+  ktune_warmup_request_default(&q);
+  CHECK(q.struct_size == sizeof(ktune_warmup_request));
+  CHECK(q.options == nullptr);
+  CHECK(q.devices == nullptr);
+  CHECK(q.host_workers == 0);
+  CHECK(q.retune == 0);
+  CHECK(ktune_warmup_run(rt, nullptr, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("request must not be NULL"));
+  CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("options must not be NULL"));
+  q.options = &o;
+  q.struct_size = sizeof(ktune_warmup_request) + 8;  // a newer caller's struct: not misread
+  CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("request.struct_size: expected " +
+                                                 std::to_string(sizeof(ktune_warmup_request))));
+  q.struct_size = sizeof(ktune_warmup_request);
+  q.host_workers = 2;  // o.arches is still sm_90a
+  CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("the arches must include host"));
   ktune_runtime_destroy(rt);
 }

@@ -249,6 +249,22 @@ KTUNE_C_API ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup
  * ktune_warmup(r, o, res) is ktune_warmup_workers(r, o, NULL, 0, res). */
 KTUNE_C_API ktune_status ktune_warmup_workers(ktune_runtime* runtime, const ktune_warmup_options* options,
                                               const char* devices, int host_workers, ktune_warmup_result* result);
+/* The whole warmup request in a struct that grows at its end (struct_size first, set by
+ * ktune_warmup_request_default; a size this library does not know is KTUNE_ERROR_INVALID_ARGUMENT, as for the
+ * argument structs). ktune_warmup_workers(r, o, d, h, res) is ktune_warmup_run with {options o, devices d,
+ * host_workers h, retune 0}. */
+typedef struct ktune_warmup_request {
+  uint32_t struct_size;                /* set by ktune_warmup_request_default */
+  const ktune_warmup_options* options; /* required */
+  const char* devices;                 /* as ktune_warmup_workers' devices (NULL: tune in this process) */
+  int host_workers;                    /* as ktune_warmup_workers' host_workers (0: none) */
+  int retune;                          /* nonzero: measure again the keys that already have this ktune version's
+                                          tuning row too, replacing it (`ktune warmup --retune`); 0 (default):
+                                          those keys count as already_done */
+} ktune_warmup_request;
+KTUNE_C_API void ktune_warmup_request_default(ktune_warmup_request* request);
+KTUNE_C_API ktune_status ktune_warmup_run(ktune_runtime* runtime, const ktune_warmup_request* request,
+                                          ktune_warmup_result* result);
 /* Inverse of ktune_mxfp4_prepack_host (tests, tools): packed (host) -> canonical w_packed [E, n, k/2] (low
  * nibble = even k) + w_scale [E, n, k/32] (host). Same size checks. */
 KTUNE_C_API ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, const uint8_t* packed_scales, int n,
