@@ -3,7 +3,9 @@
 // interleaved in one device call compare the kernels alone (no runtime, no JIT).
 //   xqa_ab [reps] [TEXT]   prints "shape us TB/s" rows (TEXT: only the rows whose name contains it); only Params
 //   fields every compared tree has are set. Beside the kernels: a one-wave read of the same bytes (the floor),
-//   lengths 1K-8K at B64 and page sizes 16/128.
+//   lengths 1K-8K at B64 and page sizes 16/128, and the read of the decode's 4 KB pages through a shuffled page
+//   table, by 16-byte loads and by the TMA unit's 1-D bulk copies (rows "read"): whether a TMA-fed ring could
+//   read the FP8 cache faster than the loads the kernel issues now.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/tma.cuh"
 #include "xqa_decode/kernel.cuh"
 
 #include "cuda_check.hpp"
@@ -98,6 +101,56 @@ __global__ void __launch_bounds__(256) read_kernel(const uint4* src, size_t n16,
   if (acc == 0x9E3779B9u) sink[0] = acc;  // keeps the loads
 }
 
+// The same read over a shuffled table of `chunk`-byte pages (4 KB: one FP8 page of 32 tokens x 128 B, what the
+// decode's CTAs gather): a CTA takes a contiguous run of table entries, each of its 256 threads loading one 16
+// bytes of each of 8 pages at a time (chunk = 4096: one page is one load per thread).
+__global__ void __launch_bounds__(256) paged_read_kernel(const uint4* src, const int* pages, int n_pages,
+                                                         unsigned* sink) {
+  constexpr int kPer16 = 4096 / 16;  // 16-byte pieces per page = threads per CTA
+  const int per = (n_pages + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = min(n_pages, lo + per);
+  unsigned acc = 0;
+  for (int i = lo; i < hi; i += 8) {
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      v[u] = i + u < hi ? __ldcs(src + (size_t)pages[i + u] * kPer16 + threadIdx.x) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x9E3779B9u) sink[0] = acc;
+}
+
+// The read through the TMA unit: one thread per CTA streams its run of table entries (pages == nullptr: the
+// chunks in order) into a ring of `stages` shared-memory slots of `chunk` bytes with 1-D bulk copies
+// (cp.async.bulk, each completing on its slot's transaction mbarrier) and refills a slot as soon as its bytes
+// have landed: stages * chunk bytes in flight per CTA, no register or issue cost beyond one copy per chunk. The
+// warp first copies the CTA's table entries to shared memory, so no copy waits on a table load.
+__global__ void __launch_bounds__(32) bulk_read_kernel(const char* src, const int* pages, int n_chunks,
+                                                       unsigned chunk, int stages, unsigned* sink) {
+  namespace kc = ktune_common;
+  extern __shared__ __align__(128) unsigned char ring[];
+  const int per = (n_chunks + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = min(n_chunks, lo + per);
+  unsigned long long* bars = reinterpret_cast<unsigned long long*>(ring + (size_t)stages * chunk);
+  int* table = reinterpret_cast<int*>(bars + stages);
+  for (int i = lo + int(threadIdx.x); i < hi; i += 32) table[i - lo] = pages ? pages[i] : i;
+  __syncwarp();
+  if (threadIdx.x != 0 || hi <= lo) return;
+  const unsigned ring_s = unsigned(__cvta_generic_to_shared(ring)), bar_s = unsigned(__cvta_generic_to_shared(bars));
+  for (int s = 0; s < stages; ++s) kc::mbar_init(bar_s + 8 * s, 1);
+  auto issue = [&](int k) {  // k: index in this CTA's run
+    const int s = k % stages;
+    kc::mbar_arrive_expect_tx(bar_s + 8 * s, chunk);
+    kc::bulk_load(ring_s + s * chunk, src + (size_t)table[k] * chunk, chunk, bar_s + 8 * s);
+  };
+  const int n = hi - lo;
+  for (int k = 0; k < n && k < stages; ++k) issue(k);
+  for (int k = 0; k < n; ++k) {
+    kc::mbar_wait(bar_s + 8 * (k % stages), (k / stages) & 1);
+    if (k + stages < n) issue(k + stages);
+  }
+  if (ring[0] == 0x5Au && ring[chunk - 1] == 0xA5u && ring[(size_t)(stages - 1) * chunk] == 0x3Cu) sink[0] = 1;
+}
+
 // xqa_ab [reps] [TEXT]: only the rows whose name contains TEXT (one kernel under a profiler)
 const char* g_only = nullptr;
 bool wanted(const char* name) { return !g_only || std::strstr(name, g_only); }
@@ -106,6 +159,41 @@ void time_read(const char* name, size_t bytes, int ctas, int reps, Buffers& b) {
   if (!wanted(name)) return;
   const double us = median_us([&] { read_kernel<<<ctas, 256>>>(static_cast<const uint4*>(b.kv), bytes / 16,
                                                                reinterpret_cast<unsigned*>(b.ws)); }, reps);
+  std::printf("%-22s %9.1f us %6.3f TB/s\n", name, us, bytes / us * 1e-6);
+}
+
+// A shuffled table of bytes / chunk page indices in b.tables (its capacity: 262144 entries); nullptr: none.
+const int* shuffled_pages(size_t bytes, unsigned chunk, bool paged, Buffers& b) {
+  if (!paged) return nullptr;
+  const size_t n = bytes / chunk;
+  if (n > 64 * 4096) std::fprintf(stderr, "xqa_ab: %zu pages exceed the table buffer\n", n), std::exit(1);
+  std::vector<int> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = int(i);
+  unsigned long long seed = 777;
+  for (size_t i = n - 1; i > 0; --i) std::swap(t[i], t[lcg(seed) % (i + 1)]);
+  CK(cudaMemcpy(b.tables, t.data(), n * 4, cudaMemcpyHostToDevice));
+  return b.tables;
+}
+
+void time_paged_read(const char* name, size_t bytes, int ctas, int reps, Buffers& b) {
+  if (!wanted(name)) return;
+  const int* pages = shuffled_pages(bytes, 4096, true, b);
+  const double us = median_us([&] { paged_read_kernel<<<ctas, 256>>>(static_cast<const uint4*>(b.kv), pages,
+                                                                     int(bytes / 4096), reinterpret_cast<unsigned*>(b.ws)); },
+                              reps);
+  std::printf("%-22s %9.1f us %6.3f TB/s\n", name, us, bytes / us * 1e-6);
+}
+
+void time_bulk_read(const char* name, size_t bytes, unsigned chunk, int stages, int ctas, bool paged, int reps,
+                    Buffers& b) {
+  if (!wanted(name)) return;
+  const int n = int(bytes / chunk), per = (n + ctas - 1) / ctas;
+  const int* pages = shuffled_pages(bytes, chunk, paged, b);
+  const int smem = int(stages * chunk + 8 * stages + 4 * per);
+  allow_smem(bulk_read_kernel, smem);
+  const double us = median_us([&] { bulk_read_kernel<<<ctas, 32, smem>>>(static_cast<const char*>(b.kv), pages, n,
+                                                                         chunk, stages, reinterpret_cast<unsigned*>(b.ws)); },
+                              reps);
   std::printf("%-22s %9.1f us %6.3f TB/s\n", name, us, bytes / us * 1e-6);
 }
 
@@ -227,6 +315,22 @@ int main(int argc, char** argv) {
   time_shape<ktune_xqa::Fp8Q1>("bal fp8 q1 B132", 132, 2048, 1, reps, b);
   time_shape<ktune_xqa::Bf16Q1>("bal bf16 q1 B64", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Bf16Q1>("bal bf16 q1 B66", 66, 4096, 1, reps, b);
+  // The FP8 cache's bytes (512 MiB: B64 L4096, 8 kv heads, d128) in 4 KB pages: the loads' read, contiguous and
+  // through a shuffled table, then bulk copies at 128 KB (the decode ring's) and 192 KB in flight per SM, four
+  // CTAs per SM or one persistent CTA per SM; 1 GiB for the slope and the fixed cost of the best.
+  const size_t mib512 = 536870912ull, gib1 = 1073741824ull;
+  time_read("read ldcs 512MiB 512", mib512, 512, reps, b);
+  time_paged_read("read paged 512MiB 512", mib512, 512, reps, b);
+  time_bulk_read("read bulk 4Kx8 512", mib512, 4096, 8, 512, false, reps, b);
+  time_bulk_read("read bulk paged 4Kx8 512", mib512, 4096, 8, 512, true, reps, b);
+  time_bulk_read("read bulk paged 4Kx12 512", mib512, 4096, 12, 512, true, reps, b);
+  time_bulk_read("read bulk paged 4Kx32 132", mib512, 4096, 32, 132, true, reps, b);
+  time_bulk_read("read bulk paged 4Kx48 132", mib512, 4096, 48, 132, true, reps, b);
+  time_bulk_read("read bulk paged 8Kx4 512", mib512, 8192, 4, 512, true, reps, b);
+  time_bulk_read("read bulk 16Kx2 512", mib512, 16384, 2, 512, false, reps, b);
+  time_read("read ldcs 1GiB 512", gib1, 512, reps, b);
+  time_bulk_read("read bulk paged 1G 4Kx8", gib1, 4096, 8, 512, true, reps, b);
+  time_bulk_read("read bulk paged 1G 4Kx48", gib1, 4096, 48, 132, true, reps, b);
   time_shape<ktune_xqa::Fp8Q1p128>("fp8 q1 page 128", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Bf16Q1p16>("bf16 q1 page 16", 64, 4096, 1, reps, b);
   return 0;
