@@ -331,6 +331,14 @@ int main(int argc, char** argv) {
   time_read("read ldcs 1GiB 512", gib1, 512, reps, b);
   time_bulk_read("read bulk paged 1G 4Kx8", gib1, 4096, 8, 512, true, reps, b);
   time_bulk_read("read bulk paged 1G 4Kx48", gib1, 4096, 48, 132, true, reps, b);
+  // Small reads, where the fixed cost of a call dominates (34 MiB ~ the packed weight + scales of an MXFP4
+  // N = K = 8192 GEMM): loads in one wave against bulk copies, persistent and four CTAs per SM.
+  const size_t mib34 = 34ull << 20;
+  time_read("read ldcs 34MiB 528", mib34, 528, reps, b);
+  time_read("read ldcs 34MiB 132", mib34, 132, reps, b);
+  time_bulk_read("read bulk 34MiB 4Kx48 132", mib34, 4096, 48, 132, false, reps, b);
+  time_bulk_read("read bulk 34MiB 16Kx12 132", mib34, 16384, 12, 132, false, reps, b);
+  time_bulk_read("read bulk 34MiB 4Kx8 528", mib34, 4096, 8, 528, false, reps, b);
   time_shape<ktune_xqa::Fp8Q1p128>("fp8 q1 page 128", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Bf16Q1p16>("bf16 q1 page 16", 64, 4096, 1, reps, b);
   return 0;
