@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -120,10 +121,30 @@ std::vector<CandidateResult> measure_interleaved(Timer& timer, const std::vector
 
 int64_t tunings_performed() { return g_tunings.load(); }
 
+bool tuned_by_another_compiler(const std::string& row_compiler, const std::string& current) {
+  return !row_compiler.empty() && !current.empty() && row_compiler != current;
+}
+
 std::string winner_in_cache(Runtime& rt, const std::string& family, const std::string& tuning_key, bool host,
                             bool retune) {
   if (retune) return {};
-  return host ? rt.host_tuned_config(family, tuning_key) : rt.tuned_config(family, tuning_key);
+  if (host) return rt.host_tuned_config(family, tuning_key);  // the host fingerprint names the LLVM version
+  const std::string winner = rt.tuned_config(family, tuning_key);
+  const std::string current = nvrtc_version_or_empty();
+  if (winner.empty() || current.empty()) return winner;
+  const std::optional<cache::TuningRecord> row =
+      internal::tuning_row(rt, family, tuning_key, rt.device_fingerprint());
+  if (!row) return winner;
+  std::string measured_with;
+  try {
+    measured_with = from_tuning_record(*row).compiler_version;
+  } catch (const std::exception&) {  // not written by the tuner (`ktune report` names why): as it was
+    return winner;
+  }
+  if (!tuned_by_another_compiler(measured_with, current)) return winner;
+  log(LogLevel::info, "{} {}: tuned on binaries of NVRTC {}, this process compiles with NVRTC {}; tuning it again",
+      family, tuning_key, measured_with, current);
+  return {};
 }
 
 std::vector<CompileJobResult> compile_all(Runtime& rt, const std::vector<CompileJob>& jobs, int threads,
@@ -212,6 +233,7 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
     tr.flops_per_call = workload->flops_per_call();
     tr.ceilings = current_device_ceilings();
     tr.device_index = options.device_index;
+    tr.compiler_version = nvrtc_version_or_empty();  // the compiler of every candidate (exact binary keys)
     cache::TuningRecord rec = to_tuning_record(tr);
     if (options.before_store) options.before_store();
     if (!internal::store_tuning_row(rt, rec)) {

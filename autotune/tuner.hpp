@@ -44,10 +44,16 @@ KTUNE_API TuneOutcome tune(Runtime& rt, const std::string& family, const std::st
                            const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options);
 
 // The winner this ktune version already stored for `tuning_key` on the current device (host: the host CPU), or ""
-// when none is stored, when only another version's row is, or when `retune` asks to measure it again. The one
-// "already tuned?" question of warmup, in process and in its worker processes.
+// when none is stored, when only another version's row is, when `retune` asks to measure it again, or when a
+// GPU row's candidates were compiled by another NVRTC than this process compiles with (the runtime still uses
+// such a winner; warmup, which compiles the new binaries anyway, measures them). The one "already tuned?"
+// question of warmup, in process and in its worker processes.
 KTUNE_API std::string winner_in_cache(Runtime& rt, const std::string& family, const std::string& tuning_key,
                                       bool host, bool retune);
+
+// Whether a row whose candidates `row_compiler` compiled is to be tuned again by a process compiling with
+// `current`: both known ("" = not recorded / no compiler here) and different.
+KTUNE_API bool tuned_by_another_compiler(const std::string& row_compiler, const std::string& current);
 
 // Tunings performed in this process (replay asserts 0).
 KTUNE_API int64_t tunings_performed();

@@ -202,6 +202,7 @@ cache::TuningRecord to_tuning_record(const TuningResult& t) {
     j.set("device_ceilings", std::move(c));
   }
   if (t.device_index >= 0) j.set("device_index", t.device_index);
+  if (!t.compiler_version.empty()) j.set("compiler_version", t.compiler_version);
   r.candidates_json = j.dump();
   return r;
 }
@@ -262,6 +263,10 @@ TuningResult from_tuning_record(const cache::TuningRecord& r) {
     t.ceilings.source = rd.string(*c, "device_ceilings.", "source");
   }
   if (j.contains("device_index")) t.device_index = static_cast<int>(rd.integer(j, "", "device_index", 0));
+  if (j.contains("compiler_version")) {
+    t.compiler_version = rd.string(j, "", "compiler_version");
+    if (t.compiler_version.empty()) rd.fail("compiler_version", "a compiler version", &j.at("compiler_version"));
+  }
   return t;
 }
 

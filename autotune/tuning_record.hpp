@@ -9,11 +9,16 @@
 //                   {"config": ..., "ok": false, "error": "..."}, ...],
 //    "workload": {"bytes_per_call": ..., "flops_per_call": ...},                        (optional)
 //    "device_ceilings": {"peak_bytes_per_s": ..., "peak_flops": ..., "source": "..."},  (optional)
-//    "device_index": 1}                                                                  (optional)
+//    "device_index": 1,                                                                  (optional)
+//    "compiler_version": "13.0.88"}                                                      (optional)
 // The two optional objects (written when known; rows of older builds lack them and stay readable) place the
 // winner on a roofline: what one call moves and computes, and the device's peaks when it was tuned.
 // device_index (written by a multi-device warmup's workers) says which GPU ordinal, or which host worker,
 // measured the row; it is for the report only: the row applies to every device of its fingerprint.
+// compiler_version (GPU rows) is the NVRTC that compiled the measured candidates. A winner stays a valid config
+// under another NVRTC, so the runtime still uses it, but `ktune warmup` measures the key again where it compiles
+// with a different one (winner_in_cache, autotune/tuner.hpp). Host rows leave it out: their fingerprint already
+// names the LLVM version.
 // family, problem_key, device_fingerprint, ktune_version and winner repeat the row's columns; reading checks
 // they agree, so a row edited in one place only is reported rather than trusted.
 #pragma once
@@ -44,6 +49,7 @@ struct TuningResult {
   // The device's roofline ceilings when it was tuned (0 = unknown).
   DeviceCeilings ceilings;
   int device_index = -1;  // the GPU ordinal or host worker that measured it; -1 = not recorded
+  std::string compiler_version;  // the NVRTC version the candidates were compiled with; "" = not recorded
 };
 
 // "<problem key>|<buckets>", buckets sorted by their short names so callers cannot fragment keys by order:

@@ -16,7 +16,8 @@
 #             bench/bench_dispatch.py (the Python op object, the torch custom op, SDPA's per-call cost) and
 #             bench_pdl (GPU us per call in a graph of chained decode calls, plain vs programmatic dependent launch)
 #   tune      llama-3.1-8b warmup / replay / replay with KTUNE_JIT=0, bench_autotune, two mxfp4 `ktune tune` keys,
-#             then the warmed cache with its rows relabelled as another ktune version's: replay (defaults), warmup
+#             then the warmed cache with its rows relabelled as another ktune version's: replay (defaults), warmup;
+#             and with its rows marked as measured on another NVRTC: replay (winners kept), warmup (re-tunes), warmup
 #   devices   ktune warmup --devices 0 (the worker-process path on this GPU) against two plain warmups of the same
 #             llama-3.1-8b range (bench/compare_warmups.py: same keys, winners equal or within noise), a replay of
 #             the --devices cache with KTUNE_JIT=0, and ktune.warmup(devices=[0]) from Python (the C entry)
@@ -159,6 +160,19 @@ print(len(rows), "tuning rows relabelled as ktune 0.0.1's")
 PY
   KTUNE_JIT=0 step tune_stale_replay 60 "$K" replay "${range[@]}" --cache "$WORK/stale.db" --no-preload --json
   step tune_stale_warmup 150 "$K" warmup "${range[@]}" --cache "$WORK/stale.db" --json
+  # The same cache with every row marked as measured on another NVRTC's binaries: the runtime still uses the
+  # winners (a replay: every op "tuned", 0 tunings), a warmup tunes every key again, a second one tunes none.
+  fresh_db "$db" "$WORK/compiler.db"
+  python3 - "$WORK/compiler.db" <<'PY'
+import sys
+sys.path.insert(0, "tests/support")
+import put_tuning_row
+print(put_tuning_row.set_candidates_field(sys.argv[1], "compiler_version", "0.0.0"),
+      "tuning rows marked as measured on NVRTC 0.0.0")
+PY
+  step tune_compiler_replay 60 "$K" replay "${range[@]}" --cache "$WORK/compiler.db" --json
+  step tune_compiler_warmup 150 "$K" warmup "${range[@]}" --cache "$WORK/compiler.db" --json
+  step tune_compiler_warmup2 60 "$K" warmup "${range[@]}" --cache "$WORK/compiler.db" --json
 }
 
 part_devices() {

@@ -13,6 +13,11 @@ bool store_tuning_row(Runtime& rt, const cache::TuningRecord& row) {
   return true;
 }
 
+std::optional<cache::TuningRecord> tuning_row(Runtime& rt, const std::string& family, const std::string& key,
+                                              const std::string& fingerprint) {
+  return RuntimeImplAccess::of(rt).cache->get_tuning(family, key, fingerprint, version());
+}
+
 bool nvrtc_loadable(std::string* why_not) { return detail::try_nvrtc(why_not) != nullptr; }
 
 }  // namespace ktune::internal

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "autotune/sweep.hpp"
+#include "autotune/tuner.hpp"
 #include "autotune/tuning_record.hpp"
 #include "fake_timer.hpp"
 #include "ktune/cache/json.hpp"
@@ -104,6 +105,28 @@ TEST_CASE("autotune tuning record: every candidate round-trips through the cache
   }
   CHECK_FALSE(back.candidates[1].ok);
   CHECK_THAT(back.candidates[1].error, Catch::Contains("launch failed"));
+}
+
+TEST_CASE("autotune tuning record: the NVRTC that compiled the candidates is kept, and a different one re-tunes",
+          "[autotune]") {
+  TuningResult t = sample_result();
+  t.compiler_version = "13.0.88";
+  ktune::cache::TuningRecord r = to_tuning_record(t);
+  CHECK(Json::parse(r.candidates_json).at("compiler_version").as_string() == "13.0.88");
+  CHECK(from_tuning_record(r).compiler_version == "13.0.88");
+
+  // Rows written without it (host rows, older builds) read as "not recorded".
+  ktune::cache::TuningRecord unrecorded = to_tuning_record(sample_result());
+  CHECK_FALSE(Json::parse(unrecorded.candidates_json).contains("compiler_version"));
+  CHECK(from_tuning_record(unrecorded).compiler_version.empty());
+  expect_damaged(tampered([](Json& j) { j.set("compiler_version", 13); }), "compiler_version: expected a string, got 13");
+  expect_damaged(tampered([](Json& j) { j.set("compiler_version", ""); }), "compiler_version: expected a compiler version");
+
+  // warmup measures a key again only when both versions are known and differ
+  CHECK(tuned_by_another_compiler("13.0.88", "13.1.80"));
+  CHECK_FALSE(tuned_by_another_compiler("13.0.88", "13.0.88"));
+  CHECK_FALSE(tuned_by_another_compiler("", "13.1.80"));  // not recorded: kept
+  CHECK_FALSE(tuned_by_another_compiler("13.0.88", ""));  // no NVRTC here: nothing to compare with
 }
 
 TEST_CASE("autotune tuning record: a damaged or hand-edited row is a clear error", "[autotune]") {
