@@ -4,7 +4,8 @@
 # tuning row); a tuning row for an H200 is matched by --device NAME and by --fingerprint FILE (a fingerprint
 # line, or `ktune info --json` output, whose cc9.0 also picks --arch sm_90a), and its winner's binary must be
 # there too (exit 1 while it is not); another device's name matches no row; a row tuned by another ktune version
-# counts as no row (the runtime does not use it) and is named as such. The check never compiles. Needs
+# counts as no row (the runtime does not use it) and is named as such; a row measured on another NVRTC's binaries
+# still counts and is named as one a warmup here tunes again. The check never compiles. Needs
 # NVRTC for the one compile (as cli_compile_cache does).
 # usage: cli_cache_check.sh KTUNE_BINARY
 set -euo pipefail
@@ -93,4 +94,25 @@ grep -qF "tuning rows of ktune 0.0.1: 1 (not used by this version, $version)" <<
 tuning_row "$default"
 out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
 [[ "$(json '(d["tuned"], d["missing_binaries"], d["keys"][0]["tuned_binary"])' <<<"$out")" == "(1, 0, True)" ]]
+[[ "$(json '(d["other_compiler_tuned"], "tuned_compiler_version" in d["keys"][0])' <<<"$out")" == "(0, False)" ]]
+
+# 6. The row marked as measured on another NVRTC's binaries: still tuned (the runtime uses its winner), and named
+#    as one a warmup on this machine measures again; marked with this machine's NVRTC it is not.
+mark_compiler() {
+  python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import put_tuning_row
+put_tuning_row.set_candidates_field(sys.argv[2], "compiler_version", sys.argv[3])' \
+    "$(dirname "$0")/../support" "$db" "$1"
+}
+mark_compiler 0.0.0
+out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
+echo "other compiler: $out"
+[[ "$(json '(d["tuned"], d["other_compiler_tuned"], d["keys"][0]["tuned_compiler_version"])' <<<"$out")" == \
+   "(1, 1, '0.0.0')" ]]
+text="$("$K" cache check --preset "$preset" --cache "$db" --arch sm_90a --device "NVIDIA H200")"
+grep -qF "tuned $default present (measured on NVRTC 0.0.0 binaries; a warmup here, NVRTC " <<<"$text"
+grep -qF "; 1 tuned on another NVRTC's binaries than this machine's" <<<"$text"
+here="$("$K" info --json | json 'd["nvrtc_version"]')"
+mark_compiler "$here"
+out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
+[[ "$(json '(d["other_compiler_tuned"], d["keys"][0]["tuned_compiler_version"])' <<<"$out")" == "(0, '$here')" ]]
 echo "cli cache check OK"

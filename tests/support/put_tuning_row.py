@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes one tuning row into a ktune cache file as ktune writes it (schema v2: with the row digest over its
-columns, cache/src/integrity.cpp), replacing the row of the same (family, key, device). A test stand-in for a
-tuning run on a device this machine does not have.
+columns, cache/src/integrity.cpp; candidates_json a "ktune.tuning.v1" document with the winner as the one
+candidate), replacing the row of the same (family, key, device). A test stand-in for a tuning run on a device
+this machine does not have.
 
 usage: put_tuning_row.py DB FAMILY PROBLEM_KEY FINGERPRINT WINNER KTUNE_VERSION
   FINGERPRINT "-": the device of the file's existing row for (FAMILY, PROBLEM_KEY).
@@ -36,8 +37,12 @@ def main(db, family, key, fingerprint, winner, version):
         if not found:
             sys.exit(f"put_tuning_row: no row for {family} {key} in {db}")
         fingerprint = found[0]
+    doc = {"format": "ktune.tuning.v1", "family": family, "problem_key": key, "device_fingerprint": fingerprint,
+           "ktune_version": version, "tuned_at": 1, "noise_fraction": 0.02, "winner": winner,
+           "candidates": [{"config": winner, "ok": True, "median_ms": 1.0, "spread": 0.0, "rounds": 1,
+                           "stable": True, "samples_ms": [1.0]}]}
     write_row(con, {"family": family, "problem_key": key, "device_fingerprint": fingerprint, "ktune_version": version,
-                    "winner_config": winner, "candidates_json": "[]", "tuned_at": 1})
+                    "winner_config": winner, "candidates_json": json.dumps(doc), "tuned_at": 1})
     con.commit()
 
 

@@ -14,6 +14,8 @@
 #include "arch_options.hpp"
 #include "args.hpp"
 #include "autotune/plan.hpp"
+#include "autotune/tuner.hpp"
+#include "autotune/tuning_record.hpp"
 #include "autotune/warmup.hpp"
 #include "commands.hpp"
 #include "ktune/cache/json.hpp"
@@ -100,6 +102,23 @@ Binary find_binary(Runtime& rt, const FamilyInfo& fam, const std::string& proble
   }
 }
 
+// The NVRTC version a GPU row's candidates were compiled with ("" when not recorded or the row is unreadable).
+std::string row_compiler_version(const CacheTuningEntry& t) {
+  cache::TuningRecord r;
+  r.family = t.family;
+  r.problem_key = t.problem_key;
+  r.device_fingerprint = t.device_fingerprint;
+  r.ktune_version = t.ktune_version;
+  r.winner_config = t.winner_config;
+  r.candidates_json = t.candidates_json;
+  r.tuned_at = t.tuned_at;
+  try {
+    return autotune::from_tuning_record(r).compiler_version;
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 }  // namespace
 
 int cmd_cache_check(const std::vector<std::string>& argv) {
@@ -155,7 +174,8 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
   std::map<std::string, Binary> seen;  // family/arch/problem/config -> lookup result
   std::set<std::string> missing;       // the distinct binaries not found
   Json keys = Json::array();
-  int rejected = 0, tuned = 0, untuned = 0, stale_tuned = 0, total = 0;
+  int rejected = 0, tuned = 0, untuned = 0, stale_tuned = 0, other_compiler = 0, total = 0;
+  const std::string nvrtc_here = nvrtc_version_or_empty();  // what a warmup on this machine compiles with
   std::vector<std::string> lines;
   for (const autotune::WorkItem& item : autotune::make_plan(autotune::with_pow2_buckets(preset), arch_names)) {
     ++total;
@@ -206,6 +226,15 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
       if (!tuned_bin.present) k.set("tuned_binary_error", tuned_bin.detail);
       tuned_text = fmt::format("tuned {} {}", winner, tuned_bin.present ? "present" : "MISSING");
       complete = complete && tuned_bin.present;
+      if (!arch.host) {  // GPU rows: measured on which NVRTC's binaries (the runtime uses the winner either way)
+        const std::string measured_with = row_compiler_version(row->second);
+        if (!measured_with.empty()) k.set("tuned_compiler_version", measured_with);
+        if (autotune::tuned_by_another_compiler(measured_with, nvrtc_here)) {
+          ++other_compiler;
+          tuned_text += fmt::format(" (measured on NVRTC {} binaries; a warmup here, NVRTC {}, tunes it again)",
+                                    measured_with, nvrtc_here);
+        }
+      }
     } else {
       ++untuned;
       k.set("tuning_row", false);
@@ -231,15 +260,17 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
                            .set("host_fingerprint", host_fp).set("keys_total", total)
                            .set("missing_binaries", missing_binaries).set("rejected", rejected)
                            .set("tuned", tuned).set("untuned", untuned).set("stale_tuned", stale_tuned)
+                           .set("other_compiler_tuned", other_compiler)
                            .set("complete", missing_binaries == 0 && rejected == 0)
                            .set("keys", std::move(keys))
                            .dump());
   } else {
     for (const auto& l : lines) fmt::print("{}\n", l);
     fmt::print("preset {}: {} keys on {}; {} binaries missing, {} ops rejected; tuning rows ({}): {} keys, {} "
-               "without (those run the default; {} of them have only another ktune version's row)\n",
+               "without (those run the default; {} of them have only another ktune version's row); {} tuned on "
+               "another NVRTC's binaries than this machine's\n",
                preset.name, total, fmt::join(arch_names, ","), missing_binaries, rejected, who, tuned, untuned,
-               stale_tuned);
+               stale_tuned, other_compiler);
   }
   return missing_binaries == 0 && rejected == 0 ? 0 : 1;
 }
