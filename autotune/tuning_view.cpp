@@ -26,6 +26,7 @@ TuningView read_tuning_entry(const CacheTuningEntry& entry) {
     v.flops_per_call = t.flops_per_call;
     v.ceilings = t.ceilings;
     v.device_index = t.device_index;
+    v.compiler_version = t.compiler_version;
     v.readable = true;
   } catch (const std::exception& e) {
     v.error = e.what();

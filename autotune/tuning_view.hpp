@@ -23,6 +23,7 @@ struct TuningView {
   double bytes_per_call = 0, flops_per_call = 0;  // 0: not recorded (rows of older builds)
   DeviceCeilings ceilings;                        // 0: unknown
   int device_index = -1;  // the GPU ordinal or host worker of a multi-device warmup that measured it; -1: none
+  std::string compiler_version;  // the NVRTC that compiled a GPU row's candidates; "": not recorded
 };
 
 // Never throws for a bad row: it comes back with readable = false and the reason.

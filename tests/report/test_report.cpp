@@ -120,12 +120,13 @@ Expect make_fixture(const std::string& path) {
     // KV bytes read per call: b x 4096 tokens x 8 heads x 128 x 2 (K and V) x 2 bytes; 4 FLOP per (q head, token, d).
     const double bytes = double(b) * 4096 * 8 * 128 * 2 * 2, flops = 4.0 * b * 32 * 4096 * 128;
     const double t_ms = bytes / 3.9e12 * 1e3;
-    put(swept("xqa_decode", xqa + "|b" + std::to_string(b) + ".l4096", kH200,
-              {ok("t64.s2.w4", t_ms * 1.15), ok("t64.s4.w4", t_ms), failing("t128.s4.w8"),
-               pruned("t128.s8.w8", "pruned: entry 0 uses 64 bytes of local memory per thread (255 registers)"),
-               ok("t32.s1.w4", t_ms * 1.6)},
-              seed++),
-        bytes, flops, h200);
+    TuningResult t = swept("xqa_decode", xqa + "|b" + std::to_string(b) + ".l4096", kH200,
+                           {ok("t64.s2.w4", t_ms * 1.15), ok("t64.s4.w4", t_ms), failing("t128.s4.w8"),
+                            pruned("t128.s8.w8", "pruned: entry 0 uses 64 bytes of local memory per thread (255 registers)"),
+                            ok("t32.s1.w4", t_ms * 1.6)},
+                           seed++);
+    if (b == 64) t.compiler_version = "13.0.88";  // the NVRTC of its candidates, as a GPU tuning records it
+    put(t, bytes, flops, h200);
   }
   for (int m : {16, 256}) {
     const double bytes = 2880.0 * 2880 * 0.53125 + m * 2880 * 4.0, flops = 2.0 * m * 2880 * 2880;
@@ -141,9 +142,12 @@ Expect make_fixture(const std::string& path) {
   // A row of an older build: no workload, no ceilings -> bars but no roofline point.
   put(swept("xqa_decode", xqa + "|b2.l4096", kH200, {ok("t64.s2.w4", 0.05), ok("t64.s4.w4", 0.045)}, seed++), 0, 0, {});
   // Hostile strings in the key, a config and an error message.
-  put(swept("xqa_decode", kHostile + "|b1", kH200,
-            {ok("t64.s2.w4", 0.01), ok(kHostileConfig, 0.02), pruned("t9.s9.w9", "pruned: " + kHostile + "\xFF")}, seed++),
-      1e6, 1e6, h200);
+  TuningResult hostile = swept("xqa_decode", kHostile + "|b1", kH200,
+                               {ok("t64.s2.w4", 0.01), ok(kHostileConfig, 0.02),
+                                pruned("t9.s9.w9", "pruned: " + kHostile + "\xFF")},
+                               seed++);
+  hostile.compiler_version = "13.0<i id=\"pwned\">";
+  put(hostile, 1e6, 1e6, h200);
   // A row whose candidates_json cannot be read: listed with the reason, no chart.
   ktune::cache::TuningRecord junk;
   junk.family = "sparse_mla_decode";
@@ -320,6 +324,9 @@ TEST_CASE("report: the page from a fixture cache", "[report]") {
   CHECK(data.find('<') == std::string::npos);
   CHECK(page.find("&lt;/script&gt;&lt;script&gt;document.body.setAttribute(&#39;data-pwned&#39;") != std::string::npos);
   CHECK(page.find("\\u003c/script\\u003e\\u003cscript\\u003e") != std::string::npos);
+  // The NVRTC a row records, escaped like every string from the cache.
+  CHECK(page.find("&middot; NVRTC 13.0.88") != std::string::npos);
+  CHECK(page.find("&middot; NVRTC 13.0&lt;i id=&quot;pwned&quot;&gt;") != std::string::npos);
   // The unreadable row is named with its reason.
   CHECK(std::regex_search(page, std::regex("unreadable row: [^<]*tuning row sparse_mla_decode/h128\\.topk2048\\|b1: format")));
   // Cache contents by family and arch.

@@ -15,7 +15,7 @@
 #include "args.hpp"
 #include "autotune/plan.hpp"
 #include "autotune/tuner.hpp"
-#include "autotune/tuning_record.hpp"
+#include "autotune/tuning_view.hpp"
 #include "autotune/warmup.hpp"
 #include "commands.hpp"
 #include "ktune/cache/json.hpp"
@@ -99,23 +99,6 @@ Binary find_binary(Runtime& rt, const FamilyInfo& fam, const std::string& proble
     return {true, rt.ensure_binary(fam.generate(problem, config, arch), arch).name};
   } catch (const Error& e) {
     return {false, e.what()};
-  }
-}
-
-// The NVRTC version a GPU row's candidates were compiled with ("" when not recorded or the row is unreadable).
-std::string row_compiler_version(const CacheTuningEntry& t) {
-  cache::TuningRecord r;
-  r.family = t.family;
-  r.problem_key = t.problem_key;
-  r.device_fingerprint = t.device_fingerprint;
-  r.ktune_version = t.ktune_version;
-  r.winner_config = t.winner_config;
-  r.candidates_json = t.candidates_json;
-  r.tuned_at = t.tuned_at;
-  try {
-    return autotune::from_tuning_record(r).compiler_version;
-  } catch (const Error&) {
-    return {};
   }
 }
 
@@ -227,7 +210,7 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
       tuned_text = fmt::format("tuned {} {}", winner, tuned_bin.present ? "present" : "MISSING");
       complete = complete && tuned_bin.present;
       if (!arch.host) {  // GPU rows: measured on which NVRTC's binaries (the runtime uses the winner either way)
-        const std::string measured_with = row_compiler_version(row->second);
+        const std::string measured_with = autotune::read_tuning_entry(row->second).compiler_version;
         if (!measured_with.empty()) k.set("tuned_compiler_version", measured_with);
         if (autotune::tuned_by_another_compiler(measured_with, nvrtc_here)) {
           ++other_compiler;

@@ -72,9 +72,13 @@ std::string candidate_status(const autotune::TuningView& v, size_t i) {
 
 // A host target id lists every CPU feature ("x86_64-.../znver5/+64bit,+adx,...;llvm 19.1.7;cores=2"): shown as
 // "<N features>" with the full text in a tooltip.
-// " · measured on device 1" for a row a multi-device warmup's worker wrote; "" for one that records none.
+// " · measured on device 1 · NVRTC 13.0.88": the multi-device warmup's worker that measured the row and the
+// NVRTC that compiled its candidates, as far as the row records them ("" for neither).
 std::string measured_by(const autotune::TuningView& v) {
-  return v.device_index < 0 ? std::string() : fmt::format(" &middot; measured on device {}", v.device_index);
+  std::string s;
+  if (v.device_index >= 0) s += fmt::format(" &middot; measured on device {}", v.device_index);
+  if (!v.compiler_version.empty()) s += " &middot; NVRTC " + html_escape(v.compiler_version);
+  return s;
 }
 
 std::string short_fingerprint(const std::string& fp) {
