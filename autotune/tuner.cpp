@@ -132,13 +132,15 @@ std::string winner_in_cache(Runtime& rt, const std::string& family, const std::s
   const std::string winner = rt.tuned_config(family, tuning_key);
   const std::string current = nvrtc_version_or_empty();
   if (winner.empty() || current.empty()) return winner;
-  const std::optional<cache::TuningRecord> row =
-      internal::tuning_row(rt, family, tuning_key, rt.device_fingerprint());
-  if (!row) return winner;
   std::string measured_with;
   try {
+    const std::optional<cache::TuningRecord> row =
+        internal::tuning_row(rt, family, tuning_key, rt.device_fingerprint());
+    if (!row) return winner;
     measured_with = from_tuning_record(*row).compiler_version;
-  } catch (const std::exception&) {  // not written by the tuner (`ktune report` names why): as it was
+  } catch (const std::exception&) {
+    // A lookup that fails (logged by the runtime's own) or a row the tuner did not write (`ktune report` names
+    // why): the winner stands, as it did before rows recorded their compiler.
     return winner;
   }
   if (!tuned_by_another_compiler(measured_with, current)) return winner;
