@@ -139,8 +139,8 @@ std::string winner_in_cache(Runtime& rt, const std::string& family, const std::s
     if (!row) return winner;
     measured_with = from_tuning_record(*row).compiler_version;
   } catch (const std::exception&) {
-    // A lookup that fails (logged by the runtime's own) or a row the tuner did not write (`ktune report` names
-    // why): the winner stands, as it did before rows recorded their compiler.
+    // A read that fails or a row the tuner did not write (`ktune report` names why): the winner the runtime
+    // uses stands, as it did before rows recorded their compiler.
     return winner;
   }
   if (!tuned_by_another_compiler(measured_with, current)) return winner;
