@@ -3,8 +3,10 @@
 // --pch: also with NVRTC's automatic precompiled headers), the modes in rotating order. Prints per family the
 // median over kernels of each kernel's median wall and thread-CPU time, NVRTC's phases (its --time table:
 // front end, NVVM optimizer, ptxas), and whether every CUBIN is byte-identical across modes and repetitions
-// (exit 1 if not). Run through bench/cold_compile.sh.
-//   bench_cold_compile [--arch sm_90a] [--family F] [--all-configs] [--pch] [--reps 3] [--json OUT]
+// (exit 1 if not). --trace: one more compile per kernel (speed options on) with NVRTC's --fdevice-time-trace,
+// whose per-function events give each entry point's NVVM and ptxas time, so a module's cost splits by kernel
+// (decode, combine, helpers). Run through bench/cold_compile.sh.
+//   bench_cold_compile [--arch sm_90a] [--family F] [--all-configs] [--pch] [--trace] [--reps 3] [--json OUT]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "bench_args.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "nvrtc_api.hpp"
@@ -28,6 +31,7 @@
 using namespace ktune;
 using bench_args::arg;
 using bench_args::flag;
+using cache::Json;
 using detail::SpeedOptions;
 
 namespace {
@@ -82,12 +86,23 @@ struct Mode {
   std::vector<std::string> extra;
 };
 
+// One entry point's share of a module's compile, from NVRTC's time trace.
+struct EntryTime {
+  std::string entry;  // as the family names it ("ktune_xqa::combine_kernel<ktune_xqa::Spec>")
+  double nvvm_ms = 0, ptxas_ms = 0;
+};
+struct Trace {
+  double frontend_ms = 0;
+  std::vector<EntryTime> entries;
+};
+
 struct KernelResult {
   std::string name;
   std::vector<std::vector<double>> wall, cpu;                  // per mode, per rep
   std::vector<std::map<std::string, std::vector<double>>> phase;  // per mode, per phase name, per rep
   bool identical = true;                            // every mode, every rep: the same CUBIN
   size_t cubin_bytes = 0;
+  Trace trace;  // --trace only
 };
 
 detail::CompiledBinary compile(const test::NvrtcJob& job, const Mode& mode, Sample* s,
@@ -105,6 +120,39 @@ detail::CompiledBinary compile(const test::NvrtcJob& job, const Mode& mode, Samp
   return b;
 }
 
+// Compiles once with --fdevice-time-trace into a private file and sums, per entry point, the trace's NVVM
+// "OptFunction" events (args.detail: the lowered name) and its ptxas "Optimizing compilation unit" events
+// (args.name: the lowered name).
+Trace trace_compile(const test::NvrtcJob& job, const Mode& mode) {
+  char tmpl[] = "/tmp/ktune_bench_trace_XXXXXX";
+  if (!mkdtemp(tmpl)) throw Error(Status::internal, "bench", "mkdtemp failed");
+  const std::string dir = tmpl, path = dir + "/trace.json";
+  const detail::CompiledBinary b = compile(job, mode, nullptr, {"--fdevice-time-trace=" + path});
+  std::string file = std::filesystem::exists(path) ? path : path + ".json";  // NVRTC 13 appends ".json"
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove_all(dir);
+  if (text.str().empty()) throw Error(Status::internal, "bench", "NVRTC wrote no time trace for " + job.name);
+  const Json doc = Json::parse(text.str());
+  const Json& events = doc.is_object() ? doc.at("traceEvents") : doc;
+  Trace t;
+  for (size_t i = 0; i < job.kernel.entry_points.size(); ++i) t.entries.push_back({job.kernel.entry_points[i]});
+  for (const Json& e : events.items()) {
+    if (!e.is_object() || e.get_string("ph") != "X") continue;
+    const std::string name = e.get_string("name");
+    const double ms = e.get_number("dur", 0) / 1e3;
+    if (name == "CUDA C++ Front-End") t.frontend_ms += ms;
+    const Json* args = e.find("args");
+    if (!args || !args->is_object()) continue;
+    const std::string fn = name == "OptFunction" ? args->get_string("detail")
+                           : name == "Optimizing compilation unit" ? args->get_string("name") : std::string();
+    for (size_t i = 0; i < b.lowered_names.size() && !fn.empty(); ++i)
+      if (fn == b.lowered_names[i]) (name == "OptFunction" ? t.entries[i].nvvm_ms : t.entries[i].ptxas_ms) += ms;
+  }
+  return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -113,6 +161,7 @@ int main(int argc, char** argv) try {
   const bool all_configs = flag(argc, argv, "all-configs");
   const int reps = std::stoi(arg(argc, argv, "reps", "3"));
   const std::string json_out = arg(argc, argv, "json", "");
+  const bool trace = flag(argc, argv, "trace");
   if (reps < 1) throw Error(Status::invalid_argument, "bench", "--reps: expected at least 1");
 
   const auto& api = detail::nvrtc();
@@ -170,6 +219,13 @@ int main(int argc, char** argv) try {
       fmt::print("  {:<90}", r.name);
       for (size_t m = 0; m < nm; ++m) fmt::print(" {} {:5.0f} ms", modes[m].name, median(r.wall[m]));
       fmt::print("  {}\n", r.identical ? "identical" : "CUBIN DIFFERS");
+      if (trace) {
+        r.trace = trace_compile(job, modes[1]);
+        fmt::print("      trace: front end {:.0f} ms", r.trace.frontend_ms);
+        for (const EntryTime& e : r.trace.entries)
+          fmt::print("; {} NVVM {:.0f} ptxas {:.0f}", e.entry.substr(0, e.entry.find('<')), e.nvvm_ms, e.ptxas_ms);
+        fmt::print(" ms\n");
+      }
       std::fflush(stdout);
       results.push_back(std::move(r));
     }
@@ -181,9 +237,7 @@ int main(int argc, char** argv) try {
   const char* kPhases[] = {"CUDA C++ Frontend", "NVVM Optimizer", "PTX Translation"};
   fmt::print("\n| family | mode | kernels | wall ms | wall ms, best | CPU ms | front end ms | NVVM ms | ptxas ms | "
              "CUBIN identical |\n|---|---|---|---|---|---|---|---|---|---|\n");
-  std::string json = fmt::format("{{\"nvrtc\": \"{}\", \"arch\": \"{}\", \"all_configs\": {}, \"reps\": {}, "
-                                 "\"speed_options\": \"{}\", \"load_before\": \"{}\", \"families\": [",
-                                 api.version, arch.str(), all_configs, reps, fmt::join(speed, " "), load_before);
+  Json json_families = Json::array();
   for (size_t fi = 0; fi < order.size(); ++fi) {
     const auto& rs = by_family[order[fi]];
     auto over_kernels = [&](auto get) {
@@ -192,8 +246,7 @@ int main(int argc, char** argv) try {
       return median(v);
     };
     const size_t same = std::count_if(rs.begin(), rs.end(), [](const KernelResult& r) { return r.identical; });
-    json += fmt::format("{}{{\"family\": \"{}\", \"kernels\": {}, \"identical\": {}, \"modes\": {{", fi ? ", " : "",
-                        order[fi], rs.size(), same == rs.size());
+    Json json_modes = Json::object();
     for (size_t m = 0; m < nm; ++m) {
       const double wall = over_kernels([&](const KernelResult& r) { return median(r.wall[m]); });
       const double best =
@@ -207,24 +260,38 @@ int main(int argc, char** argv) try {
         });
       fmt::print("| {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {}/{} |\n", order[fi],
                  modes[m].name, rs.size(), wall, best, cpu, ph[0], ph[1], ph[2], same, rs.size());
-      json += fmt::format("{}\"{}\": {{\"median_wall_ms\": {:.1f}, \"best_wall_ms\": {:.1f}, \"cpu_ms\": {:.1f}, "
-                          "\"frontend_ms\": {:.1f}, \"nvvm_ms\": {:.1f}, \"ptxas_ms\": {:.1f}}}",
-                          m ? ", " : "", modes[m].name, wall, best, cpu, ph[0], ph[1], ph[2]);
+      json_modes.set(modes[m].name, Json::object()
+                                        .set("median_wall_ms", wall).set("best_wall_ms", best).set("cpu_ms", cpu)
+                                        .set("frontend_ms", ph[0]).set("nvvm_ms", ph[1]).set("ptxas_ms", ph[2]));
     }
-    json += "}, \"per_kernel\": [";
-    for (size_t i = 0; i < rs.size(); ++i) {
-      json += fmt::format("{}{{\"name\": \"{}\", \"cubin_bytes\": {}, \"identical\": {}", i ? ", " : "", rs[i].name,
-                          rs[i].cubin_bytes, rs[i].identical);
-      for (size_t m = 0; m < nm; ++m)
-        json += fmt::format(", \"wall_ms_{}\": {:.1f}", modes[m].name, median(rs[i].wall[m]));
-      json += "}";
+    Json per_kernel = Json::array();
+    for (const KernelResult& r : rs) {
+      Json k = Json::object().set("name", r.name).set("cubin_bytes", static_cast<int64_t>(r.cubin_bytes))
+                   .set("identical", r.identical);
+      for (size_t m = 0; m < nm; ++m) k.set("wall_ms_" + modes[m].name, median(r.wall[m]));
+      if (trace) {
+        Json entries = Json::array();
+        for (const EntryTime& e : r.trace.entries)
+          entries.push(Json::object().set("entry", e.entry).set("nvvm_ms", e.nvvm_ms).set("ptxas_ms", e.ptxas_ms));
+        k.set("trace", Json::object().set("frontend_ms", r.trace.frontend_ms).set("entries", std::move(entries)));
+      }
+      per_kernel.push(std::move(k));
     }
-    json += "]}";
+    json_families.push(Json::object()
+                           .set("family", order[fi]).set("kernels", static_cast<int64_t>(rs.size()))
+                           .set("identical", same == rs.size()).set("modes", std::move(json_modes))
+                           .set("per_kernel", std::move(per_kernel)));
   }
   const std::string load_after = loadavg();
-  json += fmt::format("], \"load_after\": \"{}\"}}\n", load_after);
   fmt::print("load average after: {}\n", load_after);
-  if (!json_out.empty()) std::ofstream(json_out) << json;
+  if (!json_out.empty())
+    std::ofstream(json_out) << Json::object()
+                                   .set("nvrtc", api.version).set("arch", arch.str()).set("all_configs", all_configs)
+                                   .set("reps", reps).set("speed_options", fmt::format("{}", fmt::join(speed, " ")))
+                                   .set("load_before", load_before).set("families", std::move(json_families))
+                                   .set("load_after", load_after)
+                                   .dump()
+                            << "\n";
   if (!all_identical) {
     fmt::print(stderr, "FAILED: a CUBIN differs between the modes\n");
     return 1;

@@ -5,7 +5,8 @@
 #      NVRTC's phases, and a byte comparison of every CUBIN (fails if one differs);
 #   2. end to end: `ktune compile --family F --arch ARCH -j 1` into a fresh cache per family (the shipped path),
 #      median compile_ms per kernel and the command's wall time per kernel.
-# usage: bench/cold_compile.sh [--build DIR] [--arch sm_90a] [--reps 3] [--all-configs] [--pch] [--json OUT]
+#   --trace: part 1 also splits each module's NVVM and ptxas time by entry point (NVRTC's time trace).
+# usage: bench/cold_compile.sh [--build DIR] [--arch sm_90a] [--reps 3] [--all-configs] [--pch] [--trace] [--json OUT]
 set -euo pipefail
 build=build arch=sm_90a
 args=()
@@ -14,8 +15,8 @@ while [[ $# -gt 0 ]]; do
     --build) build=$2; shift 2 ;;
     --arch) arch=$2; args+=(--arch "$2"); shift 2 ;;
     --reps|--json) args+=("$1" "$2"); shift 2 ;;
-    --all-configs|--pch) args+=("$1"); shift ;;
-    *) echo "cold_compile.sh: unknown argument $1 (expected --build, --arch, --reps, --all-configs, --pch, --json)" >&2; exit 2 ;;
+    --all-configs|--pch|--trace) args+=("$1"); shift ;;
+    *) echo "cold_compile.sh: unknown argument $1 (expected --build, --arch, --reps, --all-configs, --pch, --trace, --json)" >&2; exit 2 ;;
   esac
 done
 for bin in bench_cold_compile ktune; do
