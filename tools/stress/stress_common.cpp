@@ -64,21 +64,12 @@ void Options::done() {
 }
 
 void Report::count(const std::string& name, int64_t value, bool must_be_zero) {
-  rows_.emplace_back(name, std::to_string(value));
+  rows_.emplace_back(name, cache::Json(value));
   if (must_be_zero && value != 0) failures_.push_back(fmt::format("{} = {} (must be 0)", name, value));
 }
 
 void Report::text(const std::string& name, const std::string& value, const std::string& required) {
-  std::string quoted = "\"";
-  for (char c : value) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      quoted += ' ';
-      continue;
-    }
-    quoted += c;
-  }
-  rows_.emplace_back(name, quoted + "\"");
+  rows_.emplace_back(name, cache::Json(value));
   if (!required.empty() && value != required)
     failures_.push_back(fmt::format("{} = {} (must be {})", name, value, required));
 }
@@ -87,22 +78,16 @@ void Report::fail(const std::string& why) { failures_.push_back(why); }
 
 int Report::finish(const std::string& json_path, double seconds) const {
   fmt::print("ktune_stress {}: {:.1f} s\n", mode_, seconds);
-  for (const auto& [k, v] : rows_) fmt::print("  {:<34} {}\n", k, v);
+  for (const auto& [k, v] : rows_) fmt::print("  {:<34} {}\n", k, v.dump());
   for (const auto& f : failures_) fmt::print("  FAILED: {}\n", f);
   fmt::print("RESULT {} {}\n", mode_, failures_.empty() ? "ok" : "FAILED");
   if (!json_path.empty()) {
-    std::string body = fmt::format("{{\"mode\": \"{}\", \"ok\": {}, \"seconds\": {:.2f}", mode_,
-                                   failures_.empty() ? "true" : "false", seconds);
-    for (const auto& [k, v] : rows_) body += fmt::format(", \"{}\": {}", k, v);
-    body += ", \"failures\": [";
-    for (size_t i = 0; i < failures_.size(); ++i) {
-      std::string f = failures_[i];
-      for (char& c : f)
-        if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = '\'';
-      body += fmt::format("{}\"{}\"", i ? ", " : "", f);
-    }
-    body += "]}\n";
-    std::ofstream(json_path) << body;
+    cache::Json body = cache::Json::object().set("mode", mode_).set("ok", failures_.empty()).set("seconds", seconds);
+    for (const auto& [k, v] : rows_) body.set(k, v);
+    cache::Json failures = cache::Json::array();
+    for (const auto& f : failures_) failures.push(f);
+    body.set("failures", std::move(failures));
+    std::ofstream(json_path) << body.dump() << "\n";
   }
   return failures_.empty() ? 0 : 1;
 }

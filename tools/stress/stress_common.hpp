@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ktune/cache/json.hpp"
 #include "ktune/cache/store.hpp"
 
 namespace ktune::stress {
@@ -40,7 +41,7 @@ class Report {
 
  private:
   std::string mode_;
-  std::vector<std::pair<std::string, std::string>> rows_;  // name, JSON value
+  std::vector<std::pair<std::string, cache::Json>> rows_;  // name, value
   std::vector<std::string> failures_;
 };
 
