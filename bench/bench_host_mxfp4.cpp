@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "host_bench_util.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune_internal/host_pool.hpp"
 #include "ktune/mxfp4_gemm_host.hpp"
 #include "ktune/runtime.hpp"
@@ -195,10 +196,12 @@ int main(int argc, char** argv) {
              compile_ms.size(), sorted[sorted.size() / 2], sorted.front(), sorted.back(), generic_compile_ms);
   fmt::print("  {}\n", fmt::join(compile_rows, " "));
   if (!json_out.empty()) {
-    std::ofstream(json_out) << fmt::format(
-        "{{\"jit_ms\": {:.4f}, \"aot_ms\": {:.4f}, \"generic_ms\": {:.4f}, \"ratio_aot\": {:.3f}, \"ratio_generic\": {:.3f}, "
-        "\"compile_median_ms\": {:.1f}, \"threads\": {}}}\n",
-        tj.median_ms, ta.median_ms, tg.median_ms, ratio_aot, ratio_gen, sorted[sorted.size() / 2], threads);
+    std::ofstream(json_out) << ktune::cache::Json::object()
+                                   .set("jit_ms", tj.median_ms).set("aot_ms", ta.median_ms).set("generic_ms", tg.median_ms)
+                                   .set("ratio_aot", ratio_aot).set("ratio_generic", ratio_gen)
+                                   .set("compile_median_ms", sorted[sorted.size() / 2]).set("threads", threads)
+                                   .dump()
+                            << "\n";
   }
   return 0;
 }
