@@ -17,12 +17,14 @@
 #include "autotune/workload.hpp"
 #include "driver_api.hpp"
 #include "gpu_bench_util.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/tuning.hpp"
 
 using namespace ktune;
 using bench::arg;
+using ktune::cache::Json;
 
 namespace {
 
@@ -58,7 +60,7 @@ int main(int argc, char** argv) {
     heavy.iters_per_sample = 10;
     heavy.max_spread = 0.01;
 
-    std::string json_rows;
+    Json json_rows = Json::array();
     fmt::print("| key | tuned winner | tuned us | exhaustive best | best us | winner/best | 5 tunings: configs | spread of their times |\n");
     fmt::print("|---|---|---|---|---|---|---|---|\n");
     for (const Key& k : keys) {
@@ -94,13 +96,16 @@ int main(int argc, char** argv) {
       fmt::print("| {} | {} | {:.2f} | {} | {:.2f} | {:.3f} | {} | {:.1f}% |\n", tk, winners[0], winner_ms * 1000,
                  best->first, best->second * 1000, winner_ms / best->second, fmt::join(winners, " "),
                  (hi / lo - 1) * 100);
-      json_rows += fmt::format("{}{{\"key\": \"{}\", \"winner\": \"{}\", \"winner_us\": {:.3f}, \"best\": \"{}\", "
-                               "\"best_us\": {:.3f}, \"ratio\": {:.4f}, \"winners\": [\"{}\"], \"winner_spread\": {:.4f}}}",
-                               json_rows.empty() ? "" : ", ", tk, winners[0], winner_ms * 1000, best->first,
-                               best->second * 1000, winner_ms / best->second, fmt::join(winners, "\", \""), hi / lo - 1);
+      Json all_winners = Json::array();
+      for (const auto& w : winners) all_winners.push(w);
+      json_rows.push(Json::object()
+                         .set("key", tk).set("winner", winners[0]).set("winner_us", winner_ms * 1000)
+                         .set("best", best->first).set("best_us", best->second * 1000)
+                         .set("ratio", winner_ms / best->second).set("winners", std::move(all_winners))
+                         .set("winner_spread", hi / lo - 1));
     }
     std::string out = arg(argc, argv, "json", "");
-    if (!out.empty()) std::ofstream(out) << "{\"rows\": [" << json_rows << "]}\n";
+    if (!out.empty()) std::ofstream(out) << Json::object().set("rows", std::move(json_rows)).dump() << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_autotune: %s\n", e.what());

@@ -20,6 +20,7 @@
 #include "autotune/workload.hpp"
 #include "driver_api.hpp"
 #include "gpu_bench_util.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune/device.hpp"
 #include "ktune/family.hpp"
 #include "ktune/mxfp4_gemm.hpp"
@@ -27,6 +28,7 @@
 
 using namespace ktune;
 using bench::arg;
+using ktune::cache::Json;
 using namespace ktune::mxfp4;
 
 namespace {
@@ -177,7 +179,8 @@ int run(const std::string& json_out, int reps, const std::string& only) {
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
   const bench::TimingSession ts(arch, reps);
-  std::vector<std::string> row_json, table;
+  std::vector<std::string> table;
+  Json row_json = Json::array();
   int64_t timing_compiles = 0;
   for (const Row& r : rows()) {
     if (!only.empty() && r.label.find(only) == std::string::npos) continue;
@@ -241,21 +244,21 @@ int run(const std::string& json_out, int reps, const std::string& only) {
     Measured best_b2b = ms.front();
     for (const Measured& x : ms)
       if (x.error.empty() && (best_b2b.b2b_us == 0 || !best_b2b.error.empty() || x.b2b_us < best_b2b.b2b_us)) best_b2b = x;
-    std::vector<std::string> cj;
+    Json cj = Json::array();
     for (const Measured& x : ms)
-      cj.push_back(fmt::format("{{\"config\": \"{}\", \"source\": \"{}\", \"median_us\": {:.2f}, \"min_us\": {:.2f}, "
-                               "\"tbs\": {:.4f}, \"tflops\": {:.2f}, \"b2b_us\": {:.2f}, \"b2b_tbs\": {:.4f}, "
-                               "\"compiles_while_timing\": {}, \"error\": \"{}\"}}",
-                               x.config, x.source, x.us, x.us_min, x.tbs, x.tflops, x.b2b_us, x.b2b_tbs, x.compiles,
-                               x.error.empty() ? "" : "failed"));
-    row_json.push_back(fmt::format(
-        "{{\"label\": \"{}\", \"problem\": \"{}\", \"tokens\": {}, \"rows\": {}, \"bytes\": {:.0f}, \"flops\": {:.0f}, "
-        "\"launch_choice\": \"{}\", \"launch_choice_source\": \"{}\", \"best_config\": \"{}\", \"best_us\": {:.2f}, "
-        "\"best_tbs\": {:.4f}, \"best_tflops\": {:.2f}, \"launch_choice_us\": {:.2f}, \"best_b2b_config\": \"{}\", "
-        "\"best_b2b_us\": {:.2f}, \"best_b2b_tbs\": {:.4f}, \"launch_choice_b2b_us\": {:.2f}, \"candidates\": [{}]}}",
-        r.label, p.key(), r.tokens, m, w->bytes_per_call(), w->flops_per_call(), own.config, own.source, best.config,
-        best.us, best.tbs, best.tflops, ms.front().us, best_b2b.config, best_b2b.b2b_us, best_b2b.b2b_tbs,
-        ms.front().b2b_us, fmt::join(cj, ", ")));
+      cj.push(Json::object()
+                  .set("config", x.config).set("source", x.source).set("median_us", x.us).set("min_us", x.us_min)
+                  .set("tbs", x.tbs).set("tflops", x.tflops).set("b2b_us", x.b2b_us).set("b2b_tbs", x.b2b_tbs)
+                  .set("compiles_while_timing", x.compiles).set("error", x.error.empty() ? "" : "failed"));
+    row_json.push(Json::object()
+                      .set("label", r.label).set("problem", p.key()).set("tokens", r.tokens).set("rows", m)
+                      .set("bytes", w->bytes_per_call()).set("flops", w->flops_per_call())
+                      .set("launch_choice", own.config).set("launch_choice_source", own.source)
+                      .set("best_config", best.config).set("best_us", best.us).set("best_tbs", best.tbs)
+                      .set("best_tflops", best.tflops).set("launch_choice_us", ms.front().us)
+                      .set("best_b2b_config", best_b2b.config).set("best_b2b_us", best_b2b.b2b_us)
+                      .set("best_b2b_tbs", best_b2b.b2b_tbs).set("launch_choice_b2b_us", ms.front().b2b_us)
+                      .set("candidates", std::move(cj)));
     table.push_back(fmt::format("| {} | {} ({}) | {:.1f} | {:.2f} | {:.1f} | {} | {:.1f} | {:.2f} | {:.1f} |", r.label,
                                 own.config, own.source, ms.front().us, ms.front().tbs, ms.front().tflops, best.config,
                                 best.us, best.tbs, best.tflops));
@@ -268,12 +271,14 @@ int run(const std::string& json_out, int reps, const std::string& only) {
   fmt::print("copy {:.2f} TB/s; compiles while timing: {}; total compiles this run: {}\n", ts.copy, timing_compiles,
              s.compiles);
   if (!json_out.empty())
-    std::ofstream(json_out) << fmt::format(
-        "{{\"bench\": \"mxfp4_gemm\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
-        "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"compiles\": {}, \"cache_hits\": {}, \"rows\": [\n  {}\n]}}\n",
-        ts.dev.name, arch.str(), ts.dev.sm_count, ts.sys.driver_version, ts.sys.nvrtc_version, reps, ts.copy,
-        s.compiles,
-        s.cache_hits, fmt::join(row_json, ",\n  "));
+    std::ofstream(json_out) << Json::object()
+                                   .set("bench", "mxfp4_gemm").set("device", ts.dev.name).set("arch", arch.str())
+                                   .set("sm_count", ts.dev.sm_count).set("driver", ts.sys.driver_version)
+                                   .set("nvrtc", ts.sys.nvrtc_version).set("reps", reps).set("copy_tbs", ts.copy)
+                                   .set("compiles", s.compiles).set("cache_hits", s.cache_hits)
+                                   .set("rows", std::move(row_json))
+                                   .dump()
+                            << "\n";
   return timing_compiles == 0 ? 0 : 1;
 }
 

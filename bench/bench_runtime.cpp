@@ -14,6 +14,7 @@
 
 #include "driver_api.hpp"
 #include "gpu_bench_util.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune/launch.hpp"
 #include "ktune/runtime.hpp"
 #include "support/test_kernels.hpp"
@@ -105,10 +106,15 @@ int run(const std::string& cache, const std::string& json_out) {
   fmt::print("| bare cuLaunchKernel, host us | {:.3f} |\n", bare_med);
   fmt::print("| ktune overhead per launch | {:.3f} us |\n", ktune_med - bare_med);
   if (!json_out.empty()) {
-    std::ofstream(json_out) << fmt::format(
-        "{{\"kernels\": {}, \"load_ms_median\": {:.4f}, \"load_ms_all\": [{:.4f}], \"compiles\": {}, "
-        "\"cache_hits\": {}, \"ktune_launch_us\": {:.4f}, \"bare_launch_us\": {:.4f}}}\n",
-        kKernels, load_med, fmt::join(load_total, ", "), last.compiles, last.cache_hits, ktune_med, bare_med);
+    ktune::cache::Json loads = ktune::cache::Json::array();
+    for (double ms : load_total) loads.push(ms);
+    std::ofstream(json_out) << ktune::cache::Json::object()
+                                   .set("kernels", kKernels).set("load_ms_median", load_med)
+                                   .set("load_ms_all", std::move(loads)).set("compiles", last.compiles)
+                                   .set("cache_hits", last.cache_hits).set("ktune_launch_us", ktune_med)
+                                   .set("bare_launch_us", bare_med)
+                                   .dump()
+                            << "\n";
   }
   return last.compiles == 0 ? 0 : 1;
 }

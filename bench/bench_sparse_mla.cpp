@@ -17,6 +17,7 @@
 #include "autotune/workload.hpp"
 #include "driver_api.hpp"
 #include "gpu_bench_util.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune/device.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
@@ -24,6 +25,7 @@
 
 using namespace ktune;
 using bench::arg;
+using ktune::cache::Json;
 using namespace ktune::mla;
 
 namespace {
@@ -103,7 +105,7 @@ int run(const std::string& json_out, int reps) {
   const Arch arch = rt.current_arch();
   const bench::TimingSession ts(arch, reps);
 
-  std::vector<std::string> row_json;
+  Json row_json = Json::array();
   struct Summary {
     Row row;
     Measured chosen, best;
@@ -144,20 +146,19 @@ int run(const std::string& json_out, int reps) {
     for (const Measured& m : ms)
       if (m.error.empty() && (s.best.tflops == 0 || m.tflops > s.best.tflops)) s.best = m;
     summary.push_back(s);
-    std::vector<std::string> cj;
+    Json cj = Json::array();
     for (const Measured& m : ms)
-      cj.push_back(fmt::format(
-          "{{\"config\": \"{}\", \"source\": \"{}\", \"splits\": {}, \"median_us\": {:.2f}, \"min_us\": {:.2f}, "
-          "\"tflops\": {:.2f}, \"kv_tbs\": {:.4f}, \"compiles_while_timing\": {}, \"error\": \"{}\"}}",
-          m.config, m.source, m.splits, m.us, m.us_min, m.tflops, m.kv_tbs, m.compiles_during,
-          m.error.empty() ? "" : "failed"));
-    row_json.push_back(fmt::format(
-        "{{\"label\": \"{}\", \"problem\": \"{}\", \"heads\": {}, \"topk\": {}, \"tokens\": {}, \"flops\": {:.0f}, "
-        "\"kv_bytes\": {:.0f}, \"bar_tflops\": {}, \"launch_choice\": \"{}\", \"launch_choice_source\": \"{}\", "
-        "\"launch_choice_tflops\": {:.2f}, \"launch_choice_kv_tbs\": {:.4f}, \"best_config\": \"{}\", "
-        "\"best_tflops\": {:.2f}, \"best_kv_tbs\": {:.4f}, \"candidates\": [{}]}}",
-        r.label, p.key(), r.heads, r.topk, r.tokens, flops, kvb, r.bar_tflops, own.config, own.source,
-        s.chosen.tflops, s.chosen.kv_tbs, s.best.config, s.best.tflops, s.best.kv_tbs, fmt::join(cj, ", ")));
+      cj.push(Json::object()
+                  .set("config", m.config).set("source", m.source).set("splits", m.splits).set("median_us", m.us)
+                  .set("min_us", m.us_min).set("tflops", m.tflops).set("kv_tbs", m.kv_tbs)
+                  .set("compiles_while_timing", m.compiles_during).set("error", m.error.empty() ? "" : "failed"));
+    row_json.push(Json::object()
+                      .set("label", r.label).set("problem", p.key()).set("heads", r.heads).set("topk", r.topk)
+                      .set("tokens", r.tokens).set("flops", flops).set("kv_bytes", kvb).set("bar_tflops", r.bar_tflops)
+                      .set("launch_choice", own.config).set("launch_choice_source", own.source)
+                      .set("launch_choice_tflops", s.chosen.tflops).set("launch_choice_kv_tbs", s.chosen.kv_tbs)
+                      .set("best_config", s.best.config).set("best_tflops", s.best.tflops)
+                      .set("best_kv_tbs", s.best.kv_tbs).set("candidates", std::move(cj)));
   }
   const RuntimeStats st = rt.stats();
   fmt::print("\nruntime stats: compiles {} loads {} cache_hits {} memory_hits {} misses {}\n", st.compiles, st.loads,
@@ -171,12 +172,13 @@ int run(const std::string& json_out, int reps) {
                s.row.bar_tflops > 0 ? fmt::format("{:.0f} TFLOP/s", s.row.bar_tflops) : "-");
   fmt::print("copy {:.2f} TB/s; compiles in this process: {}\n", ts.copy, st.compiles);
   if (!json_out.empty())
-    std::ofstream(json_out) << fmt::format(
-        "{{\"bench\": \"sparse_mla_decode\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
-        "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"compiles\": {}, \"loads\": {}, \"rows\": [\n  {}\n]}}\n",
-        ts.dev.name, arch.str(), ts.dev.sm_count, ts.sys.driver_version, ts.sys.nvrtc_version, reps, ts.copy,
-        st.compiles, st.loads,
-        fmt::join(row_json, ",\n  "));
+    std::ofstream(json_out) << Json::object()
+                                   .set("bench", "sparse_mla_decode").set("device", ts.dev.name).set("arch", arch.str())
+                                   .set("sm_count", ts.dev.sm_count).set("driver", ts.sys.driver_version)
+                                   .set("nvrtc", ts.sys.nvrtc_version).set("reps", reps).set("copy_tbs", ts.copy)
+                                   .set("compiles", st.compiles).set("loads", st.loads).set("rows", std::move(row_json))
+                                   .dump()
+                            << "\n";
   return st.compiles == 0 ? 0 : 1;
 }
 

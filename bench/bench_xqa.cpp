@@ -19,6 +19,7 @@
 #include "common/dtype.h"
 #include "driver_api.hpp"
 #include "gpu_bench_util.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune/device.hpp"
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
@@ -26,6 +27,7 @@
 
 using namespace ktune;
 using bench::arg;
+using ktune::cache::Json;
 using namespace ktune::xqa;
 namespace kc = ::ktune_common;
 
@@ -97,11 +99,11 @@ int prepare(const std::string& cache, const Arch& arch) {
   return bench::compile_all(rt, jobs, arch, "bench_xqa");
 }
 
-std::string stats_json(const RuntimeStats& s) {
-  return fmt::format(
-      "{{\"memory_hits\": {}, \"cache_hits\": {}, \"misses\": {}, \"compiles\": {}, \"loads\": {}, "
-      "\"tuning_misses\": {}, \"compile_ms\": {:.1f}, \"load_ms\": {:.1f}}}",
-      s.memory_hits, s.cache_hits, s.misses, s.compiles, s.loads, s.tuning_misses, s.compile_ms, s.load_ms);
+Json stats_json(const RuntimeStats& s) {
+  return Json::object()
+      .set("memory_hits", s.memory_hits).set("cache_hits", s.cache_hits).set("misses", s.misses)
+      .set("compiles", s.compiles).set("loads", s.loads).set("tuning_misses", s.tuning_misses)
+      .set("compile_ms", s.compile_ms).set("load_ms", s.load_ms);
 }
 
 std::string stats_line(const RuntimeStats& s) {
@@ -125,7 +127,7 @@ int run(const std::string& json_out, int reps) {
   const Arch arch = rt.current_arch();
   const bench::TimingSession ts(arch, reps);
 
-  std::vector<std::string> row_json;
+  Json row_json = Json::array();
   struct Summary {
     std::string label;
     Measured chosen, best;
@@ -165,19 +167,18 @@ int run(const std::string& json_out, int reps) {
     for (const Measured& m : ms)
       if (m.error.empty() && (s.best.tbs == 0 || m.tbs > s.best.tbs)) s.best = m;
     summary.push_back(s);
-    std::vector<std::string> cj;
+    Json cj = Json::array();
     for (const Measured& m : ms)
-      cj.push_back(fmt::format(
-          "{{\"config\": \"{}\", \"source\": \"{}\", \"splits\": {}, \"median_us\": {:.2f}, \"min_us\": {:.2f}, "
-          "\"kv_tbs\": {:.4f}, \"compiles_while_timing\": {}, \"loads_while_timing\": {}, \"error\": \"{}\"}}",
-          m.config, m.source, m.splits, m.us, m.us_min, m.tbs, m.compiles_during, m.loads_during,
-          m.error.empty() ? "" : "failed"));
-    row_json.push_back(fmt::format(
-        "{{\"label\": \"{}\", \"problem\": \"{}\", \"batch\": {}, \"seq_len\": {}, \"q_len\": {}, \"kv_bytes\": {:.0f}, "
-        "\"bar_tbs\": {}, \"launch_choice\": \"{}\", \"launch_choice_source\": \"{}\", \"best_config\": \"{}\", "
-        "\"best_kv_tbs\": {:.4f}, \"launch_choice_kv_tbs\": {:.4f}, \"candidates\": [{}]}}",
-        r.label, p.key(), r.batch, r.seq_len, p.max_q_len, kvb, r.bar, own.config, own.source, s.best.config,
-        s.best.tbs, s.chosen.tbs, fmt::join(cj, ", ")));
+      cj.push(Json::object()
+                  .set("config", m.config).set("source", m.source).set("splits", m.splits).set("median_us", m.us)
+                  .set("min_us", m.us_min).set("kv_tbs", m.tbs).set("compiles_while_timing", m.compiles_during)
+                  .set("loads_while_timing", m.loads_during).set("error", m.error.empty() ? "" : "failed"));
+    row_json.push(Json::object()
+                      .set("label", r.label).set("problem", p.key()).set("batch", r.batch).set("seq_len", r.seq_len)
+                      .set("q_len", p.max_q_len).set("kv_bytes", kvb).set("bar_tbs", r.bar)
+                      .set("launch_choice", own.config).set("launch_choice_source", own.source)
+                      .set("best_config", s.best.config).set("best_kv_tbs", s.best.tbs)
+                      .set("launch_choice_kv_tbs", s.chosen.tbs).set("candidates", std::move(cj)));
   }
   const RuntimeStats final_stats = rt.stats();
   fmt::print("\nruntime stats: {}\n", stats_line(final_stats));
@@ -193,12 +194,13 @@ int run(const std::string& json_out, int reps) {
   for (const Summary& s : summary) timing_loads += s.chosen.loads_during + s.best.loads_during;
   fmt::print("compiles while timing: {}, loads while timing: {}\n", timing_compiles, timing_loads);
   if (!json_out.empty()) {
-    std::ofstream(json_out) << fmt::format(
-        "{{\"bench\": \"xqa_decode\", \"device\": \"{}\", \"arch\": \"{}\", \"sm_count\": {}, \"driver\": {}, "
-        "\"nvrtc\": \"{}\", \"reps\": {}, \"copy_tbs\": {:.4f}, \"stats\": {}, \"rows\": [\n  {}\n]}}\n",
-        ts.dev.name, arch.str(), ts.dev.sm_count, ts.sys.driver_version, ts.sys.nvrtc_version, reps, ts.copy,
-        stats_json(final_stats),
-        fmt::join(row_json, ",\n  "));
+    std::ofstream(json_out) << Json::object()
+                                   .set("bench", "xqa_decode").set("device", ts.dev.name).set("arch", arch.str())
+                                   .set("sm_count", ts.dev.sm_count).set("driver", ts.sys.driver_version)
+                                   .set("nvrtc", ts.sys.nvrtc_version).set("reps", reps).set("copy_tbs", ts.copy)
+                                   .set("stats", stats_json(final_stats)).set("rows", std::move(row_json))
+                                   .dump()
+                            << "\n";
   }
   return timing_compiles == 0 ? 0 : 1;
 }
