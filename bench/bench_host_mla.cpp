@@ -22,7 +22,6 @@
 #include <fmt/format.h>
 
 #include "host_bench_util.hpp"
-#include "ktune/cache/json.hpp"
 #include "ktune_internal/host_pool.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
@@ -254,11 +253,7 @@ int main(int argc, char** argv) {
              compile_ms.size(), sorted[sorted.size() / 2], sorted.front(), sorted.back(), generic_compile_ms);
   fmt::print("  {}\n", fmt::join(compile_rows, " "));
   if (!json_out.empty()) {
-    std::ofstream(json_out) << ktune::cache::Json::object()
-                                   .set("jit_ms", tj.median_ms).set("aot_ms", ta.median_ms).set("generic_ms", tg.median_ms)
-                                   .set("ratio_aot", ratio_aot).set("ratio_generic", ratio_gen)
-                                   .set("compile_median_ms", sorted[sorted.size() / 2]).set("threads", threads).set("splits", splits)
-                                   .dump()
+    std::ofstream(json_out) << variants_json(tj, ta, tg, sorted[sorted.size() / 2], threads).set("splits", splits).dump()
                             << "\n";
   }
   return 0;

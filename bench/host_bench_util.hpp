@@ -14,6 +14,7 @@
 
 #include "bench_args.hpp"
 #include "common/numerics.cuh"
+#include "ktune/cache/json.hpp"
 
 namespace host_bench {
 
@@ -36,6 +37,17 @@ inline double cpu_ms() {
 struct Timing {
   double median_ms = 0, min_ms = 0, cpu_ms = 0;  // wall median / best per call; CPU ms per call (all threads)
 };
+
+// What every host bench writes with --json: the three variants' median ms per call (JIT-specialized, AOT with
+// run-time shapes, JIT generic), the other two relative to the JIT-specialized one, the median cold compile of a
+// host specialization and the thread count. A bench adds its own fields.
+inline ktune::cache::Json variants_json(const Timing& jit, const Timing& aot, const Timing& generic,
+                                        double compile_median_ms, int threads) {
+  return ktune::cache::Json::object()
+      .set("jit_ms", jit.median_ms).set("aot_ms", aot.median_ms).set("generic_ms", generic.median_ms)
+      .set("ratio_aot", aot.median_ms / jit.median_ms).set("ratio_generic", generic.median_ms / jit.median_ms)
+      .set("compile_median_ms", compile_median_ms).set("threads", threads);
+}
 
 // One warm-up call, then `iters` timed calls.
 template <class F>
