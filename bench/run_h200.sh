@@ -4,7 +4,7 @@
 #   bench/run_h200.sh --pack [BUILD_DIR]   on the machine without a GPU: fills $PACK (default h200pack, gitignored)
 #       with stripped bin/ + lib/, all.db (every kernel the GPU tests and benches use, compiled for sm_90a),
 #       warmup.db (the llama-3.1-8b preset's candidates) and py.db (the Python tests' kernels), so nothing is
-#       compiled on the device. Needs a build with ktune_cli ktune_tests ktune_stress and the bench_* targets.
+#       compiled on the device; the .db files go gzipped and a run unpacks them. Needs a build with ktune_cli ktune_tests ktune_stress and the bench_* targets.
 #   bench/run_h200.sh PART...              on the H200 (the `run` tool, carry $PACK): runs the parts in order.
 #
 # Parts:
@@ -66,6 +66,10 @@ todo += [("sparse_mla_decode", ktune.mla_problem(**f)) for f in gpu_problems.MLA
 todo += [("mxfp4_gemm", ktune.mxfp4_problem(**f)) for f in gpu_problems.MXFP4_PROBLEMS]
 print(sum(bool(rt.compile(fam, key, "sm_90a")) for fam, key in todo), "python-test kernels compiled")
 PY
+  # The caches go gzipped (CUBINs shrink ~3.5x), so the pack stays well inside the device tool's 64 MiB carry;
+  # a run unpacks them first.
+  rm -f "$PACK"/*.compile-lock
+  gzip -f "$PACK"/*.db
   du -sh "$PACK"
   exit 0
 fi
@@ -74,6 +78,9 @@ fi
 OUT=${OUT:-/tmp/ktune-h200}
 mkdir -p "$OUT"
 P=$PWD/$PACK
+for z in "$P"/*.db.gz; do
+  if [[ -e $z && ! -e ${z%.gz} ]]; then gunzip -k "$z"; fi
+done
 K=$P/bin/ktune
 T=$P/bin/ktune_tests
 export LD_LIBRARY_PATH=$P/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
