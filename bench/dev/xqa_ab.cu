@@ -315,11 +315,10 @@ int main(int argc, char** argv) {
   time_shape<ktune_xqa::Fp8Q1>("bal fp8 q1 B132", 132, 2048, 1, reps, b);
   time_shape<ktune_xqa::Bf16Q1>("bal bf16 q1 B64", 64, 4096, 1, reps, b);
   time_shape<ktune_xqa::Bf16Q1>("bal bf16 q1 B66", 66, 4096, 1, reps, b);
-  // The FP8 cache's bytes (512 MiB: B64 L4096, 8 kv heads, d128) in 4 KB pages: the loads' read, contiguous and
-  // through a shuffled table, then bulk copies at 128 KB (the decode ring's) and 192 KB in flight per SM, four
-  // CTAs per SM or one persistent CTA per SM; 1 GiB for the slope and the fixed cost of the best.
+  // The FP8 cache's bytes (512 MiB: B64 L4096, 8 kv heads, d128) in 4 KB pages, beside the contiguous load
+  // rows above: the loads through a shuffled table, then bulk copies at 128 KB (the decode ring's) and 192 KB in
+  // flight per SM, four CTAs per SM or one persistent CTA per SM; 1 GiB for the slope and the fixed cost.
   const size_t mib512 = 536870912ull, gib1 = 1073741824ull;
-  time_read("read ldcs 512MiB 512", mib512, 512, reps, b);
   time_paged_read("read paged 512MiB 512", mib512, 512, reps, b);
   time_bulk_read("read bulk 4Kx8 512", mib512, 4096, 8, 512, false, reps, b);
   time_bulk_read("read bulk paged 4Kx8 512", mib512, 4096, 8, 512, true, reps, b);
@@ -328,7 +327,6 @@ int main(int argc, char** argv) {
   time_bulk_read("read bulk paged 4Kx48 132", mib512, 4096, 48, 132, true, reps, b);
   time_bulk_read("read bulk paged 8Kx4 512", mib512, 8192, 4, 512, true, reps, b);
   time_bulk_read("read bulk 16Kx2 512", mib512, 16384, 2, 512, false, reps, b);
-  time_read("read ldcs 1GiB 512", gib1, 512, reps, b);
   time_bulk_read("read bulk paged 1G 4Kx8", gib1, 4096, 8, 512, true, reps, b);
   time_bulk_read("read bulk paged 1G 4Kx48", gib1, 4096, 48, 132, true, reps, b);
   // Small reads, where the fixed cost of a call dominates (34 MiB ~ the packed weight + scales of an MXFP4

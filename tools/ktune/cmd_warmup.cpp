@@ -29,7 +29,8 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   On a GPU (no --arch, or --arch including the GPU's): compiles every candidate and tunes every
   (op, batch bucket, seq-len bucket) key of the preset, skipping keys this ktune version already tuned on this
   device, so it resumes where it stopped (--retune measures those again and replaces their rows; rows another
-  ktune version tuned are never used and always tuned again). Other arches (or no GPU): compiles the default and every candidate config of each
+  ktune version tuned are never used and always tuned again; GPU rows measured on another NVRTC's binaries stay
+  in use and are tuned again). Other arches (or no GPU): compiles the default and every candidate config of each
   problem so the binaries ship; without a GPU and without --arch, every default arch. --budget stops starting new tuning keys after the time given (s, m or h).
   --arch host: compiles for this CPU through the LLVM backend (libktune_host.so) and tunes every key with
   batch x seq_len <= 8192 (sparse_mla_decode: batch x max_q_len x topk) and GEMM tokens <= 4 on it (larger
