@@ -202,6 +202,10 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
   auto t0 = Clock::now();
   std::vector<CompileJob> jobs;
   for (const auto& c : configs) jobs.push_back({family_name, out.problem_key, c, arch});
+  // The shared module goes last, so compiled[i] stays the candidate configs[i]; a split candidate whose shared
+  // module failed fails its own launches.
+  for (const auto& c : shared_module_configs(fam, out.problem_key, arch))
+    jobs.push_back({family_name, out.problem_key, c, arch});
   std::vector<CompileJobResult> compiled = compile_all(rt, jobs, options.compile_jobs);
   out.compile_ms = ms_since(t0);
   for (const auto& r : compiled) out.compiled += r.compiled ? 1 : 0;

@@ -119,6 +119,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     // compiled here they are compiled once, not by each worker process.
     if (opt.all_candidates || (opt.tune && pooled_arches.count(item.arch)))
       for (const auto& c : fam.search_space(pk, arch, arch_limits(arch))) configs.push_back(c);
+    for (auto& c : shared_module_configs(fam, pk, arch)) configs.push_back(std::move(c));
     for (const auto& c : configs) {
       std::string id = fmt::format("{}\n{}\n{}\n{}", item.family, pk, c, item.arch);
       if (seen.insert(id).second) jobs.push_back({item.family, pk, c, arch});

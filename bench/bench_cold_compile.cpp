@@ -4,8 +4,9 @@
 // median over kernels of each kernel's median wall and thread-CPU time, NVRTC's phases (its --time table:
 // front end, NVVM optimizer, ptxas), and whether every CUBIN is byte-identical across modes and repetitions
 // (exit 1 if not). --trace: one more compile per kernel (speed options on) with NVRTC's --fdevice-time-trace,
-// whose per-function events give each entry point's NVVM and ptxas time, so a module's cost splits by kernel
-// (decode, combine, helpers). Run through bench/cold_compile.sh.
+// whose per-function events give each entry point's NVVM and ptxas time, so a module's cost splits by kernel.
+// A family's shared modules (one per problem: split-KV combine, helpers) are summed up in a row of their own,
+// "<family> shared". Run through bench/cold_compile.sh.
 //   bench_cold_compile [--arch sm_90a] [--family F] [--all-configs] [--pch] [--trace] [--reps 3] [--json OUT]
 #include <algorithm>
 #include <chrono>
@@ -189,11 +190,13 @@ int main(int argc, char** argv) try {
     if (!only.empty() && f.name != only) continue;
     std::vector<test::NvrtcJob> jobs = test::nvrtc_jobs(f, arch, all_configs);
     if (jobs.empty()) continue;
-    order.push_back(f.name);
     // One untimed compile first: the first compile in a process pays NVRTC's own start-up, not the kernel's.
     compile(jobs.front(), modes[1], nullptr);
-    auto& results = by_family[f.name];
     for (const auto& job : jobs) {
+      // A family's shared modules (compiled once per problem, not per config) get a row of their own.
+      const std::string group = job.kernel.config_key == kSharedConfig ? f.name + " shared" : f.name;
+      if (std::find(order.begin(), order.end(), group) == order.end()) order.push_back(group);
+      auto& results = by_family[group];
       KernelResult r;
       r.name = job.name;
       r.wall.resize(nm);

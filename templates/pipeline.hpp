@@ -17,10 +17,14 @@
 //                                        ktune::launch
 //   kPdl (optional, default false)       true: every entry point calls pdl_wait() before its first global
 //                                        access, so Op::set_pdl(true) may launch it programmatically dependent
+//   kSharedModule (optional, default false)  true: the kernels no tile config changes (the split-KV combine,
+//                                        helpers) are in the problem's shared module (FamilyInfo::has_shared_module),
+//                                        which launch() finds in resolved.shared whenever splits > 1
 //   run_host(rt, p, a)                   the host variant (use_device(kHostDevice))
 // and derives from SpecBase<OpSpec, Family> (Problem, Args, kFamily = Family::kName; bad / need_ptr). The
 // family's spec namespace provides can_implement(p, c, arch, limits) and generate(p, c, arch) (found by
-// argument-dependent lookup; generate's p carries the checked flag of the launches).
+// argument-dependent lookup; generate's p carries the checked flag of the launches), and with kSharedModule
+// generate_shared(p, arch).
 #pragma once
 
 #include <atomic>
@@ -36,6 +40,7 @@
 #include <fmt/format.h>
 
 #include "ktune/error.hpp"
+#include "ktune/family.hpp"
 #include "ktune/launch.hpp"
 #include "ktune/op.hpp"
 #include "ktune/tuning.hpp"
@@ -66,6 +71,7 @@ struct Resolved {
   size_t workspace_bytes = 0;
   const internal::DeviceFacts* dev = nullptr;  // null for a device-free plan
   const LoadedKernel* kernel = nullptr;        // null until loaded
+  const LoadedKernel* shared = nullptr;        // kSharedModule and splits > 1: the shared module, once loaded
 };
 
 // FNV-1a of a forced config key (0 when none): part of the memo key, confirmed by a full compare on a hit.
@@ -154,6 +160,12 @@ struct supports_pdl : std::false_type {};
 template <class Spec>
 struct supports_pdl<Spec, std::void_t<decltype(Spec::kPdl)>> : std::bool_constant<Spec::kPdl> {};
 
+// Families whose problem-only kernels live in a shared module declare OpSpec::kSharedModule = true.
+template <class Spec, class = void>
+struct has_shared_module : std::false_type {};
+template <class Spec>
+struct has_shared_module<Spec, std::void_t<decltype(Spec::kSharedModule)>> : std::bool_constant<Spec::kSharedModule> {};
+
 // Families with a bounds-checked kernel variant have Problem::checked.
 template <class P, class = void>
 struct has_checked_variant : std::false_type {};
@@ -190,11 +202,12 @@ struct OpState {
   std::string kernel_prefix;  // "<family>/<problem key>[.chk]/": the runtime's fast key is this + config key
 
   std::mutex mutex;
-  uint64_t generation = 0;  // internal::tuning_generation when `plans` and `default_modules` were filled
+  uint64_t generation = 0;  // internal::tuning_generation when `plans` was filled
   std::unordered_map<pipeline::PlanKey, std::shared_ptr<const Entry>, pipeline::PlanKeyHash> plans;
-  // Op::default_module per context: the helper launches find it by one lookup instead of rebuilding the
-  // device facts, the default config and the fast key string and searching the runtime's module table.
-  std::unordered_map<void*, const LoadedKernel*> default_modules;
+  // Op::shared_module per context: the split launches and the helpers find it by one lookup instead of
+  // rebuilding the device facts and the fast key string and searching the runtime's module table. It depends
+  // on the problem only, so it outlives tuning generations.
+  std::unordered_map<void*, const LoadedKernel*> shared_modules;
 
   OpState(Runtime& runtime, const Problem& p) : rt(&runtime), problem(p), plan_problem(p) {
     if constexpr (pipeline::has_checked_variant<Problem>::value) {
@@ -227,37 +240,39 @@ struct OpState {
     if (load) {
       Resolved& r = entry->resolved;
       r.kernel = &rt->get(kernel_prefix + r.config_key, [&] { return generate(problem, r.config, r.dev->arch); });
+      if constexpr (pipeline::has_shared_module<Spec>::value)
+        if (r.splits > 1) r.shared = &shared_module(ctx);
     }
     std::lock_guard<std::mutex> lock(mutex);
     if (gen == generation) plans[key] = entry;
     return entry;
   }
 
-  // The module of the default config on ctx (Op::default_module), loaded once per context and then one lookup.
-  const LoadedKernel& default_module(void* ctx) {
-    const uint64_t gen = internal::tuning_generation(*rt);
-    {
+  // The problem's shared module on ctx (Op::shared_module), loaded once per context and then one lookup.
+  const LoadedKernel& shared_module(void* ctx) {
+    if constexpr (pipeline::has_shared_module<Spec>::value) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = shared_modules.find(ctx);
+        if (it != shared_modules.end()) return *it->second;
+      }
+      const Arch& arch = internal::device_facts(ctx, Spec::kFamily).arch;
+      const LoadedKernel& k = rt->get(kernel_prefix + kSharedConfig, [&] { return generate_shared(problem, arch); });
       std::lock_guard<std::mutex> lock(mutex);
-      sync_generation(gen);
-      auto it = default_modules.find(ctx);
-      if (it != default_modules.end()) return *it->second;
+      shared_modules[ctx] = &k;
+      return k;
+    } else {
+      (void)ctx;
+      throw Error(Status::unsupported, Spec::kFamily, "shared_module: this family has no shared module");
     }
-    const Arch& arch = internal::device_facts(ctx, Spec::kFamily).arch;
-    const Config c = Spec::default_config(plan_problem, arch, pipeline::Shape{});
-    // the decode's own fast key: a call that runs the default config shares this module
-    const LoadedKernel& k = rt->get(kernel_prefix + c.key(), [&] { return generate(problem, c, arch); });
-    std::lock_guard<std::mutex> lock(mutex);
-    if (gen == generation) default_modules[ctx] = &k;
-    return k;
   }
 
-  // Both memos are filled under one tuning generation and cleared together when it moves on (under `mutex`).
-  // Generations only grow: a caller that read an older one before another moved the memos on finds the newer
-  // entries, and its own result is not stored (gen != generation), instead of clearing them.
+  // The plans are filled under one tuning generation and cleared when it moves on (under `mutex`). Generations
+  // only grow: a caller that read an older one before another moved the memo on finds the newer entries, and its
+  // own result is not stored (gen != generation), instead of clearing them.
   void sync_generation(uint64_t gen) {
     if (gen <= generation) return;
     plans.clear();
-    default_modules.clear();
     generation = gen;
   }
 
@@ -363,9 +378,9 @@ typename Op<Family>::Plan Op<Family>::plan(const Args& a) const {
 }
 
 template <class Family>
-const LoadedKernel& Op<Family>::default_module() const {
+const LoadedKernel& Op<Family>::shared_module() const {
   detail::OpState<Family>& st = detail::op_state(state_);
-  return st.default_module(internal::require_context(pipeline::OpSpec<Family>::kFamily));
+  return st.shared_module(internal::require_context(pipeline::OpSpec<Family>::kFamily));
 }
 
 template <class Family>

@@ -81,6 +81,12 @@ const FamilyInfo& family(const std::string& name) {
   throw Error(Status::not_found, "families", fmt::format("unknown family '{}': expected one of {}", name, known));
 }
 
+std::vector<std::string> shared_module_configs(const FamilyInfo& f, const std::string& problem_key,
+                                               const Arch& arch) {
+  if (f.has_shared_module && f.has_shared_module(problem_key, arch)) return {kSharedConfig};
+  return {};
+}
+
 void register_family(FamilyInfo info) {
   check_entry(info);
   Registry& r = registry();

@@ -72,8 +72,10 @@ ktune_status ktune_compile(ktune_runtime* runtime, const char* family, const cha
     ktune::Arch a = ktune::Arch::parse(arch);
     std::string problem = f.canonical_problem(problem_key);
     std::string config = config_key ? std::string(config_key) : f.default_config(problem, a);
-    ktune::EnsureResult r = runtime->rt.ensure_binary(f.generate(problem, config, a), a);
-    if (compiled) *compiled = r.compiled ? 1 : 0;
+    bool any = runtime->rt.ensure_binary(f.generate(problem, config, a), a).compiled;
+    for (const std::string& shared : ktune::shared_module_configs(f, problem, a))
+      any = runtime->rt.ensure_binary(f.generate(problem, shared, a), a).compiled || any;
+    if (compiled) *compiled = any ? 1 : 0;
   });
 }
 

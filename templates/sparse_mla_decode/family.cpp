@@ -89,8 +89,10 @@ FamilyInfo family_info() {
     return out;
   };
   f.generate = [](const std::string& key, const std::string& config, const Arch& arch) {
+    if (config == kSharedConfig) return generate_shared(Problem::from_key(key), arch);
     return generate(Problem::from_key(key), Config::from_key(config), arch);
   };
+  f.has_shared_module = [](const std::string&, const Arch& arch) { return !arch.host; };
   f.example_problems = [] {
     return std::vector<std::string>{
         problem_from_json(R"({"num_heads":128,"kv_lora_rank":512,"rope_dim":64,"topk":2048,"page_size":64})"),

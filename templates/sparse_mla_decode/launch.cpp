@@ -24,6 +24,7 @@ struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, S
       "a config key t<tokens_per_tile>.s<stages>.g<heads_per_cta>[.w<warps>][.wg], e.g. t64.s2.g64, or t64.s2.g64.ws / .wsp";
   static constexpr int kMaxForcedSplits = 64;
   static constexpr bool kPdl = true;  // every entry point waits (common/pdl.cuh)
+  static constexpr bool kSharedModule = true;  // the split merge (spec.hpp generate_shared)
   static constexpr int kMaxTokens = 65535;
 
 
@@ -74,7 +75,7 @@ struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, S
     ktune_mla::Params prm = mla::kernel_params(p, a, r.splits, static_cast<float*>(a.workspace));
     prm.report = static_cast<ktune_common::DeviceReport*>(report);
     ktune::launch(kernel, 0, mla::decode_dims(p, r.config, a.num_tokens, r.splits), stream, prm);
-    if (r.splits > 1) ktune::launch(kernel, 1, mla::combine_dims(p, a.num_tokens), stream, prm);
+    if (r.splits > 1) ktune::launch(*r.shared, mla::kCombineEntry, mla::combine_dims(p, a.num_tokens), stream, prm);
   }
 };
 

@@ -70,10 +70,14 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch);
 // "" when the config can run the problem on that arch/device, else the reason.
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim);
 
-// Entry points: [0] = decode_kernel, [1] = combine_kernel. Options: "-std=c++17".
+// A config's module on a GPU arch: entry point [0] = the config's decode kernel. Options: "-std=c++17".
 // Arch "host": the CPU kernel (host_kernel.h) with entry points [0] = host_decode, [1] = host_combine, each
 // void(const ktune_mla::Params&, int begin_item, int end_item).
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch);
+// The problem's shared module on a GPU arch (config key kSharedConfig): [0] = combine_kernel (kCombineEntry), the
+// split merge, which no tile config changes. The host backend has none.
+GeneratedKernel generate_shared(const Problem& p, const Arch& arch);
+constexpr int kCombineEntry = 0;
 
 // Host launch planning: decode items are (token, head group, split); splits are added only while there are
 // fewer items than ~2 per thread, and each split keeps at least two tiles of the top-k list.

@@ -127,8 +127,10 @@ FamilyInfo family_info() {
   f.generate = [](const std::string& key, const std::string& config, const Arch& arch) {
     Problem p = Problem::from_key(key);
     p.validate();
+    if (config == kSharedConfig) return generate_shared(p, arch);
     return generate(p, Config::from_key(config), arch);
   };
+  f.has_shared_module = [](const std::string&, const Arch& arch) { return !arch.host; };
   f.example_problems = [] {
     return std::vector<std::string>{
         problem_from_json(R"({"head_dim":128,"num_q_heads":32,"num_kv_heads":8,"page_size":32})"),

@@ -1,5 +1,6 @@
 // The engine helpers of xqa_decode (ktune/xqa_helpers.hpp): argument checks, the host forms, and the launches of
-// the helper entry points of the op's module. Nothing here reads device memory, allocates or synchronizes.
+// the helper entry points of the problem's shared module. Nothing here reads device memory, allocates or
+// synchronizes.
 #include "ktune/xqa_helpers.hpp"
 
 #include <algorithm>
@@ -144,8 +145,8 @@ void pack_draft_mask(const XqaDecodeOp& op, const DraftMaskArgs& a, void* stream
   if (host_device_current()) return pack_draft_mask_host(p, a);
   check_mask_args(p, a, true);
   if (a.rows == 0) return;
-  // the helpers run from the module of the op's default config, which every warmup of the problem compiles
-  const LoadedKernel& k = op.default_module();
+  // the helpers are in the problem's shared module, which every warmup of the problem compiles
+  const LoadedKernel& k = op.shared_module();
   const int items = p.max_q_len * draft_mask_words(p);
   LaunchDims d;
   d.grid[0] = unsigned(a.batch);
@@ -158,7 +159,7 @@ void build_q_cu_seq_lens(const XqaDecodeOp& op, const int32_t* q_lens, int batch
   const Problem& p = op.problem();
   if (host_device_current()) return build_q_cu_seq_lens_host(p, q_lens, batch, q_cu_seq_lens);
   check_cu_args(q_lens, batch, q_cu_seq_lens, true);
-  const LoadedKernel& k = op.default_module();
+  const LoadedKernel& k = op.shared_module();
   ktune_xqa::CuSeqLensParams prm{};
   prm.q_lens = q_lens;
   prm.q_cu_seq_lens = q_cu_seq_lens;

@@ -39,17 +39,22 @@ namespace ktune_xqa {
 
 namespace kc = ::ktune_common;
 
+// What the problem alone fixes: all the combine reads, so the shared module's Spec (no tile config) instantiates it.
 template <class S>
-struct Traits {
+struct ProblemTraits {
+  static constexpr bool kKV8 = S::kKVType == kc::kE4M3;
+  static constexpr float kFold = kKV8 ? kc::kE4m3Fold : 1.f;  // e4m3 -> f16 conversion scale (K and V)
+  static constexpr int kNumQHeads = S::kNumKvHeads * S::kGroupSize;
+};
+
+template <class S>
+struct Traits : ProblemTraits<S> {
   static constexpr int kMTilesCfg = S::kMTilesPerCta;
   static constexpr Shape sh = make_shape(S::kHeadDim, S::kGroupSize, S::kMaxQLen, S::kPageSize, S::kKVType,
                                          S::kTokensPerTile, S::kStages, S::kWarps, kMTilesCfg, S::kWgmma);
   static constexpr int kThreads = sh.threads;
   static constexpr int kMinBlocks = sh.min_blocks;
-  static constexpr bool kKV8 = S::kKVType == kc::kE4M3;
   static constexpr bool kBF = S::kKVType == kc::kBF16;  // mma type: bf16 for bf16 KV, else fp16
-  static constexpr float kFold = kKV8 ? kc::kE4m3Fold : 1.f;  // e4m3 -> f16 conversion scale (K and V)
-  static constexpr int kNumQHeads = S::kNumKvHeads * S::kGroupSize;
   static_assert(shape_error(sh) == nullptr, "invalid xqa_decode shape (see shape_error)");
   static_assert(S::kMaxQLen >= 1 && S::kMaxQLen <= 64, "kMaxQLen must be 1..64");
   static constexpr int kMaskWords = kc::draft_mask_words(S::kMaxQLen);  // explicit mask: words per query row
@@ -599,7 +604,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
 // is latency-bound: one row reads num_splits * (head_dim + 2) floats).
 template <class S>
 __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Params p) {
-  using Tr = Traits<S>;
+  using Tr = ProblemTraits<S>;
   constexpr int D = S::kHeadDim, QL = S::kMaxQLen, HQ = Tr::kNumQHeads, VPL = D / 32;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row = blockIdx.x, b = blockIdx.y;

@@ -23,6 +23,7 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
       "a config key t<tokens_per_tile>.s<stages>.w<warps>[.m<m_tiles>], e.g. t64.s3.w4";
   static constexpr int kMaxForcedSplits = 1024;
   static constexpr bool kPdl = true;  // every entry point waits (common/pdl.cuh)
+  static constexpr bool kSharedModule = true;  // the combine and the helpers (spec.hpp generate_shared)
   static constexpr int64_t kMaxStride = int64_t{1} << 40;  // elements: keeps every address product in int64
 
   static void need_null(const void* p, const char* field, const char* why) {
@@ -183,7 +184,7 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     ktune_xqa::Params prm = xqa::kernel_params(p, a, r.splits, static_cast<float*>(a.workspace));
     prm.report = static_cast<ktune_common::DeviceReport*>(report);
     ktune::launch(kernel, 0, xqa::decode_dims(p, r.config, a.batch, r.splits), stream, prm);
-    if (r.splits > 1) ktune::launch(kernel, 1, xqa::combine_dims(p, r.config, a.batch), stream, prm);
+    if (r.splits > 1) ktune::launch(*r.shared, xqa::kCombineEntry, xqa::combine_dims(p, r.config, a.batch), stream, prm);
   }
 };
 

@@ -7,6 +7,7 @@
 #include "key_parse.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
+#include "ktune/family.hpp"
 #include "xqa_decode/shape.h"
 
 namespace ktune::xqa {
@@ -352,19 +353,12 @@ int choose_num_splits_host(const Problem& p, const Config& c, int batch, int max
   return std::max(1, std::min({by_threads, tiles / 2, 64}));
 }
 
-GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
-  p.validate();
-  const std::string why = can_implement(p, c, arch, default_limits(arch));
-  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
-  if (arch.host) return generate_host(p, c);
-  std::ostringstream s;
+namespace {
+
+// The Spec members every module of the problem shares (kernel.cuh's ProblemTraits reads only these).
+void write_problem_spec(std::ostringstream& s, const Problem& p) {
   const auto b = [](bool v) { return v ? "true" : "false"; };
-  s << "// ktune xqa_decode " << p.key() << " / " << c.key() << "\n"
-    << "#include \"xqa_decode/kernel.cuh\"\n"
-    << "#include \"xqa_decode/helpers.cuh\"\n"
-    << "namespace ktune_xqa {\n"
-    << "struct Spec {\n"
-    << "  static constexpr int kHeadDim = " << p.head_dim << ";\n"
+  s << "  static constexpr int kHeadDim = " << p.head_dim << ";\n"
     << "  static constexpr int kNumKvHeads = " << p.num_kv_heads << ";\n"
     << "  static constexpr int kGroupSize = " << p.group_size() << ";\n"
     << "  static constexpr int kPageSize = " << p.page_size << ";\n"
@@ -375,10 +369,25 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
     << "  static constexpr int kMask = " << int(p.mask) << ";\n"
     << "  static constexpr bool kSinks = " << b(p.has_sinks) << ", kSlidingWindow = " << b(p.sliding_window)
     << ", kSoftcap = " << b(p.softcap) << ", kWriteLse = " << b(p.write_lse) << ";\n"
-    << "  static constexpr bool kChecked = " << b(p.checked) << ";\n"
-    << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kStages = " << c.stages
+    << "  static constexpr bool kChecked = " << b(p.checked) << ";\n";
+}
+
+}  // namespace
+
+GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
+  p.validate();
+  const std::string why = can_implement(p, c, arch, default_limits(arch));
+  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  if (arch.host) return generate_host(p, c);
+  std::ostringstream s;
+  s << "// ktune xqa_decode " << p.key() << " / " << c.key() << "\n"
+    << "#include \"xqa_decode/kernel.cuh\"\n"
+    << "namespace ktune_xqa {\n"
+    << "struct Spec {\n";
+  write_problem_spec(s, p);
+  s << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kStages = " << c.stages
     << ", kWarps = " << c.warps << ", kMTilesPerCta = " << c.m_tiles_per_cta << ";\n"
-    << "  static constexpr bool kWgmma = " << b(c.wgmma) << ";\n"
+    << "  static constexpr bool kWgmma = " << (c.wgmma ? "true" : "false") << ";\n"
     << "};\n"
     << "}  // namespace ktune_xqa\n";
   GeneratedKernel k;
@@ -386,8 +395,30 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   k.problem_key = p.key();
   k.config_key = c.key();
   k.source = s.str();
-  k.entry_points = {"ktune_xqa::decode_kernel<ktune_xqa::Spec>", "ktune_xqa::combine_kernel<ktune_xqa::Spec>",
-                    "ktune_xqa::draft_mask_kernel<ktune_xqa::Spec>", "ktune_xqa::cu_seq_lens_kernel<ktune_xqa::Spec>"};
+  k.entry_points = {"ktune_xqa::decode_kernel<ktune_xqa::Spec>"};
+  k.options = {"-std=c++17"};
+  return k;
+}
+
+GeneratedKernel generate_shared(const Problem& p, const Arch& arch) {
+  p.validate();
+  if (arch.host) fail("config", std::string(kSharedConfig) + ": the host backend keeps the combine in every module");
+  std::ostringstream s;
+  s << "// ktune xqa_decode " << p.key() << " / " << kSharedConfig << "\n"
+    << "#include \"xqa_decode/kernel.cuh\"\n"
+    << "#include \"xqa_decode/helpers.cuh\"\n"
+    << "namespace ktune_xqa {\n"
+    << "struct Spec {\n";
+  write_problem_spec(s, p);
+  s << "};\n"
+    << "}  // namespace ktune_xqa\n";
+  GeneratedKernel k;
+  k.family = "xqa_decode";
+  k.problem_key = p.key();
+  k.config_key = kSharedConfig;
+  k.source = s.str();
+  k.entry_points = {"ktune_xqa::combine_kernel<ktune_xqa::Spec>", "ktune_xqa::draft_mask_kernel<ktune_xqa::Spec>",
+                    "ktune_xqa::cu_seq_lens_kernel<ktune_xqa::Spec>"};
   k.options = {"-std=c++17"};
   return k;
 }

@@ -76,12 +76,15 @@ std::vector<Config> search_space(const Problem& p, const Arch& arch);
 // "" when the config can run the problem on that arch/device, else the reason.
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim);
 
-// Entry points: [0] = decode_kernel, [1] = combine_kernel, and the engine helpers of every module (helpers.cuh):
-// [2] = draft_mask_kernel, [3] = cu_seq_lens_kernel (kHelperMaskEntry, kHelperCuSeqLensEntry). Options: "-std=c++17".
+// A config's module on a GPU arch: entry point [0] = decode_kernel. Options: "-std=c++17".
 // Arch "host": the CPU kernel (host_kernel.h) with entry points [0] = host_decode, [1] = host_combine, each
 // void(const ktune_xqa::Params&, int begin_item, int end_item).
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch);
-constexpr int kHelperMaskEntry = 2, kHelperCuSeqLensEntry = 3;
+// The problem's shared module on a GPU arch (config key kSharedConfig; no tile config changes these kernels):
+// [0] = combine_kernel (kCombineEntry), and the engine helpers (helpers.cuh) [1] = draft_mask_kernel,
+// [2] = cu_seq_lens_kernel (kHelperMaskEntry, kHelperCuSeqLensEntry). The host backend has none.
+GeneratedKernel generate_shared(const Problem& p, const Arch& arch);
+constexpr int kCombineEntry = 0, kHelperMaskEntry = 1, kHelperCuSeqLensEntry = 2;
 
 // Host launch planning: decode work items are (request, kv head, row group, split); splits are added only while
 // there are fewer items than ~2 per thread, and each split keeps at least two tiles.

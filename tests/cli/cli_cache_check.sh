@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `ktune cache check` without a GPU (ctest: cli_cache_check): an empty cache misses every binary (exit 1); after
-# `ktune compile` of the preset's problem the default binary is found by the runtime's own lookup (exit 0; no
-# tuning row); a tuning row for an H200 is matched by --device NAME and by --fingerprint FILE (a fingerprint
-# line, or `ktune info --json` output, whose cc9.0 also picks --arch sm_90a), and its winner's binary must be
-# there too (exit 1 while it is not); another device's name matches no row; a row tuned by another ktune version
+# `ktune compile` of the preset's problem the default binary and the problem's shared module are found by the
+# runtime's own lookup (exit 0; no tuning row); a tuning row for an H200 is matched by --device NAME and by
+# --fingerprint FILE (a fingerprint line, or `ktune info --json` output, whose cc9.0 also picks --arch sm_90a),
+# and its winner's binary must be there too (exit 1 while it is not); another device's name matches no row; a row tuned by another ktune version
 # counts as no row (the runtime does not use it) and is named as such; a row measured on another NVRTC's binaries
 # still counts and is named as one a warmup here tunes again. The check never compiles. Needs
 # NVRTC for the one compile (as cli_compile_cache does).
@@ -31,11 +31,13 @@ check() {  # check WANT_STATUS ARGS... -> the JSON output; fails unless the exit
   echo "$out"
 }
 
-# 1. Empty cache: the default binary is missing (one binary, two keys), nothing compiled.
+# 1. Empty cache: the default binary and the problem's shared module (combine, helpers) are missing (two
+#    binaries, two keys), nothing compiled.
 out="$(check 1 --arch sm_90a)"
 echo "empty: $out"
-[[ "$(json '(d["keys_total"], d["missing_binaries"], d["complete"])' <<<"$out")" == "(2, 1, False)" ]]
-[[ "$(json '[k["default_binary"] for k in d["keys"]]' <<<"$out")" == "[False, False]" ]]
+[[ "$(json '(d["keys_total"], d["missing_binaries"], d["complete"])' <<<"$out")" == "(2, 2, False)" ]]
+[[ "$(json '[(k["default_binary"], k["shared_binary"]) for k in d["keys"]]' <<<"$out")" == \
+   "[(False, False), (False, False)]" ]]
 [[ ! -s "$db" ]] || [[ "$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(
   "SELECT COUNT(*) FROM binaries").fetchone()[0])' "$db")" == 0 ]] || { echo "FAIL: cache check compiled"; exit 1; }
 
@@ -44,6 +46,7 @@ echo "empty: $out"
 out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
 echo "compiled: $out"
 [[ "$(json '(d["missing_binaries"], d["tuned"], d["untuned"], d["complete"])' <<<"$out")" == "(0, 0, 2, True)" ]]
+[[ "$(json '[k["shared_binary"] for k in d["keys"]]' <<<"$out")" == "[True, True]" ]]
 default="$(json 'd["keys"][0]["default_config"]' <<<"$out")"
 
 # 3. A tuning row for the H200 at b1 whose winner is not compiled: found by name and by fingerprint, and the
@@ -71,8 +74,8 @@ out="$(check 0 --arch sm_90a --device "NVIDIA B200")"
 # The text form names each key, both binaries and the row.
 text="$("$K" cache check --preset "$preset" --cache "$db" --arch sm_90a --device "NVIDIA H200" || true)"
 echo "$text"
-grep -qF "MISSING sm_90a attn $P|b1.l1024: default $default present; tuned t64.s2.w4 MISSING" <<<"$text"
-grep -qF "ok sm_90a attn $P|b2.l1024: default $default present; no tuning row" <<<"$text"
+grep -qF "MISSING sm_90a attn $P|b1.l1024: default $default present, shared present; tuned t64.s2.w4 MISSING" <<<"$text"
+grep -qF "ok sm_90a attn $P|b2.l1024: default $default present, shared present; no tuning row" <<<"$text"
 grep -qF "1 binaries missing" <<<"$text"
 
 # 4. The same row tuned by another ktune version: not counted as tuned (that key runs the default), named as stale.
@@ -82,7 +85,7 @@ echo "stale row: $out"
 [[ "$(json '(d["tuned"], d["untuned"], d["stale_tuned"], d["missing_binaries"])' <<<"$out")" == "(0, 2, 1, 0)" ]]
 [[ "$(json '[k.get("stale_tuning_version") for k in d["keys"]]' <<<"$out")" == "['0.0.1', None]" ]]
 text="$("$K" cache check --preset "$preset" --cache "$db" --arch sm_90a --device "NVIDIA H200")"
-grep -qF "ok sm_90a attn $P|b1.l1024: default $default present; tuning row of ktune 0.0.1 only (not used by" \
+grep -qF "ok sm_90a attn $P|b1.l1024: default $default present, shared present; tuning row of ktune 0.0.1 only (not used by" \
   <<<"$text"
 # `ktune cache stats` counts the rows per ktune version and says which ones this version uses.
 stats="$("$K" cache stats --cache "$db" --json)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The compile cache through the CLI, no GPU: compile one xqa_decode kernel for three arches (3 binaries),
-# again (0 compiled, 3 hits), verify (intact), flip a byte of one blob (verify names it; the next compile
-# rebuilds it instead of loading it).
+# The compile cache through the CLI, no GPU: compile one xqa_decode problem for three arches (its default config
+# and its shared module on each: 6 binaries), again (0 compiled, 6 hits), verify (intact), flip a byte of one
+# blob (verify names it; the next compile rebuilds it instead of loading it).
 # Usage: cli_compile_cache.sh <ktune binary>
 set -euo pipefail
 K=$1
@@ -12,19 +12,21 @@ P='d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none'
 json() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 out=$("$K" compile --family xqa_decode --problem "$P" --arch sm_90a,sm_100a,sm_120a --cache "$db" --json)
-[[ $(echo "$out" | json compiled) == 3 ]] || { echo "first compile: $out"; exit 1; }
+[[ $(echo "$out" | json compiled) == 6 ]] || { echo "first compile: $out"; exit 1; }
+[[ $(echo "$out" | python3 -c 'import json, sys; print(sum(k["name"].endswith("/shared") for k in json.load(sys.stdin)["kernels"]))') == 3 ]] ||
+  { echo "first compile, shared modules: $out"; exit 1; }
 [[ $(echo "$out" | json cache_hits) == 0 ]] || { echo "first compile: $out"; exit 1; }
 out=$("$K" compile --family xqa_decode --problem "$P" --arch sm_90a,sm_100a,sm_120a --cache "$db" --json)
 [[ $(echo "$out" | json compiled) == 0 ]] || { echo "second compile: $out"; exit 1; }
-[[ $(echo "$out" | json cache_hits) == 3 ]] || { echo "second compile: $out"; exit 1; }
-"$K" cache verify --cache "$db" | grep -q "3 binaries checked: all intact"
-[[ $("$K" cache ls --cache "$db" --json | json count) == 3 ]]
+[[ $(echo "$out" | json cache_hits) == 6 ]] || { echo "second compile: $out"; exit 1; }
+"$K" cache verify --cache "$db" | grep -q "6 binaries checked: all intact"
+[[ $("$K" cache ls --cache "$db" --json | json count) == 6 ]]
 
-# Flip one byte inside the sm_100a blob.
+# Flip one byte inside the sm_100a config blob.
 python3 - "$db" <<'PY'
 import sqlite3, sys
 con = sqlite3.connect(sys.argv[1])
-digest, blob = con.execute("SELECT digest, blob FROM binaries WHERE arch = 'sm_100a'").fetchone()
+digest, blob = con.execute("SELECT digest, blob FROM binaries WHERE arch = 'sm_100a' AND name NOT LIKE '%/shared'").fetchone()
 b = bytearray(blob); b[len(b) // 2] ^= 0x40
 con.execute("UPDATE binaries SET blob = ? WHERE digest = ?", (bytes(b), digest)); con.commit()
 PY
@@ -33,6 +35,6 @@ grep -q "DAMAGED xqa_decode/sm_100a/$P" "$tmp/verify.txt"
 # The damaged entry is skipped and rebuilt (KTUNE_JIT=0 refusing it instead is tests/runtime/test_runtime_cache.cpp).
 out=$("$K" compile --family xqa_decode --problem "$P" --arch sm_90a,sm_100a,sm_120a --cache "$db" --json)
 [[ $(echo "$out" | json compiled) == 1 ]] || { echo "damaged entry not rebuilt: $out"; exit 1; }
-[[ $(echo "$out" | json cache_hits) == 2 ]] || { echo "after repair: $out"; exit 1; }
+[[ $(echo "$out" | json cache_hits) == 5 ]] || { echo "after repair: $out"; exit 1; }
 "$K" cache verify --cache "$db" | grep -q "all intact"
 echo "cli compile/cache OK"

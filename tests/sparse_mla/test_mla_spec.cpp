@@ -234,6 +234,10 @@ TEST_CASE("sparse_mla_decode host configs: keys, can_implement, search space, ge
                            Catch::Contains("kHeadsPerItem = 8") && Catch::Contains("kFp8 = true"));
   CHECK(k.entry_points == std::vector<std::string>{"ktune_mla::host_decode<ktune_mla::Spec>",
                                                    "ktune_mla::host_combine<ktune_mla::Spec>"});
+  // the host module keeps its combine: no shared module on the host
+  const FamilyInfo& fam = family("sparse_mla_decode");
+  CHECK(shared_module_configs(fam, p.key(), host).empty());
+  CHECK_THAT(error_of([&] { generate_shared(p, host); }), Catch::Contains("host backend"));
   // splits only while there are fewer than two items per thread; each split keeps >= 2 tiles
   CHECK(choose_num_splits_host(p, d, 4, 2) == 1);          // 4 items on 2 threads
   CHECK(choose_num_splits_host(p, d, 1, 8) == 16);         // 1 item, 16 wanted
@@ -316,7 +320,29 @@ TEST_CASE("the fp8_ds_mla host codec round-trips within e4m3 precision", "[spars
   }
 }
 
-TEST_CASE("sparse_mla_decode compiles for sm_90a, sm_100a and sm_120a", "[sparse_mla][compile]") {
+TEST_CASE("sparse_mla_decode GPU modules: the decode kernel per config, the combine once per problem", "[sparse_mla]") {
+  const FamilyInfo& fam = family("sparse_mla_decode");
+  Problem p;
+  const std::string key = p.key();
+  CHECK(shared_module_configs(fam, key, kSm90a) == std::vector<std::string>{kSharedConfig});
+  const GeneratedKernel ws = fam.generate(key, "t64.s2.g64.wsp", kSm90a);
+  CHECK(ws.entry_points == std::vector<std::string>{"ktune_mla::decode_kernel_ws_pair<ktune_mla::Spec>"});
+  CHECK(fam.generate(key, "t64.s2.g64.ws", kSm90a).entry_points ==
+        std::vector<std::string>{"ktune_mla::decode_kernel_ws<ktune_mla::Spec>"});
+  const GeneratedKernel shared = fam.generate(key, kSharedConfig, kSm90a);
+  CHECK(shared.config_key == kSharedConfig);
+  CHECK(shared.entry_points[kCombineEntry] == "ktune_mla::combine_kernel<ktune_mla::Spec>");
+  CHECK(shared.entry_points.size() == 1);
+  // The shared source names the problem and no tile config: every config's launches can use it.
+  CHECK_THAT(shared.source, Catch::Contains("kNumHeads = 128") && Catch::Contains("kChecked = false") &&
+                                !Catch::Contains("kHeadsPerCta") && !Catch::Contains("kernel_ws.cuh"));
+  // The checked variant's shared module is its own (the key carries the flag).
+  Problem checked = p;
+  checked.checked = true;
+  CHECK(generate_shared(checked, kSm90a).problem_key != shared.problem_key);
+}
+
+TEST_CASE("sparse_mla_decode compiles for sm_90a, sm_100a and sm_120a, with its shared modules", "[sparse_mla][compile]") {
   KTUNE_REQUIRE_NVRTC();
   const FamilyInfo& fam = family("sparse_mla_decode");
   // Two problems: the DeepSeek V3.2 shape (fp8_ds_mla, checked) and a 16-head BF16-cache shard.
@@ -335,7 +361,8 @@ TEST_CASE("sparse_mla_decode compiles for sm_90a, sm_100a and sm_120a", "[sparse
       const Arch arch = Arch::parse(a);
       INFO(key << " on " << a);
       CHECK_NOTHROW(rt.ensure_binary(fam.generate(key, fam.default_config(key, arch), arch), arch));
-      ++n;
+      CHECK_NOTHROW(rt.ensure_binary(fam.generate(key, kSharedConfig, arch), arch));
+      n += 2;
     }
   CHECK(rt.stats().compiles == n);
 }

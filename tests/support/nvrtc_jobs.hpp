@@ -32,7 +32,7 @@ inline NvrtcJob nvrtc_job(const FamilyInfo& f, const std::string& problem, const
 }
 
 // Every example problem of `f` at its default config for `arch` (what `ktune compile` builds by default), or
-// at every config of its search space.
+// at every config of its search space, then the problem's shared module where the family has one.
 inline std::vector<NvrtcJob> nvrtc_jobs(const FamilyInfo& f, const Arch& arch, bool all_configs) {
   std::vector<NvrtcJob> out;
   for (const std::string& p : f.example_problems()) {
@@ -40,6 +40,7 @@ inline std::vector<NvrtcJob> nvrtc_jobs(const FamilyInfo& f, const Arch& arch, b
       for (const std::string& c : f.search_space(p, arch, arch_limits(arch))) out.push_back(nvrtc_job(f, p, c, arch));
     else
       out.push_back(nvrtc_job(f, p, f.default_config(p, arch), arch));
+    for (const std::string& c : shared_module_configs(f, p, arch)) out.push_back(nvrtc_job(f, p, c, arch));
   }
   return out;
 }

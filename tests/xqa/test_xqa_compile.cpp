@@ -12,7 +12,7 @@
 
 using namespace ktune;
 
-TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "[xqa][compile]") {
+TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a, with its shared modules", "[xqa][compile]") {
   KTUNE_REQUIRE_NVRTC();
   const FamilyInfo& fam = family("xqa_decode");
   // One problem per feature axis (head dims, GQA ratios, layouts, page sizes, KV/Q/out dtypes, spec-decode
@@ -35,19 +35,27 @@ TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "
   o.cache_path = dir.file("x.db");
   Runtime rt(o);
   struct Job {
-    std::string problem;
+    std::string problem, config;
     Arch arch;
   };
+  // Each problem's default config and its shared module (the combine and the helpers).
   std::vector<Job> jobs;
   for (const char* p : problems)
-    for (const char* a : arches) jobs.push_back({fam.problem_from_json(p), Arch::parse(a)});
+    for (const char* a : arches) {
+      const std::string key = fam.problem_from_json(p);
+      const Arch arch = Arch::parse(a);
+      jobs.push_back({key, fam.default_config(key, arch), arch});
+      const std::vector<std::string> shared = shared_module_configs(fam, key, arch);
+      REQUIRE(shared == std::vector<std::string>{kSharedConfig});
+      jobs.push_back({key, shared[0], arch});
+    }
   std::vector<std::string> errors(jobs.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < jobs.size(); i = next++) {
       try {
         const Job& j = jobs[i];
-        rt.ensure_binary(fam.generate(j.problem, fam.default_config(j.problem, j.arch), j.arch), j.arch);
+        rt.ensure_binary(fam.generate(j.problem, j.config, j.arch), j.arch);
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
@@ -57,7 +65,7 @@ TEST_CASE("xqa_decode compiles for sm_80, sm_89, sm_90a, sm_100a and sm_120a", "
   for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t) pool.emplace_back(work);
   for (auto& t : pool) t.join();
   for (size_t i = 0; i < jobs.size(); ++i) {
-    INFO(jobs[i].problem << " on " << jobs[i].arch.str());
+    INFO(jobs[i].problem << " / " << jobs[i].config << " on " << jobs[i].arch.str());
     CHECK(errors[i].empty());
   }
   CHECK(rt.stats().compiles == static_cast<int64_t>(jobs.size()));

@@ -322,15 +322,21 @@ TEST_CASE("xqa helpers: the C API over a prepared op (host device: host pointers
   ktune_runtime_destroy(rt);
 }
 
-TEST_CASE("xqa helpers: every xqa_decode module carries the helper entry points (NVRTC, sm_90a)", "[xqa][helpers][compile]") {
+TEST_CASE("xqa helpers: the problem's shared module carries the combine and the helper entry points (NVRTC, sm_90a)",
+          "[xqa][helpers][compile]") {
   KTUNE_REQUIRE_NVRTC();
-  // The CI arches are compiled by test_xqa_compile.cpp, whose problems now include these entry points too.
+  // The CI arches are compiled by test_xqa_compile.cpp, whose problems compile their shared modules too.
   const Problem p = explicit_problem(16);
   const Arch arch = Arch::parse("sm_90a");
-  const GeneratedKernel k = generate(p, default_config(p, arch), arch);
-  REQUIRE(k.entry_points.size() == 4);
+  const GeneratedKernel k = generate_shared(p, arch);
+  CHECK(k.config_key == kSharedConfig);
+  REQUIRE(k.entry_points.size() == 3);
+  CHECK(k.entry_points[kCombineEntry] == "ktune_xqa::combine_kernel<ktune_xqa::Spec>");
   CHECK(k.entry_points[kHelperMaskEntry] == "ktune_xqa::draft_mask_kernel<ktune_xqa::Spec>");
   CHECK(k.entry_points[kHelperCuSeqLensEntry] == "ktune_xqa::cu_seq_lens_kernel<ktune_xqa::Spec>");
+  // A config's module holds its decode kernel only.
+  const GeneratedKernel d = generate(p, default_config(p, arch), arch);
+  CHECK(d.entry_points == std::vector<std::string>{"ktune_xqa::decode_kernel<ktune_xqa::Spec>"});
   test::TempDir dir;
   RuntimeOptions o;
   o.cache_path = dir.file("x.db");

@@ -10,6 +10,7 @@
 #include "common/mask.cuh"
 #include "common/numerics.cuh"
 #include "ktune/error.hpp"
+#include "ktune/family.hpp"
 #include "random_inputs.hpp"
 #include "xqa_decode/shape.h"
 #include "xqa_decode/spec.hpp"
@@ -360,9 +361,8 @@ TEST_CASE("xqa generated source carries the constants", "[xqa]") {
     CHECK(k.source.find(s) != std::string::npos);
   }
   CHECK(k.source.find("DISPATCH") == std::string::npos);
-  REQUIRE(k.entry_points.size() == 4);  // + the engine helpers (test_xqa_helpers.cpp)
-  CHECK(k.entry_points[0] == "ktune_xqa::decode_kernel<ktune_xqa::Spec>");
-  CHECK(k.entry_points[1] == "ktune_xqa::combine_kernel<ktune_xqa::Spec>");
+  // the combine and the helpers are in the problem's shared module (below; test_xqa_helpers.cpp)
+  CHECK(k.entry_points == std::vector<std::string>{"ktune_xqa::decode_kernel<ktune_xqa::Spec>"});
   CHECK(k.options == std::vector<std::string>{"-std=c++17"});
   CHECK_THROWS_AS(generate(p, Config{64, 1, 4, 0}, {9, 0, 'a'}), ktune::Error);
   // The checked variant is a different translation unit (so a different binary key), unchecked by default.
@@ -648,4 +648,32 @@ TEST_CASE("xqa random inputs follow the layouts", "[xqa]") {
   bool has_nan = false;
   for (unsigned char x : c.kv) has_nan |= (x & 0x7F) == 0x7F;
   CHECK(has_nan);
+}
+
+TEST_CASE("xqa_decode GPU modules: the decode kernel per config, the combine and helpers once per problem",
+          "[xqa]") {
+  const ktune::FamilyInfo& fam = ktune::family("xqa_decode");
+  const ktune::Arch sm90a = ktune::Arch::parse("sm_90a");
+  ktune::Arch host;
+  host.host = true;
+  Problem p;
+  p.max_q_len = 4;
+  p.mask = MaskKind::Causal;
+  const std::string key = p.key();
+  CHECK(ktune::shared_module_configs(fam, key, sm90a) == std::vector<std::string>{ktune::kSharedConfig});
+  CHECK(ktune::shared_module_configs(fam, key, host).empty());  // the host module keeps its combine
+  for (const Config& c : search_space(p, sm90a))
+    CHECK(generate(p, c, sm90a).entry_points == std::vector<std::string>{"ktune_xqa::decode_kernel<ktune_xqa::Spec>"});
+  const ktune::GeneratedKernel shared = fam.generate(key, ktune::kSharedConfig, sm90a);
+  CHECK(shared.config_key == ktune::kSharedConfig);
+  CHECK(shared.entry_points.size() == 3);
+  CHECK(shared.entry_points[kCombineEntry] == "ktune_xqa::combine_kernel<ktune_xqa::Spec>");
+  // The shared source names the problem and no tile config, so it serves every config's split launches.
+  CHECK(shared.source.find("kMaxQLen = 4") != std::string::npos);
+  CHECK(shared.source.find("kTokensPerTile") == std::string::npos);
+  // Config modules no longer include the helpers' header; the shared one does.
+  CHECK(generate(p, default_config(p, sm90a), sm90a).source.find("helpers.cuh") == std::string::npos);
+  CHECK(shared.source.find("xqa_decode/helpers.cuh") != std::string::npos);
+  CHECK_THROWS_WITH(generate_shared(p, host), Catch::Contains("host backend"));
+  CHECK_THROWS_WITH(fam.generate(key, "shared.x", sm90a), Catch::Contains("config key"));
 }

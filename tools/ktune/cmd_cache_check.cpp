@@ -195,11 +195,21 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
     const Binary& def_bin = lookup(def);
     k.set("key", tkey).set("default_config", def).set("default_binary", def_bin.present);
     if (!def_bin.present) k.set("default_binary_error", def_bin.detail);
+    // The problem's shared module (split-KV combine, helpers): every config's launches may need it.
+    bool shared_present = true;
+    std::string shared_text;
+    for (const std::string& shared : shared_module_configs(fam, pk, arch)) {
+      const Binary& b = lookup(shared);
+      shared_present = shared_present && b.present;
+      k.set("shared_binary", b.present);
+      if (!b.present) k.set("shared_binary_error", b.detail);
+      shared_text = fmt::format(", {} {}", shared, b.present ? "present" : "MISSING");
+    }
 
     const std::string row_key = (arch.host ? "host\n" : "") + item.family + "\n" + tkey;
     auto row = rows.find(row_key);
     std::string tuned_text = "no tuning row";
-    bool complete = def_bin.present;
+    bool complete = def_bin.present && shared_present;
     if (row != rows.end()) {
       ++tuned;
       const std::string& winner = row->second.winner_config;
@@ -229,9 +239,9 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
                                  version());
       }
     }
-    lines.push_back(fmt::format("{} {} {} {}: default {} {}; {}", complete ? "ok" : "MISSING", item.arch,
+    lines.push_back(fmt::format("{} {} {} {}: default {} {}{}; {}", complete ? "ok" : "MISSING", item.arch,
                                 fmt::join(item.labels, ","), tkey, def, def_bin.present ? "present" : "MISSING",
-                                tuned_text));
+                                shared_text, tuned_text));
     keys.push(std::move(k));
   }
 

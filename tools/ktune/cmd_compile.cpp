@@ -31,6 +31,8 @@ const char* kHelp = R"(usage: ktune compile --family F --arch A[,A...] [--proble
   --config JSON   a JSON object of problem fields (as in a preset's ops, docs/presets.md); without
                   --problem/--config the family's example problems are compiled
   --all-configs   every candidate tile config of the search space, not just the default
+                  (either way, a family's shared module of each problem is compiled too: the
+                  kernels no tile config changes, such as a split-KV combine)
   -j N            parallel compiles (default: number of cores)
   --json          one JSON object: {"compiled": N, "cache_hits": N, "failed": N, "kernels": [...]}
 )";
@@ -74,6 +76,7 @@ int cmd_compile(const std::vector<std::string>& argv) {
       } else {
         jobs.push_back({p, fam.default_config(p, arch), arch});
       }
+      for (const auto& c : shared_module_configs(fam, p, arch)) jobs.push_back({p, c, arch});
     }
 
   Runtime rt(offline_runtime_options("compile", args.get("cache")));

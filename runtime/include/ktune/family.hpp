@@ -101,6 +101,11 @@ struct KTUNE_API FamilyInfo {
       search_space;
   std::function<GeneratedKernel(const std::string& problem_key, const std::string& config_key, const Arch&)>
       generate;
+  // Whether the problem's kernels that no tile config changes (a split-KV combine, engine helpers) live in a
+  // module of their own on `arch`: generate(problem, kSharedConfig, arch) builds it, once per problem, and the
+  // config modules hold only the config's own kernels, so a sweep of N configs compiles those kernels once
+  // instead of N times. Null, or false for an arch: every config module holds all of its kernels.
+  std::function<bool(const std::string& problem_key, const Arch&)> has_shared_module;
 
   // ---- Engines: the C op ----
   // The C op of a canonical problem key, and the size of the C argument struct it runs from (sizeof the
@@ -138,6 +143,16 @@ struct KTUNE_API FamilyInfo {
   // the model fixes the family's cache format.
   std::vector<std::string> engine_kv_dtypes;
 };
+
+// The config key of a family's shared module (FamilyInfo::has_shared_module). No tile config grammar accepts it,
+// so the module's fast key and cache row never meet a config's.
+inline constexpr const char* kSharedConfig = "shared";
+
+// What compiles a problem's kernels on `arch` besides its tile configs: {kSharedConfig} when the family keeps a
+// shared module there, else none. Warmup, `ktune compile`, the tuner and the C API compile add these to their
+// config modules so that a launch, a helper call or a replay finds every module it needs in the cache.
+KTUNE_API std::vector<std::string> shared_module_configs(const FamilyInfo& family, const std::string& problem_key,
+                                                         const Arch& arch);
 
 // `problem_json` checked against family.problem_fields and family.check_problem_fields: the same object,
 // compact, members in canonical order, defaults not filled in. Throws ProblemFieldError naming the member.

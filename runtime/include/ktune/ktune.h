@@ -51,8 +51,9 @@ KTUNE_C_API ktune_status ktune_runtime_create(const ktune_runtime_options* optio
 KTUNE_C_API void ktune_runtime_destroy(ktune_runtime* runtime);
 KTUNE_C_API ktune_status ktune_runtime_stats(const ktune_runtime* runtime, ktune_stats* out);
 
-/* Compiles (or finds in the cache) family/problem/config for arch ("sm_90a"). config_key NULL => default.
- * Needs no GPU. *compiled (may be NULL) is set to 1 if a compile happened. */
+/* Compiles (or finds in the cache) family/problem/config for arch ("sm_90a"), and the problem's shared module
+ * where the family has one (its split-KV combine and helpers). config_key NULL => default. Needs no GPU.
+ * *compiled (may be NULL) is set to 1 if a compile happened. */
 KTUNE_C_API ktune_status ktune_compile(ktune_runtime* runtime, const char* family, const char* problem_key,
                                        const char* config_key, const char* arch, int* compiled);
 

@@ -68,10 +68,11 @@ class Op {
   // forced config / split count; needs a current context unless both are forced.
   Plan plan(const Args& args) const;
 
-  // The module of the family's default config for this problem on the current context, loaded once per context
-  // (from the cache, or compiled when JIT is allowed) and then held by the op (one lookup per call): for a
-  // family's helper kernels, which are entry points of every module of the family. Every warmup compiles the default config (the head of every search space).
-  const LoadedKernel& default_module() const;
+  // The problem's shared module on the current context (FamilyInfo::has_shared_module: the kernels no tile
+  // config changes, such as the split-KV combine and the family's helper kernels), loaded once per context (from
+  // the cache, or compiled when JIT is allowed) and then held by the op (one lookup per call). Every warmup and
+  // `ktune compile` of the problem compiles it. Error(unsupported) for a family without one.
+  const LoadedKernel& shared_module() const;
 
   const Problem& problem() const;
   const std::string& problem_key() const;  // canonical key, without the checked flag
