@@ -19,7 +19,7 @@
 //                                        access, so Op::set_pdl(true) may launch it programmatically dependent
 //   kSharedModule (optional, default false)  true: the kernels no tile config changes (the split-KV combine,
 //                                        helpers) are in the problem's shared module (FamilyInfo::has_shared_module),
-//                                        which launch() finds in resolved.shared whenever splits > 1
+//                                        which launch() finds in resolved.shared (loaded with the config's)
 //   run_host(rt, p, a)                   the host variant (use_device(kHostDevice))
 // and derives from SpecBase<OpSpec, Family> (Problem, Args, kFamily = Family::kName; bad / need_ptr). The
 // family's spec namespace provides can_implement(p, c, arch, limits) and generate(p, c, arch) (found by
@@ -71,7 +71,7 @@ struct Resolved {
   size_t workspace_bytes = 0;
   const internal::DeviceFacts* dev = nullptr;  // null for a device-free plan
   const LoadedKernel* kernel = nullptr;        // null until loaded
-  const LoadedKernel* shared = nullptr;        // kSharedModule and splits > 1: the shared module, once loaded
+  const LoadedKernel* shared = nullptr;        // kSharedModule: the problem's shared module, once loaded
 };
 
 // FNV-1a of a forced config key (0 when none): part of the memo key, confirmed by a full compare on a hit.
@@ -240,8 +240,9 @@ struct OpState {
     if (load) {
       Resolved& r = entry->resolved;
       r.kernel = &rt->get(kernel_prefix + r.config_key, [&] { return generate(problem, r.config, r.dev->arch); });
-      if constexpr (pipeline::has_shared_module<Spec>::value)
-        if (r.splits > 1) r.shared = &shared_module(ctx);
+      // Loaded with the config's module, split or not: after one call of any shape, neither a split launch nor
+      // a helper loads a module (which a graph capture must not do).
+      if constexpr (pipeline::has_shared_module<Spec>::value) r.shared = &shared_module(ctx);
     }
     std::lock_guard<std::mutex> lock(mutex);
     if (gen == generation) plans[key] = entry;

@@ -1,4 +1,5 @@
-/* The C API from C: create a runtime on a cache, compile one kernel, print the counters. */
+/* The C API from C: create a runtime on a cache, compile one kernel (with its problem's shared module), print
+ * the counters. */
 #include <stdio.h>
 
 #include "ktune/ktune.h"

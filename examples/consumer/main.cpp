@@ -1,5 +1,8 @@
-// Compiles one xqa_decode kernel for sm_90a into a cache given on the command line (no GPU needed).
+// Compiles one xqa_decode problem's default kernel (and its shared module) for sm_90a into a cache given on the
+// command line (no GPU needed).
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
@@ -15,7 +18,13 @@ int main(int argc, char** argv) {
   p.mask = ktune::xqa::MaskKind::None;
   const ktune::FamilyInfo& f = ktune::family("xqa_decode");
   ktune::Arch arch = ktune::Arch::parse("sm_90a");
-  auto r = rt.ensure_binary(f.generate(p.key(), f.default_config(p.key(), arch), arch), arch);
-  std::printf("%s %s\n", r.name.c_str(), r.compiled ? "compiled" : "cached");
+  // What a launch of the problem needs: the default config's module and the problem's shared module (its
+  // split-KV combine and helpers).
+  std::vector<std::string> configs = {f.default_config(p.key(), arch)};
+  for (const std::string& c : ktune::shared_module_configs(f, p.key(), arch)) configs.push_back(c);
+  for (const std::string& c : configs) {
+    auto r = rt.ensure_binary(f.generate(p.key(), c, arch), arch);
+    std::printf("%s %s\n", r.name.c_str(), r.compiled ? "compiled" : "cached");
+  }
   return 0;
 }

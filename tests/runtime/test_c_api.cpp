@@ -55,6 +55,29 @@ TEST_CASE("C API with KTUNE_JIT off reports jit_disabled on a miss", "[capi]") {
   ktune_runtime_destroy(rt);
 }
 
+TEST_CASE("C API ktune_compile builds a config and the problem's shared module, then finds both", "[capi]") {
+  KTUNE_REQUIRE_NVRTC();
+  ktune::test::TempDir dir;
+  const std::string db = dir.file("c.db");
+  ktune_runtime_options o;
+  ktune_runtime_options_default(&o);
+  o.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  const char* problem = "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none";
+  int compiled = -1;
+  REQUIRE(ktune_compile(rt, "xqa_decode", problem, nullptr, "sm_90a", &compiled) == KTUNE_OK);
+  CHECK(compiled == 1);
+  ktune_stats s{};
+  REQUIRE(ktune_runtime_stats(rt, &s) == KTUNE_OK);
+  CHECK(s.compiles == 2);  // the default config's decode module and the shared combine + helpers module
+  REQUIRE(ktune_compile(rt, "xqa_decode", problem, nullptr, "sm_90a", &compiled) == KTUNE_OK);
+  CHECK(compiled == 0);
+  REQUIRE(ktune_runtime_stats(rt, &s) == KTUNE_OK);
+  CHECK(s.compiles == 2);
+  ktune_runtime_destroy(rt);
+}
+
 TEST_CASE("C API xqa_decode validates before touching the GPU", "[capi][xqa]") {
   ktune::test::TempDir dir;
   std::string db = dir.file("c.db");

@@ -6,11 +6,11 @@
 //   ktune::xqa::pack_draft_mask(op, m, stream);
 //   ktune::xqa::build_q_cu_seq_lens(op, d_q_lens, B, d_q_cu_seq_lens, stream);
 //
-// The kernels are extra entry points of the op's xqa_decode module (its default config on the current device):
+// The kernels are entry points of the problem's shared module (Op::shared_module, beside the split-KV combine):
 // a cache warmed up for the problem serves them with no compile, also under KTUNE_JIT=0. A launch enqueues on
 // `stream` (a CUstream; nullptr = the legacy default stream) and never allocates, synchronizes or reads device
-// data on the host: capturable in a CUDA graph once the op's module is loaded (any earlier helper or decode call
-// of the op on this context). On a thread where use_device(kHostDevice) is current the same calls take HOST
+// data on the host: capturable in a CUDA graph once that module is loaded (any earlier helper or decode call of
+// the op on this context loads it). On a thread where use_device(kHostDevice) is current the same calls take HOST
 // pointers and run the host forms, synchronously.
 //
 // Every argument is checked on the host before any driver call: Error(invalid_argument, "xqa_decode",
