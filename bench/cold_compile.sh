@@ -4,7 +4,7 @@
 #      the runtime compiles it, with and without the speed options (nvrtc_speed_options), median per kernel,
 #      NVRTC's phases, and a byte comparison of every CUBIN (fails if one differs);
 #   2. end to end: `ktune compile --family F --arch ARCH -j 1` into a fresh cache per family (the shipped path),
-#      median compile_ms per kernel and the command's wall time per kernel.
+#      median compile_ms per config module and per shared module, and the command's wall time per module.
 #   --trace: part 1 also splits each module's NVVM and ptxas time by entry point (NVRTC's time trace).
 # usage: bench/cold_compile.sh [--build DIR] [--arch sm_90a] [--reps 3] [--all-configs] [--pch] [--trace] [--json OUT]
 set -euo pipefail
@@ -36,8 +36,8 @@ echo
 echo "== 2. ktune compile --arch $arch -j 1, fresh cache per family (speed options on)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "| family | kernels | median compile_ms per kernel | wall per kernel (whole command) |"
-echo "|---|---|---|---|"
+echo "| family | config modules | median compile_ms per config module | shared modules | median compile_ms per shared module | wall per module (whole command) |"
+echo "|---|---|---|---|---|---|"
 families=$("$build/bin/ktune" info | sed -n 's/^families: *//p')
 for f in $families; do
   t0=$(date +%s.%N)
@@ -46,9 +46,13 @@ for f in $families; do
   python3 - "$tmp/$f.json" "$f" "$t0" "$t1" <<'EOF'
 import json, statistics, sys
 d = json.load(open(sys.argv[1]))
-ms = [k["compile_ms"] for k in d["kernels"] if k["compiled"]]
+compiled = [k for k in d["kernels"] if k["compiled"]]
+# A family's shared module (split-KV combine, helpers) is compiled once per problem, not once per config.
+shared = [k["compile_ms"] for k in compiled if k["name"].endswith("/shared")]
+ms = [k["compile_ms"] for k in compiled if not k["name"].endswith("/shared")]
 wall = (float(sys.argv[4]) - float(sys.argv[3])) * 1000
-print(f"| {sys.argv[2]} | {len(ms)} | {statistics.median(ms):.0f} ms | {wall / max(1, len(ms)):.0f} ms |")
+med = lambda v: f"{statistics.median(v):.0f} ms" if v else "-"
+print(f"| {sys.argv[2]} | {len(ms)} | {med(ms)} | {len(shared)} | {med(shared)} | {wall / max(1, len(compiled)):.0f} ms |")
 EOF
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -6,6 +6,10 @@ byte-identical files; what must match is the code. Reported per file: the .text 
 the .nv.info attributes (registers, frame and stack sizes, parameter banks) with symbol indices resolved to
 names, and the symbols only one side has.
     python3 bench/dev/compare_cubins.py BEFORE_DIR AFTER_DIR      exit 1 if any .text or .nv.info differs
+    python3 bench/dev/compare_cubins.py --by-function BEFORE_DIR AFTER_DIR
+        for kernels that moved into a problem's shared module: each kernel's .text in each module before against
+        the same kernel after, in the module of the same (problem, config) or else in the problem's `shared`
+        module; exit 1 if any differs or is unmatched
 """
 import os
 import re
@@ -78,7 +82,48 @@ def main(before, after):
     return 1 if bad else 0
 
 
+def by_module(folder):
+    """{(problem key, config key): {kernel .text section name: code}} from KTUNE_DUMP's file names
+    (<family>_<arch>_<problem>_<config>.cubin; keys have no underscores)."""
+    out = {}
+    for f in sorted(x for x in os.listdir(folder) if x.endswith(".cubin")):
+        problem, config = f[:-len(".cubin")].rsplit("_", 2)[1:]
+        out[(problem, config)] = {stable(n): code for n, code in sections(os.path.join(folder, f)).items()
+                                  if n.startswith(".text.")}
+    return out
+
+
+def main_by_function(before, after):
+    """Each kernel of each module before against the same kernel after, found in the module of the same
+    (problem, config) or else in the problem's shared module."""
+    a, b = by_module(before), by_module(after)
+    same, bad, seen = 0, 0, set()
+    for (problem, config), fns in a.items():
+        for n, code in fns.items():
+            for where in ((problem, config), (problem, "shared")):
+                if n in b.get(where, {}):
+                    seen.add((where, n))
+                    if b[where][n] == code:
+                        same += 1
+                    else:
+                        bad += 1
+                        print(f"DIFFERENT  {n[6:]}  {problem}/{config} before, {where[1]} after")
+                    break
+            else:
+                bad += 1
+                print(f"ONLY BEFORE  {n[6:]}  {problem}/{config}")
+    for where, fns in b.items():
+        for n in fns:
+            if (where, n) not in seen:
+                bad += 1
+                print(f"ONLY AFTER  {n[6:]}  {where[0]}/{where[1]}")
+    print(f"{same} kernel instances of {len(a)} modules before: the same .text after; {bad} differ or are unmatched")
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--by-function":
+        sys.exit(main_by_function(sys.argv[2], sys.argv[3]))
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     sys.exit(main(sys.argv[1], sys.argv[2]))
