@@ -1,9 +1,11 @@
 // The options compile_with_nvrtc adds only to compile faster (nvrtc_speed_options) are no binary key input,
-// so they must not change a byte of what NVRTC produces: a default spec of every family, compiled as the
-// runtime compiles it, gives the same CUBIN and lowered names with and without them.
+// so they must not change a byte of what NVRTC produces: a default spec of every family and its shared module,
+// compiled as the runtime compiles it, gives the same CUBIN and lowered names with and without them.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "ktune/family.hpp"
 #include "nvrtc_api.hpp"
@@ -29,7 +31,8 @@ TEST_CASE("nvrtc speed options: no key input", "[nvrtc_speed]") {
   }
 }
 
-TEST_CASE("nvrtc speed options: a default spec of every family compiles to the same CUBIN with and without them",
+TEST_CASE("nvrtc speed options: a default spec of every family (and its shared module) compiles to the same CUBIN "
+          "with and without them",
           "[nvrtc_speed][compile]") {
   KTUNE_REQUIRE_NVRTC();
   const std::string version = detail::nvrtc().version;
@@ -38,13 +41,17 @@ TEST_CASE("nvrtc speed options: a default spec of every family compiles to the s
   const Arch arch = Arch::parse("sm_90a");
   for (const FamilyInfo& f : families()) {
     const std::string p = f.example_problems().front();
-    const test::NvrtcJob job = test::nvrtc_job(f, p, f.default_config(p, arch), arch);
-    INFO(job.name);
-    const auto fast = detail::compile_with_nvrtc(job.kernel, arch, job.options, detail::SpeedOptions::on);
-    const auto plain = detail::compile_with_nvrtc(job.kernel, arch, job.options, detail::SpeedOptions::off);
-    REQUIRE(!plain.cubin.empty());
-    CHECK(fast.cubin.size() == plain.cubin.size());
-    CHECK(fast.cubin == plain.cubin);
-    CHECK(fast.lowered_names == plain.lowered_names);
+    std::vector<std::string> configs = {f.default_config(p, arch)};
+    for (const std::string& c : shared_module_configs(f, p, arch)) configs.push_back(c);  // the shared module too
+    for (const std::string& c : configs) {
+      const test::NvrtcJob job = test::nvrtc_job(f, p, c, arch);
+      INFO(job.name);
+      const auto fast = detail::compile_with_nvrtc(job.kernel, arch, job.options, detail::SpeedOptions::on);
+      const auto plain = detail::compile_with_nvrtc(job.kernel, arch, job.options, detail::SpeedOptions::off);
+      REQUIRE(!plain.cubin.empty());
+      CHECK(fast.cubin.size() == plain.cubin.size());
+      CHECK(fast.cubin == plain.cubin);
+      CHECK(fast.lowered_names == plain.lowered_names);
+    }
   }
 }

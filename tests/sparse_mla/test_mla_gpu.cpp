@@ -24,13 +24,16 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ktune/error.hpp"
+#include "ktune/family.hpp"
 #include "ktune/sparse_mla_decode.hpp"
 #include "sparse_mla/mla_reference.hpp"
 #include "support/family_oracle.hpp"
@@ -150,11 +153,21 @@ Runtime& test_runtime() {
   return rt;
 }
 
+// Makes sure the modules of (problems[i], configs[i]) are in a cache layer, with each problem's shared module (its
+// combine), compiling on all cores where needed.
 void precompile(Runtime& rt, const std::vector<Problem>& problems, const std::vector<std::string>& configs,
                 const Arch& arch, int* compiled, int* failed) {
-  std::vector<std::pair<Problem, Config>> jobs;
-  for (size_t i = 0; i < problems.size(); ++i)
-    jobs.push_back({problems[i], configs[i].empty() ? default_config(problems[i], arch) : Config::from_key(configs[i])});
+  std::vector<std::pair<std::string, std::function<GeneratedKernel()>>> jobs;  // (label, generator)
+  std::set<std::string> shared;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const Problem p = problems[i];
+    const std::string cfg = configs[i];
+    jobs.push_back({p.key() + " / " + (cfg.empty() ? "default" : cfg), [p, cfg, arch] {
+                      return generate(p, cfg.empty() ? default_config(p, arch) : Config::from_key(cfg), arch);
+                    }});
+    if (shared.insert(p.key()).second)
+      jobs.push_back({p.key() + " / " + kSharedConfig, [p, arch] { return generate_shared(p, arch); }});
+  }
   std::atomic<size_t> next{0};
   std::atomic<int> n_compiled{0}, n_failed{0};
   std::vector<std::thread> pool;
@@ -162,11 +175,10 @@ void precompile(Runtime& rt, const std::vector<Problem>& problems, const std::ve
     pool.emplace_back([&] {
       for (size_t i = next++; i < jobs.size(); i = next++) {
         try {
-          if (rt.ensure_binary(generate(jobs[i].first, jobs[i].second, arch), arch).compiled) ++n_compiled;
+          if (rt.ensure_binary(jobs[i].second(), arch).compiled) ++n_compiled;
         } catch (const std::exception& e) {
           ++n_failed;
-          std::printf("precompile %s / %s failed: %s\n", jobs[i].first.key().c_str(), jobs[i].second.key().c_str(),
-                      e.what());
+          std::printf("precompile %s failed: %s\n", jobs[i].first.c_str(), e.what());
         }
       }
     });

@@ -26,12 +26,14 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/numerics.cuh"
 #include "ktune/error.hpp"
+#include "ktune/family.hpp"
 #include "ktune/tuning.hpp"
 #include "ktune/ktune.h"
 #include "ktune/xqa_decode.hpp"
@@ -222,12 +224,19 @@ Runtime& test_runtime() {
   return rt;
 }
 
-// Makes sure every kernel of `combos` is in a cache layer (compiling on all cores where needed).
+// Makes sure every kernel of `combos` is in a cache layer, with each problem's shared module (the combine and the
+// helpers), compiling on all cores where needed.
 void precompile(Runtime& rt, const std::vector<Combo>& combos, const Arch& arch, int* compiled, int* failed) {
-  std::vector<std::pair<Problem, Config>> jobs;
+  std::vector<std::pair<std::string, std::function<GeneratedKernel()>>> jobs;  // (label, generator)
+  std::set<std::string> shared;
   for (const Combo& c : combos) {
-    const Config cfg = c.config.empty() ? default_config(c.p, arch) : Config::from_key(c.config);
-    jobs.push_back({c.p, cfg});
+    const Problem p = c.p;
+    const std::string cfg = c.config;
+    jobs.push_back({p.key() + " / " + (cfg.empty() ? "default" : cfg), [p, cfg, arch] {
+                      return generate(p, cfg.empty() ? default_config(p, arch) : Config::from_key(cfg), arch);
+                    }});
+    if (shared.insert(p.key()).second)
+      jobs.push_back({p.key() + " / " + kSharedConfig, [p, arch] { return generate_shared(p, arch); }});
   }
   std::atomic<size_t> next{0};
   std::atomic<int> n_compiled{0}, n_failed{0};
@@ -237,11 +246,10 @@ void precompile(Runtime& rt, const std::vector<Combo>& combos, const Arch& arch,
     pool.emplace_back([&] {
       for (size_t i = next++; i < jobs.size(); i = next++) {
         try {
-          if (rt.ensure_binary(generate(jobs[i].first, jobs[i].second, arch), arch).compiled) ++n_compiled;
+          if (rt.ensure_binary(jobs[i].second(), arch).compiled) ++n_compiled;
         } catch (const std::exception& e) {
           ++n_failed;
-          std::printf("precompile %s / %s failed: %s\n", jobs[i].first.key().c_str(), jobs[i].second.key().c_str(),
-                      e.what());
+          std::printf("precompile %s failed: %s\n", jobs[i].first.c_str(), e.what());
         }
       }
     });
@@ -375,8 +383,8 @@ TEST_CASE("xqa_decode kernels of the GPU tests compile into the cache", "[.][xqa
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<Combo> combos = all_combos();
   precompile(rt, combos, arch, &compiled, &failed);
-  std::printf("xqa precompile: %zu kernels for %s, %d compiled, %d failed, %.1f s\n", combos.size(), arch.str().c_str(),
-              compiled, failed,
+  std::printf("xqa precompile: %zu combos (their config modules and shared modules) for %s, %d compiled, %d failed, "
+              "%.1f s\n", combos.size(), arch.str().c_str(), compiled, failed,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   CHECK(failed == 0);
 }
