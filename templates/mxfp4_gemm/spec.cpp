@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <sstream>
 
+#include "device_source.hpp"
 #include "key_parse.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -403,32 +404,24 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   const std::string why = can_implement(p, c, arch, default_limits(arch));
   if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
   if (arch.host) return generate_host(p, c);
-  std::ostringstream s;
+  using device_source::flag;
+  std::ostringstream members;
+  members << "  static constexpr int kAType = " << int(p.a_dtype) << ", kOutType = " << int(p.out_dtype) << ";\n"
+          << "  static constexpr bool kGrouped = " << flag(p.grouped()) << ";\n"
+          << "  static constexpr int kBM = " << c.bm << ", kTN = " << c.tn << ", kWN = " << c.wn << ", kWK = " << c.wk
+          << ", kStages = " << c.stages << ", kDepth = " << c.depth << ";\n"
+          << "  static constexpr bool kWgmma = " << flag(c.wgmma) << ";\n"
+          << "  static constexpr bool kNative = " << flag(c.native) << ";\n"
+          << "  static constexpr bool kTcgen05 = " << flag(c.tcgen05) << ";\n";
   // Only what changes the binary goes into the source: shapes (n, k, experts) are runtime values, so every
   // problem with the same dtypes and form shares one binary per config.
-  s << "// ktune mxfp4_gemm " << dtype_name(p.a_dtype) << '-' << dtype_name(p.out_dtype)
-    << (p.grouped() ? " grouped" : " dense") << " / " << c.key() << "\n"
-    << "#include \"mxfp4_gemm/" << (c.tcgen05 ? "kernel_tc.cuh" : "kernel.cuh") << "\"\n"
-    << "namespace ktune_mxfp4 {\n"
-    << "struct Spec {\n"
-    << "  static constexpr int kAType = " << int(p.a_dtype) << ", kOutType = " << int(p.out_dtype) << ";\n"
-    << "  static constexpr bool kGrouped = " << (p.grouped() ? "true" : "false") << ";\n"
-    << "  static constexpr int kBM = " << c.bm << ", kTN = " << c.tn << ", kWN = " << c.wn << ", kWK = " << c.wk
-    << ", kStages = " << c.stages << ", kDepth = " << c.depth << ";\n"
-    << "  static constexpr bool kWgmma = " << (c.wgmma ? "true" : "false") << ";\n"
-    << "  static constexpr bool kNative = " << (c.native ? "true" : "false") << ";\n"
-    << "  static constexpr bool kTcgen05 = " << (c.tcgen05 ? "true" : "false") << ";\n"
-    << "};\n"
-    << "}  // namespace ktune_mxfp4\n";
-  GeneratedKernel k;
-  k.family = "mxfp4_gemm";
-  k.problem_key = p.key();
-  k.config_key = c.key();
-  k.source = s.str();
-  k.entry_points = {c.tcgen05 ? "ktune_mxfp4::gemm_kernel_tc<ktune_mxfp4::Spec>"
-                              : "ktune_mxfp4::gemm_kernel<ktune_mxfp4::Spec>"};
-  k.options = {"-std=c++17"};
-  return k;
+  const std::string title = std::string(dtype_name(p.a_dtype)) + '-' + dtype_name(p.out_dtype) +
+                            (p.grouped() ? " grouped" : " dense") + " / " + c.key();
+  return device_source::generate({"mxfp4_gemm", p.key(), c.key(), title,
+                                  {c.tcgen05 ? "mxfp4_gemm/kernel_tc.cuh" : "mxfp4_gemm/kernel.cuh"}, "ktune_mxfp4",
+                                  members.str(),
+                                  {c.tcgen05 ? "ktune_mxfp4::gemm_kernel_tc<ktune_mxfp4::Spec>"
+                                             : "ktune_mxfp4::gemm_kernel<ktune_mxfp4::Spec>"}});
 }
 
 LaunchDims gemm_dims(const Problem& p, const Config& c, int64_t m) {

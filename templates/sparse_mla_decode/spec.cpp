@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "device_source.hpp"
 #include "key_parse.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -342,13 +343,14 @@ int choose_num_splits_host(const Problem& p, const Config& c, int num_tokens, in
 namespace {
 
 // The Spec members every module of the problem shares.
-void write_problem_spec(std::ostringstream& s, const Problem& p) {
-  const auto b = [](bool v) { return v ? "true" : "false"; };
+std::string problem_spec_members(const Problem& p) {
+  std::ostringstream s;
   s << "  static constexpr int kNumHeads = " << p.num_heads << ", kLat = " << p.kv_lora_rank
     << ", kRope = " << p.rope_dim << ", kTopk = " << p.topk << ", kPageSize = " << p.page_size << ";\n"
-    << "  static constexpr bool kFp8 = " << b(p.kv_format == KvFormat::Fp8DsMla) << ";\n"
+    << "  static constexpr bool kFp8 = " << device_source::flag(p.kv_format == KvFormat::Fp8DsMla) << ";\n"
     << "  static constexpr int kMaxQLen = " << p.max_q_len << ";\n"
-    << "  static constexpr bool kChecked = " << b(p.checked) << ";\n";
+    << "  static constexpr bool kChecked = " << device_source::flag(p.checked) << ";\n";
+  return s.str();
 }
 
 }  // namespace
@@ -358,48 +360,25 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   const std::string why = can_implement(p, c, arch, default_limits(arch));
   if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
   if (arch.host) return generate_host(p, c);
-  std::ostringstream s;
-  s << "// ktune sparse_mla_decode " << p.key() << " / " << c.key() << "\n"
-    << (c.ws ? "#include \"sparse_mla_decode/kernel_ws.cuh\"\n" : "#include \"sparse_mla_decode/kernel.cuh\"\n")
-    << "namespace ktune_mla {\n"
-    << "struct Spec {\n";
-  write_problem_spec(s, p);
-  s << "  static constexpr int kHeadsPerCta = " << c.heads_per_cta << ", kTile = " << c.tile
-    << ", kStages = " << c.stages << ", kWarps = " << c.warps << ";\n"
-    << "  static constexpr bool kWgmma = " << (c.wgmma ? "true" : "false") << ";\n"
-    << "};\n"
-    << "}  // namespace ktune_mla\n";
-  GeneratedKernel k;
-  k.family = "sparse_mla_decode";
-  k.problem_key = p.key();
-  k.config_key = c.key();
-  k.source = s.str();
-  k.entry_points = {c.paired ? "ktune_mla::decode_kernel_ws_pair<ktune_mla::Spec>"
-                    : c.ws    ? "ktune_mla::decode_kernel_ws<ktune_mla::Spec>"
-                              : "ktune_mla::decode_kernel<ktune_mla::Spec>"};
-  k.options = {"-std=c++17"};
-  return k;
+  std::ostringstream config;
+  config << "  static constexpr int kHeadsPerCta = " << c.heads_per_cta << ", kTile = " << c.tile
+         << ", kStages = " << c.stages << ", kWarps = " << c.warps << ";\n"
+         << "  static constexpr bool kWgmma = " << device_source::flag(c.wgmma) << ";\n";
+  return device_source::generate(
+      {"sparse_mla_decode", p.key(), c.key(), p.key() + " / " + c.key(),
+       {c.ws ? "sparse_mla_decode/kernel_ws.cuh" : "sparse_mla_decode/kernel.cuh"}, "ktune_mla",
+       problem_spec_members(p) + config.str(),
+       {c.paired ? "ktune_mla::decode_kernel_ws_pair<ktune_mla::Spec>"
+        : c.ws   ? "ktune_mla::decode_kernel_ws<ktune_mla::Spec>"
+                 : "ktune_mla::decode_kernel<ktune_mla::Spec>"}});
 }
 
 GeneratedKernel generate_shared(const Problem& p, const Arch& arch) {
   p.validate();
   if (arch.host) fail("config", std::string(kSharedConfig) + ": the host backend keeps the combine in every module");
-  std::ostringstream s;
-  s << "// ktune sparse_mla_decode " << p.key() << " / " << kSharedConfig << "\n"
-    << "#include \"sparse_mla_decode/kernel.cuh\"\n"
-    << "namespace ktune_mla {\n"
-    << "struct Spec {\n";
-  write_problem_spec(s, p);
-  s << "};\n"
-    << "}  // namespace ktune_mla\n";
-  GeneratedKernel k;
-  k.family = "sparse_mla_decode";
-  k.problem_key = p.key();
-  k.config_key = kSharedConfig;
-  k.source = s.str();
-  k.entry_points = {"ktune_mla::combine_kernel<ktune_mla::Spec>"};
-  k.options = {"-std=c++17"};
-  return k;
+  return device_source::generate({"sparse_mla_decode", p.key(), kSharedConfig, p.key() + " / " + kSharedConfig,
+                                  {"sparse_mla_decode/kernel.cuh"}, "ktune_mla", problem_spec_members(p),
+                                  {"ktune_mla::combine_kernel<ktune_mla::Spec>"}});
 }
 
 int max_splits(const Problem& p, const Config& c) {

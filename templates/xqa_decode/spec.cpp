@@ -4,6 +4,7 @@
 #include <climits>
 #include <sstream>
 
+#include "device_source.hpp"
 #include "key_parse.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -356,20 +357,22 @@ int choose_num_splits_host(const Problem& p, const Config& c, int batch, int max
 namespace {
 
 // The Spec members every module of the problem shares (kernel.cuh's ProblemTraits reads only these).
-void write_problem_spec(std::ostringstream& s, const Problem& p) {
-  const auto b = [](bool v) { return v ? "true" : "false"; };
+std::string problem_spec_members(const Problem& p) {
+  using device_source::flag;
+  std::ostringstream s;
   s << "  static constexpr int kHeadDim = " << p.head_dim << ";\n"
     << "  static constexpr int kNumKvHeads = " << p.num_kv_heads << ";\n"
     << "  static constexpr int kGroupSize = " << p.group_size() << ";\n"
     << "  static constexpr int kPageSize = " << p.page_size << ";\n"
-    << "  static constexpr bool kLayoutHND = " << b(p.layout == Layout::Hnd) << ";\n"
+    << "  static constexpr bool kLayoutHND = " << flag(p.layout == Layout::Hnd) << ";\n"
     << "  static constexpr int kQType = " << int(p.q_dtype) << ", kKVType = " << int(p.kv_dtype)
     << ", kOutType = " << int(p.out_dtype) << ";\n"
     << "  static constexpr int kMaxQLen = " << p.max_q_len << ";\n"
     << "  static constexpr int kMask = " << int(p.mask) << ";\n"
-    << "  static constexpr bool kSinks = " << b(p.has_sinks) << ", kSlidingWindow = " << b(p.sliding_window)
-    << ", kSoftcap = " << b(p.softcap) << ", kWriteLse = " << b(p.write_lse) << ";\n"
-    << "  static constexpr bool kChecked = " << b(p.checked) << ";\n";
+    << "  static constexpr bool kSinks = " << flag(p.has_sinks) << ", kSlidingWindow = " << flag(p.sliding_window)
+    << ", kSoftcap = " << flag(p.softcap) << ", kWriteLse = " << flag(p.write_lse) << ";\n"
+    << "  static constexpr bool kChecked = " << flag(p.checked) << ";\n";
+  return s.str();
 }
 
 }  // namespace
@@ -379,48 +382,23 @@ GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
   const std::string why = can_implement(p, c, arch, default_limits(arch));
   if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
   if (arch.host) return generate_host(p, c);
-  std::ostringstream s;
-  s << "// ktune xqa_decode " << p.key() << " / " << c.key() << "\n"
-    << "#include \"xqa_decode/kernel.cuh\"\n"
-    << "namespace ktune_xqa {\n"
-    << "struct Spec {\n";
-  write_problem_spec(s, p);
-  s << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kStages = " << c.stages
-    << ", kWarps = " << c.warps << ", kMTilesPerCta = " << c.m_tiles_per_cta << ";\n"
-    << "  static constexpr bool kWgmma = " << (c.wgmma ? "true" : "false") << ";\n"
-    << "};\n"
-    << "}  // namespace ktune_xqa\n";
-  GeneratedKernel k;
-  k.family = "xqa_decode";
-  k.problem_key = p.key();
-  k.config_key = c.key();
-  k.source = s.str();
-  k.entry_points = {"ktune_xqa::decode_kernel<ktune_xqa::Spec>"};
-  k.options = {"-std=c++17"};
-  return k;
+  std::ostringstream config;
+  config << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kStages = " << c.stages
+         << ", kWarps = " << c.warps << ", kMTilesPerCta = " << c.m_tiles_per_cta << ";\n"
+         << "  static constexpr bool kWgmma = " << device_source::flag(c.wgmma) << ";\n";
+  return device_source::generate({"xqa_decode", p.key(), c.key(), p.key() + " / " + c.key(), {"xqa_decode/kernel.cuh"},
+                                  "ktune_xqa", problem_spec_members(p) + config.str(),
+                                  {"ktune_xqa::decode_kernel<ktune_xqa::Spec>"}});
 }
 
 GeneratedKernel generate_shared(const Problem& p, const Arch& arch) {
   p.validate();
   if (arch.host) fail("config", std::string(kSharedConfig) + ": the host backend keeps the combine in every module");
-  std::ostringstream s;
-  s << "// ktune xqa_decode " << p.key() << " / " << kSharedConfig << "\n"
-    << "#include \"xqa_decode/kernel.cuh\"\n"
-    << "#include \"xqa_decode/helpers.cuh\"\n"
-    << "namespace ktune_xqa {\n"
-    << "struct Spec {\n";
-  write_problem_spec(s, p);
-  s << "};\n"
-    << "}  // namespace ktune_xqa\n";
-  GeneratedKernel k;
-  k.family = "xqa_decode";
-  k.problem_key = p.key();
-  k.config_key = kSharedConfig;
-  k.source = s.str();
-  k.entry_points = {"ktune_xqa::combine_kernel<ktune_xqa::Spec>", "ktune_xqa::draft_mask_kernel<ktune_xqa::Spec>",
-                    "ktune_xqa::cu_seq_lens_kernel<ktune_xqa::Spec>"};
-  k.options = {"-std=c++17"};
-  return k;
+  return device_source::generate(
+      {"xqa_decode", p.key(), kSharedConfig, p.key() + " / " + kSharedConfig,
+       {"xqa_decode/kernel.cuh", "xqa_decode/helpers.cuh"}, "ktune_xqa", problem_spec_members(p),
+       {"ktune_xqa::combine_kernel<ktune_xqa::Spec>", "ktune_xqa::draft_mask_kernel<ktune_xqa::Spec>",
+        "ktune_xqa::cu_seq_lens_kernel<ktune_xqa::Spec>"}});
 }
 
 int choose_num_splits(const Problem& p, const Config& c, int batch, int max_seq_len, const DeviceLimits& lim) {
