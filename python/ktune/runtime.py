@@ -68,7 +68,8 @@ class Runtime(_lib.Owned):
         return {name: getattr(s, name) for name, _ in _lib._Stats._fields_}
 
     def compile(self, family: str, problem: str, arch: str, config: Optional[str] = None) -> bool:
-        """Compiles (or finds in the cache) one kernel for `arch` ("sm_90a", "host"); True if it compiled."""
+        """Compiles (or finds in the cache) one config of `problem` for `arch` ("sm_90a", "host"), and the problem's
+        shared module where the family has one (its split-KV combine and helpers); True if anything compiled."""
         compiled = ctypes.c_int(0)
         _lib.check(_lib.lib().ktune_compile(self.handle, _lib.cstr(family), _lib.cstr(problem_key(family, problem)),
                                             _lib.cstr(config), _lib.cstr(arch), ctypes.byref(compiled)),
