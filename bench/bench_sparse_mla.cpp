@@ -87,6 +87,7 @@ int prepare(const std::string& cache, const Arch& arch) {
     const Problem p = problem_of(r);
     for (const std::string& c : candidates(p, arch, default_config(p, arch).key()))
       jobs.push_back(generate(p, Config::from_key(c), arch));
+    jobs.push_back(generate_shared(p, arch));  // the problem's shared module (compile_all drops repeats)
   }
   return bench::compile_all(rt, jobs, arch, "bench_sparse_mla");
 }
