@@ -53,9 +53,9 @@ class Op {
   static Op prepare(Runtime& rt, const Problem& problem);
 
   // Enqueues the family's kernel(s) on `stream` (a CUstream; nullptr = the legacy default stream). No
-  // device->host read, allocation or synchronization: capturable in a CUDA graph once the plan of its shape
-  // has been run (or planned) outside the capture. On a thread where use_device(kHostDevice) is current it is
-  // the family's host call (host pointers, synchronous).
+  // device->host read, allocation or synchronization: capturable in a CUDA graph once a call of its shape has
+  // run outside the capture (that call loads the modules; plan() alone loads none). On a thread where
+  // use_device(kHostDevice) is current it is the family's host call (host pointers, synchronous).
   void run(const Args& args, void* stream) const;
 
   // Programmatic dependent launch for this op's launches from now on (every copy of the handle): on sm_90+ a
