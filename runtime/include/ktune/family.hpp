@@ -144,8 +144,9 @@ struct KTUNE_API FamilyInfo {
   std::vector<std::string> engine_kv_dtypes;
 };
 
-// The config key of a family's shared module (FamilyInfo::has_shared_module). No tile config grammar accepts it,
-// so the module's fast key and cache row never meet a config's.
+// The config key of a family's shared module (FamilyInfo::has_shared_module). A family's tile config keys must
+// never spell it (none of this build's grammars accepts it), so the module's fast key and cache row never meet a
+// config's.
 inline constexpr const char* kSharedConfig = "shared";
 
 // What compiles a problem's kernels on `arch` besides its tile configs: {kSharedConfig} when the family keeps a
