@@ -32,6 +32,7 @@
 #include "ktune/mxfp4_gemm.hpp"
 #include "support/family_oracle.hpp"
 #include "support/gpu.hpp"
+#include "support/precompile.hpp"
 #include "support/mxfp4_reference.hpp"
 #include "support/seed.hpp"
 #include "support/xqa_oracle.hpp"
@@ -392,22 +393,12 @@ TEST_CASE("precompile the mxfp4_gemm test kernels", "[.][mxfp4_precompile]") {
   for (const Problem& p : {problem(8192, 8192), problem(5760, 2880), problem(2880, 2880), problem(5760, 2880, 8, 2),
                            problem(2880, 2880, 1, 1, kc::kFP16), problem(100, 96), problem(100, 96, 5, 2)})
     for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}) add(p, default_config(p, arch, m));
-  std::atomic<size_t> next{0};
-  std::atomic<int> failed{0};
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        try {
-          rt.ensure_binary(jobs[i], arch);
-        } catch (const std::exception& e) {
-          ++failed;
-          std::printf("FAILED %s: %s\n", jobs[i].config_key.c_str(), e.what());
-        }
-      }
-    });
-  for (auto& t : pool) t.join();
-  std::printf("mxfp4 precompile: %zu kernels for %s, %d failed\n", jobs.size(), arch.str().c_str(), failed.load());
+  std::vector<test::PrecompileJob> labelled;
+  for (const GeneratedKernel& g : jobs) labelled.push_back({g.config_key, [g] { return g; }});
+  int compiled = 0, failed = 0;
+  test::precompile_jobs(rt, labelled, arch, &compiled, &failed);
+  std::printf("mxfp4 precompile: %zu kernels for %s, %d compiled, %d failed\n", jobs.size(), arch.str().c_str(),
+              compiled, failed);
   CHECK(failed == 0);
 }
 

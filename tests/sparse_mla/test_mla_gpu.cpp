@@ -38,6 +38,7 @@
 #include "sparse_mla/mla_reference.hpp"
 #include "support/family_oracle.hpp"
 #include "support/gpu.hpp"
+#include "support/precompile.hpp"
 #include "support/seed.hpp"
 #include "support/xqa_oracle.hpp"
 
@@ -157,7 +158,7 @@ Runtime& test_runtime() {
 // combine), compiling on all cores where needed.
 void precompile(Runtime& rt, const std::vector<Problem>& problems, const std::vector<std::string>& configs,
                 const Arch& arch, int* compiled, int* failed) {
-  std::vector<std::pair<std::string, std::function<GeneratedKernel()>>> jobs;  // (label, generator)
+  std::vector<test::PrecompileJob> jobs;
   std::set<std::string> shared;
   for (size_t i = 0; i < problems.size(); ++i) {
     const Problem p = problems[i];
@@ -168,23 +169,7 @@ void precompile(Runtime& rt, const std::vector<Problem>& problems, const std::ve
     if (shared.insert(p.key()).second)
       jobs.push_back({p.key() + " / " + kSharedConfig, [p, arch] { return generate_shared(p, arch); }});
   }
-  std::atomic<size_t> next{0};
-  std::atomic<int> n_compiled{0}, n_failed{0};
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16u)); ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        try {
-          if (rt.ensure_binary(jobs[i].second(), arch).compiled) ++n_compiled;
-        } catch (const std::exception& e) {
-          ++n_failed;
-          std::printf("precompile %s failed: %s\n", jobs[i].first.c_str(), e.what());
-        }
-      }
-    });
-  for (auto& th : pool) th.join();
-  *compiled = n_compiled;
-  *failed = n_failed;
+  test::precompile_jobs(rt, jobs, arch, compiled, failed);
 }
 
 const Problem kCheckedProblem = make_problem(64, 512, 64, KvFormat::Fp8DsMla, 1, true);

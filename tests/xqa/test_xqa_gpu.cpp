@@ -38,6 +38,7 @@
 #include "ktune/ktune.h"
 #include "ktune/xqa_decode.hpp"
 #include "support/gpu.hpp"
+#include "support/precompile.hpp"
 #include "support/random_inputs.hpp"
 #include "support/seed.hpp"
 #include "support/temp_dir.hpp"
@@ -227,7 +228,7 @@ Runtime& test_runtime() {
 // Makes sure every kernel of `combos` is in a cache layer, with each problem's shared module (the combine and the
 // helpers), compiling on all cores where needed.
 void precompile(Runtime& rt, const std::vector<Combo>& combos, const Arch& arch, int* compiled, int* failed) {
-  std::vector<std::pair<std::string, std::function<GeneratedKernel()>>> jobs;  // (label, generator)
+  std::vector<test::PrecompileJob> jobs;
   std::set<std::string> shared;
   for (const Combo& c : combos) {
     const Problem p = c.p;
@@ -238,24 +239,7 @@ void precompile(Runtime& rt, const std::vector<Combo>& combos, const Arch& arch,
     if (shared.insert(p.key()).second)
       jobs.push_back({p.key() + " / " + kSharedConfig, [p, arch] { return generate_shared(p, arch); }});
   }
-  std::atomic<size_t> next{0};
-  std::atomic<int> n_compiled{0}, n_failed{0};
-  const unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16u));
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        try {
-          if (rt.ensure_binary(jobs[i].second(), arch).compiled) ++n_compiled;
-        } catch (const std::exception& e) {
-          ++n_failed;
-          std::printf("precompile %s failed: %s\n", jobs[i].first.c_str(), e.what());
-        }
-      }
-    });
-  for (auto& th : pool) th.join();
-  *compiled = n_compiled;
-  *failed = n_failed;
+  test::precompile_jobs(rt, jobs, arch, compiled, failed);
 }
 
 double tolerance(const Problem& p) { return p.out_dtype == kc::kE4M3 ? 8e-2 : 1e-2; }
