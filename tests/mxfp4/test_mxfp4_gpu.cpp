@@ -14,15 +14,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <functional>
 #include <memory>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/mxfp4.h"
@@ -32,8 +30,8 @@
 #include "ktune/mxfp4_gemm.hpp"
 #include "support/family_oracle.hpp"
 #include "support/gpu.hpp"
-#include "support/precompile.hpp"
 #include "support/mxfp4_reference.hpp"
+#include "support/precompile.hpp"
 #include "support/seed.hpp"
 #include "support/xqa_oracle.hpp"
 
@@ -380,12 +378,11 @@ TEST_CASE("precompile the mxfp4_gemm test kernels", "[.][mxfp4_precompile]") {
   const char* a = std::getenv("KTUNE_MXFP4_ARCH");
   const Arch arch = Arch::parse(a ? a : "sm_90a");
   Runtime& rt = runtime();
-  std::vector<GeneratedKernel> jobs;
+  std::vector<test::PrecompileJob> jobs;
+  std::set<std::string> sources;  // one job per distinct binary
   auto add = [&](const Problem& p, const Config& c) {
     const GeneratedKernel g = generate(p, c, arch);
-    for (const auto& j : jobs)
-      if (j.source == g.source) return;  // same binary
-    jobs.push_back(g);
+    if (sources.insert(g.source).second) jobs.push_back({g.config_key, [g] { return g; }});
   };
   for (const Problem& p : {kSmall, problem(100, 96, 5, 2), problem(2880, 2880, 1, 1, kc::kFP16)}) {
     for (const Config& c : search_space(p, arch)) add(p, c);
@@ -393,10 +390,8 @@ TEST_CASE("precompile the mxfp4_gemm test kernels", "[.][mxfp4_precompile]") {
   for (const Problem& p : {problem(8192, 8192), problem(5760, 2880), problem(2880, 2880), problem(5760, 2880, 8, 2),
                            problem(2880, 2880, 1, 1, kc::kFP16), problem(100, 96), problem(100, 96, 5, 2)})
     for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}) add(p, default_config(p, arch, m));
-  std::vector<test::PrecompileJob> labelled;
-  for (const GeneratedKernel& g : jobs) labelled.push_back({g.config_key, [g] { return g; }});
   int compiled = 0, failed = 0;
-  test::precompile_jobs(rt, labelled, arch, &compiled, &failed);
+  test::precompile_jobs(rt, jobs, arch, &compiled, &failed);
   std::printf("mxfp4 precompile: %zu kernels for %s, %d compiled, %d failed\n", jobs.size(), arch.str().c_str(),
               compiled, failed);
   CHECK(failed == 0);
