@@ -11,9 +11,8 @@ using detail::Stmt;
 using detail::WriteTransaction;
 
 namespace detail {
-namespace {
 
-void read_info_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size) {
+void read_binary_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size) {
   r.digest = s.text(0);
   r.family = s.text(1);
   r.name = s.text(2);
@@ -31,9 +30,11 @@ void read_info_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size) {
   blob_size = s.int64(14);
 }
 
-// read_info_columns plus the row digest (column 15 of binary_columns_with_row_digest).
+namespace {
+
+// read_binary_columns plus the row digest (column 15 of binary_columns_with_row_digest).
 void read_row_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size) {
-  read_info_columns(s, r, blob_size);
+  read_binary_columns(s, r, blob_size);
   r.row_digest = s.text(15);
 }
 
@@ -267,7 +268,7 @@ std::vector<BinaryInfo> CacheDb::list_binaries(const std::string& family_filter)
   while (s.step()) {
     BinaryRecord r;
     int64_t size = 0;
-    detail::read_info_columns(s, r, size);
+    detail::read_binary_columns(s, r, size);
     out.push_back(detail::to_info(std::move(r), size));
   }
   return out;

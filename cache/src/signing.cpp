@@ -116,21 +116,8 @@ Manifest build_manifest_locked(CacheDb::Impl& db, bool hash_blobs) {
                                 detail::binary_columns_with_row_digest(db.schema_version), hash_blobs ? ", blob" : ""));
     while (s.step()) {
       BinaryRecord r;
-      r.digest = s.text(0);
-      r.family = s.text(1);
-      r.name = s.text(2);
-      r.arch = s.text(3);
-      r.compiler = s.text(4);
-      r.compiler_version = s.text(5);
-      r.options = s.text(6);
-      r.source_digest = s.text(7);
-      r.ktune_version = s.text(8);
-      r.schema_version = static_cast<int>(s.int64(9));
-      r.entry_points = s.text(10);
-      r.blob_sha256 = s.text(11);
-      r.compile_ms = s.real(12);
-      r.created_at = s.int64(13);
-      const int64_t blob_size = s.int64(14);
+      int64_t blob_size = 0;
+      detail::read_binary_columns(s, r, blob_size);
       const std::string stored = s.text(15);
       const std::string actual = detail::binary_row_digest(r, r.blob_sha256, blob_size);
       if (m.problem.empty() && actual != stored)

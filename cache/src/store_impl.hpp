@@ -37,6 +37,8 @@ inline constexpr const char* kBinaryColumns =
     "schema_version, entry_points, blob_sha256, compile_ms, created_at, blob_size";
 // kBinaryColumns plus the row digest as column 15 ('' in a v1 file, which has none).
 std::string binary_columns_with_row_digest(int schema_version);
+// Reads the kBinaryColumns of the statement's current row (columns 0-14) into `r` and `blob_size`.
+void read_binary_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size);
 
 // SHA-256 over every column of a binaries row except the blob and the row digest itself: its metadata,
 // blob_sha256 and blob_size. Length-prefixed, so no two different rows share an encoding.
