@@ -5,6 +5,7 @@
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 #include "problem_json.hpp"
+#include "typed_family.hpp"
 #include "templates/mxfp4_gemm/spec.hpp"
 
 namespace ktune::mxfp4 {
@@ -68,25 +69,8 @@ FamilyInfo family_info() {
   f.description = "W4A16 GEMM with OCP MXFP4 weights (e2m1 + e8m0 per 32), dense or grouped over MoE experts";
   f.problem_fields = fields();
   f.check_problem_fields = [](const std::string& json) { check_rules(Json::parse(json)); };
-  f.canonical_problem = [](const std::string& key) { return Problem::from_key(key).key(); };
   f.problem_from_json = problem_from_json;
-  f.default_config = [](const std::string& key, const Arch& arch) {
-    return default_config(Problem::from_key(key), arch).key();
-  };
-  f.search_space = [](const std::string& key, const Arch& arch, const DeviceLimits& limits) {
-    Problem p = Problem::from_key(key);
-    std::vector<std::string> out;
-    // The default first (the tuner's baseline), but only where this device can run it.
-    const Config dc = default_config(p, arch);
-    const std::string d = dc.key();
-    if (can_implement(p, dc, arch, limits).empty()) out.push_back(d);
-    for (const Config& c : search_space(p, arch))
-      if (c.key() != d && can_implement(p, c, arch, limits).empty()) out.push_back(c.key());
-    return out;
-  };
-  f.generate = [](const std::string& key, const std::string& config, const Arch& arch) {
-    return generate(Problem::from_key(key), Config::from_key(config), arch);
-  };
+  typed_family::fill_kernel_entries<Problem, Config>(f);
   f.example_problems = [] {
     return std::vector<std::string>{
         problem_from_json(R"({"n":8192,"k":8192})"),

@@ -9,6 +9,7 @@
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "mxfp4_gemm/shape.h"
+#include "spec_support.hpp"
 #include "xqa_decode/spec.hpp"
 
 namespace ktune::mxfp4 {
@@ -37,8 +38,6 @@ ktune_mxfp4::Shape shape_of(const Problem& p, const Config& c) {
   return ktune_mxfp4::make_shape(c.bm, c.tn, c.wn, c.wk, c.stages, c.depth, int(p.a_dtype), c.wgmma, c.native,
                                  c.tcgen05);
 }
-
-std::string arch_name(const Arch& a) { return a.host ? std::string("host") : a.str(); }
 
 // Activation stages for the few-token configs: as deep as 8, within ~40 KB of shared memory per CTA.
 int small_stages(int bm, int wk) { return std::max(3, std::min(8, 40960 / (bm * wk * 128))); }
@@ -146,11 +145,7 @@ Config Config::from_key(const std::string& key) {
 DeviceLimits default_limits(const Arch& arch) { return arch_limits(arch); }  // ktune/device.hpp
 
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
-  try {
-    p.validate();
-  } catch (const Error& e) {
-    return std::string("problem: ") + e.what();
-  }
+  if (std::string bad = spec_support::problem_error(p); !bad.empty()) return bad;
   if (arch.host) {  // the CPU kernel (host_kernel.h): no device limits apply
     if (!c.host()) return "a CUDA config cannot run on the host; expected bm<rows>.tn<tiles>.kt<k_chunks>, e.g. bm4.tn2.kt4";
     if (c.bm != 1 && c.bm != 2 && c.bm != 4 && c.bm != 8) return "bm: expected 1, 2, 4 or 8 (host)";
@@ -163,12 +158,12 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
     return "";
   }
   if (c.host()) return "a host config (bm<B>.tn<T>.kt<K>) cannot run on a CUDA arch";
-  if (arch.sm() < 80) return "mxfp4_gemm needs sm_80 or newer (cp.async, bf16 mma), got " + arch_name(arch);
-  if (c.wgmma && (arch.sm() != 90 || arch.suffix != 'a')) return "wgmma (.wg): only on sm_90a, got " + arch_name(arch);
+  if (arch.sm() < 80) return "mxfp4_gemm needs sm_80 or newer (cp.async, bf16 mma), got " + arch.str();
+  if (c.wgmma && (arch.sm() != 90 || arch.suffix != 'a')) return "wgmma (.wg): only on sm_90a, got " + arch.str();
   if (c.native && (arch.sm() != 120 || arch.suffix != 'a'))
-    return "native block-scaled MMA (.mx): only on sm_120a (mma.sync kind::mxf8f6f4), got " + arch_name(arch);
+    return "native block-scaled MMA (.mx): only on sm_120a (mma.sync kind::mxf8f6f4), got " + arch.str();
   if (c.tcgen05 && (arch.sm() != 100 || arch.suffix != 'a'))
-    return "tensor-memory block-scaled MMA (.tc): only on sm_100a (tcgen05.mma kind::mxf8f6f4), got " + arch_name(arch);
+    return "tensor-memory block-scaled MMA (.tc): only on sm_100a (tcgen05.mma kind::mxf8f6f4), got " + arch.str();
   const ktune_mxfp4::Shape s = shape_of(p, c);
   if (const char* why = ktune_mxfp4::shape_error(s)) return why;
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
@@ -286,7 +281,7 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   // The smallest ring tile fits every problem can_implement accepts on sm_80+.
   if (!can_implement(p, c, arch, lim).empty()) c = Config::from_key("bm16.tn1.wn4.wk1.s3.d2");
   const std::string why = can_implement(p, c, arch, lim);
-  if (!why.empty()) fail("config", "no default config fits " + p.key() + " on " + arch_name(arch) + ": " + why);
+  if (!why.empty()) fail("config", "no default config fits " + p.key() + " on " + arch.str() + ": " + why);
   return c;
 }
 
@@ -400,9 +395,7 @@ GeneratedKernel generate_host(const Problem& p, const Config& c) {
 }  // namespace
 
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
-  p.validate();
-  const std::string why = can_implement(p, c, arch, default_limits(arch));
-  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  spec_support::require_implementable("mxfp4_gemm", p, c, arch, default_limits(arch));
   if (arch.host) return generate_host(p, c);
   using device_source::flag;
   std::ostringstream members;

@@ -5,6 +5,7 @@
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 #include "problem_json.hpp"
+#include "typed_family.hpp"
 #include "templates/sparse_mla_decode/spec.hpp"
 
 namespace ktune::mla {
@@ -76,22 +77,8 @@ FamilyInfo family_info() {
   f.name = kFamily;
   f.description = "DeepSeek V3.2 sparse MLA decode (top-k slots, one latent KV head, fp8_ds_mla or BF16 cache, sinks)";
   f.problem_fields = fields();
-  f.canonical_problem = [](const std::string& key) { return Problem::from_key(key).key(); };
   f.problem_from_json = problem_from_json;
-  f.default_config = [](const std::string& key, const Arch& arch) {
-    return default_config(Problem::from_key(key), arch).key();
-  };
-  f.search_space = [](const std::string& key, const Arch& arch, const DeviceLimits& limits) {
-    Problem p = Problem::from_key(key);
-    std::vector<std::string> out;
-    for (const Config& c : search_space(p, arch))
-      if (can_implement(p, c, arch, limits).empty()) out.push_back(c.key());
-    return out;
-  };
-  f.generate = [](const std::string& key, const std::string& config, const Arch& arch) {
-    if (config == kSharedConfig) return generate_shared(Problem::from_key(key), arch);
-    return generate(Problem::from_key(key), Config::from_key(config), arch);
-  };
+  typed_family::fill_kernel_entries<Problem, Config>(f);
   f.has_shared_module = [](const std::string&, const Arch& arch) { return !arch.host; };
   f.example_problems = [] {
     return std::vector<std::string>{

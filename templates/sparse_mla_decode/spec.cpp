@@ -9,6 +9,7 @@
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "sparse_mla_decode/shape.h"
+#include "spec_support.hpp"
 
 namespace ktune::mla {
 namespace {
@@ -28,12 +29,6 @@ ktune_mla::Shape shape_of(const Problem& p, const Config& c) {
                                c.stages, c.warps, c.ws);
 }
 
-std::string arch_name(const Arch& a) {
-  if (a.host) return "host";
-  std::string s = "sm_" + std::to_string(a.sm());
-  if (a.suffix) s += a.suffix;
-  return s;
-}
 
 }  // namespace
 
@@ -162,11 +157,7 @@ Config Config::from_key(const std::string& key) {
 DeviceLimits default_limits(const Arch& arch) { return arch_limits(arch); }  // ktune/device.hpp
 
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
-  try {
-    p.validate();
-  } catch (const Error& e) {
-    return std::string("problem: ") + e.what();
-  }
+  if (std::string bad = spec_support::problem_error(p); !bad.empty()) return bad;
   if (arch.host) {  // the CPU kernel (host_kernel.h): no device limits apply
     if (!c.host()) return "a CUDA config cannot run on the host; expected t<tile>.g<heads_per_item>.v<vec_width>.u<unroll>";
     if (c.tile != 16 && c.tile != 32 && c.tile != 64) return "tile: expected 16, 32 or 64";
@@ -264,7 +255,7 @@ Config default_config(const Problem& p, const Arch& arch) {
   for (const Config& c : prefs)
     if (can_implement(p, c, arch, lim).empty()) return c;
   throw Error(Status::internal, "sparse_mla_decode",
-              "no default config fits problem " + p.key() + " on " + arch_name(arch));
+              "no default config fits problem " + p.key() + " on " + arch.str());
 }
 
 std::vector<Config> search_space(const Problem& p, const Arch& arch) {
@@ -356,9 +347,7 @@ std::string problem_spec_members(const Problem& p) {
 }  // namespace
 
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
-  p.validate();
-  const std::string why = can_implement(p, c, arch, default_limits(arch));
-  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  spec_support::require_implementable("sparse_mla_decode", p, c, arch, default_limits(arch));
   if (arch.host) return generate_host(p, c);
   std::ostringstream config;
   config << "  static constexpr int kHeadsPerCta = " << c.heads_per_cta << ", kTile = " << c.tile

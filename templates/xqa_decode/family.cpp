@@ -5,6 +5,7 @@
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 #include "problem_json.hpp"
+#include "typed_family.hpp"
 #include "templates/xqa_decode/spec.hpp"
 
 namespace ktune::xqa {
@@ -108,28 +109,8 @@ FamilyInfo family_info() {
   f.description = "paged decode attention (GQA, BF16/FP16/FP8 KV, spec-decode masks, sinks, sliding window, split-KV)";
   f.problem_fields = fields();
   f.check_problem_fields = [](const std::string& json) { check_rules(Json::parse(json)); };
-  f.canonical_problem = [](const std::string& key) {
-    Problem p = Problem::from_key(key);
-    p.validate();
-    return p.key();
-  };
   f.problem_from_json = problem_from_json;
-  f.default_config = [](const std::string& key, const Arch& arch) {
-    return default_config(Problem::from_key(key), arch).key();
-  };
-  f.search_space = [](const std::string& key, const Arch& arch, const DeviceLimits& limits) {
-    Problem p = Problem::from_key(key);
-    std::vector<std::string> out;
-    for (const Config& c : search_space(p, arch))
-      if (can_implement(p, c, arch, limits).empty()) out.push_back(c.key());
-    return out;
-  };
-  f.generate = [](const std::string& key, const std::string& config, const Arch& arch) {
-    Problem p = Problem::from_key(key);
-    p.validate();
-    if (config == kSharedConfig) return generate_shared(p, arch);
-    return generate(p, Config::from_key(config), arch);
-  };
+  typed_family::fill_kernel_entries<Problem, Config>(f);
   f.has_shared_module = [](const std::string&, const Arch& arch) { return !arch.host; };
   f.example_problems = [] {
     return std::vector<std::string>{

@@ -9,6 +9,7 @@
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
+#include "spec_support.hpp"
 #include "xqa_decode/shape.h"
 
 namespace ktune::xqa {
@@ -36,11 +37,6 @@ ktune_xqa::Shape shape_of(const Problem& p, const Config& c) {
                                c.tokens_per_tile, c.stages, c.warps, c.m_tiles_per_cta, c.wgmma);
 }
 
-std::string arch_name(const Arch& a) {
-  std::string s = "sm_" + std::to_string(a.sm());
-  if (a.suffix) s += a.suffix;
-  return a.host ? std::string("host") : s;
-}
 
 }  // namespace
 
@@ -176,11 +172,7 @@ Config Config::from_key(const std::string& key) {
 DeviceLimits default_limits(const Arch& arch) { return arch_limits(arch); }  // ktune/device.hpp
 
 std::string can_implement(const Problem& p, const Config& c, const Arch& arch, const DeviceLimits& lim) {
-  try {
-    p.validate();
-  } catch (const Error& e) {
-    return std::string("problem: ") + e.what();
-  }
+  if (std::string bad = spec_support::problem_error(p); !bad.empty()) return bad;
   if (arch.host) {  // the CPU kernel (host_kernel.h): no device limits apply
     if (!c.host()) return "a CUDA config cannot run on the host; expected t<tokens_per_tile>.v<vec_width>.u<unroll>";
     if (!is_pow2_in(c.tokens_per_tile, 16, 128)) return "tokens_per_tile: expected 16, 32, 64 or 128";
@@ -194,7 +186,7 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
   if (c.stages < 2 || c.stages > 8) return "stages: expected 2..8";
   if (!is_pow2_in(c.warps, 1, 16)) return "warps: expected 1, 2, 4, 8 or 16";
   if (c.m_tiles_per_cta < 0 || c.m_tiles_per_cta > 16) return "m_tiles_per_cta: expected 0..16";
-  if (c.wgmma && (arch.sm() != 90 || arch.suffix != 'a')) return "wg: wgmma runs only on sm_90a, got " + arch_name(arch);
+  if (c.wgmma && (arch.sm() != 90 || arch.suffix != 'a')) return "wg: wgmma runs only on sm_90a, got " + arch.str();
   const ktune_xqa::Shape s = shape_of(p, c);
   if (const char* why = ktune_xqa::shape_error(s)) return why;
   if (s.threads > lim.max_threads_per_block) return "threads per block exceed the device limit";
@@ -265,7 +257,7 @@ Config default_config(const Problem& p, const Arch& arch) {
       if (ctas_per_sm(p, c, lim) >= 2 && warps_per_sm(c) >= 4 && in_flight(c) >= 32 * 1024) return c;
     if (!fits.empty()) return fits.front();
   }
-  throw Error(Status::internal, "xqa_decode", "no default config fits problem " + p.key() + " on " + arch_name(arch));
+  throw Error(Status::internal, "xqa_decode", "no default config fits problem " + p.key() + " on " + arch.str());
 }
 
 std::vector<Config> search_space(const Problem& p, const Arch& arch) {
@@ -378,9 +370,7 @@ std::string problem_spec_members(const Problem& p) {
 }  // namespace
 
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
-  p.validate();
-  const std::string why = can_implement(p, c, arch, default_limits(arch));
-  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + " on " + arch_name(arch) + ": " + why);
+  spec_support::require_implementable("xqa_decode", p, c, arch, default_limits(arch));
   if (arch.host) return generate_host(p, c);
   std::ostringstream config;
   config << "  static constexpr int kTokensPerTile = " << c.tokens_per_tile << ", kStages = " << c.stages

@@ -8,6 +8,7 @@
 #include "ktune/cache/json.hpp"
 #include "ktune/error.hpp"
 #include "problem_json.hpp"
+#include "typed_family.hpp"
 
 namespace ktune::example {
 namespace {
@@ -61,20 +62,7 @@ FamilyInfo family_info() {
   f.example_problems = [] { return std::vector<std::string>{problem_from_json(R"({"cols":4096,"dtype":"bf16"})")}; };
   f.problem_fields = fields();
   f.problem_from_json = problem_from_json;
-  f.canonical_problem = [](const std::string& key) { return Problem::from_key(key).key(); };
-  f.default_config = [](const std::string& key, const Arch& arch) {
-    return default_config(Problem::from_key(key), arch).key();
-  };
-  f.search_space = [](const std::string& key, const Arch& arch, const DeviceLimits& limits) {
-    const Problem p = Problem::from_key(key);
-    std::vector<std::string> out;
-    for (const Config& c : search_space(p, arch))
-      if (can_implement(p, c, arch, limits).empty()) out.push_back(c.key());
-    return out;
-  };
-  f.generate = [](const std::string& key, const std::string& config, const Arch& arch) {
-    return generate(Problem::from_key(key), Config::from_key(config), arch);
-  };
+  typed_family::fill_kernel_entries<Problem, Config>(f);
   f.prepare_c_op = prepare_c_op;
   f.c_args_size = sizeof(CArgs);
   f.tuning_dims = {"tokens"};  // rows per call, bucket m

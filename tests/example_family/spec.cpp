@@ -7,6 +7,7 @@
 
 #include "key_parse.hpp"
 #include "ktune/error.hpp"
+#include "spec_support.hpp"
 
 namespace ktune::example {
 namespace {
@@ -120,9 +121,7 @@ std::string can_implement(const Problem& p, const Config& c, const Arch& arch, c
 }
 
 GeneratedKernel generate(const Problem& p, const Config& c, const Arch& arch) {
-  p.validate();
-  const std::string why = can_implement(p, c, arch, DeviceLimits{});
-  if (!why.empty()) fail("config", c.key() + " cannot run " + p.key() + ": " + why);
+  spec_support::require_implementable(kFamily, p, c, arch, DeviceLimits{});
   std::ostringstream s;
   s << "// ktune example_scale " << p.key() << " / " << c.key() << (arch.host ? " (host)" : "") << "\n"
     << "#include \"common/numerics.cuh\"\n"
