@@ -30,10 +30,12 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <type_traits>
 #include <string>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 
@@ -239,14 +241,40 @@ struct OpState {
     entry->resolved = resolve(ctx, s, forced, forced_splits);
     if (load) {
       Resolved& r = entry->resolved;
+      std::future<void> shared_binary = start_shared_binary(ctx, r.dev->arch);
       r.kernel = &rt->get(kernel_prefix + r.config_key, [&] { return generate(problem, r.config, r.dev->arch); });
       // Loaded with the config's module, split or not: after one call of any shape, neither a split launch nor
       // a helper loads a module (which a graph capture must not do).
-      if constexpr (pipeline::has_shared_module<Spec>::value) r.shared = &shared_module(ctx);
+      if constexpr (pipeline::has_shared_module<Spec>::value) {
+        if (shared_binary.valid()) shared_binary.get();  // rethrows the shared module's own error, if any
+        r.shared = &shared_module(ctx);
+      }
     }
     std::lock_guard<std::mutex> lock(mutex);
     if (gen == generation) plans[key] = entry;
     return entry;
+  }
+
+  // On a context's first load, the binary of the problem's shared module is found (or compiled) on a thread of
+  // its own while the caller does the config's, so a cold first call waits for the slower compile instead of
+  // both in turn. No future (the caller does it in turn) when the module is already loaded here, the family has
+  // none, or no thread can be started.
+  std::future<void> start_shared_binary(void* ctx, const Arch& arch) {
+    if constexpr (pipeline::has_shared_module<Spec>::value) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (shared_modules.count(ctx)) return {};
+      }
+      try {
+        return std::async(std::launch::async, [this, arch] { rt->ensure_binary(generate_shared(problem, arch), arch); });
+      } catch (const std::system_error&) {
+        return {};
+      }
+    } else {
+      (void)ctx;
+      (void)arch;
+      return {};
+    }
   }
 
   // The problem's shared module on ctx (Op::shared_module), loaded once per context and then one lookup.
