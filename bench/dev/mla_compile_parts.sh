@@ -7,6 +7,8 @@
 #   no Q.K^T         warpgroup 0's score wgmma (scores set to 0)
 #   no P.V regs      warpgroup 0's P.V from registers
 #   no P.V smem      warpgroup 1's P.V from shared memory
+#   plain epilogue   write_output (bf16 rows or fp32 split partials, the row statistics) replaced by one
+#                    unrolled loop of float4 stores of the accumulators, which keeps them all live
 #   no consumers     (.ws, 16 heads) everything after the roles split but the producers
 # usage: bash bench/dev/mla_compile_parts.sh [BUILD_DIR]   (needs BUILD_DIR/bin/ktune; default build)
 set -euo pipefail
@@ -33,6 +35,11 @@ variant no_qk '      qk_wgmma_regs<HG, TN, TN, D>(d, sb + sh.off_q, sK, 0);' \
               '      for (int i = 0; i < TN / 2; ++i) d[i] = 0.f;'
 variant no_pv_regs '      pv_wgmma_regs<TN, COLS>(o, d, sK, 0);' ''
 variant no_pv_smem '      pv_wgmma<TN, COLS>(o, sP, sK, COLS);' ''
+variant plain_epilogue \
+  '  write_output<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);' \
+  '#pragma unroll
+  for (int n = 0; n < COLS / 8; ++n)
+    *reinterpret_cast<float4*>(p.workspace + 2 * tid + 1024 * n) = make_float4(o[0][n][0], o[0][n][1], o[0][n][2], o[0][n][3]);'
 variant no_producer16 '    produce_ws<S, false>(p, smem, t_begin, ntiles, token, warp - 4 * wg, lane, wg - 1);' ''
 variant no_consumers16 '  const auto consumer_sync = [] { ws::bar_sync(ws::kBarConsumer, 128); };' \
                        '  return;
@@ -54,7 +61,7 @@ echo "|---|---|---|---|---|"
 for cfg in wsp ws; do
   src=$(ls "$tmp"/src/*."$cfg".cu)
   if [[ $cfg == wsp ]]; then
-    entry="ktune_mla::decode_kernel_ws_pair<ktune_mla::Spec>" variants=(shipped no_producer no_qk no_pv_regs no_pv_smem)
+    entry="ktune_mla::decode_kernel_ws_pair<ktune_mla::Spec>" variants=(shipped no_producer no_qk no_pv_regs no_pv_smem plain_epilogue)
   else
     entry="ktune_mla::decode_kernel_ws<ktune_mla::Spec>" variants=(shipped no_producer16 no_consumers16)
   fi
