@@ -42,6 +42,10 @@ if [[ "${1:-}" == "--pack" ]]; then
   set -eo pipefail
   B=${2:-build}
   rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/lib"
+  # The commit the pack's binaries are built from (a run's header prints it): the device's copy of the tree may
+  # carry other git metadata, so its own `git rev-parse` does not say what ran.
+  { git rev-parse --short HEAD; git diff --quiet HEAD -- runtime templates autotune cache tools tests bench || echo "+ local changes"; } |
+    paste -sd' ' > "$PACK/commit.txt"
   for t in ktune ktune_tests ktune_stress bench_xqa bench_runtime bench_sparse_mla bench_mxfp4 bench_autotune bench_dispatch bench_pdl; do
     if [[ -x $B/bin/$t ]]; then strip --strip-unneeded -o "$PACK/bin/$t" "$B/bin/$t"; else echo "no $B/bin/$t"; fi
   done
@@ -293,8 +297,8 @@ part_readme() {
   step readme_story 300 bash tests/readme/readme_story.sh
 }
 
-echo "ktune H200 run $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)," \
-  "pack $PACK, parts: $*"
+echo "ktune H200 run $(date -u +%Y-%m-%dT%H:%M:%SZ), binaries of commit $(cat "$P/commit.txt" 2>/dev/null || echo '? (pack without commit.txt)')," \
+  "tree $(git rev-parse --short HEAD 2>/dev/null || echo ?), pack $PACK, parts: $*"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
 for part in "$@"; do
   if ! declare -F "part_$part" >/dev/null; then
