@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where the compile time of the sparse MLA decode kernels goes (CPU only). For each default sm_90a config module
 # of `ktune compile --family sparse_mla_decode` (the paired .wsp and the 16-head .ws kernel), the generated source
-# is compiled to PTX by nvcc and the PTX by ptxas alone (best of 5), once as shipped and
+# is compiled by NVRTC with the runtime's options (bench/dev/nvrtc_phases.cpp: NVRTC's own time trace splits
+# front end, NVVM and ptxas; the fastest of 5 compiles per phase), once as shipped and
 # once per variant that leaves one role's work out of a copy of templates/ (wrong results; compile time only):
 #   no producer      the producer warpgroup's gather and conversion (produce_ws)
 #   no Q.K^T         warpgroup 0's score wgmma (scores set to 0)
@@ -18,7 +19,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 KTUNE_DUMP=$tmp/src "$build/bin/ktune" compile --family sparse_mla_decode --arch sm_90a --cache "$tmp/c.db" -j 2 >/dev/null
 
-kws=templates/sparse_mla_decode/kernel_ws.cuh
 variant() {  # variant NAME 'OLD LINE' 'NEW LINE': a copy of templates/ with one statement of kernel_ws.cuh replaced
   cp -r templates "$tmp/$1"
   python3 - "$tmp/$1/sparse_mla_decode/kernel_ws.cuh" "$2" "$3" <<'EOF'
@@ -45,19 +45,14 @@ variant no_consumers16 '  const auto consumer_sync = [] { ws::bar_sync(ws::kBarC
                        '  return;
   const auto consumer_sync = [] { ws::bar_sync(ws::kBarConsumer, 128); };'
 
-best_ms() {  # best_ms N CMD...: the fastest of N runs of CMD, in ms
-  local n=$1 best=999999 s e; shift
-  for ((i = 0; i < n; ++i)); do
-    s=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "mla_compile_parts.sh: failed: $*" >&2; exit 1; }; e=$(date +%s%N)
-    (( (e - s) / 1000000 < best )) && best=$(( (e - s) / 1000000 ))
-  done
-  echo $best
-}
+g++ -O2 -std=c++17 bench/dev/nvrtc_phases.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lnvrtc \
+  -o "$tmp/nvrtc_phases"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 
-echo "load average $(cut -d' ' -f1-3 /proc/loadavg); $(nvcc --version | tail -1)"
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg); NVRTC of $(nvcc --version | tail -1)"
 echo
-echo "| kernel | variant | PTX lines | ptxas ms | registers |"
-echo "|---|---|---|---|---|"
+echo "| kernel | variant | front end ms | NVVM ms | ptxas ms | NVRTC wall ms |"
+echo "|---|---|---|---|---|---|"
 for cfg in wsp ws; do
   src=$(ls "$tmp"/src/*."$cfg".cu)
   if [[ $cfg == wsp ]]; then
@@ -65,13 +60,12 @@ for cfg in wsp ws; do
   else
     entry="ktune_mla::decode_kernel_ws<ktune_mla::Spec>" variants=(shipped no_producer16 no_consumers16)
   fi
-  { cat "$src"; echo "template __global__ void $entry(const __grid_constant__ ktune_mla::Params);"; } > "$tmp/$cfg.cu"
   for v in "${variants[@]}"; do
     inc=templates; [[ $v == shipped ]] || inc=$tmp/$v
-    ptx=$tmp/$cfg.$v.ptx
-    nvcc -arch=sm_90a -std=c++17 -ptx -w -DKTUNE_NVRTC=1 -I"$inc" "$tmp/$cfg.cu" -o "$ptx"
-    back=$(best_ms 5 ptxas -arch=sm_90a "$ptx" -o "$tmp/a.cubin")
-    regs=$(ptxas -arch=sm_90a -v "$ptx" -o "$tmp/a.cubin" 2>&1 | grep -o "Used [0-9]* registers" | head -1 | grep -o "[0-9]*")
-    echo "| $(basename "$src" .cu | sed 's/.*q1_//') | $v | $(wc -l < "$ptx") | $back | $regs |"
+    # Per column the fastest of 5 compiles: the least disturbed by whatever else runs on the machine.
+    best=$(for i in 1 2 3 4 5; do "$tmp/nvrtc_phases" "$src" "$inc" "$entry"; done |
+           awk 'NR == 1 || $1 < a { a = $1 } NR == 1 || $2 < b { b = $2 } NR == 1 || $3 < c { c = $3 }
+                NR == 1 || $4 < d { d = $4 } END { printf "%d | %d | %d | %d", a, b, c, d }')
+    echo "| $(basename "$src" .cu | sed 's/.*q1_//') | $v | $best |"
   done
 done
