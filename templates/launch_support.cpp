@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <system_error>
+#include <utility>
 #include <unordered_set>
 #include <vector>
 
@@ -50,6 +52,15 @@ float* host_split_workspace(const char* family, int splits, size_t need, void* w
   const size_t n = (need + sizeof(float) - 1) / sizeof(float);
   if (scratch.size() < n) scratch.resize(n);
   return scratch.data();
+}
+
+std::future<void> start_binary(Runtime& rt, std::function<GeneratedKernel()> generate, const Arch& arch) {
+  try {
+    return std::async(std::launch::async,
+                      [&rt, generate = std::move(generate), arch] { rt.ensure_binary(generate(), arch); });
+  } catch (const std::system_error&) {
+    return {};
+  }
 }
 
 }  // namespace ktune::launch_support

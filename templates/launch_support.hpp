@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <future>
 #include <string>
 
 #include "ktune/error.hpp"
@@ -73,6 +75,12 @@ Config tuned_or_default(const char* family, const std::string& tuning_key, const
   *source = "default";
   return fallback();
 }
+
+// Starts finding (or, where JIT is allowed, compiling) the binary of `generate()` for `arch` on a thread of its
+// own (Runtime::ensure_binary: single-flight, so a caller that needs the module meanwhile waits for the same
+// compile instead of starting another). The future's get() rethrows that thread's error. An invalid future
+// when no thread can be started: the caller then finds the binary itself, in turn.
+std::future<void> start_binary(Runtime& rt, std::function<GeneratedKernel()> generate, const Arch& arch);
 
 // The host kernel of (problem, host config), linked in process (Runtime::get_host). A config the problem cannot
 // run on the host is a bad_arg on "config". can_implement and generate are the family's (argument-dependent

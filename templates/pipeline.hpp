@@ -35,7 +35,6 @@
 #include <mutex>
 #include <type_traits>
 #include <string>
-#include <system_error>
 #include <unordered_map>
 #include <utility>
 
@@ -256,20 +255,16 @@ struct OpState {
   }
 
   // On a context's first load, the binary of the problem's shared module is found (or compiled) on a thread of
-  // its own while the caller does the config's, so a cold first call waits for the slower compile instead of
-  // both in turn. No future (the caller does it in turn) when the module is already loaded here, the family has
-  // none, or no thread can be started.
+  // its own (launch_support::start_binary) while the caller does the config's, so a cold first call waits for the
+  // slower compile instead of both in turn. No future (the caller does it in turn) when the module is already
+  // loaded here, the family has none, or no thread can be started.
   std::future<void> start_shared_binary(void* ctx, const Arch& arch) {
     if constexpr (pipeline::has_shared_module<Spec>::value) {
       {
         std::lock_guard<std::mutex> lock(mutex);
         if (shared_modules.count(ctx)) return {};
       }
-      try {
-        return std::async(std::launch::async, [this, arch] { rt->ensure_binary(generate_shared(problem, arch), arch); });
-      } catch (const std::system_error&) {
-        return {};
-      }
+      return launch_support::start_binary(*rt, [this, arch] { return generate_shared(problem, arch); }, arch);
     } else {
       (void)ctx;
       (void)arch;
