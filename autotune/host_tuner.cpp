@@ -87,9 +87,7 @@ TuneOutcome tune_on_host(Runtime& rt, const std::string& family_name, const std:
   out.tuning_key = tuning_key(out.problem_key, buckets);
   out.device_fingerprint = rt.host_fingerprint();
 
-  std::vector<std::string> configs = {fam.default_config(out.problem_key, arch)};
-  for (const auto& c : fam.search_space(out.problem_key, arch, DeviceLimits{}))
-    if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+  const std::vector<std::string> configs = candidate_configs(fam, out.problem_key, arch, DeviceLimits{});
 
   auto t0 = Clock::now();
   std::vector<CompileJob> jobs;

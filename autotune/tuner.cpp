@@ -179,6 +179,14 @@ std::vector<CompileJobResult> compile_all(Runtime& rt, const std::vector<Compile
   return results;
 }
 
+std::vector<std::string> candidate_configs(const FamilyInfo& fam, const std::string& problem_key, const Arch& arch,
+                                           const DeviceLimits& limits) {
+  std::vector<std::string> configs = {fam.default_config(problem_key, arch)};
+  for (auto& c : fam.search_space(problem_key, arch, limits))
+    if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(std::move(c));
+  return configs;
+}
+
 TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string& problem_key,
                  const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options) {
   if (options.host) {  // the host CPU through the LLVM backend (autotune/host_tuner.cpp)
@@ -194,10 +202,7 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
   out.device_fingerprint = rt.device_fingerprint();
   Arch arch = rt.current_arch();
 
-  // Candidates: the default config first (ties go to it), then the rest of the search space in spec order.
-  std::vector<std::string> configs = {fam.default_config(out.problem_key, arch)};
-  for (const auto& c : fam.search_space(out.problem_key, arch, current_device_limits()))
-    if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+  const std::vector<std::string> configs = candidate_configs(fam, out.problem_key, arch, current_device_limits());
 
   auto t0 = Clock::now();
   std::vector<CompileJob> jobs;

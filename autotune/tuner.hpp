@@ -12,6 +12,7 @@
 #include "autotune/measure.hpp"
 #include "autotune/select.hpp"
 #include "ktune/export.hpp"
+#include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 
 namespace ktune::autotune {
@@ -57,6 +58,11 @@ KTUNE_API bool tuned_by_another_compiler(const std::string& row_compiler, const 
 
 // Tunings performed in this process (replay asserts 0).
 KTUNE_API int64_t tunings_performed();
+
+// A problem's tuning candidates on `arch` within `limits`: the default config first (ties go to it), then the rest
+// of the family's search space in its order, each once.
+KTUNE_API std::vector<std::string> candidate_configs(const FamilyInfo& family, const std::string& problem_key,
+                                                     const Arch& arch, const DeviceLimits& limits);
 
 // Compiles (family, problem, config, arch) jobs on `jobs` threads; returns per-job error ("" = ok) and whether
 // each compiled (vs found in the cache).

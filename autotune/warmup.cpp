@@ -114,11 +114,11 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     }
     problem_keys[item.family + "\n" + item.problem_json] = pk;
     Arch arch = Arch::parse(item.arch);
-    std::vector<std::string> configs = {fam.default_config(pk, arch)};
     // The workers' arches get every candidate even with all_candidates off: their tunings need them all, and
     // compiled here they are compiled once, not by each worker process.
-    if (opt.all_candidates || (opt.tune && pooled_arches.count(item.arch)))
-      for (const auto& c : fam.search_space(pk, arch, arch_limits(arch))) configs.push_back(c);
+    std::vector<std::string> configs = opt.all_candidates || (opt.tune && pooled_arches.count(item.arch))
+                                           ? candidate_configs(fam, pk, arch, arch_limits(arch))
+                                           : std::vector<std::string>{fam.default_config(pk, arch)};
     for (auto& c : shared_module_configs(fam, pk, arch)) configs.push_back(std::move(c));
     for (const auto& c : configs) {
       std::string id = fmt::format("{}\n{}\n{}\n{}", item.family, pk, c, item.arch);
