@@ -1,7 +1,10 @@
 // sparse_mla_decode through the runtime on the bench shapes (rows()): TFLOP/s (FLOPs = 2 * tokens * heads * topk *
 // (576 + 512)) and gathered KV bytes per second (tokens * topk * row bytes).
 //   bench_sparse_mla prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU)
-//   bench_sparse_mla run [--json OUT] [--reps N]            needs a GPU; cache from KTUNE_CACHE
+//   bench_sparse_mla run [--json OUT] [--reps N] [--rows TEXT] [--own-only]
+//                                                           needs a GPU; cache from KTUNE_CACHE. --rows: only the
+//                                                           rows whose label contains TEXT; --own-only: only the
+//                                                           launch's own config (e.g. under Nsight Compute)
 // Per row: the tuning workload (autotune/sparse_mla_workload.cpp: random inputs, random distinct slots per
 // token, rotating copies > 2x L2) for b = tokens; every candidate config (the launch's own choice first) is
 // loaded, warmed up and timed with CUDA events around each call (decode + combine when split); the median of
@@ -100,7 +103,7 @@ struct Measured {
   std::string error;
 };
 
-int run(const std::string& json_out, int reps) {
+int run(const std::string& json_out, int reps, const std::string& only_rows, bool own_only) {
   use_device(0);
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
@@ -113,13 +116,16 @@ int run(const std::string& json_out, int reps) {
   };
   std::vector<Summary> summary;
   for (const Row& r : rows()) {
+    if (r.label.find(only_rows) == std::string::npos) continue;
     const Problem p = problem_of(r);
     const SparseMlaDecodePlan own = sparse_mla_decode_plan(rt, p, r.tokens);
     auto workload = autotune::workload_factory("sparse_mla_decode")(rt, p.key(), {{"b", r.tokens}});
     const double flops = workload->flops_per_call();
     const double kvb = double(r.tokens) * r.topk * p.row_bytes();
     std::vector<Measured> ms;
-    for (const std::string& cfg : candidates(p, arch, own.config)) {
+    std::vector<std::string> configs = candidates(p, arch, own.config);
+    if (own_only) configs.resize(1);
+    for (const std::string& cfg : configs) {
       Measured m;
       m.config = cfg;
       m.source = cfg == own.config ? own.source : "candidate";
@@ -187,14 +193,17 @@ int run(const std::string& json_out, int reps) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_sparse_mla prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N]\n");
+    std::fprintf(stderr, "usage: bench_sparse_mla prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N] "
+                         "[--rows TEXT] [--own-only]\n");
     return 2;
   }
   const std::string mode = argv[1];
   try {
     if (mode == "prepare")
       return prepare(arg(argc, argv, "cache", "bench_sparse_mla.db"), Arch::parse(arg(argc, argv, "arch", "sm_90a")));
-    if (mode == "run") return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "50"))));
+    if (mode == "run")
+      return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "50"))),
+                 arg(argc, argv, "rows", ""), bench::flag(argc, argv, "own-only"));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_sparse_mla: %s\n", e.what());
     return 1;
