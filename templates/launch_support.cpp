@@ -7,8 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <system_error>
-#include <utility>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "ktune/error.hpp"
