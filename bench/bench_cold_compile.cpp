@@ -7,16 +7,22 @@
 // whose per-function events give each entry point's NVVM and ptxas time, so a module's cost splits by kernel.
 // A family's shared modules (one per problem: split-KV combine, helpers) are summed up in a row of their own,
 // "<family> shared". Run through bench/cold_compile.sh.
+// --first-call: instead, per problem of a family with shared modules, what a cold first call of an op compiles:
+// its default config's module and the shared module, one after the other against the shared one on a second
+// thread (the op's first call, launch_support::start_binary), median wall of --reps.
 //   bench_cold_compile [--arch sm_90a] [--family F] [--all-configs] [--pch] [--trace] [--reps 3] [--json OUT]
+//   bench_cold_compile --first-call [--arch sm_90a] [--family F] [--reps 3]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -154,6 +160,49 @@ Trace trace_compile(const test::NvrtcJob& job, const Mode& mode) {
   return t;
 }
 
+double wall_ms(const std::function<void()>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// --first-call: the config's module and the shared module of each example problem, in turn and on two threads.
+int first_call(const Arch& arch, const std::string& only, int reps) {
+  const Mode shipped{"on", SpeedOptions::on, {}};
+  fmt::print("cold first call of an op: its config module and its shared module (speed options on), arch {}, {} "
+             "reps, {} hardware threads; load average {}\n\n| problem | config module ms | shared module ms | one after "
+             "the other ms | on two threads ms | saved |\n|---|---|---|---|---|---|\n",
+             arch.str(), reps, std::thread::hardware_concurrency(), loadavg());
+  for (const FamilyInfo& f : families()) {
+    if (!only.empty() && f.name != only) continue;
+    for (const std::string& p : f.example_problems()) {
+      if (shared_module_configs(f, p, arch).empty()) continue;
+      const test::NvrtcJob config = test::nvrtc_job(f, p, f.default_config(p, arch), arch);
+      const test::NvrtcJob shared = test::nvrtc_job(f, p, kSharedConfig, arch);
+      compile(config, shipped, nullptr);  // NVRTC's own start-up, untimed
+      std::vector<double> c_ms, s_ms, seq, par;
+      for (int rep = 0; rep < reps; ++rep) {
+        c_ms.push_back(wall_ms([&] { compile(config, shipped, nullptr); }));
+        s_ms.push_back(wall_ms([&] { compile(shared, shipped, nullptr); }));
+        seq.push_back(wall_ms([&] {
+          compile(config, shipped, nullptr);
+          compile(shared, shipped, nullptr);
+        }));
+        par.push_back(wall_ms([&] {
+          std::thread second([&] { compile(shared, shipped, nullptr); });
+          compile(config, shipped, nullptr);
+          second.join();
+        }));
+      }
+      const double a = median(seq), b = median(par);
+      fmt::print("| {} {} / {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} ms ({:.0f}%) |\n", f.name, p,
+                 config.kernel.config_key, median(c_ms), median(s_ms), a, b, a - b, 100.0 * (a - b) / a);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -164,6 +213,7 @@ int main(int argc, char** argv) try {
   const std::string json_out = arg(argc, argv, "json", "");
   const bool trace = flag(argc, argv, "trace");
   if (reps < 1) throw Error(Status::invalid_argument, "bench", "--reps: expected at least 1");
+  if (flag(argc, argv, "first-call")) return first_call(arch, only, reps);
 
   const auto& api = detail::nvrtc();
   const auto speed = detail::nvrtc_speed_options(api.version);

@@ -5,6 +5,8 @@
 #      NVRTC's phases, and a byte comparison of every CUBIN (fails if one differs);
 #   2. end to end: `ktune compile --family F --arch ARCH -j 1` into a fresh cache per family (the shipped path),
 #      median compile_ms per config module and per shared module, and the command's wall time per module.
+#   3. a cold first call of an op (bench_cold_compile --first-call): its config module and its shared module
+#      compiled one after the other against the shared one on a second thread, as the op's first call does.
 #   --trace: part 1 also splits each module's NVVM and ptxas time by entry point (NVRTC's time trace).
 # usage: bench/cold_compile.sh [--build DIR] [--arch sm_90a] [--reps 3] [--all-configs] [--pch] [--trace] [--json OUT]
 set -euo pipefail
@@ -55,4 +57,8 @@ med = lambda v: f"{statistics.median(v):.0f} ms" if v else "-"
 print(f"| {sys.argv[2]} | {len(ms)} | {med(ms)} | {len(shared)} | {med(shared)} | {wall / max(1, len(compiled)):.0f} ms |")
 EOF
 done
+
+echo
+echo "== 3. a cold first call: config and shared module in turn, and on two threads"
+"$build/bin/bench_cold_compile" --first-call --arch "$arch" --reps 3
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
