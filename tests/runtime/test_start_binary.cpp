@@ -18,26 +18,20 @@ namespace {
 
 const Arch kArch = Arch::parse("sm_90a");
 
-RuntimeOptions opts_for(const std::string& path, bool jit = true) {
+// A runtime on the cache file `path`; jit = false: KTUNE_JIT=0 (a miss is an error, nothing compiles).
+RuntimeOptions on_file(const std::string& path, bool jit = true) {
   RuntimeOptions o;
   o.cache_path = path;
   o.allow_jit = jit;
   return o;
 }
 
-bool have_nvrtc() {
-  std::string why;
-  if (detail::try_nvrtc(&why)) return true;
-  test::skip_or_fail("nvrtc", why);
-  return false;
-}
-
 }  // namespace
 
 TEST_CASE("start_binary compiles on a thread of its own while the caller compiles another", "[runtime][cache]") {
-  if (!have_nvrtc()) return;
+  KTUNE_REQUIRE_NVRTC();
   test::TempDir dir;
-  Runtime rt(opts_for(dir.file("k.db")));
+  Runtime rt(on_file(dir.file("k.db")));
   std::future<void> started = launch_support::start_binary(rt, [] { return test::scale_kernel(3); }, kArch);
   REQUIRE(started.valid());
   const EnsureResult own = rt.ensure_binary(test::scale_kernel(5), kArch);
@@ -46,7 +40,7 @@ TEST_CASE("start_binary compiles on a thread of its own while the caller compile
   CHECK(rt.stats().compiles == 2);
   // The started one is stored: found again, not compiled again, also by another runtime on the same file.
   CHECK_FALSE(rt.ensure_binary(test::scale_kernel(3), kArch).compiled);
-  Runtime later(opts_for(dir.file("k.db"), false));
+  Runtime later(on_file(dir.file("k.db"), false));
   CHECK_FALSE(later.ensure_binary(test::scale_kernel(3), kArch).compiled);
   CHECK(rt.stats().compiles == 2);
   CHECK(later.stats().compiles == 0);
@@ -54,16 +48,16 @@ TEST_CASE("start_binary compiles on a thread of its own while the caller compile
 
 TEST_CASE("start_binary: one compile when the caller asks for the same binary meanwhile; errors come back",
           "[runtime][cache]") {
-  if (!have_nvrtc()) return;
+  KTUNE_REQUIRE_NVRTC();
   test::TempDir dir;
-  Runtime rt(opts_for(dir.file("k.db")));
+  Runtime rt(on_file(dir.file("k.db")));
   std::future<void> started = launch_support::start_binary(rt, [] { return test::scale_kernel(7); }, kArch);
   rt.ensure_binary(test::scale_kernel(7), kArch);
   started.get();
   CHECK(rt.stats().compiles == 1);  // single flight: whichever came second waited for the first
 
   SECTION("a miss with JIT off is the runtime's own error, from get()") {
-    Runtime no_jit(opts_for(dir.file("k.db"), false));
+    Runtime no_jit(on_file(dir.file("k.db"), false));
     std::future<void> f = launch_support::start_binary(no_jit, [] { return test::scale_kernel(11); }, kArch);
     CHECK_THROWS_WITH(f.get(), Catch::Contains("KTUNE_JIT=0"));
     CHECK(no_jit.stats().compiles == 0);
