@@ -1,5 +1,5 @@
 // mxfp4_gemm on the host CPU: the GPU call's argument check -> expert-offset check (host memory) -> config
-// (forced / tuned on this host / default) -> Runtime::get_host -> row slabs from the (host) expert offsets ->
+// (templates/host_pipeline.hpp) -> Runtime::get_host -> row slabs from the (host) expert offsets ->
 // (slab, N tile) items over the host pool.
 // The host kernel's entry point is void(const ktune_mxfp4::HostWork&, int begin, int end).
 #include "ktune/mxfp4_gemm_host.hpp"
@@ -9,10 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "ktune_internal/host_pool.hpp"
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
-#include "launch_support.hpp"
+#include "host_pipeline.hpp"
 #include "mxfp4_gemm/host_params.h"
 #include "mxfp4_gemm/kernel_params.hpp"
 
@@ -22,46 +21,29 @@ namespace {
 using mxfp4::Config;
 using mxfp4::Problem;
 
-constexpr const char* kFamily = "mxfp4_gemm";
 using HostEntry = void (*)(const ktune_mxfp4::HostWork&, int, int);
 
-[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
-  launch_support::bad_arg(kFamily, field, expected, got);
-}
-
-Arch host_arch() { return Arch::host_cpu(); }
-
-Config parse_host_config(const char* key) {
-  return launch_support::parse_forced_config<Config>(kFamily, key, "a host config key like bm4.tn2.kt4");
-}
-
-void check_host_config(const Problem& p, const Config& c) {
-  const std::string why = mxfp4::can_implement(p, c, host_arch(), DeviceLimits{});
-  if (!why.empty())
-    bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", c.key(), why));
-}
-
-struct Resolved {
-  Config config;
-  std::string source, tuning_key;
-  int threads = 1;
+// The host front end's view of the family (templates/host_pipeline.hpp). The shape is (m, 0); no splits.
+struct HostSpec {
+  using Problem = mxfp4::Problem;
+  using Config = mxfp4::Config;
+  static constexpr const char* kFamily = "mxfp4_gemm";
+  static constexpr const char* kConfigGrammar = "a host config key like bm4.tn2.kt4";
+  static constexpr int kMaxForcedSplits = 0;
+  static std::vector<std::pair<std::string, int64_t>> tuning_dims(const Problem& p, const pipeline::Shape& s) {
+    return {{"m", mxfp4_gemm_bucket(p, s.a)}};
+  }
+  static Config default_config(const Problem& p, const Arch& arch, const pipeline::Shape&) {
+    return mxfp4::default_config(p, arch);
+  }
 };
 
-Resolved resolve(Runtime& rt, const Problem& p, int64_t m, int threads, const char* forced) {
-  Resolved r;
-  r.threads = threads > 0 ? threads : detail::HostPool::hardware_threads();
-  r.tuning_key = tuning_key(p.key(), {{"m", mxfp4_gemm_bucket(p, m)}});
-  if (forced) {
-    r.config = parse_host_config(forced);
-    r.source = "forced";
-  } else {
-    r.config = launch_support::tuned_or_default<Config>(
-        kFamily, r.tuning_key, rt.host_tuned_config(kFamily, r.tuning_key),
-        [&](const Config& c) { return mxfp4::can_implement(p, c, host_arch(), DeviceLimits{}); },
-        [&] { return mxfp4::default_config(p, host_arch()); }, &r.source);
-  }
-  check_host_config(p, r.config);
-  return r;
+[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
+  host_pipeline::bad<HostSpec>(field, expected, got);
+}
+
+host_pipeline::Resolved<Config> resolve(Runtime& rt, const Problem& p, int64_t m, int threads, const char* forced) {
+  return host_pipeline::resolve<HostSpec>(rt, p, {m, 0}, threads, forced, 0);
 }
 
 // The expert offsets are host memory here, so they are checked before the kernel reads rows through them:
@@ -96,22 +78,20 @@ void make_slabs(const Problem& p, int m, const int32_t* offsets, std::vector<int
 Mxfp4HostPlan mxfp4_gemm_host_plan(Runtime& rt, const Problem& p, int64_t m, int threads, const char* config) {
   p.validate();
   if (m < 0) bad("m", ">= 0 rows", std::to_string(m));
-  const Resolved r = resolve(rt, p, m, threads, config);
-  return Mxfp4HostPlan{r.config.key(), r.source, r.tuning_key, r.threads};
+  const auto r = resolve(rt, p, m, threads, config);
+  return Mxfp4HostPlan{r.config_key, r.source, r.tuning_key, r.threads};
 }
 
 const LoadedKernel& mxfp4_gemm_host_kernel(Runtime& rt, const Problem& p, const std::string& config) {
   p.validate();
-  return launch_support::host_kernel(rt, kFamily, p, parse_host_config(config.c_str()));
+  return host_pipeline::kernel<HostSpec>(rt, p, config, 1);
 }
 
 void mxfp4_gemm_host(Runtime& rt, const Problem& p, const Mxfp4GemmArgs& a, int threads) {
   mxfp4_gemm_validate(p, a);
   check_offsets(p, a.m, a.expert_offsets);
-  const Resolved r = resolve(rt, p, a.m, threads, a.config);
-  const LoadedKernel& kernel = mxfp4_gemm_host_kernel(rt, p, r.config.key());
-  if (kernel.functions.empty())
-    throw Error(Status::internal, kFamily, fmt::format("{}: the host kernel has no entry point", kernel.name));
+  const auto r = resolve(rt, p, a.m, threads, a.config);
+  const LoadedKernel& kernel = mxfp4_gemm_host_kernel(rt, p, r.config_key);
   if (a.m == 0) return;
 
   thread_local std::vector<int> slabs;  // reused: no allocation per call once warm

@@ -1,7 +1,7 @@
 // sparse_mla_decode on the host CPU: argument check (shared with the GPU call) -> index check (host memory can
-// be read here, so an out-of-range slot is an error instead of a stray read) -> config (forced / tuned on this
-// host / default) -> split plan from the thread count -> Runtime::get_host -> decode items (and combine rows)
-// over the host pool. The host kernel's entry points are void(const ktune_mla::Params&, int begin, int end).
+// be read here, so an out-of-range slot is an error instead of a stray read) -> config, split count and
+// workspace (templates/host_pipeline.hpp) -> Runtime::get_host -> decode items (and combine rows) over the host
+// pool. The host kernel's entry points are void(const ktune_mla::Params&, int begin, int end).
 #include "ktune/sparse_mla_decode_host.hpp"
 
 #include <algorithm>
@@ -10,10 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "ktune_internal/host_pool.hpp"
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
-#include "launch_support.hpp"
+#include "host_pipeline.hpp"
 #include "sparse_mla_decode/kernel_params.hpp"
 
 namespace ktune {
@@ -22,18 +21,33 @@ namespace {
 using mla::Config;
 using mla::Problem;
 
-constexpr const char* kFamily = "sparse_mla_decode";
-constexpr int kMaxForcedSplits = 64;  // as the GPU call
 using HostEntry = void (*)(const ktune_mla::Params&, int, int);
 
+// The host front end's view of the family (templates/host_pipeline.hpp). The shape is (num_tokens, 0); an empty
+// call plans as one token.
+struct HostSpec {
+  using Problem = mla::Problem;
+  using Config = mla::Config;
+  static constexpr const char* kFamily = "sparse_mla_decode";
+  static constexpr const char* kConfigGrammar = "a host config key like t32.g16.v16.u2";
+  static constexpr int kMaxForcedSplits = 64;  // as the GPU call
+  static int tokens(const pipeline::Shape& s) { return std::max(1, static_cast<int>(s.a)); }
+  static std::vector<std::pair<std::string, int64_t>> tuning_dims(const Problem& p, const pipeline::Shape& s) {
+    return {{"b", sparse_mla_decode_batch_bucket(p, tokens(s))}};
+  }
+  static Config default_config(const Problem& p, const Arch& arch, const pipeline::Shape&) {
+    return mla::default_config(p, arch);
+  }
+  static int planned_splits(const Problem& p, const Config& c, const pipeline::Shape& s, int threads) {
+    return mla::choose_num_splits_host(p, c, tokens(s), threads);
+  }
+  static size_t workspace_bytes(const Problem& p, const Config&, const pipeline::Shape& s, int splits) {
+    return mla::workspace_bytes(p, static_cast<int>(s.a), splits);
+  }
+};
+
 [[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
-  launch_support::bad_arg(kFamily, field, expected, got);
-}
-
-Arch host_arch() { return Arch::host_cpu(); }
-
-Config parse_host_config(const char* key) {
-  return launch_support::parse_forced_config<Config>(kFamily, key, "a host config key like t32.g16.v16.u2");
+  host_pipeline::bad<HostSpec>(field, expected, got);
 }
 
 // Tuned configs and kernels are shared with the checked variant: the host always checks the indices.
@@ -44,36 +58,10 @@ Problem unchecked(const Problem& p) {
   return u;
 }
 
-struct Resolved {
-  Config config;
-  std::string config_key, source;
-  int threads = 1, splits = 1;
-};
-
-Resolved resolve(Runtime& rt, const Problem& p, int num_tokens, int threads, const char* forced_config,
-                 int forced_splits) {
+host_pipeline::Resolved<Config> resolve(Runtime& rt, const Problem& p, int num_tokens, int threads,
+                                        const char* forced_config, int forced_splits) {
   if (num_tokens < 0 || num_tokens > 65535) bad("num_tokens", "0..65535", std::to_string(num_tokens));
-  if (forced_splits < 0 || forced_splits > kMaxForcedSplits)
-    bad("num_splits", fmt::format("0 (planned) or 1..{}", kMaxForcedSplits), std::to_string(forced_splits));
-  const Arch host = host_arch();
-  Resolved r;
-  r.threads = threads > 0 ? threads : detail::HostPool::hardware_threads();
-  if (forced_config) {
-    r.config = parse_host_config(forced_config);
-    r.source = "forced";
-  } else {
-    const std::string tkey = tuning_key(p.key(), {{"b", sparse_mla_decode_batch_bucket(p, num_tokens)}});
-    r.config = launch_support::tuned_or_default<Config>(
-        kFamily, tkey, rt.host_tuned_config(kFamily, tkey),
-        [&](const Config& c) { return mla::can_implement(p, c, host, DeviceLimits{}); },
-        [&] { return mla::default_config(p, host); }, &r.source);
-  }
-  r.config_key = r.config.key();
-  const std::string why = mla::can_implement(p, r.config, host, DeviceLimits{});
-  if (!why.empty())
-    bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", r.config_key, why));
-  r.splits = forced_splits > 0 ? forced_splits : mla::choose_num_splits_host(p, r.config, num_tokens, r.threads);
-  return r;
+  return host_pipeline::resolve<HostSpec>(rt, p, {num_tokens, 0}, threads, forced_config, forced_splits);
 }
 
 // Every entry must be -1 or a slot of the cache. The first bad one is named (token, entry, value).
@@ -88,25 +76,23 @@ void check_indices(const Problem& p, const SparseMlaDecodeArgs& a) {
           std::to_string(v));
   }
 }
-
-// Split partials when the caller passes no workspace: one buffer per calling thread, grown as needed.
 }  // namespace
 
 SparseMlaHostPlan sparse_mla_decode_host_plan(Runtime& rt, const Problem& problem, int num_tokens, int threads,
                                               const char* config, int num_splits) {
   const Problem p = unchecked(problem);
-  const Resolved r = resolve(rt, p, std::max(1, num_tokens), threads, config, num_splits);
+  const auto r = resolve(rt, p, num_tokens, threads, config, num_splits);
   SparseMlaHostPlan plan;
   plan.config = r.config_key;
   plan.source = r.source;
   plan.threads = r.threads;
   plan.num_splits = r.splits;
-  plan.workspace_bytes = mla::workspace_bytes(p, num_tokens, r.splits);
+  plan.workspace_bytes = r.workspace_bytes;
   return plan;
 }
 
 const LoadedKernel& sparse_mla_decode_host_kernel(Runtime& rt, const Problem& problem, const std::string& config) {
-  return launch_support::host_kernel(rt, kFamily, unchecked(problem), parse_host_config(config.c_str()));
+  return host_pipeline::kernel<HostSpec>(rt, unchecked(problem), config, 2);  // decode, combine
 }
 
 void sparse_mla_decode_host(Runtime& rt, const Problem& problem, const SparseMlaDecodeArgs& a, int threads) {
@@ -118,14 +104,10 @@ void sparse_mla_decode_host(Runtime& rt, const Problem& problem, const SparseMla
   if (a.num_tokens == 0) return;
   const Problem p = unchecked(problem);
   check_indices(p, a);
-  const Resolved r = resolve(rt, p, a.num_tokens, threads, a.config, a.num_splits);
+  const auto r = resolve(rt, p, a.num_tokens, threads, a.config, a.num_splits);
   const LoadedKernel& kernel = sparse_mla_decode_host_kernel(rt, p, r.config_key);
-  if (kernel.functions.size() < 2)
-    throw Error(Status::internal, kFamily, fmt::format("{}: expected 2 host entry points, got {}", kernel.name,
-                                                       kernel.functions.size()));
-
-  float* workspace = launch_support::host_split_workspace(kFamily, r.splits, mla::workspace_bytes(p, a.num_tokens, r.splits),
-                                                          a.workspace, a.workspace_bytes);
+  float* workspace = launch_support::host_split_workspace(HostSpec::kFamily, r.splits, r.workspace_bytes, a.workspace,
+                                                          a.workspace_bytes);
   const ktune_mla::Params prm = mla::kernel_params(p, a, r.splits, workspace);  // indices were checked above
 
   const HostEntry decode = reinterpret_cast<HostEntry>(kernel.functions[0]);

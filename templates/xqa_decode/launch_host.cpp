@@ -1,6 +1,6 @@
 // xqa_decode on the host CPU: argument check (shared with the GPU call) -> index check (host memory can be
 // read here, so a bad block-table entry, seq_len or q_cu_seq_lens value is an error instead of a stray read)
-// -> config (forced / tuned on this host / default) -> split plan from the thread count -> Runtime::get_host
+// -> config, split count and workspace (templates/host_pipeline.hpp) -> Runtime::get_host
 // -> decode items (and combine rows) over the host pool. The host kernel's entry points are
 // void(const ktune_xqa::Params&, int begin, int end).
 #include "ktune/xqa_decode_host.hpp"
@@ -11,65 +11,49 @@
 
 #include <fmt/format.h>
 
-#include "ktune_internal/host_pool.hpp"
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
-#include "launch_support.hpp"
+#include "host_pipeline.hpp"
 #include "xqa_decode/kernel_params.hpp"
 
 namespace ktune {
 namespace {
 
-namespace kc = ::ktune_common;
 using xqa::Config;
 using xqa::Problem;
 
-constexpr const char* kFamily = "xqa_decode";
 using HostEntry = void (*)(const ktune_xqa::Params&, int, int);
 
-[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
-  launch_support::bad_arg(kFamily, field, expected, got);
-}
-
-Arch host_arch() { return Arch::host_cpu(); }
-
-Config parse_host_config(const char* key) {
-  return launch_support::parse_forced_config<Config>(kFamily, key, "a host config key like t64.v8.u4");
-}
-
-struct Resolved {
-  Config config;
-  std::string config_key, source;
-  int threads = 1, splits = 1;
+// The host front end's view of the family (templates/host_pipeline.hpp). The shape is (batch, max_seq_len).
+struct HostSpec {
+  using Problem = xqa::Problem;
+  using Config = xqa::Config;
+  static constexpr const char* kFamily = "xqa_decode";
+  static constexpr const char* kConfigGrammar = "a host config key like t64.v8.u4";
+  static constexpr int kMaxForcedSplits = 1024;  // as the GPU call
+  static std::vector<std::pair<std::string, int64_t>> tuning_dims(const Problem&, const pipeline::Shape& s) {
+    return {{"b", bucket_pow2_ceil(s.a)}, {"l", bucket_pow2_ceil(s.b)}};
+  }
+  static Config default_config(const Problem& p, const Arch& arch, const pipeline::Shape&) {
+    return xqa::default_config(p, arch);
+  }
+  static int planned_splits(const Problem& p, const Config& c, const pipeline::Shape& s, int threads) {
+    return xqa::choose_num_splits_host(p, c, static_cast<int>(s.a), static_cast<int>(s.b), threads);
+  }
+  static size_t workspace_bytes(const Problem& p, const Config& c, const pipeline::Shape& s, int splits) {
+    return xqa::workspace_bytes(p, c, static_cast<int>(s.a), splits);
+  }
 };
 
-Resolved resolve(Runtime& rt, const Problem& p, int batch, int max_seq_len, int threads, const char* forced_config,
-                 int forced_splits) {
+[[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
+  host_pipeline::bad<HostSpec>(field, expected, got);
+}
+
+host_pipeline::Resolved<Config> resolve(Runtime& rt, const Problem& p, int batch, int max_seq_len, int threads,
+                                        const char* forced_config, int forced_splits) {
   if (batch < 1 || batch > 65535) bad("batch", "1..65535", std::to_string(batch));
   if (max_seq_len < 1) bad("max_seq_len", "an upper bound of seq_lens >= 1", std::to_string(max_seq_len));
-  if (forced_splits < 0 || forced_splits > 1024)
-    bad("num_splits", "0 (planned) or 1..1024", std::to_string(forced_splits));
-  const Arch host = host_arch();
-  Resolved r;
-  r.threads = threads > 0 ? threads : detail::HostPool::hardware_threads();
-  if (forced_config) {
-    r.config = parse_host_config(forced_config);
-    r.source = "forced";
-  } else {
-    const std::string tkey =
-        tuning_key(p.key(), {{"b", bucket_pow2_ceil(batch)}, {"l", bucket_pow2_ceil(max_seq_len)}});
-    r.config = launch_support::tuned_or_default<Config>(
-        kFamily, tkey, rt.host_tuned_config(kFamily, tkey),
-        [&](const Config& c) { return xqa::can_implement(p, c, host, DeviceLimits{}); },
-        [&] { return xqa::default_config(p, host); }, &r.source);
-  }
-  r.config_key = r.config.key();
-  const std::string why = xqa::can_implement(p, r.config, host, DeviceLimits{});
-  if (!why.empty())
-    bad("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", r.config_key, why));
-  r.splits = forced_splits > 0 ? forced_splits
-                               : xqa::choose_num_splits_host(p, r.config, batch, max_seq_len, r.threads);
-  return r;
+  return host_pipeline::resolve<HostSpec>(rt, p, {batch, max_seq_len}, threads, forced_config, forced_splits);
 }
 
 // The index arrays are host memory here, so they are checked before the kernel reads through them (a bad
@@ -110,25 +94,24 @@ void check_indices(const Problem& p, const XqaDecodeArgs& a) {
   }
 }
 
-// Split-KV partials when the caller passes no workspace: one buffer per calling thread, grown as needed.
 }  // namespace
 
 XqaHostPlan xqa_decode_host_plan(Runtime& rt, const Problem& p, int batch, int max_seq_len, int threads,
                                  const char* config, int num_splits) {
   p.validate();
-  const Resolved r = resolve(rt, p, batch, max_seq_len, threads, config, num_splits);
+  const auto r = resolve(rt, p, batch, max_seq_len, threads, config, num_splits);
   XqaHostPlan plan;
   plan.config = r.config_key;
   plan.source = r.source;
   plan.threads = r.threads;
   plan.num_splits = r.splits;
-  plan.workspace_bytes = xqa::workspace_bytes(p, r.config, batch, r.splits);
+  plan.workspace_bytes = r.workspace_bytes;
   return plan;
 }
 
 const LoadedKernel& xqa_decode_host_kernel(Runtime& rt, const Problem& p, const std::string& config) {
   p.validate();
-  return launch_support::host_kernel(rt, kFamily, p, parse_host_config(config.c_str()));
+  return host_pipeline::kernel<HostSpec>(rt, p, config, 2);  // decode, combine
 }
 
 void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int threads) {
@@ -138,14 +121,10 @@ void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int 
     xqa_decode_validate(p, v);
   }
   check_indices(p, a);
-  const Resolved r = resolve(rt, p, a.batch, a.max_seq_len, threads, a.config, a.num_splits);
+  const auto r = resolve(rt, p, a.batch, a.max_seq_len, threads, a.config, a.num_splits);
   const LoadedKernel& kernel = xqa_decode_host_kernel(rt, p, r.config_key);
-  if (kernel.functions.size() < 2)
-    throw Error(Status::internal, kFamily, fmt::format("{}: expected 2 host entry points, got {}", kernel.name,
-                                                       kernel.functions.size()));
-
-  float* workspace = launch_support::host_split_workspace(
-      kFamily, r.splits, xqa::workspace_bytes(p, r.config, a.batch, r.splits), a.workspace, a.workspace_bytes);
+  float* workspace = launch_support::host_split_workspace(HostSpec::kFamily, r.splits, r.workspace_bytes, a.workspace,
+                                                          a.workspace_bytes);
   const ktune_xqa::Params prm = xqa::kernel_params(p, a, r.splits, workspace);
 
   const HostEntry decode = reinterpret_cast<HostEntry>(kernel.functions[0]);

@@ -10,6 +10,7 @@
 #include "ktune/launch.hpp"
 #include "ktune/tuning.hpp"
 #include "ktune_internal/host_pool.hpp"
+#include "host_pipeline.hpp"
 #include "pipeline.hpp"
 
 namespace ktune {
@@ -37,37 +38,27 @@ void check_args(const Problem& p, const example::Args& a, bool host) {
 // rows -> the tuning bucket m (next power of two; 0 rows plan as 1).
 int64_t row_bucket(int64_t rows) { return bucket_pow2_ceil(rows < 1 ? 1 : rows); }
 
-struct HostResolved {
-  Config config;
-  std::string source;
-};
-
-// The host config of a call: forced, tuned on this host for the call's bucket, or the default.
-HostResolved resolve_host(Runtime& rt, const Problem& p, int64_t rows, const char* forced) {
-  const Arch host = Arch::host_cpu();
-  HostResolved r;
-  if (forced) {
-    r.config = launch_support::parse_forced_config<Config>(example::kFamily, forced, "a host config key like t4.v4");
-    r.source = "forced";
-  } else {
-    const std::string key = tuning_key(p.key(), {{"m", row_bucket(rows)}});
-    r.config = launch_support::tuned_or_default<Config>(
-        example::kFamily, key, rt.host_tuned_config(example::kFamily, key),
-        [&](const Config& c) { return example::can_implement(p, c, host, DeviceLimits{}); },
-        [&] { return example::default_config(p, host); }, &r.source);
+// The host front end's view of the family (templates/host_pipeline.hpp). The shape is (rows, 0); no splits.
+struct HostSpec {
+  using Problem = example::Problem;
+  using Config = example::Config;
+  static constexpr const char* kFamily = example::kFamily;
+  static constexpr const char* kConfigGrammar = "a host config key like t4.v4";
+  static constexpr int kMaxForcedSplits = 0;
+  static std::vector<std::pair<std::string, int64_t>> tuning_dims(const Problem&, const pipeline::Shape& s) {
+    return {{"m", row_bucket(s.a)}};
   }
-  if (const std::string why = example::can_implement(p, r.config, host, DeviceLimits{}); !why.empty())
-    fail_arg("config", fmt::format("a host config that can run {}", p.key()), fmt::format("'{}' ({})", r.config.key(), why));
-  return r;
-}
+  static Config default_config(const Problem& p, const Arch& arch, const pipeline::Shape&) {
+    return example::default_config(p, arch);
+  }
+};
 
 // The host call: resolve -> Runtime::get_host -> rows over the host pool, `t` rows per work item.
 void run_on_host(Runtime& rt, const Problem& p, const example::Args& a) {
   p.validate();
   check_args(p, a, true);
-  const Config c = resolve_host(rt, p, a.rows, a.config).config;
-  const LoadedKernel& k = rt.get_host(std::string(example::kFamily) + "/host/" + p.key() + "/" + c.key(),
-                                      [&] { return example::generate(p, c, Arch::host_cpu()); });
+  const Config c = host_pipeline::resolve<HostSpec>(rt, p, {a.rows, 0}, 0, a.config, 0).config;
+  const LoadedKernel& k = host_pipeline::kernel<HostSpec>(rt, p, c.key(), 1);
   if (a.rows == 0) return;
   using Entry = void (*)(const void*, void*, float, int, int);
   const Entry fn = reinterpret_cast<Entry>(k.functions.at(0));
@@ -134,7 +125,7 @@ Plan scale_plan(Runtime& rt, const Problem& p, int64_t rows, const char* config)
 Plan scale_host_plan(Runtime& rt, const Problem& p, int64_t rows, const char* config) {
   p.validate();
   if (rows < 0) fail_arg("rows", ">= 0", std::to_string(rows));
-  const HostResolved r = resolve_host(rt, p, rows, config);
+  const auto r = host_pipeline::resolve<HostSpec>(rt, p, {rows, 0}, 0, config, 0);
   Plan plan;
   plan.config = r.config.key();
   plan.source = r.source;
