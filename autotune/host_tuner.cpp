@@ -11,13 +11,10 @@
 #include "autotune/host_timer.hpp"
 #include "autotune/host_workload.hpp"
 #include "autotune/sweep.hpp"
-#include "autotune/tuning_record.hpp"
+#include "autotune/tune_steps.hpp"
 #include "autotune/warmup.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
-#include "ktune/tuning.hpp"
-#include "ktune_internal/log.hpp"
-#include "ktune_internal/tuning_store.hpp"
 
 namespace ktune::autotune {
 using Clock = std::chrono::steady_clock;
@@ -81,24 +78,14 @@ TuneOutcome tune_on_host(Runtime& rt, const std::string& family_name, const std:
                          const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options) {
   const FamilyInfo& fam = family(family_name);
   const Arch arch = host_arch();
-  TuneOutcome out;
-  out.family = family_name;
-  out.problem_key = fam.canonical_problem(problem_key);
-  out.tuning_key = tuning_key(out.problem_key, buckets);
+  TuneOutcome out = tune_steps::begin(fam, problem_key, buckets);
   out.device_fingerprint = rt.host_fingerprint();
-
   const std::vector<std::string> configs = candidate_configs(fam, out.problem_key, arch, DeviceLimits{});
-
-  auto t0 = Clock::now();
-  std::vector<CompileJob> jobs;
-  for (const auto& c : configs) jobs.push_back({family_name, out.problem_key, c, arch});
-  std::vector<CompileJobResult> compiled = compile_all(rt, jobs, options.compile_jobs);
-  out.compile_ms = ms_since(t0);
-  for (const auto& r : compiled) out.compiled += r.compiled ? 1 : 0;
+  const std::vector<CompileJobResult> compiled = tune_steps::compile(rt, out, configs, {}, arch, options.compile_jobs);
 
   auto workload = host_workload_factory(family_name)(rt, out.problem_key, buckets);
   HostTimer timer;
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   PrepareFn prepare = [&](const std::string& config) -> std::function<void()> {
     auto it = std::find(configs.begin(), configs.end(), config);
     const CompileJobResult& cr = compiled[static_cast<size_t>(it - configs.begin())];
@@ -110,25 +97,7 @@ TuneOutcome tune_on_host(Runtime& rt, const std::string& family_name, const std:
   out.measure_ms = ms_since(t0);
   const size_t winner = select_winner(out.candidates, options.noise_fraction);
   out.winner = out.candidates[winner].config;
-
-  if (options.persist) {
-    TuningResult tr;
-    tr.family = family_name;
-    tr.problem_key = out.tuning_key;
-    tr.device_fingerprint = out.device_fingerprint;
-    tr.candidates = out.candidates;
-    tr.winner = winner;
-    tr.noise_fraction = options.noise_fraction;
-    tr.bytes_per_call = workload->bytes_per_call();  // roofline position in `ktune report`
-    tr.flops_per_call = workload->flops_per_call();
-    tr.ceilings = host_ceilings();
-    tr.device_index = options.device_index;
-    cache::TuningRecord rec = to_tuning_record(tr);
-    if (options.before_store) options.before_store();
-    if (!internal::store_tuning_row(rt, rec))
-      ktune::detail::log(ktune::detail::LogLevel::warn,
-                         "no writable cache layer: the host tuning result for {} is kept in memory only", out.tuning_key);
-  }
+  tune_steps::persist(rt, out, winner, *workload, host_ceilings(), "", options, "host tuning result");
   rt.remember_host_tuned_config(family_name, out.tuning_key, out.winner);
   return out;
 }

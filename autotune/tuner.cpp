@@ -12,6 +12,7 @@
 
 #include "autotune/gpu_timer.hpp"
 #include "autotune/host_tuner.hpp"
+#include "autotune/tune_steps.hpp"
 #include "autotune/tuning_record.hpp"
 #include "autotune/workload.hpp"
 #include "ktune/device.hpp"
@@ -187,6 +188,53 @@ std::vector<std::string> candidate_configs(const FamilyInfo& fam, const std::str
   return configs;
 }
 
+namespace tune_steps {
+
+TuneOutcome begin(const FamilyInfo& family, const std::string& problem_key,
+                  const std::vector<std::pair<std::string, int64_t>>& buckets) {
+  TuneOutcome out;
+  out.family = family.name;
+  out.problem_key = family.canonical_problem(problem_key);
+  out.tuning_key = tuning_key(out.problem_key, buckets);
+  return out;
+}
+
+std::vector<CompileJobResult> compile(Runtime& rt, TuneOutcome& out, const std::vector<std::string>& configs,
+                                      const std::vector<std::string>& after, const Arch& arch, int jobs) {
+  const auto t0 = Clock::now();
+  std::vector<CompileJob> list;
+  for (const auto& c : configs) list.push_back({out.family, out.problem_key, c, arch});
+  for (const auto& c : after) list.push_back({out.family, out.problem_key, c, arch});
+  std::vector<CompileJobResult> compiled = compile_all(rt, list, jobs);
+  out.compile_ms = ms_since(t0);
+  for (const auto& r : compiled) out.compiled += r.compiled ? 1 : 0;
+  return compiled;
+}
+
+void persist(Runtime& rt, const TuneOutcome& out, size_t winner, const Workload& workload,
+             const DeviceCeilings& ceilings, const std::string& compiler_version, const TuneOptions& options,
+             const char* what) {
+  if (!options.persist) return;
+  TuningResult tr;
+  tr.family = out.family;
+  tr.problem_key = out.tuning_key;
+  tr.device_fingerprint = out.device_fingerprint;
+  tr.candidates = out.candidates;
+  tr.winner = winner;
+  tr.noise_fraction = options.noise_fraction;
+  tr.bytes_per_call = workload.bytes_per_call();  // roofline position in `ktune report`
+  tr.flops_per_call = workload.flops_per_call();
+  tr.ceilings = ceilings;
+  tr.device_index = options.device_index;
+  tr.compiler_version = compiler_version;
+  cache::TuningRecord rec = to_tuning_record(tr);
+  if (options.before_store) options.before_store();
+  if (!internal::store_tuning_row(rt, rec))
+    log(LogLevel::warn, "no writable cache layer: the {} for {} is kept in memory only", what, out.tuning_key);
+}
+
+}  // namespace tune_steps
+
 TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string& problem_key,
                  const std::vector<std::pair<std::string, int64_t>>& buckets, const TuneOptions& options) {
   if (options.host) {  // the host CPU through the LLVM backend (autotune/host_tuner.cpp)
@@ -195,32 +243,18 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
     return o;
   }
   const FamilyInfo& fam = family(family_name);
-  TuneOutcome out;
-  out.family = family_name;
-  out.problem_key = fam.canonical_problem(problem_key);
-  out.tuning_key = tuning_key(out.problem_key, buckets);
+  TuneOutcome out = tune_steps::begin(fam, problem_key, buckets);
   out.device_fingerprint = rt.device_fingerprint();
-  Arch arch = rt.current_arch();
-
+  const Arch arch = rt.current_arch();
   const std::vector<std::string> configs = candidate_configs(fam, out.problem_key, arch, current_device_limits());
-
-  auto t0 = Clock::now();
-  std::vector<CompileJob> jobs;
-  for (const auto& c : configs) jobs.push_back({family_name, out.problem_key, c, arch});
-  // The shared module goes last, so compiled[i] stays the candidate configs[i]; a split candidate whose shared
-  // module failed fails its own launches.
-  for (const auto& c : shared_module_configs(fam, out.problem_key, arch))
-    jobs.push_back({family_name, out.problem_key, c, arch});
-  std::vector<CompileJobResult> compiled = compile_all(rt, jobs, options.compile_jobs);
-  out.compile_ms = ms_since(t0);
-  for (const auto& r : compiled) out.compiled += r.compiled ? 1 : 0;
+  // A split candidate whose shared module failed fails its own launches.
+  const std::vector<CompileJobResult> compiled =
+      tune_steps::compile(rt, out, configs, shared_module_configs(fam, out.problem_key, arch), arch, options.compile_jobs);
 
   auto workload = workload_factory(family_name)(rt, out.problem_key, buckets);
-
   internal::Stream stream;
   GpuTimer timer(stream.get());
-
-  t0 = Clock::now();
+  const auto t0 = Clock::now();
   auto prune = [&](size_t i) {
     return i == 0 ? std::string() : spill_reason(rt, fam, out.problem_key, configs[i], arch);
   };
@@ -228,29 +262,12 @@ TuneOutcome tune(Runtime& rt, const std::string& family_name, const std::string&
   // A launch failure can leave the stream unusable: make sure everything finished before reporting.
   stream.synchronize("cuStreamSynchronize after tuning");
   out.measure_ms = ms_since(t0);
-  size_t winner = select_winner(out.candidates, options.noise_fraction);
+  const size_t winner = select_winner(out.candidates, options.noise_fraction);
   out.winner = out.candidates[winner].config;
   g_tunings++;
-
-  if (options.persist) {
-    TuningResult tr;
-    tr.family = family_name;
-    tr.problem_key = out.tuning_key;
-    tr.device_fingerprint = out.device_fingerprint;
-    tr.candidates = out.candidates;
-    tr.winner = winner;
-    tr.noise_fraction = options.noise_fraction;
-    tr.bytes_per_call = workload->bytes_per_call();  // roofline position in `ktune report`
-    tr.flops_per_call = workload->flops_per_call();
-    tr.ceilings = current_device_ceilings();
-    tr.device_index = options.device_index;
-    tr.compiler_version = nvrtc_version_or_empty();  // the compiler of every candidate (exact binary keys)
-    cache::TuningRecord rec = to_tuning_record(tr);
-    if (options.before_store) options.before_store();
-    if (!internal::store_tuning_row(rt, rec)) {
-      log(LogLevel::warn, "no writable cache layer: the tuning result for {} is kept in memory only", out.tuning_key);
-    }
-  }
+  // The compiler of every candidate is recorded, so a row whose binaries another NVRTC built is tuned again.
+  tune_steps::persist(rt, out, winner, *workload, current_device_ceilings(), nvrtc_version_or_empty(), options,
+                      "tuning result");
   rt.remember_tuned_config(family_name, out.tuning_key, out.winner);
   return out;
 }
