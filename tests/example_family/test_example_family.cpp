@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/error_of.hpp"
 #include "autotune/host_tuner.hpp"
 #include "autotune/plan.hpp"
 #include "autotune/presets.hpp"
@@ -35,14 +36,7 @@ namespace {
 
 constexpr const char* kName = "example_scale";
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 // A preset of one example op; buckets batch 1..4 give the tokens buckets m1, m2, m4.
 const char* const kPreset = R"({"name": "scale-only", "buckets": {"batch": {"min": 1, "max": 4},

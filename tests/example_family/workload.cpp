@@ -8,7 +8,8 @@
 #include <fmt/format.h>
 
 #include "autotune/workload.hpp"
-#include "common/numerics.cuh"
+#include "autotune/workload_support.hpp"
+#include "common/dtype.h"
 #include "example_family/family.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -20,34 +21,20 @@ namespace {
 using autotune::ChosenConfig;
 using autotune::forced_config;
 
-[[noreturn]] void bad(const std::string& what) { throw Error(Status::invalid_argument, "example_scale workload", what); }
+namespace ws = autotune::workload_support;
+constexpr const char* kWho = "example_scale workload";
 
 int64_t rows_of(const TuningBuckets& buckets) {
-  int64_t rows = 0;
-  for (const auto& [dim, value] : buckets) {
-    if (dim != "m") bad(fmt::format("unknown bucket '{}' (example_scale tunes m = rows)", dim));
-    rows = value;
-  }
-  if (rows < 1 || rows > (1 << 20)) bad(fmt::format("bucket m: expected 1..{}, got {}", 1 << 20, rows));
+  const auto b = ws::read_buckets(buckets, kWho, {"m"}, "example_scale tunes m = rows");
+  const int64_t rows = b.count("m") ? b.at("m") : 0;
+  if (rows < 1 || rows > (1 << 20))
+    throw Error(Status::invalid_argument, kWho, fmt::format("bucket m: expected 1..{}, got {}", 1 << 20, rows));
   return rows;
 }
 
-// Random elements of the problem's dtype, about unit scale.
+// Random elements of the problem's dtype (bf16 or fp32), about unit scale.
 std::vector<unsigned char> random_tensor(const Problem& p, int64_t rows) {
-  const size_t n = size_t(rows) * p.cols, es = ::ktune_common::dtype_size(p.dtype);
-  std::vector<unsigned char> out(n * es);
-  std::mt19937_64 rng(std::random_device{}());
-  std::normal_distribution<float> normal(0.f, 1.f);
-  for (size_t i = 0; i < n; ++i) {
-    const float v = normal(rng);
-    if (p.dtype == ::ktune_common::kBF16) {
-      const unsigned short h = ::ktune_common::float_to_bf16(v);
-      std::copy_n(reinterpret_cast<const unsigned char*>(&h), 2, out.data() + i * 2);
-    } else {
-      std::copy_n(reinterpret_cast<const unsigned char*>(&v), 4, out.data() + i * 4);
-    }
-  }
-  return out;
+  return ws::random_values(p.dtype, size_t(rows) * p.cols, std::random_device{}());
 }
 
 class GpuWorkload final : public autotune::Workload {
@@ -55,10 +42,7 @@ class GpuWorkload final : public autotune::Workload {
   GpuWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
       : rt_(rt), p_(Problem::from_key(problem_key)), rows_(rows_of(buckets)) {
     const size_t bytes = size_t(rows_) * p_.cols * ::ktune_common::dtype_size(p_.dtype);
-    const DeviceLimits lim = device_limits(internal::current_device_ordinal());
-    const int copies = std::clamp(static_cast<int>(2.0 * lim.l2_bytes / (2.0 * bytes)) + 1, 1, 16);
-    if (2.0 * bytes * copies > 0.8 * double(internal::device_memory_info().free_bytes))
-      throw Error(Status::unsupported, "example_scale workload", fmt::format("m{} does not fit in device memory", rows_));
+    const int copies = ws::gpu_copies(2.0 * bytes, 16, kWho, fmt::format("m{}", rows_));
     const std::vector<unsigned char> host = random_tensor(p_, rows_);
     for (int i = 0; i < copies; ++i) {
       Copy c{internal::DeviceBuffer(bytes, "cuMemAlloc (example_scale workload)"),

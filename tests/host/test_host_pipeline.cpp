@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "support/error_of.hpp"
 #include "host/host_support.hpp"
 #include "host_pipeline.hpp"
 #include "ktune/error.hpp"
@@ -67,14 +68,7 @@ RuntimeOptions on_file(const std::string& path) {
   return o;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/error_of.hpp"
 #include "common/mxfp4.h"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
@@ -26,15 +27,7 @@ namespace kc = ::ktune_common;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "support/error_of.hpp"
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
 #include "ktune/ktune.h"
@@ -22,15 +23,7 @@ using namespace ktune::mla;
 namespace {
 
 // Runs `f` and returns the ktune::Error message it throws ("" when it does not throw).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 const Arch kSm90a{9, 0, 'a'};
 

@@ -1,0 +1,107 @@
+#include "autotune/workload_support.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/numerics.cuh"
+#include "ktune/device.hpp"
+#include "ktune/error.hpp"
+#include "ktune_internal/gpu.hpp"
+
+namespace ktune::autotune::workload_support {
+
+namespace kc = ::ktune_common;
+
+std::map<std::string, int64_t> read_buckets(const TuningBuckets& buckets, const char* who,
+                                            const std::vector<std::string>& dims, const char* tunes) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [dim, value] : buckets) {
+    if (std::find(dims.begin(), dims.end(), dim) == dims.end())
+      throw Error(Status::invalid_argument, who, fmt::format("unknown bucket '{}' ({})", dim, tunes));
+    out[dim] = value;
+  }
+  return out;
+}
+
+namespace {
+
+void store(int dtype, float v, unsigned char* dst) {
+  switch (dtype) {
+    case kc::kBF16: { const unsigned short h = kc::float_to_bf16(v); std::memcpy(dst, &h, 2); break; }
+    case kc::kFP16: { const unsigned short h = kc::float_to_fp16(v); std::memcpy(dst, &h, 2); break; }
+    case kc::kE4M3: *dst = kc::float_to_e4m3(v); break;
+    default: std::memcpy(dst, &v, 4); break;
+  }
+}
+
+}  // namespace
+
+std::vector<unsigned char> random_values(int dtype, size_t count, uint64_t seed) {
+  const int es = kc::dtype_size(dtype);
+  std::vector<unsigned char> out(count * es);
+  // Fixed slices, each with its own generator, so the values depend on the seed only; a few threads fill them.
+  constexpr size_t kSlices = 8;
+  const auto fill = [&](size_t slice) {
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + slice);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (size_t i = count * slice / kSlices; i < count * (slice + 1) / kSlices; ++i) {
+      const float v = normal(rng);
+      unsigned char* dst = out.data() + i * es;
+      store(dtype, v, dst);
+      if (kc::to_float(dtype, dst, 0) == 0.f) store(dtype, v < 0 ? -0.5f : 0.5f, dst);  // rounded to zero
+    }
+  };
+  const size_t threads = std::max<size_t>(1, std::min<size_t>(kSlices, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (size_t s = t; s < kSlices; s += threads) fill(s);
+    });
+  for (size_t s = 0; s < kSlices; s += threads) fill(s);
+  for (auto& th : pool) th.join();
+  return out;
+}
+
+void tile_pool(size_t bytes, const std::vector<unsigned char>& pool, size_t granule, uint64_t salt,
+               const std::function<void(size_t offset, const unsigned char* src, size_t n)>& write) {
+  const size_t granules = pool.size() / granule;
+  if (granule == 0 || granules < 2)
+    throw Error(Status::internal, "autotune workload",
+                fmt::format("tile_pool: a pool of {} bytes holds fewer than 2 granules of {}", pool.size(), granule));
+  const size_t half = granules / 2;  // in granules: a piece's longest length and the span its start moves in
+  size_t off = 0;
+  for (uint64_t i = salt; off < bytes; ++i) {
+    const size_t start = static_cast<size_t>((i * 7919u) % half) * granule;
+    const size_t n = std::min(half * granule, bytes - off);
+    write(off, pool.data() + start, n);
+    off += n;
+  }
+}
+
+void tile_pool(unsigned char* dst, size_t bytes, const std::vector<unsigned char>& pool, size_t granule, uint64_t salt) {
+  tile_pool(bytes, pool, granule, salt,
+            [dst](size_t off, const unsigned char* src, size_t n) { std::memcpy(dst + off, src, n); });
+}
+
+int gpu_copies(double copy_bytes, int max_copies, const char* who, const std::string& what) {
+  const DeviceLimits lim = device_limits(internal::current_device_ordinal());
+  const size_t free_bytes = internal::device_memory_info().free_bytes;
+  const double usable = 0.85 * double(free_bytes);
+  if (copy_bytes > usable)
+    throw Error(Status::unsupported, who,
+                fmt::format("{} needs {:.2f} GB of inputs, {:.2f} GB free", what, copy_bytes / 1e9, free_bytes / 1e9));
+  const int for_l2 = static_cast<int>(2.0 * lim.l2_bytes / copy_bytes) + 1;
+  return std::max(1, std::min({max_copies, for_l2, static_cast<int>(usable / copy_bytes)}));
+}
+
+int host_copies(size_t copy_bytes, int max_copies) {
+  constexpr size_t kRotateBytes = size_t{64} << 20;
+  const size_t for_llc = kRotateBytes / std::max<size_t>(copy_bytes, 1) + 1;
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(size_t(max_copies), for_llc)));
+}
+
+}  // namespace ktune::autotune::workload_support

@@ -1,0 +1,45 @@
+// What every family's tuning workloads (templates/<family>/workload*.cpp) do alike: read the tuning key's
+// buckets, make random values of a dtype, tile a small random pool over large buffers, and decide how many
+// rotating copies of the inputs a GPU or host workload keeps so that back-to-back calls read memory, not cache.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ktune/family.hpp"
+
+namespace ktune::autotune::workload_support {
+
+// The buckets of a tuning key by name. A name outside `dims` is Error(invalid_argument, who), saying what the
+// family tunes (`tunes`, e.g. "xqa_decode tunes b = batch and l = seq_len").
+std::map<std::string, int64_t> read_buckets(const TuningBuckets& buckets, const char* who,
+                                            const std::vector<std::string>& dims, const char* tunes);
+
+// `count` values drawn from N(0, 1) and stored as `dtype` (ktune_common::DType: bf16, fp16, e4m3 or fp32); one
+// that rounds to zero in the dtype is stored as 0.5 with its sign (inputs are never zero). Reproducible for a
+// seed, whatever the machine's threads.
+std::vector<unsigned char> random_values(int dtype, size_t count, uint64_t seed);
+
+// Covers [0, bytes) of a destination with pieces of `pool`: piece i starts at a pool offset that moves with i and
+// `salt`, a multiple of `granule` (an element, a 16-byte word or a whole cache row: whatever the destination
+// must hold whole), and is at most half the pool long (rounded down to granules), so neighbouring pieces and
+// copies differ. write(destination offset, source, bytes) stores one piece. The pool holds at least 2 granules.
+void tile_pool(size_t bytes, const std::vector<unsigned char>& pool, size_t granule, uint64_t salt,
+               const std::function<void(size_t offset, const unsigned char* src, size_t n)>& write);
+// The same into host memory at dst.
+void tile_pool(unsigned char* dst, size_t bytes, const std::vector<unsigned char>& pool, size_t granule, uint64_t salt);
+
+// Rotating copies of inputs of `copy_bytes` each on the current GPU: enough that their total exceeds 2x its L2
+// (one copy of a large shape already does), at most max_copies, and no more than 85% of its free memory holds.
+// When one copy does not fit, Error(unsupported, who) says so with `what` (the bucket) and the sizes.
+int gpu_copies(double copy_bytes, int max_copies, const char* who, const std::string& what);
+
+// Rotating copies for a host workload: enough that their total exceeds 64 MiB (more than a CPU's last-level
+// cache), at most max_copies, at least one.
+int host_copies(size_t copy_bytes, int max_copies);
+
+}  // namespace ktune::autotune::workload_support
