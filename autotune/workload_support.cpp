@@ -87,6 +87,13 @@ void tile_pool(unsigned char* dst, size_t bytes, const std::vector<unsigned char
             [dst](size_t off, const unsigned char* src, size_t n) { std::memcpy(dst + off, src, n); });
 }
 
+internal::DeviceBuffer device_tiled(size_t bytes, const std::vector<unsigned char>& pool, size_t granule,
+                                    uint64_t salt, const char* what) {
+  internal::DeviceBuffer d(bytes, what);
+  tile_pool(bytes, pool, granule, salt, [&d](size_t off, const unsigned char* src, size_t n) { d.upload(src, n, off); });
+  return d;
+}
+
 int gpu_copies(double copy_bytes, int max_copies, const char* who, const std::string& what) {
   const DeviceLimits lim = device_limits(internal::current_device_ordinal());
   const size_t free_bytes = internal::device_memory_info().free_bytes;

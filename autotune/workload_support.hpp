@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ktune/family.hpp"
+#include "ktune_internal/gpu.hpp"
 
 namespace ktune::autotune::workload_support {
 
@@ -32,6 +33,19 @@ void tile_pool(size_t bytes, const std::vector<unsigned char>& pool, size_t gran
                const std::function<void(size_t offset, const unsigned char* src, size_t n)>& write);
 // The same into host memory at dst.
 void tile_pool(unsigned char* dst, size_t bytes, const std::vector<unsigned char>& pool, size_t granule, uint64_t salt);
+
+// Device memory of `bytes` on the current context, filled with pieces of `pool` (tile_pool). `what` names the
+// allocation in an error.
+internal::DeviceBuffer device_tiled(size_t bytes, const std::vector<unsigned char>& pool, size_t granule,
+                                    uint64_t salt, const char* what);
+
+// Device memory on the current context holding a copy of `host`.
+template <class T>
+internal::DeviceBuffer device_copy(const std::vector<T>& host, const char* what) {
+  internal::DeviceBuffer d(host.size() * sizeof(T), what);
+  d.upload(host.data(), host.size() * sizeof(T));
+  return d;
+}
 
 // Rotating copies of inputs of `copy_bytes` each on the current GPU: enough that their total exceeds 2x its L2
 // (one copy of a large shape already does), at most max_copies, and no more than 85% of its free memory holds.

@@ -25,24 +25,10 @@ namespace ws = workload_support;
 using mxfp4::Problem;
 
 constexpr const char* kWho = "mxfp4_gemm workload";
+constexpr const char* kAlloc = "cuMemAlloc (mxfp4_gemm workload)";
 constexpr int kMaxCopies = 16;
 constexpr int64_t kMaxTokens = int64_t{1} << 22;
 constexpr size_t kPoolBytes = 8u << 20;
-
-class Buffer {
- public:
-  Buffer() = default;
-  explicit Buffer(size_t bytes) : mem_(bytes, "cuMemAlloc (mxfp4_gemm workload)") {}
-  void* get() const { return mem_.get(); }
-  void upload(const void* src, size_t n, size_t offset = 0) { mem_.upload(src, n, offset); }
-  // Fills the buffer with pieces of `pool` (16-byte words, so packed words stay whole).
-  void fill(const std::vector<unsigned char>& pool, uint64_t salt) {
-    ws::tile_pool(mem_.bytes(), pool, 16, salt, [&](size_t off, const unsigned char* src, size_t n) { upload(src, n, off); });
-  }
-
- private:
-  internal::DeviceBuffer mem_;
-};
 
 class Mxfp4Workload final : public Workload {
  public:
@@ -80,25 +66,24 @@ class Mxfp4Workload final : public Workload {
 
  private:
   struct Copy {
-    Buffer a, w, s, c;
+    internal::DeviceBuffer a, w, s, c;
   };
 
   void allocate() {
     const size_t wb = in_.expert_weight_bytes * p_.num_experts, sb = in_.expert_scale_bytes * p_.num_experts;
     if (p_.grouped()) {
-      offsets_ = Buffer(in_.offsets.size() * sizeof(int32_t));
-      offsets_.upload(in_.offsets.data(), in_.offsets.size() * sizeof(int32_t));
+      offsets_ = ws::device_copy(in_.offsets, kAlloc);
     }
     const double copy_bytes = double(wb + sb + in_.a_bytes + in_.c_bytes);
     const int copies = ws::gpu_copies(copy_bytes, kMaxCopies, kWho, fmt::format("{} m{}", p_.key(), in_.rows));
     const Mxfp4WeightPools pools = mxfp4_weight_pools(kPoolBytes, seed_ + 1);
     const std::vector<unsigned char> a_pool = ws::random_values(p_.a_dtype, kPoolBytes / 2, seed_ + 2);
     for (int i = 0; i < copies; ++i) {
-      Copy c{Buffer(in_.a_bytes), Buffer(wb), Buffer(sb), Buffer(in_.c_bytes)};
-      c.a.fill(a_pool, 3 * i);
-      c.w.fill(pools.weight, 3 * i + 1);
-      c.s.fill(pools.scale, 3 * i + 2);
-      copies_.push_back(std::move(c));
+      // 16-byte pieces: packed words stay whole.
+      copies_.push_back(Copy{ws::device_tiled(in_.a_bytes, a_pool, 16, 3 * i, kAlloc),
+                             ws::device_tiled(wb, pools.weight, 16, 3 * i + 1, kAlloc),
+                             ws::device_tiled(sb, pools.scale, 16, 3 * i + 2, kAlloc),
+                             internal::DeviceBuffer(in_.c_bytes, kAlloc)});
     }
   }
 
@@ -108,7 +93,7 @@ class Mxfp4Workload final : public Workload {
   Mxfp4Inputs in_;
   std::vector<Copy> copies_;
   size_t next_ = 0;
-  Buffer offsets_;
+  internal::DeviceBuffer offsets_;
 };
 
 }  // namespace

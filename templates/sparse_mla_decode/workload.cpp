@@ -28,24 +28,9 @@ namespace ws = workload_support;
 using mla::Problem;
 
 constexpr const char* kWho = "sparse_mla_decode workload";
+constexpr const char* kAlloc = "cuMemAlloc (sparse_mla_decode workload)";
 constexpr int kMaxCopies = 64;
 constexpr int kPoolRows = 4096;  // distinct random cache rows, tiled over the whole cache
-
-class Buffer {
- public:
-  Buffer() = default;
-  explicit Buffer(size_t bytes) : mem_(bytes, "cuMemAlloc (sparse_mla_decode workload)") {}
-  void* get() const { return mem_.get(); }
-  size_t bytes() const { return mem_.bytes(); }
-  void upload(const void* src, size_t n, size_t offset = 0) { mem_.upload(src, n, offset); }
-  // Fills the buffer with pieces of `pool` made of whole granules (elements or cache rows).
-  void fill_from(const std::vector<unsigned char>& pool, size_t granule, uint64_t salt) {
-    ws::tile_pool(bytes(), pool, granule, salt, [&](size_t off, const unsigned char* src, size_t n) { upload(src, n, off); });
-  }
-
- private:
-  internal::DeviceBuffer mem_;
-};
 
 class SparseMlaWorkload final : public Workload {
  public:
@@ -83,7 +68,7 @@ class SparseMlaWorkload final : public Workload {
 
  private:
   struct Copy {
-    Buffer q, kv, out;
+    internal::DeviceBuffer q, kv, out;
   };
 
   void allocate() {
@@ -93,15 +78,13 @@ class SparseMlaWorkload final : public Workload {
     const std::vector<unsigned char> q_pool =
         ws::random_values(kc::kBF16, std::max<size_t>(2, std::min<size_t>(in_.q_bytes, 8u << 20) / 2), seed_ + 2);
     for (int i = 0; i < copies; ++i) {
-      Copy c{Buffer(in_.q_bytes), Buffer(in_.kv_bytes), Buffer(in_.out_bytes)};
-      c.kv.fill_from(rows, p_.row_bytes(), 3 * i);
-      c.q.fill_from(q_pool, 2, 3 * i + 1);
-      copies_.push_back(std::move(c));
+      copies_.push_back(Copy{ws::device_tiled(in_.q_bytes, q_pool, 2, 3 * i + 1, kAlloc),
+                             ws::device_tiled(in_.kv_bytes, rows, p_.row_bytes(), 3 * i, kAlloc),
+                             internal::DeviceBuffer(in_.out_bytes, kAlloc)});
     }
 
-    indices_ = Buffer(in_.indices.size() * sizeof(int32_t));
-    indices_.upload(in_.indices.data(), in_.indices.size() * sizeof(int32_t));
-    lse_ = Buffer(size_t(in_.num_tokens) * p_.num_heads * sizeof(float));
+    indices_ = ws::device_copy(in_.indices, kAlloc);
+    lse_ = internal::DeviceBuffer(size_t(in_.num_tokens) * p_.num_heads * sizeof(float), kAlloc);
     args_ = in_.args;
     args_.indices = static_cast<const int32_t*>(indices_.get());
     args_.lse = static_cast<float*>(lse_.get());
@@ -118,7 +101,7 @@ class SparseMlaWorkload final : public Workload {
 
   void grow_workspace(size_t bytes) {
     if (bytes == 0 || (workspace_.get() && bytes <= workspace_.bytes())) return;
-    workspace_ = Buffer(bytes);
+    workspace_ = internal::DeviceBuffer(bytes, kAlloc);
     args_.workspace = workspace_.get();
     args_.workspace_bytes = bytes;
   }
@@ -129,7 +112,7 @@ class SparseMlaWorkload final : public Workload {
   MlaInputs in_;
   std::vector<Copy> copies_;
   size_t next_ = 0;
-  Buffer indices_, lse_, workspace_;
+  internal::DeviceBuffer indices_, lse_, workspace_;
   SparseMlaDecodeArgs args_;
 };
 

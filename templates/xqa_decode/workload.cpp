@@ -28,31 +28,9 @@ namespace ws = workload_support;
 using xqa::Problem;
 
 constexpr const char* kWho = "xqa_decode workload";
+constexpr const char* kAlloc = "cuMemAlloc (xqa_decode workload)";
 constexpr int kMaxCopies = 64;
 constexpr size_t kPoolBytes = 32u << 20;
-
-class DeviceAlloc {
- public:
-  DeviceAlloc() = default;
-  explicit DeviceAlloc(size_t bytes) : mem_(bytes, "cuMemAlloc (xqa_decode workload)") {}
-  void* get() const { return mem_.get(); }
-  size_t bytes() const { return mem_.bytes(); }
-  void upload(const void* src, size_t n, size_t offset = 0) { mem_.upload(src, n, offset); }
-  template <class T>
-  static DeviceAlloc of(const std::vector<T>& v) {
-    DeviceAlloc d(v.size() * sizeof(T));
-    d.upload(v.data(), v.size() * sizeof(T));
-    return d;
-  }
-  // Fills the whole buffer with pieces of `pool` (whole elements of elem_bytes).
-  void fill_from(const std::vector<unsigned char>& pool, int elem_bytes, uint64_t salt) {
-    ws::tile_pool(bytes(), pool, elem_bytes, salt,
-                  [&](size_t off, const unsigned char* src, size_t n) { upload(src, n, off); });
-  }
-
- private:
-  internal::DeviceBuffer mem_;
-};
 
 class XqaWorkload final : public Workload {
  public:
@@ -91,7 +69,7 @@ class XqaWorkload final : public Workload {
 
  private:
   struct Copy {
-    DeviceAlloc q, kv, out;
+    internal::DeviceBuffer q, kv, out;
   };
 
   void allocate() {
@@ -106,27 +84,26 @@ class XqaWorkload final : public Workload {
     const auto kv_pool = pool_of(kvt, in_.kv_bytes, seed_ + 1);
     const auto q_pool = pool_of(qt, in_.q_bytes, seed_ + 2);
     for (int i = 0; i < copies; ++i) {
-      Copy c{DeviceAlloc(in_.q_bytes), DeviceAlloc(in_.kv_bytes), DeviceAlloc(in_.out_bytes)};
-      c.kv.fill_from(kv_pool, kc::dtype_size(kvt), 3 * i);
-      c.q.fill_from(q_pool, kc::dtype_size(qt), 3 * i + 1);
-      copies_.push_back(std::move(c));
+      copies_.push_back(Copy{ws::device_tiled(in_.q_bytes, q_pool, kc::dtype_size(qt), 3 * i + 1, kAlloc),
+                             ws::device_tiled(in_.kv_bytes, kv_pool, kc::dtype_size(kvt), 3 * i, kAlloc),
+                             internal::DeviceBuffer(in_.out_bytes, kAlloc)});
     }
 
     args_ = in_.args;
-    block_tables_ = DeviceAlloc::of(in_.block_tables);
-    seq_lens_ = DeviceAlloc::of(in_.seq_lens);
+    block_tables_ = ws::device_copy(in_.block_tables, kAlloc);
+    seq_lens_ = ws::device_copy(in_.seq_lens, kAlloc);
     args_.block_tables = static_cast<const int32_t*>(block_tables_.get());
     args_.seq_lens = static_cast<const int32_t*>(seq_lens_.get());
     if (!in_.mask.empty()) {
-      mask_ = DeviceAlloc::of(in_.mask);
+      mask_ = ws::device_copy(in_.mask, kAlloc);
       args_.mask = static_cast<const uint16_t*>(mask_.get());
     }
     if (!in_.sinks.empty()) {
-      sinks_ = DeviceAlloc::of(in_.sinks);
+      sinks_ = ws::device_copy(in_.sinks, kAlloc);
       args_.sinks = static_cast<const float*>(sinks_.get());
     }
     if (p_.write_lse) {
-      lse_ = DeviceAlloc(size_t(args_.num_tokens) * p_.num_q_heads * sizeof(float));
+      lse_ = internal::DeviceBuffer(size_t(args_.num_tokens) * p_.num_q_heads * sizeof(float), kAlloc);
       args_.lse = static_cast<float*>(lse_.get());
     }
 
@@ -142,7 +119,7 @@ class XqaWorkload final : public Workload {
 
   void grow_workspace(size_t bytes) {
     if (bytes == 0 || (workspace_.get() && bytes <= workspace_.bytes())) return;
-    workspace_ = DeviceAlloc(bytes);
+    workspace_ = internal::DeviceBuffer(bytes, kAlloc);
     args_.workspace = workspace_.get();
     args_.workspace_bytes = bytes;
   }
@@ -153,7 +130,7 @@ class XqaWorkload final : public Workload {
   XqaInputs in_;
   std::vector<Copy> copies_;
   size_t next_ = 0;
-  DeviceAlloc block_tables_, seq_lens_, mask_, sinks_, lse_, workspace_;
+  internal::DeviceBuffer block_tables_, seq_lens_, mask_, sinks_, lse_, workspace_;
   XqaDecodeArgs args_;
 };
 
