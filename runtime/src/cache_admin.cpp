@@ -12,20 +12,14 @@
 #include "ktune/cache/signing.hpp"
 #include "ktune/cache/store.hpp"
 #include "ktune/cache/temp_path.hpp"
+#include "cache_call.hpp"
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
 
 namespace ktune {
 namespace {
 
-template <class F>
-auto cache_call(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const cache::CacheError& e) {
-    throw Error(Status::cache_error, "cache", e.what());
-  }
-}
+using detail::cache_call;
 
 // Opens each present layer of the search path (read-only unless `writable_first` and it is the first
 // writable one) and calls fn(layer_info, db).

@@ -8,6 +8,7 @@
 #include "common/checked.h"
 #include "driver_api.hpp"
 #include "ktune/error.hpp"
+#include "ktune_internal/context.hpp"
 #include "ktune/runtime.hpp"
 #include "runtime_impl.hpp"
 
@@ -16,16 +17,6 @@ namespace ktune {
 using namespace detail;
 
 namespace {
-
-CUcontext current_context_or_throw(const DriverApi& cu) {
-  CUcontext ctx = nullptr;
-  check_cu(cu.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (!ctx)
-    throw Error(Status::cuda_error, "runtime",
-                "no current CUDA context on this thread: make one current first (torch.cuda.set_device, "
-                "cuCtxSetCurrent, or ktune::use_device)");
-  return ctx;
-}
 
 const char* check_code_name(unsigned code) {
   switch (code) {
@@ -45,7 +36,7 @@ std::string DeviceFault::message() const {
 
 void* Runtime::device_report() {
   const DriverApi& cu = driver();
-  CUcontext ctx = current_context_or_throw(cu);
+  CUcontext ctx = static_cast<CUcontext>(internal::require_context("runtime"));
   std::lock_guard<std::mutex> lock(impl_->reports_mutex);
   auto it = impl_->reports.find(ctx);
   if (it != impl_->reports.end()) return reinterpret_cast<void*>(static_cast<uintptr_t>(it->second.device));
@@ -66,8 +57,7 @@ void* Runtime::device_report() {
 }
 
 std::optional<DeviceFault> Runtime::take_device_fault() {
-  const DriverApi& cu = driver();
-  CUcontext ctx = current_context_or_throw(cu);
+  CUcontext ctx = static_cast<CUcontext>(internal::require_context("runtime"));
   std::lock_guard<std::mutex> lock(impl_->reports_mutex);
   auto it = impl_->reports.find(ctx);
   if (it == impl_->reports.end()) return std::nullopt;  // no checked kernel ran on this context

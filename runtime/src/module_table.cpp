@@ -6,6 +6,7 @@
 #include "driver_api.hpp"
 #include "host_compiler.hpp"
 #include "ktune/error.hpp"
+#include "ktune_internal/context.hpp"
 #include "ktune_internal/log.hpp"
 #include "runtime_impl.hpp"
 
@@ -14,16 +15,8 @@ using namespace detail;
 
 namespace {
 
-CUcontext current_context() {
-  const DriverApi& cu = driver();
-  CUcontext ctx = nullptr;
-  check_cu(cu.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (!ctx)
-    throw Error(Status::cuda_error, "runtime",
-                "no current CUDA context on this thread: make one current first (torch.cuda.set_device, "
-                "cuCtxSetCurrent, or ktune::use_device)");
-  return ctx;
-}
+// The calling thread's context; Error(cuda_error) saying how to make one current when there is none.
+CUcontext current_context() { return static_cast<CUcontext>(internal::require_context("runtime")); }
 
 Arch arch_of_current_context() {
   const DriverApi& cu = driver();

@@ -10,6 +10,7 @@
 #include "host_compiler.hpp"
 #include "host_plugin_api.hpp"
 #include "ktune/cache/sha256.hpp"
+#include "cache_call.hpp"
 #include "ktune/error.hpp"
 #include "ktune_internal/log.hpp"
 #include "nvrtc_api.hpp"
@@ -26,16 +27,6 @@ bool env_flag(const char* name, bool fallback) {
   if (!v || !*v) return fallback;
   std::string s(v);
   return !(s == "0" || s == "false" || s == "no" || s == "off");
-}
-
-// Binary-lookup failures from the cache layer become runtime errors with the subsystem named.
-template <class F>
-auto cache_call(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const cache::CacheError& e) {
-    throw Error(Status::cache_error, "cache", e.what());
-  }
 }
 
 }  // namespace
