@@ -134,17 +134,11 @@ Manifest build_manifest_locked(CacheDb::Impl& db, bool hash_blobs) {
     }
   }
   {
-    Stmt s(db.conn, "SELECT family, problem_key, device_fingerprint, ktune_version, winner_config, candidates_json, "
-                    "tuned_at, row_digest FROM tuning ORDER BY family, problem_key, device_fingerprint");
+    Stmt s(db.conn, fmt::format("SELECT {}, row_digest FROM tuning ORDER BY family, problem_key, device_fingerprint",
+                                detail::kTuningColumns));
     while (s.step()) {
       TuningRecord t;
-      t.family = s.text(0);
-      t.problem_key = s.text(1);
-      t.device_fingerprint = s.text(2);
-      t.ktune_version = s.text(3);
-      t.winner_config = s.text(4);
-      t.candidates_json = s.text(5);
-      t.tuned_at = s.int64(6);
+      detail::read_tuning_columns(s, t);
       const std::string actual = detail::tuning_row_digest(t);
       if (m.problem.empty() && actual != s.text(7))
         m.problem = fmt::format("tuning row {} {} {}: its columns do not match its row digest", t.family,

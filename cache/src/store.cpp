@@ -187,20 +187,9 @@ void migrate_v1_to_v2(Connection& c) {
     Stmt rows(c, fmt::format("SELECT {} FROM binaries", detail::kBinaryColumns));
     while (rows.step()) {
       BinaryRecord r;
-      r.digest = rows.text(0);
-      r.family = rows.text(1);
-      r.name = rows.text(2);
-      r.arch = rows.text(3);
-      r.compiler = rows.text(4);
-      r.compiler_version = rows.text(5);
-      r.options = rows.text(6);
-      r.source_digest = rows.text(7);
-      r.ktune_version = rows.text(8);
-      r.schema_version = static_cast<int>(rows.int64(9));
-      r.entry_points = rows.text(10);
-      r.compile_ms = rows.real(12);
-      r.created_at = rows.int64(13);
-      digests.emplace_back(r.digest, detail::binary_row_digest(r, rows.text(11), rows.int64(14)));
+      int64_t blob_size = 0;
+      detail::read_binary_columns(rows, r, blob_size);
+      digests.emplace_back(r.digest, detail::binary_row_digest(r, r.blob_sha256, blob_size));
     }
     Stmt set(c, "UPDATE binaries SET row_digest = ? WHERE digest = ?");
     for (const auto& [digest, row_digest] : digests) {
@@ -210,17 +199,10 @@ void migrate_v1_to_v2(Connection& c) {
   }
   {
     std::vector<std::pair<int64_t, std::string>> digests;  // rowid, row digest
-    Stmt rows(c, "SELECT rowid, family, problem_key, device_fingerprint, ktune_version, winner_config, "
-                 "candidates_json, tuned_at FROM tuning");
+    Stmt rows(c, fmt::format("SELECT rowid, {} FROM tuning", detail::kTuningColumns));
     while (rows.step()) {
       TuningRecord t;
-      t.family = rows.text(1);
-      t.problem_key = rows.text(2);
-      t.device_fingerprint = rows.text(3);
-      t.ktune_version = rows.text(4);
-      t.winner_config = rows.text(5);
-      t.candidates_json = rows.text(6);
-      t.tuned_at = rows.int64(7);
+      detail::read_tuning_columns(rows, t, 1);
       digests.emplace_back(rows.int64(0), detail::tuning_row_digest(t));
     }
     Stmt set(c, "UPDATE tuning SET row_digest = ? WHERE rowid = ?");

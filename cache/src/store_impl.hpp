@@ -40,6 +40,12 @@ std::string binary_columns_with_row_digest(int schema_version);
 // Reads the kBinaryColumns of the statement's current row (columns 0-14) into `r` and `blob_size`.
 void read_binary_columns(const Stmt& s, BinaryRecord& r, int64_t& blob_size);
 
+// Column order shared by every query that reads a whole tuning row.
+inline constexpr const char* kTuningColumns =
+    "family, problem_key, device_fingerprint, ktune_version, winner_config, candidates_json, tuned_at";
+// Reads the kTuningColumns of the statement's current row, starting at column `first` (columns first..first+6).
+void read_tuning_columns(const Stmt& s, TuningRecord& r, int first = 0);
+
 // SHA-256 over every column of a binaries row except the blob and the row digest itself: its metadata,
 // blob_sha256 and blob_size. Length-prefixed, so no two different rows share an encoding.
 std::string binary_row_digest(const BinaryRecord& r, const std::string& blob_sha256, int64_t blob_size);

@@ -10,24 +10,32 @@ namespace ktune::cache {
 using detail::Stmt;
 using detail::WriteTransaction;
 
-namespace {
+using detail::kTuningColumns;
 
-constexpr const char* kTuningColumns =
-    "family, problem_key, device_fingerprint, ktune_version, winner_config, candidates_json, tuned_at";
+namespace detail {
+
+void read_tuning_columns(const Stmt& s, TuningRecord& r, int first) {
+  r.family = s.text(first);
+  r.problem_key = s.text(first + 1);
+  r.device_fingerprint = s.text(first + 2);
+  r.ktune_version = s.text(first + 3);
+  r.winner_config = s.text(first + 4);
+  r.candidates_json = s.text(first + 5);
+  r.tuned_at = s.int64(first + 6);
+}
+
+}  // namespace detail
+
+namespace {
 
 std::string select_columns(int schema_version) {
   return fmt::format("{}, {}", kTuningColumns, schema_version >= 2 ? "row_digest" : "''");
 }
 
+// kTuningColumns, then the row digest (column 7).
 TuningRecord read_tuning(const Stmt& s) {
   TuningRecord r;
-  r.family = s.text(0);
-  r.problem_key = s.text(1);
-  r.device_fingerprint = s.text(2);
-  r.ktune_version = s.text(3);
-  r.winner_config = s.text(4);
-  r.candidates_json = s.text(5);
-  r.tuned_at = s.int64(6);
+  detail::read_tuning_columns(s, r);
   r.row_digest = s.text(7);
   return r;
 }
