@@ -219,21 +219,9 @@ int main(int argc, char** argv) {
     combine();
   };
 
-  run_jit();
-  const std::vector<uint16_t> ref_out = in.out;
-  run_aot();
-  const double diff_aot = max_abs_diff_bf16(ref_out, in.out);
-  run_generic();
-  const double diff_gen = max_abs_diff_bf16(ref_out, in.out);
-
-  Timing tj{}, ta{}, tg{};
-  // Interleave the three (3 rounds) so drift in clocks or neighbours hits them alike; keep each one's best round.
-  for (int round = 0; round < 3; ++round) {
-    const Timing a = time_calls(run_jit, iters), b = time_calls(run_aot, iters), c = time_calls(run_generic, iters);
-    if (round == 0 || a.median_ms < tj.median_ms) tj = a;
-    if (round == 0 || b.median_ms < ta.median_ms) ta = b;
-    if (round == 0 || c.median_ms < tg.median_ms) tg = c;
-  }
+  const Variants v = time_variants(run_jit, run_aot, run_generic, in.out, iters);
+  const Timing &tj = v.jit, &ta = v.aot, &tg = v.generic;
+  const double diff_aot = v.diff_aot, diff_gen = v.diff_generic;
   const double flops = 2.0 * tokens * p.num_heads * double(p.topk) * (p.dim() + p.kv_lora_rank);
   const double ratio_aot = ta.median_ms / tj.median_ms, ratio_gen = tg.median_ms / tj.median_ms;
   const std::string tid = Runtime::host_target_id();

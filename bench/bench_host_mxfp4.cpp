@@ -158,21 +158,9 @@ int main(int argc, char** argv) {
   auto run_aot = [&] { pool.run(threads, items, 1, [&](int b, int e) { aot_gemm(dyn, hw, b, e); }); };
   auto run_generic = [&] { pool.run(threads, items, 1, [&](int b, int e) { gen_gemm(dyn, hw, b, e); }); };
 
-  run_jit();
-  const std::vector<uint16_t> ref_out = c;
-  run_aot();
-  const double diff_aot = max_abs_diff_bf16(ref_out, c);
-  run_generic();
-  const double diff_gen = max_abs_diff_bf16(ref_out, c);
-
-  Timing tj{}, ta{}, tg{};
-  // Interleave the three (3 rounds) so drift in clocks or neighbours hits them alike; keep each one's best round.
-  for (int round = 0; round < 3; ++round) {
-    const Timing x = time_calls(run_jit, iters), y = time_calls(run_aot, iters), z = time_calls(run_generic, iters);
-    if (round == 0 || x.median_ms < tj.median_ms) tj = x;
-    if (round == 0 || y.median_ms < ta.median_ms) ta = y;
-    if (round == 0 || z.median_ms < tg.median_ms) tg = z;
-  }
+  const Variants v = time_variants(run_jit, run_aot, run_generic, c, iters);
+  const Timing &tj = v.jit, &ta = v.aot, &tg = v.generic;
+  const double diff_aot = v.diff_aot, diff_gen = v.diff_generic;
   const double w_bytes = double(pw.size() + ps.size());
   const double flops = 2.0 * m * double(n) * k;
   const double ratio_aot = ta.median_ms / tj.median_ms, ratio_gen = tg.median_ms / tj.median_ms;

@@ -73,4 +73,30 @@ inline double max_abs_diff_bf16(const std::vector<uint16_t>& a, const std::vecto
   return m;
 }
 
+// The three builds of one host kernel (JIT-specialized, AOT with run-time shapes, JIT generic): each called once
+// and its output (`out`, which every call writes) compared with the JIT-specialized one's, then timed
+// interleaved (3 rounds of `iters` calls each, so drift in clocks or neighbours hits them alike), keeping each
+// one's best round.
+struct Variants {
+  Timing jit, aot, generic;
+  double diff_aot = 0, diff_generic = 0;  // largest |output - the JIT-specialized output|
+};
+template <class J, class A, class G>
+Variants time_variants(J&& run_jit, A&& run_aot, G&& run_generic, const std::vector<uint16_t>& out, int iters) {
+  Variants v;
+  run_jit();
+  const std::vector<uint16_t> ref = out;
+  run_aot();
+  v.diff_aot = max_abs_diff_bf16(ref, out);
+  run_generic();
+  v.diff_generic = max_abs_diff_bf16(ref, out);
+  for (int round = 0; round < 3; ++round) {
+    const Timing a = time_calls(run_jit, iters), b = time_calls(run_aot, iters), c = time_calls(run_generic, iters);
+    if (round == 0 || a.median_ms < v.jit.median_ms) v.jit = a;
+    if (round == 0 || b.median_ms < v.aot.median_ms) v.aot = b;
+    if (round == 0 || c.median_ms < v.generic.median_ms) v.generic = c;
+  }
+  return v;
+}
+
 }  // namespace host_bench
