@@ -2,9 +2,9 @@
 # The CLI refuses bad arguments up front and says why (ctest: cli_errors; no GPU, no compile): unknown arches
 # (sm_91) like malformed ones (90a), a warning for sm_90 (a Hopper runtime looks up sm_90a), stray positional
 # arguments, out-of-range integers (-j -1, --max-seq-len 1073741825), bad durations (--budget -5m), bad --devices
-# lists (0,0, -1, x, 99) and --workers without --arch host, empty values
-# (--problem ""), preset files that are too large or not regular files (/dev/zero), a preset op the family
-# rejects (named once, with the family's reason), `checked` in a preset problem (documented, accepted),
+# lists (0,0, -1, x, 99) and --workers without --arch host, empty values (--problem ""), ktune tune bucket
+# options the family does not tune (or lacks), preset files that are too large or not regular files (/dev/zero),
+# a preset op the family rejects (named once, with the family's reason), `checked` in a preset problem (documented, accepted),
 # `ktune --version`, and no --help text naming a doc that does not exist.
 # usage: cli_errors.sh KTUNE_BINARY SOURCE_DIR
 set -uo pipefail
@@ -88,6 +88,13 @@ expect 2 "--max-batch: expected an integer in 1..1073741824, got 99999999999" --
   cache check --preset "$small" --max-batch 99999999999
 expect 2 "--batch: expected an integer in 1..1073741824" -- \
   tune --family xqa_decode --problem d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none --batch 2147483647
+# ktune tune takes exactly the family's tuning dims.
+expect 2 "--max-seq-len is required: xqa_decode tunes --batch and --max-seq-len" -- \
+  tune --family xqa_decode --problem d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none --batch 2
+expect 2 "--max-seq-len: sparse_mla_decode has no seq_len bucket \(sparse_mla_decode tunes --batch\)" -- \
+  tune --family sparse_mla_decode --problem h16.r512.d64.k256.p64.bf16-fp8ds.q1 --batch 2 --max-seq-len 4096
+expect 2 "--tokens is required: mxfp4_gemm tunes --tokens" -- \
+  tune --family mxfp4_gemm --problem n256.k128.bf16-bf16 --arch host
 # The same bound inside a preset file (a library error: exit 1).
 sed 's/"max": 1024}/"max": 1073741825}/' "$small" >"$tmp/huge-seq.json"
 expect 1 "buckets.seq_len.max: expected an integer in 1024..1073741824, got 1073741825" -- \

@@ -1,5 +1,8 @@
 // ktune tune: tune one key on this GPU and print every candidate's time.
+#include <algorithm>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "args.hpp"
 #include "autotune/buckets.hpp"
@@ -17,13 +20,38 @@
 namespace ktune::cli {
 namespace {
 
-const char* kHelp = R"(usage: ktune tune --family F (--problem KEY | --config JSON) --batch N --max-seq-len N [--tokens M]
+const char* kHelp = R"(usage: ktune tune --family F (--problem KEY | --config JSON) [--batch N] [--max-seq-len N] [--tokens M]
                   [--arch host] [--no-persist] [--cache PATH] [--json]
   Tunes one key on GPU 0: compiles every candidate config, measures each on rotating random inputs (median of
   samples, re-measured while noisy), picks the first within 2% of the fastest, stores the whole table with the
-  device fingerprint, and prints it. Batch and seq len are rounded up to their power-of-two buckets.
+  device fingerprint, and prints it. The key's buckets are the family's tuning dims, each given by its option
+  and rounded up to a power of two: batch (--batch), seq_len (--max-seq-len), tokens (--tokens); e.g.
+  xqa_decode takes --batch and --max-seq-len, sparse_mla_decode --batch, mxfp4_gemm --tokens.
   --arch host: tunes on this CPU through the LLVM backend instead (host fingerprint, host measurement).
 )";
+
+// A tuning dim and the option that gives its bucket.
+struct DimFlag {
+  const char* dim;
+  const char* flag;
+};
+constexpr DimFlag kDimFlags[] = {{"batch", "batch"}, {"seq_len", "max-seq-len"}, {"tokens", "tokens"}};
+
+// Exactly the options of the family's tuning dims: a missing one, or one for a dim the family does not tune, is a
+// usage error that says which the family takes.
+void check_bucket_flags(const FamilyInfo& fam, const Args& args) {
+  std::vector<std::string> wanted;
+  for (const DimFlag& d : kDimFlags)
+    if (std::find(fam.tuning_dims.begin(), fam.tuning_dims.end(), d.dim) != fam.tuning_dims.end())
+      wanted.push_back(std::string("--") + d.flag);
+  const std::string takes = fmt::format("{} tunes {}", fam.name, fmt::join(wanted, " and "));
+  for (const DimFlag& d : kDimFlags) {
+    const bool tuned = std::find(fam.tuning_dims.begin(), fam.tuning_dims.end(), d.dim) != fam.tuning_dims.end();
+    if (tuned && !args.has(d.flag)) throw UsageError(fmt::format("--{} is required: {}", d.flag, takes));
+    if (!tuned && args.has(d.flag))
+      throw UsageError(fmt::format("--{}: {} has no {} bucket ({})", d.flag, fam.name, d.dim, takes));
+  }
+}
 
 }  // namespace
 
@@ -47,6 +75,7 @@ int cmd_tune(const std::vector<std::string>& argv) {
   if (args.has("max-seq-len"))
     buckets.emplace_back("l", bucket_pow2_ceil(args.get_int("max-seq-len", 1, 1, kMaxBucket)));
   if (args.has("tokens")) buckets.emplace_back("m", bucket_pow2_ceil(args.get_int("tokens", 1, 1, kMaxBucket)));
+  check_bucket_flags(fam, args);
   if (!host) {
     if (system_info().devices.empty())
       throw UsageError("tune needs a GPU (use ktune compile to build without one, or --arch host)");
