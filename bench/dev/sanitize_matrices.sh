@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# compute-sanitizer memcheck, racecheck and synccheck over the GPU matrices of the families a kernel change
+# touched, side by side on the one GPU (memcheck and racecheck sharded with KTUNE_TEST_SHARD), with the pack of
+# bench/run_h200.sh. H200:
+#   OUT=... LIMIT=SECONDS bash bench/dev/sanitize_matrices.sh xqa sparse_mla
+# Writes $OUT/<tool>-<tag>[-shard].txt and prints each process's summary line and exit status (0 = clean). Racecheck is
+# the slowest: over xqa and sparse_mla (12 processes on one GPU) it needed more than 320 s on an H100; give LIMIT 500.
+set -uo pipefail
+: "${OUT:?set OUT to a folder for the logs}"
+PACK=${PACK:-h200pack}
+P=$PWD/$PACK
+LIMIT=${LIMIT:-400}
+for z in "$P"/*.db.gz; do [[ -e ${z%.gz} ]] || gunzip -k "$z"; done
+# A writable copy of the pack's cache, JIT allowed: the tests beside the matrices compile the few kernels the pack
+# does not hold (with KTUNE_JIT=0 they fail on the miss, which is not what is being checked).
+DB=/tmp/ktune-sanitize-matrices.db
+rm -f "$DB" "$DB-wal" "$DB-shm" && cp "$P/all.db" "$DB"
+export LD_LIBRARY_PATH=$P/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64 KTUNE_CACHE=$DB
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+declare -A pids
+run() {  # run NAME TOOL SHARD TAG
+  KTUNE_TEST_SHARD=$3 timeout --signal=INT --kill-after=5 "$LIMIT" "$CS" --tool "$2" --error-exitcode 9 \
+    "$P/bin/ktune_tests" "[gpu][$4]" >"$OUT/$1.txt" 2>&1 &
+  pids[$1]=$!
+}
+for tag in "$@"; do
+  for s in 0 1; do run "memcheck-$tag-$s" memcheck "$s/2" "$tag"; done
+  run "synccheck-$tag" synccheck 0/1 "$tag"
+  for s in 0 1 2; do run "racecheck-$tag-$s" racecheck "$s/3" "$tag"; done
+done
+for k in $(printf '%s\n' "${!pids[@]}" | sort); do
+  wait "${pids[$k]}"
+  echo "| $k | exit $? | $(grep -hE "RACECHECK SUMMARY|ERROR SUMMARY|^test cases|MATRIX" "$OUT/$k.txt" | tr '\n' ' ') |"
+done
