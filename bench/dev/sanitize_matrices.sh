@@ -4,7 +4,7 @@
 # bench/run_h200.sh. H200:
 #   OUT=... LIMIT=SECONDS bash bench/dev/sanitize_matrices.sh xqa sparse_mla
 # Writes $OUT/<tool>-<tag>[-shard].txt and prints each process's summary line and exit status (0 = clean). Racecheck is
-# the slowest: over xqa and sparse_mla (12 processes on one GPU) it needed more than 320 s on an H100; give LIMIT 500.
+# the slowest: over xqa and sparse_mla (14 processes on one GPU) it needed more than 320 s on an H100; give LIMIT 500.
 set -uo pipefail
 : "${OUT:?set OUT to a folder for the logs}"
 PACK=${PACK:-h200pack}
@@ -26,7 +26,7 @@ run() {  # run NAME TOOL SHARD TAG
 for tag in "$@"; do
   for s in 0 1; do run "memcheck-$tag-$s" memcheck "$s/2" "$tag"; done
   run "synccheck-$tag" synccheck 0/1 "$tag"
-  for s in 0 1 2; do run "racecheck-$tag-$s" racecheck "$s/3" "$tag"; done
+  for s in 0 1 2 3; do run "racecheck-$tag-$s" racecheck "$s/4" "$tag"; done
 done
 for k in $(printf '%s\n' "${!pids[@]}" | sort); do
   wait "${pids[$k]}"
