@@ -161,6 +161,14 @@ struct supports_pdl : std::false_type {};
 template <class Spec>
 struct supports_pdl<Spec, std::void_t<decltype(Spec::kPdl)>> : std::bool_constant<Spec::kPdl> {};
 
+// The stream for a call's second kernel (the split-KV combine), which reads only what the call's first kernel
+// wrote: launched programmatically dependent on sm_90+ whatever Op::set_pdl says, since its pdl_wait() orders it
+// after that kernel, and the first kernel releases it once its loads are done; its launch then overlaps the first
+// kernel's tail instead of following it.
+inline LaunchStream within_call(const LaunchStream& s, const internal::DeviceFacts& dev) {
+  return {s.stream, dev.arch.major >= 9};
+}
+
 // Families whose problem-only kernels live in a shared module declare OpSpec::kSharedModule = true.
 template <class Spec, class = void>
 struct has_shared_module : std::false_type {};
