@@ -702,10 +702,27 @@ __global__ void __launch_bounds__(Traits<S>::sh.threads, Traits<S>::sh.min_block
   decode_body<S>(p);
 }
 
-// Merges the split partials of one (token, head) row per CTA: grid (num_heads, num_tokens), 128 threads.
+// Merges the split partials of one (token, head) row per CTA: grid (num_heads, num_tokens), 128 threads, each
+// owning LAT / 128 consecutive columns. The partials sit in L2 (the decode kernel just wrote them), so the merge
+// is bound by load latency: each thread issues the loads of kSplitBatch splits (one vector load per split) before
+// it merges any of them, in split order, so the sums are the same as one split at a time.
+template <int N>
+KT_DEV void load_partial(const float* src, float (&dst)[N]) {
+  if constexpr (N == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(src);  // 16-byte aligned: LAT / 128 = 4 floats per thread
+    dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
+  } else if constexpr (N == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(src);
+    dst[0] = v.x, dst[1] = v.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = src[i];
+  }
+}
+
 template <class S>
 __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Params p) {
-  constexpr int LAT = S::kLat, H = S::kNumHeads, VPT = LAT / 128;
+  constexpr int LAT = S::kLat, H = S::kNumHeads, VPT = LAT / 128, kSplitBatch = 8;
   const int head = blockIdx.x, token = blockIdx.y, tid = threadIdx.x;
   kc::pdl_wait();  // the partials of the decode kernel before it
   const int ns = p.num_splits;
@@ -713,15 +730,25 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Pa
   const float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + row * ns * 2;
   const float* po = p.workspace + row * ns * LAT + tid * VPT;
   float M = kc::neg_inf();
+#pragma unroll 8
   for (int s = 0; s < ns; ++s) M = fmaxf(M, ml[2 * s]);
   float L = 0.f, acc[VPT];
 #pragma unroll
   for (int v = 0; v < VPT; ++v) acc[v] = 0.f;
-  for (int s = 0; s < ns; ++s) {
-    const float w = kc::merge_weight(ml[2 * s], M);
-    L += w * ml[2 * s + 1];
+#pragma unroll 1
+  for (int s0 = 0; s0 < ns; s0 += kSplitBatch) {
+    float x[kSplitBatch][VPT];
 #pragma unroll
-    for (int v = 0; v < VPT; ++v) acc[v] += w * po[(long long)s * LAT + v];
+    for (int u = 0; u < kSplitBatch; ++u)
+      if (s0 + u < ns) load_partial(po + (long long)(s0 + u) * LAT, x[u]);
+#pragma unroll
+    for (int u = 0; u < kSplitBatch; ++u) {
+      if (s0 + u >= ns) break;
+      const float w = kc::merge_weight(ml[2 * (s0 + u)], M);
+      L += w * ml[2 * (s0 + u) + 1];
+#pragma unroll
+      for (int v = 0; v < VPT; ++v) acc[v] += w * x[u][v];
+    }
   }
   const kc::RowFinal f =
       kc::finalize_row(M, L, p.sinks != nullptr, p.sinks != nullptr ? p.sinks[head] : 0.f, 1.f);

@@ -175,27 +175,45 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
     int j = i / PPT;
     if (j < ntiles) s_pages[i] = page_entry(t_begin + j, i % PPT);
   }
-  for (int i = tid; i < CROWS * (D / 2); i += NTHR) {
-    const int r = i / (D / 2), c = (i % (D / 2)) * 2;
-    const int rg = mg * CROWS + r, qi = rg / G, gh = rg % G;
-    float v0 = 0.f, v1 = 0.f;
-    if (rg < sh.rows && qi < n) {
+  // Q: each thread's pairs of values, kQBatch pairs' loads issued before any of their stores (a shared-memory
+  // store through a generic pointer between two loads keeps the compiler from moving the second load above it, so
+  // one pair per store would wait one memory latency per pair).
+  constexpr int kQPairs = CROWS * (D / 2), kQIters = (kQPairs + NTHR - 1) / NTHR;
+  constexpr int kQBatch = kQIters < 8 ? kQIters : 8;
+  // Every (thread, iteration) of every batch holds a pair: no bounds test in the loops.
+  constexpr bool kWholeBatches = kQPairs % NTHR == 0 && kQIters % kQBatch == 0;
+#pragma unroll 1
+  for (int u0 = 0; u0 < kQIters; u0 += kQBatch) {
+    float qv[kQBatch][2];
+#pragma unroll
+    for (int u = 0; u < kQBatch; ++u) {
+      const int i = tid + (u0 + u) * NTHR;
+      const int r = i / (D / 2), c = (i % (D / 2)) * 2;
+      const int rg = mg * CROWS + r, qi = rg / G, gh = rg % G;
+      const bool ok = (kWholeBatches || i < kQPairs) && rg < sh.rows && qi < n;
       const long long off = (long long)(q_start + qi) * q_st + (long long)(kvh * G + gh) * q_sh + c;
-      v0 = kc::to_float(S::kQType, p.q, off);
-      v1 = kc::to_float(S::kQType, p.q, off + 1);
+      qv[u][0] = ok ? kc::to_float(S::kQType, p.q, off) : 0.f;
+      qv[u][1] = ok ? kc::to_float(S::kQType, p.q, off + 1) : 0.f;
     }
-    if (!kBF) {  // fp16 mma: keep bf16 / large values finite
-      v0 = fminf(fmaxf(v0, -65504.f), 65504.f);
-      v1 = fminf(fmaxf(v1, -65504.f), 65504.f);
+#pragma unroll
+    for (int u = 0; u < kQBatch; ++u) {
+      const int i = tid + (u0 + u) * NTHR;
+      if (!kWholeBatches && i >= kQPairs) continue;
+      const int r = i / (D / 2), c = (i % (D / 2)) * 2;
+      float v0 = qv[u][0], v1 = qv[u][1];
+      if (!kBF) {  // fp16 mma: keep bf16 / large values finite
+        v0 = fminf(fmaxf(v0, -65504.f), 65504.f);
+        v1 = fminf(fmaxf(v1, -65504.f), 65504.f);
+      }
+      int cs = c;
+      if (kKV8) {  // permuted k order matching the e4m3 K fragments: col 4t+i -> 2t+i, 4t+2+i -> 8+2t+i
+        const int cb = c & 15;
+        cs = (c & ~15) | ((cb & 2) ? 8 : 0) | ((cb >> 2) * 2);
+      }
+      const int ch = cs >> 3;
+      const int qoff = kWG ? wg_off<CROWS>(r, ch) : (r * (D / 8) + (ch ^ (r & 7))) * 16;
+      *reinterpret_cast<unsigned*>(smem + sh.off_q + qoff + (cs & 7) * 2) = kc::pack_x2<kBF>(v0, v1);
     }
-    int cs = c;
-    if (kKV8) {  // permuted k order matching the e4m3 K fragments: col 4t+i -> 2t+i, 4t+2+i -> 8+2t+i
-      const int cb = c & 15;
-      cs = (c & ~15) | ((cb & 2) ? 8 : 0) | ((cb >> 2) * 2);
-    }
-    const int ch = cs >> 3;
-    const int qoff = kWG ? wg_off<CROWS>(r, ch) : (r * (D / 8) + (ch ^ (r & 7))) * 16;
-    *reinterpret_cast<unsigned*>(smem + sh.off_q + qoff + (cs & 7) * 2) = kc::pack_x2<kBF>(v0, v1);
   }
   if constexpr (kWG) kc::fence_proxy_async();  // Q is read by wgmma
   __syncthreads();
