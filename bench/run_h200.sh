@@ -297,9 +297,11 @@ part_readme() {
   step readme_story 300 bash tests/readme/readme_story.sh
 }
 
-echo "ktune H200 run $(date -u +%Y-%m-%dT%H:%M:%SZ), binaries of commit $(cat "$P/commit.txt" 2>/dev/null || echo '? (pack without commit.txt)')," \
-  "tree $(git rev-parse --short HEAD 2>/dev/null || echo ?), pack $PACK, parts: $*"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
+# The header names the card: the device tool may lend an H100 where an H200 was asked for, and the two are timed
+# apart.
+HEADER="ktune GPU run $(date -u +%Y-%m-%dT%H:%M:%SZ), binaries of commit $(cat "$P/commit.txt" 2>/dev/null || echo '? (pack without commit.txt)'), tree $(git rev-parse --short HEAD 2>/dev/null || echo ?), pack $PACK, parts: $*
+device: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader)"
+echo "$HEADER"
 for part in "$@"; do
   if ! declare -F "part_$part" >/dev/null; then
     echo "unknown part '$part' (expected tests xqa mla mxfp4 dispatch tune devices python sanitize shipping engine readme)"
@@ -309,6 +311,8 @@ for part in "$@"; do
 done
 
 {
+  echo "$HEADER"
+  echo
   echo "| step | exit | time / summary |"
   echo "| --- | --- | --- |"
   printf '%s\n' "${ROWS[@]}"

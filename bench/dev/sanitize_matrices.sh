@@ -17,6 +17,7 @@ DB=/tmp/ktune-sanitize-matrices.db
 rm -f "$DB" "$DB-wal" "$DB-shm" && cp "$P/all.db" "$DB"
 export LD_LIBRARY_PATH=$P/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64 KTUNE_CACHE=$DB
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), pack $(cat "$P/commit.txt" 2>/dev/null || echo ?)"
 declare -A pids
 run() {  # run NAME TOOL SHARD TAG
   KTUNE_TEST_SHARD=$3 timeout --signal=INT --kill-after=5 "$LIMIT" "$CS" --tool "$2" --error-exitcode 9 \
