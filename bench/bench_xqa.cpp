@@ -1,6 +1,8 @@
 // xqa_decode through the runtime on the bench shapes (rows()): effective KV bytes read per second.
 //   bench_xqa prepare --cache FILE [--arch sm_90a]   compile every candidate kernel into FILE (no GPU needed)
-//   bench_xqa run [--json OUT] [--reps N]            needs a GPU; cache from KTUNE_CACHE
+//   bench_xqa run [--json OUT] [--reps N] [--rows TEXT] [--own-only]
+//                                                    needs a GPU; cache from KTUNE_CACHE; only the rows whose
+//                                                    label contains TEXT; --own-only: only the launch's choice
 // Per row: the tuning workload (autotune/xqa_workload.cpp: random inputs, shuffled block tables, rotating
 // copies > 2x L2) for b = batch, l = seq_len; every candidate config (the launch's own choice first, then a few
 // measured alternatives) is loaded, warmed up, then timed with CUDA events around each call (decode + combine
@@ -122,7 +124,7 @@ struct Measured {
   std::string error;
 };
 
-int run(const std::string& json_out, int reps) {
+int run(const std::string& json_out, int reps, const std::string& only_rows, bool own_only) {
   use_device(0);
   Runtime rt(RuntimeOptions::from_env());
   const Arch arch = rt.current_arch();
@@ -136,12 +138,15 @@ int run(const std::string& json_out, int reps) {
   };
   std::vector<Summary> summary;
   for (const Row& r : rows()) {
+    if (r.label.find(only_rows) == std::string::npos) continue;
     const Problem p = problem_of(r);
     const double kvb = kv_bytes(p, r);
     const XqaDecodePlan own = xqa_decode_plan(rt, p, r.batch, r.seq_len);
     auto workload = autotune::workload_factory("xqa_decode")(rt, p.key(), {{"b", r.batch}, {"l", r.seq_len}});
     std::vector<Measured> ms;
-    for (const std::string& cfg : candidates(p, r, arch, own.config)) {
+    std::vector<std::string> configs = candidates(p, r, arch, own.config);
+    if (own_only) configs.resize(1);
+    for (const std::string& cfg : configs) {
       Measured m;
       m.config = cfg;
       m.source = cfg == own.config ? own.source : "candidate";
@@ -210,13 +215,16 @@ int run(const std::string& json_out, int reps) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_xqa prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N]\n");
+    std::fprintf(stderr, "usage: bench_xqa prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N] [--rows TEXT] "
+                         "[--own-only]\n");
     return 2;
   }
   const std::string mode = argv[1];
   try {
     if (mode == "prepare") return prepare(arg(argc, argv, "cache", "bench_xqa.db"), Arch::parse(arg(argc, argv, "arch", "sm_90a")));
-    if (mode == "run") return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "60"))));
+    if (mode == "run")
+      return run(arg(argc, argv, "json", ""), std::max(5, std::stoi(arg(argc, argv, "reps", "60"))),
+                 arg(argc, argv, "rows", ""), bench::flag(argc, argv, "own-only"));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_xqa: %s\n", e.what());
     return 1;
