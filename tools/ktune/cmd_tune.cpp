@@ -40,13 +40,15 @@ constexpr DimFlag kDimFlags[] = {{"batch", "batch"}, {"seq_len", "max-seq-len"},
 // Exactly the options of the family's tuning dims: a missing one, or one for a dim the family does not tune, is a
 // usage error that says which the family takes.
 void check_bucket_flags(const FamilyInfo& fam, const Args& args) {
+  auto tunes = [&](const DimFlag& d) {
+    return std::find(fam.tuning_dims.begin(), fam.tuning_dims.end(), d.dim) != fam.tuning_dims.end();
+  };
   std::vector<std::string> wanted;
   for (const DimFlag& d : kDimFlags)
-    if (std::find(fam.tuning_dims.begin(), fam.tuning_dims.end(), d.dim) != fam.tuning_dims.end())
-      wanted.push_back(std::string("--") + d.flag);
+    if (tunes(d)) wanted.push_back(std::string("--") + d.flag);
   const std::string takes = fmt::format("{} tunes {}", fam.name, fmt::join(wanted, " and "));
   for (const DimFlag& d : kDimFlags) {
-    const bool tuned = std::find(fam.tuning_dims.begin(), fam.tuning_dims.end(), d.dim) != fam.tuning_dims.end();
+    const bool tuned = tunes(d);
     if (tuned && !args.has(d.flag)) throw UsageError(fmt::format("--{} is required: {}", d.flag, takes));
     if (!tuned && args.has(d.flag))
       throw UsageError(fmt::format("--{}: {} has no {} bucket ({})", d.flag, fam.name, d.dim, takes));
