@@ -271,10 +271,7 @@ int run(const std::string& json_out, int reps, const std::string& only) {
   fmt::print("copy {:.2f} TB/s; compiles while timing: {}; total compiles this run: {}\n", ts.copy, timing_compiles,
              s.compiles);
   if (!json_out.empty())
-    std::ofstream(json_out) << Json::object()
-                                   .set("bench", "mxfp4_gemm").set("device", ts.dev.name).set("arch", arch.str())
-                                   .set("sm_count", ts.dev.sm_count).set("driver", ts.sys.driver_version)
-                                   .set("nvrtc", ts.sys.nvrtc_version).set("reps", reps).set("copy_tbs", ts.copy)
+    std::ofstream(json_out) << ts.json_header("mxfp4_gemm", arch, reps)
                                    .set("compiles", s.compiles).set("cache_hits", s.cache_hits)
                                    .set("rows", std::move(row_json))
                                    .dump()

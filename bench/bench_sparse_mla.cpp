@@ -179,10 +179,7 @@ int run(const std::string& json_out, int reps, const std::string& only_rows, boo
                s.row.bar_tflops > 0 ? fmt::format("{:.0f} TFLOP/s", s.row.bar_tflops) : "-");
   fmt::print("copy {:.2f} TB/s; compiles in this process: {}\n", ts.copy, st.compiles);
   if (!json_out.empty())
-    std::ofstream(json_out) << Json::object()
-                                   .set("bench", "sparse_mla_decode").set("device", ts.dev.name).set("arch", arch.str())
-                                   .set("sm_count", ts.dev.sm_count).set("driver", ts.sys.driver_version)
-                                   .set("nvrtc", ts.sys.nvrtc_version).set("reps", reps).set("copy_tbs", ts.copy)
+    std::ofstream(json_out) << ts.json_header("sparse_mla_decode", arch, reps)
                                    .set("compiles", st.compiles).set("loads", st.loads).set("rows", std::move(row_json))
                                    .dump()
                             << "\n";

@@ -200,10 +200,7 @@ int run(const std::string& json_out, int reps, const std::string& only_rows, boo
   for (const Summary& s : summary) timing_loads += s.chosen.loads_during + s.best.loads_during;
   fmt::print("compiles while timing: {}, loads while timing: {}\n", timing_compiles, timing_loads);
   if (!json_out.empty()) {
-    std::ofstream(json_out) << Json::object()
-                                   .set("bench", "xqa_decode").set("device", ts.dev.name).set("arch", arch.str())
-                                   .set("sm_count", ts.dev.sm_count).set("driver", ts.sys.driver_version)
-                                   .set("nvrtc", ts.sys.nvrtc_version).set("reps", reps).set("copy_tbs", ts.copy)
+    std::ofstream(json_out) << ts.json_header("xqa_decode", arch, reps)
                                    .set("stats", stats_json(final_stats)).set("rows", std::move(row_json))
                                    .dump()
                             << "\n";

@@ -16,6 +16,7 @@
 #include "autotune/workload.hpp"
 #include "bench_args.hpp"
 #include "driver_api.hpp"
+#include "ktune/cache/json.hpp"
 #include "ktune/device.hpp"
 #include "ktune/runtime.hpp"
 
@@ -151,6 +152,13 @@ struct TimingSession {
     fmt::print("device {} ({}), {} SMs; copy (cuMemcpyDtoD 2 GiB, read+write) {:.2f} TB/s\n", dev.name, arch.str(),
                dev.sm_count, copy);
     std::fflush(stdout);
+  }
+  // The members every kernel bench's JSON opens with: the bench, the device it ran on and the copy rate beside it.
+  cache::Json json_header(const char* bench, const Arch& arch, int reps) const {
+    cache::Json j = cache::Json::object();
+    j.set("bench", bench).set("device", dev.name).set("arch", arch.str()).set("sm_count", dev.sm_count);
+    j.set("driver", sys.driver_version).set("nvrtc", sys.nvrtc_version).set("reps", reps).set("copy_tbs", copy);
+    return j;
   }
   ~TimingSession() {
     for (CUevent e : ev)
