@@ -212,8 +212,8 @@ int run(const std::string& json_out, int reps, const std::string& only_rows, boo
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_xqa prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N] [--rows TEXT] "
-                         "[--own-only]\n");
+    std::fprintf(stderr, "usage: bench_xqa prepare --cache FILE [--arch sm_90a] | run [--json OUT] [--reps N] "
+                         "[--rows TEXT] [--own-only]\n");
     return 2;
   }
   const std::string mode = argv[1];

@@ -161,12 +161,16 @@ struct supports_pdl : std::false_type {};
 template <class Spec>
 struct supports_pdl<Spec, std::void_t<decltype(Spec::kPdl)>> : std::bool_constant<Spec::kPdl> {};
 
+// griddepcontrol exists from sm_90 on; below it no launch carries the programmatic-dependent-launch attribute
+// (the kernels' waits compile to nothing there).
+inline bool has_griddepcontrol(const internal::DeviceFacts& dev) { return dev.arch.major >= 9; }
+
 // The stream for a call's second kernel (the split-KV combine), which reads only what the call's first kernel
 // wrote: launched programmatically dependent on sm_90+ whatever Op::set_pdl says, since its pdl_wait() orders it
 // after that kernel, and the first kernel releases it once its loads are done; its launch then overlaps the first
 // kernel's tail instead of following it.
 inline LaunchStream within_call(const LaunchStream& s, const internal::DeviceFacts& dev) {
-  return {s.stream, dev.arch.major >= 9};
+  return {s.stream, has_griddepcontrol(dev)};
 }
 
 // Families whose problem-only kernels live in a shared module declare OpSpec::kSharedModule = true.
@@ -379,8 +383,7 @@ void Op<Family>::run(const Args& a, void* stream) const {
   const auto& r = entry->resolved;
   pipeline::check_workspace<Spec>(a, r);
   void* report = st.checked ? st.rt->device_report() : nullptr;
-  // griddepcontrol exists from sm_90 on; below it the attribute is not set (the kernels' waits are no-ops).
-  const bool pdl = st.pdl.load(std::memory_order_relaxed) && r.dev->arch.major >= 9;
+  const bool pdl = st.pdl.load(std::memory_order_relaxed) && pipeline::has_griddepcontrol(*r.dev);
   Spec::launch(*r.kernel, st.problem, r, a, LaunchStream{stream, pdl}, report);
 }
 

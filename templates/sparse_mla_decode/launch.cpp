@@ -75,8 +75,10 @@ struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, S
     ktune_mla::Params prm = mla::kernel_params(p, a, r.splits, static_cast<float*>(a.workspace));
     prm.report = static_cast<ktune_common::DeviceReport*>(report);
     ktune::launch(kernel, 0, mla::decode_dims(p, r.config, a.num_tokens, r.splits), stream, prm);
-    if (r.splits > 1)
-      ktune::launch(*r.shared, mla::kCombineEntry, mla::combine_dims(p, a.num_tokens), within_call(stream, *r.dev), prm);
+    if (r.splits > 1) {
+      const LaunchStream merge = within_call(stream, *r.dev);
+      ktune::launch(*r.shared, mla::kCombineEntry, mla::combine_dims(p, a.num_tokens), merge, prm);
+    }
   }
 };
 

@@ -184,8 +184,10 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     ktune_xqa::Params prm = xqa::kernel_params(p, a, r.splits, static_cast<float*>(a.workspace));
     prm.report = static_cast<ktune_common::DeviceReport*>(report);
     ktune::launch(kernel, 0, xqa::decode_dims(p, r.config, a.batch, r.splits), stream, prm);
-    if (r.splits > 1)
-      ktune::launch(*r.shared, xqa::kCombineEntry, xqa::combine_dims(p, r.config, a.batch), within_call(stream, *r.dev), prm);
+    if (r.splits > 1) {
+      const LaunchStream merge = within_call(stream, *r.dev);
+      ktune::launch(*r.shared, xqa::kCombineEntry, xqa::combine_dims(p, r.config, a.batch), merge, prm);
+    }
   }
 };
 
