@@ -3,6 +3,7 @@
 // rotating copies of the inputs a GPU or host workload keeps so that back-to-back calls read memory, not cache.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ktune/device.hpp"
 #include "ktune/family.hpp"
 #include "ktune_internal/gpu.hpp"
 
@@ -55,5 +57,27 @@ int gpu_copies(double copy_bytes, int max_copies, const char* who, const std::st
 // Rotating copies for a host workload: enough that their total exceeds 64 MiB (more than a CPU's last-level
 // cache), at most max_copies, at least one.
 int host_copies(size_t copy_bytes, int max_copies);
+
+// A split call's device workspace, which only grows: `bytes` more than it holds reallocates it and points the
+// call's arguments (workspace, workspace_bytes) at the new buffer. `what` names the allocation in an error.
+template <class Args>
+void grow_workspace(internal::DeviceBuffer& workspace, size_t bytes, Args& args, const char* what) {
+  if (bytes == 0 || (workspace.get() && bytes <= workspace.bytes())) return;
+  workspace = internal::DeviceBuffer(bytes, what);
+  args.workspace = workspace.get();
+  args.workspace_bytes = bytes;
+}
+
+// The largest workspace that any candidate of the family's search space which this device can run plans for
+// the key: planned_bytes(config key) -> bytes. search_space and can_implement are the family's, found by
+// argument-dependent lookup on the Problem as the launch pipeline finds them.
+template <class Problem, class PlannedBytes>
+size_t largest_candidate_workspace(const Problem& p, const Arch& arch, PlannedBytes&& planned_bytes) {
+  size_t bytes = 0;
+  const DeviceLimits lim = device_limits(internal::current_device_ordinal());
+  for (const auto& c : search_space(p, arch))
+    if (can_implement(p, c, arch, lim).empty()) bytes = std::max(bytes, size_t(planned_bytes(c.key().c_str())));
+  return bytes;
+}
 
 }  // namespace ktune::autotune::workload_support

@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "autotune/host_workload.hpp"
+#include "autotune/rotating_workload.hpp"
 #include "autotune/workload_support.hpp"
 #include "ktune/error.hpp"
 #include "ktune/mxfp4_gemm_host.hpp"
@@ -43,11 +43,17 @@ ZeroedBytes zeroed(size_t bytes) {
   return ZeroedBytes(static_cast<unsigned char*>(p));
 }
 
-class Mxfp4HostWorkload final : public Workload {
+struct Mxfp4HostCopy {
+  ZeroedBytes w, s;
+  std::vector<unsigned char> a;
+};
+
+class Mxfp4HostWorkload final : public RotatingWorkload<Problem, Mxfp4Inputs, Mxfp4HostCopy> {
  public:
   Mxfp4HostWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
-      : rt_(rt), p_(Problem::from_key(problem_key)), seed_(std::random_device{}()),
-        in_(mxfp4_inputs(p_, buckets, kWho, kMaxTokens, false, seed_)) {
+      : RotatingWorkload(rt, problem_key, [&](const Problem& p, uint64_t seed) {
+          return mxfp4_inputs(p, buckets, kWho, kMaxTokens, false, seed);
+        }) {
     allocate();
   }
 
@@ -62,8 +68,7 @@ class Mxfp4HostWorkload final : public Workload {
   }
 
   void launch(const std::string& config, void*) override {
-    Copy& c = copies_[next_];
-    next_ = (next_ + 1) % copies_.size();
+    const Mxfp4HostCopy& c = next_copy();
     Mxfp4GemmArgs a;
     a.a = c.a.data();
     a.weight = Mxfp4Weight{mxfp4::packed_layout_version(), p_.n, p_.k, p_.num_experts, c.w.get(), c.s.get()};
@@ -74,21 +79,13 @@ class Mxfp4HostWorkload final : public Workload {
     mxfp4_gemm_host(rt_, p_, a, 0);
   }
 
-  double bytes_per_call() const override { return in_.bytes_per_call; }
-  double flops_per_call() const override { return in_.flops_per_call; }
-
  private:
-  struct Copy {
-    ZeroedBytes w, s;
-    std::vector<unsigned char> a;
-  };
-
   void allocate() {
     const size_t we = in_.expert_weight_bytes, se = in_.expert_scale_bytes;
     const int copies = ws::host_copies(in_.experts_used.size() * (we + se) + in_.a_bytes, kMaxCopies);
     const Mxfp4WeightPools pools = mxfp4_weight_pools(kPoolBytes, seed_ + 1);
     for (int i = 0; i < copies; ++i) {
-      Copy c;
+      Mxfp4HostCopy c;
       c.w = zeroed(we * p_.num_experts);
       c.s = zeroed(se * p_.num_experts);
       for (int e : in_.experts_used) {
@@ -101,12 +98,6 @@ class Mxfp4HostWorkload final : public Workload {
     out_.assign(in_.c_bytes / 2, 0);
   }
 
-  Runtime& rt_;
-  Problem p_;
-  uint64_t seed_;
-  Mxfp4Inputs in_;
-  std::vector<Copy> copies_;
-  size_t next_ = 0;
   std::vector<uint16_t> out_;
 };
 

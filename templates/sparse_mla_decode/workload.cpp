@@ -3,16 +3,14 @@
 // launches gather from HBM. Values are random (never zeros); fp8_ds_mla rows carry real per-tile scales.
 #include <algorithm>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "autotune/workload.hpp"
+#include "autotune/rotating_workload.hpp"
 #include "autotune/workload_support.hpp"
 #include "common/numerics.cuh"
-#include "ktune/device.hpp"
 #include "ktune/sparse_mla_decode.hpp"
 #include "ktune_internal/gpu.hpp"
 #include "sparse_mla_decode/family.hpp"
@@ -32,30 +30,32 @@ constexpr const char* kAlloc = "cuMemAlloc (sparse_mla_decode workload)";
 constexpr int kMaxCopies = 64;
 constexpr int kPoolRows = 4096;  // distinct random cache rows, tiled over the whole cache
 
-class SparseMlaWorkload final : public Workload {
+struct SparseMlaCopy {
+  internal::DeviceBuffer q, kv, out;
+};
+
+class SparseMlaWorkload final : public RotatingWorkload<Problem, MlaInputs, SparseMlaCopy> {
  public:
   SparseMlaWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
-      : rt_(rt), p_(Problem::from_key(problem_key)), seed_(std::random_device{}()),
-        in_(mla_inputs(p_, buckets, kWho, seed_)) {
+      : RotatingWorkload(rt, problem_key,
+                         [&](const Problem& p, uint64_t seed) { return mla_inputs(p, buckets, kWho, seed); }) {
     allocate();
   }
 
   void prepare(const std::string& config) override {
-    const SparseMlaDecodePlan plan = sparse_mla_decode_plan(rt_, p_, in_.num_tokens, forced_config(config));
-    grow_workspace(plan.workspace_bytes);
+    ws::grow_workspace(workspace_, plan(forced_config(config)).workspace_bytes, args_, kAlloc);
     launch(config, nullptr);  // loads (or compiles) the kernel; timing never includes it
     internal::synchronize_device("sparse_mla_decode workload: first call");
   }
 
   ChosenConfig chosen(const std::string& config) override {
-    const SparseMlaDecodePlan plan = sparse_mla_decode_plan(rt_, p_, in_.num_tokens, forced_config(config));
-    return {plan.config, plan.source};
+    const SparseMlaDecodePlan p = plan(forced_config(config));
+    return {p.config, p.source};
   }
 
   void launch(const std::string& config, void* stream) override {
+    const SparseMlaCopy& c = next_copy();
     SparseMlaDecodeArgs a = args_;
-    const Copy& c = copies_[next_];
-    next_ = (next_ + 1) % copies_.size();
     a.q = c.q.get();
     a.kv_cache = c.kv.get();
     a.out = c.out.get();
@@ -63,13 +63,9 @@ class SparseMlaWorkload final : public Workload {
     sparse_mla_decode(rt_, p_, a, stream);
   }
 
-  double bytes_per_call() const override { return in_.bytes_per_call; }
-  double flops_per_call() const override { return in_.flops_per_call; }
-
  private:
-  struct Copy {
-    internal::DeviceBuffer q, kv, out;
-  };
+  // What a call of this key runs with `forced` (null: the engine's choice).
+  SparseMlaDecodePlan plan(const char* forced) const { return sparse_mla_decode_plan(rt_, p_, in_.num_tokens, forced); }
 
   void allocate() {
     const double copy_bytes = double(in_.kv_bytes + in_.q_bytes + in_.out_bytes);
@@ -78,9 +74,9 @@ class SparseMlaWorkload final : public Workload {
     const std::vector<unsigned char> q_pool =
         ws::random_values(kc::kBF16, std::max<size_t>(2, std::min<size_t>(in_.q_bytes, 8u << 20) / 2), seed_ + 2);
     for (int i = 0; i < copies; ++i) {
-      copies_.push_back(Copy{ws::device_tiled(in_.q_bytes, q_pool, 2, 3 * i + 1, kAlloc),
-                             ws::device_tiled(in_.kv_bytes, rows, p_.row_bytes(), 3 * i, kAlloc),
-                             internal::DeviceBuffer(in_.out_bytes, kAlloc)});
+      copies_.push_back(SparseMlaCopy{ws::device_tiled(in_.q_bytes, q_pool, 2, 3 * i + 1, kAlloc),
+                                      ws::device_tiled(in_.kv_bytes, rows, p_.row_bytes(), 3 * i, kAlloc),
+                                      internal::DeviceBuffer(in_.out_bytes, kAlloc)});
     }
 
     indices_ = ws::device_copy(in_.indices, kAlloc);
@@ -90,28 +86,10 @@ class SparseMlaWorkload final : public Workload {
     args_.lse = static_cast<float*>(lse_.get());
 
     // Workspace for the largest split count any candidate config plans for this bucket.
-    size_t ws_bytes = 0;
-    const Arch arch = rt_.current_arch();
-    const DeviceLimits lim = device_limits(internal::current_device_ordinal());
-    for (const mla::Config& c : mla::search_space(p_, arch))
-      if (mla::can_implement(p_, c, arch, lim).empty())
-        ws_bytes = std::max(ws_bytes, sparse_mla_decode_plan(rt_, p_, in_.num_tokens, c.key().c_str()).workspace_bytes);
-    grow_workspace(ws_bytes);
+    const auto planned = [this](const char* config) { return plan(config).workspace_bytes; };
+    ws::grow_workspace(workspace_, ws::largest_candidate_workspace(p_, rt_.current_arch(), planned), args_, kAlloc);
   }
 
-  void grow_workspace(size_t bytes) {
-    if (bytes == 0 || (workspace_.get() && bytes <= workspace_.bytes())) return;
-    workspace_ = internal::DeviceBuffer(bytes, kAlloc);
-    args_.workspace = workspace_.get();
-    args_.workspace_bytes = bytes;
-  }
-
-  Runtime& rt_;
-  Problem p_;
-  uint64_t seed_;
-  MlaInputs in_;
-  std::vector<Copy> copies_;
-  size_t next_ = 0;
   internal::DeviceBuffer indices_, lse_, workspace_;
   SparseMlaDecodeArgs args_;
 };

@@ -3,11 +3,11 @@
 // 4 copies) so back-to-back calls do not time a warm cache; values random (never zero), fp8_ds_mla rows with real
 // per-tile scales. Calls run on every hardware thread (a host call's default).
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "autotune/host_workload.hpp"
+#include "autotune/rotating_workload.hpp"
 #include "autotune/workload_support.hpp"
 #include "common/numerics.cuh"
 #include "ktune/sparse_mla_decode_host.hpp"
@@ -25,11 +25,16 @@ using mla::Problem;
 constexpr int kMaxCopies = 4;
 constexpr int kPoolRows = 2048;  // distinct random cache rows, tiled over the whole cache
 
-class SparseMlaHostWorkload final : public Workload {
+struct SparseMlaHostCopy {
+  std::vector<unsigned char> q, kv;
+};
+
+class SparseMlaHostWorkload final : public RotatingWorkload<Problem, MlaInputs, SparseMlaHostCopy> {
  public:
   SparseMlaHostWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
-      : rt_(rt), p_(Problem::from_key(problem_key)), seed_(std::random_device{}()),
-        in_(mla_inputs(p_, buckets, "sparse_mla_decode host workload", seed_)) {
+      : RotatingWorkload(rt, problem_key, [&](const Problem& p, uint64_t seed) {
+          return mla_inputs(p, buckets, "sparse_mla_decode host workload", seed);
+        }) {
     allocate();
   }
 
@@ -45,27 +50,19 @@ class SparseMlaHostWorkload final : public Workload {
 
   void launch(const std::string& config, void*) override {
     SparseMlaDecodeArgs a = args_;
-    Copy& c = copies_[next_];
-    next_ = (next_ + 1) % copies_.size();
+    const SparseMlaHostCopy& c = next_copy();
     a.q = c.q.data();
     a.kv_cache = c.kv.data();
     a.config = forced_config(config);
     sparse_mla_decode_host(rt_, p_, a, 0);
   }
 
-  double bytes_per_call() const override { return in_.bytes_per_call; }
-  double flops_per_call() const override { return in_.flops_per_call; }
-
  private:
-  struct Copy {
-    std::vector<unsigned char> q, kv;
-  };
-
   void allocate() {
     const int copies = ws::host_copies(in_.kv_bytes + in_.q_bytes, kMaxCopies);
     const std::vector<unsigned char> rows = mla_row_pool(p_, kPoolRows, seed_ + 1);
     for (int i = 0; i < copies; ++i) {
-      Copy c;
+      SparseMlaHostCopy c;
       c.kv.resize(in_.kv_bytes);
       ws::tile_pool(c.kv.data(), c.kv.size(), rows, p_.row_bytes(), 3 * i);
       c.q = ws::random_values(kc::kBF16, in_.q_bytes / 2, seed_ + 2 + i);
@@ -79,12 +76,6 @@ class SparseMlaHostWorkload final : public Workload {
     args_.lse = lse_.data();
   }
 
-  Runtime& rt_;
-  Problem p_;
-  uint64_t seed_;
-  MlaInputs in_;
-  std::vector<Copy> copies_;
-  size_t next_ = 0;
   std::vector<uint16_t> out_;
   std::vector<float> lse_;
   SparseMlaDecodeArgs args_;

@@ -3,16 +3,14 @@
 // stream from HBM; values are random (never zeros), a seeded pool tiled over each buffer.
 #include <algorithm>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "autotune/workload.hpp"
+#include "autotune/rotating_workload.hpp"
 #include "autotune/workload_support.hpp"
 #include "common/numerics.cuh"
-#include "ktune/device.hpp"
 #include "ktune/xqa_decode.hpp"
 #include "ktune_internal/gpu.hpp"
 #include "xqa_decode/family.hpp"
@@ -32,31 +30,33 @@ constexpr const char* kAlloc = "cuMemAlloc (xqa_decode workload)";
 constexpr int kMaxCopies = 64;
 constexpr size_t kPoolBytes = 32u << 20;
 
-class XqaWorkload final : public Workload {
+struct XqaCopy {
+  internal::DeviceBuffer q, kv, out;
+};
+
+class XqaWorkload final : public RotatingWorkload<Problem, XqaInputs, XqaCopy> {
  public:
   XqaWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
-      : rt_(rt), p_(Problem::from_key(problem_key)), seed_(std::random_device{}()),
-        in_(xqa_inputs(p_, buckets, kWho, seed_)) {
+      : RotatingWorkload(rt, problem_key,
+                         [&](const Problem& p, uint64_t seed) { return xqa_inputs(p, buckets, kWho, seed); }) {
     allocate();
   }
 
   void prepare(const std::string& config) override {
-    const XqaDecodePlan plan = xqa_decode_plan(rt_, p_, in_.batch, in_.seq_len, forced_config(config));
-    grow_workspace(plan.workspace_bytes);
+    ws::grow_workspace(workspace_, plan(forced_config(config)).workspace_bytes, args_, kAlloc);
     // One real call loads (or compiles) the kernel; timing never includes it.
     launch(config, nullptr);
     internal::synchronize_device("xqa_decode workload: first call");
   }
 
   ChosenConfig chosen(const std::string& config) override {
-    const XqaDecodePlan plan = xqa_decode_plan(rt_, p_, in_.batch, in_.seq_len, forced_config(config));
-    return {plan.config, plan.source};
+    const XqaDecodePlan p = plan(forced_config(config));
+    return {p.config, p.source};
   }
 
   void launch(const std::string& config, void* stream) override {
+    const XqaCopy& c = next_copy();
     XqaDecodeArgs a = args_;
-    const Copy& c = copies_[next_];
-    next_ = (next_ + 1) % copies_.size();
     a.q = c.q.get();
     a.kv_cache = c.kv.get();
     a.out = c.out.get();
@@ -64,13 +64,9 @@ class XqaWorkload final : public Workload {
     xqa_decode(rt_, p_, a, stream);
   }
 
-  double bytes_per_call() const override { return in_.bytes_per_call; }
-  double flops_per_call() const override { return in_.flops_per_call; }
-
  private:
-  struct Copy {
-    internal::DeviceBuffer q, kv, out;
-  };
+  // What a call of this key runs with `forced` (null: the engine's choice).
+  XqaDecodePlan plan(const char* forced) const { return xqa_decode_plan(rt_, p_, in_.batch, in_.seq_len, forced); }
 
   void allocate() {
     const int kvt = int(p_.kv_dtype), qt = int(p_.q_dtype);
@@ -84,9 +80,9 @@ class XqaWorkload final : public Workload {
     const auto kv_pool = pool_of(kvt, in_.kv_bytes, seed_ + 1);
     const auto q_pool = pool_of(qt, in_.q_bytes, seed_ + 2);
     for (int i = 0; i < copies; ++i) {
-      copies_.push_back(Copy{ws::device_tiled(in_.q_bytes, q_pool, kc::dtype_size(qt), 3 * i + 1, kAlloc),
-                             ws::device_tiled(in_.kv_bytes, kv_pool, kc::dtype_size(kvt), 3 * i, kAlloc),
-                             internal::DeviceBuffer(in_.out_bytes, kAlloc)});
+      copies_.push_back(XqaCopy{ws::device_tiled(in_.q_bytes, q_pool, kc::dtype_size(qt), 3 * i + 1, kAlloc),
+                                ws::device_tiled(in_.kv_bytes, kv_pool, kc::dtype_size(kvt), 3 * i, kAlloc),
+                                internal::DeviceBuffer(in_.out_bytes, kAlloc)});
     }
 
     args_ = in_.args;
@@ -108,28 +104,10 @@ class XqaWorkload final : public Workload {
     }
 
     // Workspace for the largest split count any candidate config plans for this bucket.
-    size_t ws_bytes = 0;
-    const Arch arch = rt_.current_arch();
-    const DeviceLimits lim = device_limits(internal::current_device_ordinal());
-    for (const xqa::Config& c : xqa::search_space(p_, arch))
-      if (xqa::can_implement(p_, c, arch, lim).empty())
-        ws_bytes = std::max(ws_bytes, xqa_decode_plan(rt_, p_, in_.batch, in_.seq_len, c.key().c_str()).workspace_bytes);
-    grow_workspace(ws_bytes);
+    const auto planned = [this](const char* config) { return plan(config).workspace_bytes; };
+    ws::grow_workspace(workspace_, ws::largest_candidate_workspace(p_, rt_.current_arch(), planned), args_, kAlloc);
   }
 
-  void grow_workspace(size_t bytes) {
-    if (bytes == 0 || (workspace_.get() && bytes <= workspace_.bytes())) return;
-    workspace_ = internal::DeviceBuffer(bytes, kAlloc);
-    args_.workspace = workspace_.get();
-    args_.workspace_bytes = bytes;
-  }
-
-  Runtime& rt_;
-  Problem p_;
-  uint64_t seed_;
-  XqaInputs in_;
-  std::vector<Copy> copies_;
-  size_t next_ = 0;
   internal::DeviceBuffer block_tables_, seq_lens_, mask_, sinks_, lse_, workspace_;
   XqaDecodeArgs args_;
 };

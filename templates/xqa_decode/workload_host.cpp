@@ -3,11 +3,11 @@
 // back-to-back calls do not time a warm cache; values random (never zero). Calls run on every hardware thread
 // (what a host launch uses by default).
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "autotune/host_workload.hpp"
+#include "autotune/rotating_workload.hpp"
 #include "autotune/workload_support.hpp"
 #include "common/numerics.cuh"
 #include "ktune/xqa_decode_host.hpp"
@@ -25,11 +25,16 @@ using xqa::Problem;
 constexpr int kMaxCopies = 4;
 constexpr size_t kPoolElems = size_t{1} << 20;
 
-class XqaHostWorkload final : public Workload {
+struct XqaHostCopy {
+  std::vector<unsigned char> q, kv;
+};
+
+class XqaHostWorkload final : public RotatingWorkload<Problem, XqaInputs, XqaHostCopy> {
  public:
   XqaHostWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
-      : rt_(rt), p_(Problem::from_key(problem_key)), seed_(std::random_device{}()),
-        in_(xqa_inputs(p_, buckets, "xqa_decode host workload", seed_)) {
+      : RotatingWorkload(rt, problem_key, [&](const Problem& p, uint64_t seed) {
+          return xqa_inputs(p, buckets, "xqa_decode host workload", seed);
+        }) {
     allocate();
   }
 
@@ -45,29 +50,21 @@ class XqaHostWorkload final : public Workload {
 
   void launch(const std::string& config, void*) override {
     XqaDecodeArgs a = args_;
-    Copy& c = copies_[next_];
-    next_ = (next_ + 1) % copies_.size();
+    const XqaHostCopy& c = next_copy();
     a.q = c.q.data();
     a.kv_cache = c.kv.data();
     a.config = forced_config(config);
     xqa_decode_host(rt_, p_, a, 0);
   }
 
-  double bytes_per_call() const override { return in_.bytes_per_call; }
-  double flops_per_call() const override { return in_.flops_per_call; }
-
  private:
-  struct Copy {
-    std::vector<unsigned char> q, kv;
-  };
-
   void allocate() {
     const int kvt = int(p_.kv_dtype), qt = int(p_.q_dtype);
     const int copies = ws::host_copies(in_.kv_bytes + in_.q_bytes, kMaxCopies);
     const auto kv_pool = ws::random_values(kvt, kPoolElems, seed_ + 1);
     const auto q_pool = ws::random_values(qt, kPoolElems, seed_ + 2);
     for (int i = 0; i < copies; ++i) {
-      Copy c;
+      XqaHostCopy c;
       c.kv.resize(in_.kv_bytes);
       c.q.resize(in_.q_bytes);
       ws::tile_pool(c.kv.data(), c.kv.size(), kv_pool, kc::dtype_size(kvt), 3 * i);
@@ -86,12 +83,6 @@ class XqaHostWorkload final : public Workload {
     args_.out = out_.data();
   }
 
-  Runtime& rt_;
-  Problem p_;
-  uint64_t seed_;
-  XqaInputs in_;
-  std::vector<Copy> copies_;
-  size_t next_ = 0;
   std::vector<unsigned char> out_;
   std::vector<float> lse_;
   XqaDecodeArgs args_;
