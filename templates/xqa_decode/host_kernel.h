@@ -55,24 +55,6 @@ inline void store_elem(void* base, long long i, float v) {
   else static_cast<unsigned char*>(base)[i] = kc::float_to_e4m3(v);
 }
 
-// n query tokens starting at q_start, L KV tokens (same contract as the CUDA kernel's load_request).
-struct Request {
-  int q_start, n, L;
-};
-template <class S>
-inline Request load_request(const S& sp, const Params& p, int b) {
-  Request r;
-  if (p.q_cu_seq_lens) {
-    r.q_start = p.q_cu_seq_lens[b];
-    r.n = p.q_cu_seq_lens[b + 1] - r.q_start;
-  } else {
-    r.n = p.q_len_per_req;
-    r.q_start = b * r.n;
-  }
-  r.L = p.seq_lens[b];
-  if (r.n > sp.kMaxQLen) r.n = sp.kMaxQLen;
-  return r;
-}
 
 template <class S>
 struct Kernel {
@@ -137,7 +119,7 @@ struct Kernel {
   static void decode_item(const S& sp, const Params& p, int b, int kvh, int rgroup, int split) {
     const int D = sp.kHeadDim, G = sp.kGroupSize, PS = sp.kPageSize, TT = sp.kTokensPerTile;
     const int HKV = sp.kNumKvHeads, HQ = HKV * G, QL = sp.kMaxQLen;
-    const Request rq = load_request(sp, p, b);
+    const Request rq = load_request(p, b, sp.kMaxQLen);
     const int n = rq.n, L = rq.L, q_start = rq.q_start;
     if (n <= 0 || L <= 0) return;  // CUDA-graph padding: read nothing, write nothing
     const int r0 = rgroup * RM;      // first row of this row group
@@ -302,7 +284,7 @@ struct Kernel {
     alignas(64) float acc[DM];
     for (int row = begin; row < end; ++row) {
       const int hq = row % HQ, bq = row / HQ, qi = bq % QL, b = bq / QL;
-      const Request rq = load_request(sp, p, b);
+      const Request rq = load_request(p, b, sp.kMaxQLen);
       if (rq.n <= 0 || rq.L <= 0 || qi >= rq.n) continue;
       const long long rowid = row;
       const float* ml = p.workspace + ws_rows * ns * D + rowid * ns * 2;

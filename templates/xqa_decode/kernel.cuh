@@ -78,24 +78,6 @@ __device__ __forceinline__ void store4(void* out, long long off, float a, float 
   }
 }
 
-// Request geometry shared by both kernels.
-struct Request {
-  int q_start, n, L;
-};
-template <class S>
-__device__ __forceinline__ Request load_request(const Params& p, int b) {
-  Request r;
-  if (p.q_cu_seq_lens) {
-    r.q_start = p.q_cu_seq_lens[b];
-    r.n = p.q_cu_seq_lens[b + 1] - r.q_start;
-  } else {
-    r.n = p.q_len_per_req;
-    r.q_start = b * r.n;
-  }
-  r.L = p.seq_lens[b];
-  if (r.n > S::kMaxQLen) r.n = S::kMaxQLen;
-  return r;
-}
 
 template <int kChunks>
 __device__ __forceinline__ int swz(int row, int ch) {
@@ -133,7 +115,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   const int kvh = blockIdx.y / sh.m_groups, mg = blockIdx.y % sh.m_groups;
 
   kc::pdl_wait();  // every input may be written by the kernel before this one on the stream
-  const Request rq = load_request<S>(p, b);
+  const Request rq = load_request(p, b, S::kMaxQLen);
   const int n = rq.n, L = rq.L, q_start = rq.q_start;
   if (n <= 0 || L <= 0) return;                  // CUDA-graph padding: read nothing, write nothing
   if (mg * CROWS >= n * G) return;               // this row group holds no live query row
@@ -628,7 +610,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Pa
   const int row = blockIdx.x, b = blockIdx.y;
   const int qi = row / HQ, hq = row % HQ;
   kc::pdl_wait();  // the partials of the decode kernel before it
-  const Request rq = load_request<S>(p, b);
+  const Request rq = load_request(p, b, S::kMaxQLen);
   if (rq.n <= 0 || rq.L <= 0 || qi >= rq.n) return;
   __shared__ float red[4];
   __shared__ __align__(16) float part[4][D];

@@ -77,4 +77,23 @@ KT_HD Scales load_scales(const Params& p) {
   return s;
 }
 
+// Request b's geometry: n query tokens starting at q_start (at most the problem's max_q_len) and L KV tokens
+// (this step's included), from the uniform or the ragged form.
+struct Request {
+  int q_start, n, L;
+};
+KT_HD Request load_request(const Params& p, int b, int max_q_len) {
+  Request r;
+  if (p.q_cu_seq_lens) {
+    r.q_start = p.q_cu_seq_lens[b];
+    r.n = p.q_cu_seq_lens[b + 1] - r.q_start;
+  } else {
+    r.n = p.q_len_per_req;
+    r.q_start = b * r.n;
+  }
+  r.L = p.seq_lens[b];
+  if (r.n > max_q_len) r.n = max_q_len;
+  return r;
+}
+
 }  // namespace ktune_xqa
