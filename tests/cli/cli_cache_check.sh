@@ -5,7 +5,7 @@
 # --fingerprint FILE (a fingerprint line, or `ktune info --json` output, whose cc9.0 also picks --arch sm_90a),
 # and its winner's binary must be there too (exit 1 while it is not); another device's name matches no row; a row tuned by another ktune version
 # counts as no row (the runtime does not use it) and is named as such; a row measured on another NVRTC's binaries
-# still counts and is named as one a warmup here tunes again. The check never compiles. Needs
+# still counts and is named as one a warmup here tunes again; a host tuning row is no GPU's row. The check never compiles. Needs
 # NVRTC for the one compile (as cli_compile_cache does).
 # usage: cli_cache_check.sh KTUNE_BINARY
 set -euo pipefail
@@ -48,6 +48,13 @@ echo "compiled: $out"
 [[ "$(json '(d["missing_binaries"], d["tuned"], d["untuned"], d["complete"])' <<<"$out")" == "(0, 0, 2, True)" ]]
 [[ "$(json '[k["shared_binary"] for k in d["keys"]]' <<<"$out")" == "[True, True]" ]]
 default="$(json 'd["keys"][0]["default_config"]' <<<"$out")"
+# A row this CPU tuned for the host backend (a GPU-less warmup writes them) is not the GPU's row.
+python3 "$(dirname "$0")/../support/put_tuning_row.py" "$db" xqa_decode "$P|b1.l1024" \
+  "x86_64 test cpu;cores=2;avx2" t64.v8.u1 "$("$K" --version | cut -d' ' -f2)"
+out="$(check 0 --arch sm_90a --device "NVIDIA H200")"
+[[ "$(json '(d["missing_binaries"], d["tuned"], d["untuned"], d["complete"])' <<<"$out")" == "(0, 0, 2, True)" ]]
+python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(
+  "DELETE FROM tuning WHERE device_fingerprint LIKE ?", ("%;cores=%",)); c.commit()' "$db"
 
 # 3. A tuning row for the H200 at b1 whose winner is not compiled: found by name and by fingerprint, and the
 #    missing winner binary fails the check.

@@ -140,8 +140,9 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
     if (slot.problem_key.empty() || t.tuned_at > slot.tuned_at) slot = t;
   };
   for (const auto& t : cache_list_tuning(o.cache_path)) {
+    // This host's rows are read below, under host keys: a host config never runs on a CUDA arch.
     const bool host_row = t.device_fingerprint.find(";cores=") != std::string::npos;
-    if (host_row ? false : !device.matches(t.device_fingerprint)) continue;
+    if (host_row || !device.matches(t.device_fingerprint)) continue;
     keep_newest(t.family + "\n" + t.problem_key, t);
   }
   std::string host_fp;
