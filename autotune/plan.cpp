@@ -1,7 +1,6 @@
 #include "autotune/plan.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include "autotune/tuning_record.hpp"
 #include "ktune/arch.hpp"
 #include "ktune/error.hpp"
+#include "ktune/tuning.hpp"
 
 namespace ktune::autotune {
 namespace {
@@ -29,9 +29,16 @@ std::vector<std::string> normalized_arches(const std::vector<std::string>& arche
   return out;
 }
 
-int scaled(int v, int factor) {
-  long long s = static_cast<long long>(v) * factor;
-  return s > INT_MAX ? INT_MAX : static_cast<int>(s);
+// The GEMM rows per step of `batch` requests of spec_tokens + 1 tokens each, as the launch buckets them: the
+// power of two at or above. A bucket past 2^30 is an error (no int bucket holds the next power of two).
+int tokens_bucket(int batch, int spec_tokens, const char* bound) {
+  const int64_t tokens = int64_t{batch} * (int64_t{spec_tokens} + 1);
+  const int64_t bucket = bucket_pow2_ceil(tokens);
+  if (bucket > (int64_t{1} << 30))
+    throw Error(Status::invalid_argument, "plan",
+                fmt::format("buckets.batch.{} x (spec_tokens + 1) = {} x {}: expected GEMM rows per step up to 2^30",
+                            bound, batch, spec_tokens + 1));
+  return static_cast<int>(bucket);
 }
 
 // Every combination of the specs' bucket values, the first spec outermost.
@@ -61,8 +68,8 @@ std::vector<BucketSpec> op_bucket_specs(const Preset& preset, const PresetOp& op
     if (d == "batch") specs.push_back(preset.batch);
     else if (d == "seq_len") specs.push_back(preset.seq_len);
     else if (d == "tokens")
-      specs.push_back({"tokens", scaled(preset.batch.min, preset.spec_tokens + 1),
-                       scaled(preset.batch.max, preset.spec_tokens + 1)});
+      specs.push_back({"tokens", tokens_bucket(preset.batch.min, preset.spec_tokens, "min"),
+                       tokens_bucket(preset.batch.max, preset.spec_tokens, "max")});
     else
       throw Error(Status::internal, "plan",
                   fmt::format("family {}: tuning_dims: expected batch, seq_len or tokens, got \"{}\"", family->name, d));

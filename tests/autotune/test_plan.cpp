@@ -5,6 +5,7 @@
 #include "autotune/plan.hpp"
 #include "autotune/presets.hpp"
 #include "ktune/error.hpp"
+#include "ktune/mxfp4_gemm.hpp"
 
 using namespace ktune::autotune;
 
@@ -15,6 +16,8 @@ std::vector<std::string> keys(const std::vector<WorkItem>& items) {
   for (const auto& i : items) out.push_back(i.item_key);
   return out;
 }
+
+std::string fmt_bucket(int64_t m) { return "|m" + std::to_string(m); }
 
 }  // namespace
 
@@ -88,6 +91,22 @@ TEST_CASE("autotune plan: ops limited to some arches, GEMM token buckets", "[aut
   CHECK(gemm.buckets[0].value == 4);
   CHECK(plan[62].buckets[0].value == 256);
   CHECK(plan[62].item_key.substr(plan[62].item_key.size() - 5) == "|m256");
+}
+
+TEST_CASE("autotune plan: GEMM token buckets are the ones a launch looks up, whatever spec_tokens", "[autotune]") {
+  // 2 draft tokens: a batch of b requests is 3b GEMM tokens; the launch looks up their power of two.
+  Preset oss = with_overrides(load_preset("gpt-oss-120b"), std::nullopt, 64, 4096, 2);
+  std::set<std::string> planned;
+  for (const WorkItem& i : make_plan(oss, {"sm_90a"}))
+    if (i.family == "mxfp4_gemm") planned.insert(i.item_key.substr(i.item_key.rfind('|')));
+  CHECK(planned == std::set<std::string>{"|m4", "|m8", "|m16", "|m32", "|m64", "|m128", "|m256"});
+  const ktune::mxfp4::Problem moe = ktune::mxfp4::Problem::from_key("n5760.k2880.e128.top4.bf16-bf16");
+  for (int batch = 1; batch <= 64; ++batch)
+    CHECK(planned.count(fmt_bucket(ktune::mxfp4_gemm_bucket(moe, int64_t{batch} * 3 * moe.top_k))));
+
+  Preset huge = with_overrides(load_preset("gpt-oss-120b"), std::nullopt, 1 << 30, 4096, 1);
+  CHECK_THROWS_WITH(make_plan(huge, {"sm_90a"}),
+                    Catch::Contains("buckets.batch.max x (spec_tokens + 1) = 1073741824 x 2: expected GEMM rows"));
 }
 
 TEST_CASE("autotune plan: resuming skips done keys and keeps the order", "[autotune]") {
