@@ -140,6 +140,17 @@ class Mxfp4Host(unittest.TestCase):
         stale = mxfp4.Mxfp4Weight(w.n, w.k, w.num_experts, w.packed, w.scales, w.layout_version + 1)
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "weight.layout_version"):
             ktune.mxfp4_gemm(key, a, stale, runtime=RT)
+        # A weight of another shape: read past its end if the call took it (the library sizes it from the problem).
+        small = host_weight(rng.integers(0, 256, (32, 32), dtype=np.uint8), rng.integers(120, 133, (32, 2), dtype=np.uint8))
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "weight: expected n, k, num_experts = 100, 96, 1"):
+            ktune.mxfp4_gemm(key, a, small, runtime=RT)
+        wb, sb = mxfp4.packed_bytes(100, 96)
+        short = mxfp4.Mxfp4Weight(w.n, w.k, w.num_experts, w.packed[: w.packed.size // 2], w.scales, w.layout_version)
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, f"weight.packed: expected {wb} bytes"):
+            ktune.mxfp4_gemm(key, a, short, runtime=RT)
+        short = mxfp4.Mxfp4Weight(w.n, w.k, w.num_experts, w.packed, w.scales[:-1], w.layout_version)
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, f"weight.scales: expected {sb} bytes"):
+            ktune.mxfp4_gemm(key, a, short, runtime=RT)
 
 
 if __name__ == "__main__":
