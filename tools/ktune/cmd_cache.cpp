@@ -108,6 +108,22 @@ int stats(const Args& args, const std::string& cache) {
 }
 
 int verify(const Args& args, const std::string& cache) {
+  // A path with no cache file behind it (a typo, a dangling link) is no intact, signed cache: a shipping gate
+  // that checked nothing must not pass.
+  int present = 0;
+  for (const auto& l : cache_layers(cache)) present += l.present ? 1 : 0;
+  if (present == 0) {
+    const std::string why = fmt::format("no cache file at {}: nothing to verify", cache);
+    if (args.has("json")) {
+      JsonObject out;
+      out.num("checked", int64_t{0}).num("damaged", int64_t{0}).boolean("intact", false).str("error", why);
+      if (args.has("pubkey")) out.boolean("signed", false);
+      fmt::print("{}\n", out.dump());
+    } else {
+      fmt::print(stderr, "ktune cache verify: {}\n", why);
+    }
+    return 1;
+  }
   auto issues = cache_verify(cache);
   size_t total = cache_list(cache).size();
   const bool load = args.has("load");

@@ -29,6 +29,16 @@ if "$ktune" cache verify --cache "$tmp/image.db" --pubkey "$tmp/other.key.pub" >
   echo "verified against a key that never signed it"; exit 1
 fi
 
+# A path with no cache behind it (a typo, a dangling link) checked nothing: not "signed".
+ln -s "$tmp/gone.db" "$tmp/dangling.db"
+for missing in "$tmp/typo.db" "$tmp/dangling.db"; do
+  if "$ktune" cache verify --cache "$missing" --pubkey "$tmp/ship.key.pub" >/dev/null 2>&1; then
+    echo "verified a cache that does not exist: $missing"; exit 1
+  fi
+  out="$("$ktune" cache verify --cache "$missing" --pubkey "$tmp/ship.key.pub" --json || true)"
+  grep -q '"signed": false' <<<"$out"
+done
+
 # A row changed behind ktune's back: refused.
 cp "$tmp/image.db" "$tmp/tampered.db"
 if command -v sqlite3 >/dev/null; then
