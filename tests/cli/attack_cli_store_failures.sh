@@ -2,7 +2,8 @@
 # Offline commands never report success for results they did not store: with the cache layer unusable or
 # unwritable (marked ?ro, a directory at the path, a foreign SQLite file, KTUNE_CACHE_READONLY=1) compile,
 # warmup, tune, cache prune and cache merge exit non-zero naming the path and the reason; KTUNE_JIT=0 makes the
-# compiling commands refuse (it applies to offline commands too). Root-safe: no chmod tricks. No GPU needed.
+# compiling commands refuse (it applies to offline commands too); `tune --no-persist`, which stores nothing it
+# needs, still runs on a read-only cache. Root-safe: no chmod tricks. No GPU needed.
 # Usage: attack_cli_store_failures.sh BUILD_DIR (tools/stress/attack_table.sh runs it as a [cli] attack)
 set -euo pipefail
 K=$1/bin/ktune
@@ -53,6 +54,17 @@ expect_failure "warmup into a directory" "$tmp/dir.db" "$K" warmup --preset gpt-
   --default-only --cache "$tmp/dir.db"
 expect_failure "tune ?ro" "$tmp/ro.db" "$K" tune --family xqa_decode --problem "$P" --batch 1 --max-seq-len 128 \
   --arch host --cache "$tmp/ro.db?ro"
+# --no-persist stores nothing it needs, so it runs where nothing can be stored.
+if [[ -f "$1/lib/libktune_host.so" ]]; then
+  if "$K" tune --family xqa_decode --problem "$P" --batch 1 --max-seq-len 128 --arch host --no-persist --json \
+      --cache "$tmp/ro.db?ro" >"$tmp/out.txt" 2>&1 &&
+     python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); sys.exit(0 if d["winner"] else 1)' "$tmp/out.txt"; then
+    echo "ok   tune --no-persist ?ro: winner $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["winner"])' "$tmp/out.txt")"
+  else
+    echo "FAIL tune --no-persist on a read-only cache: $(tail -3 "$tmp/out.txt")"
+    fails=$((fails + 1))
+  fi
+fi
 expect_failure "cache prune ?ro" "$tmp/ro.db" "$K" cache prune --cache "$tmp/ro.db?ro"
 expect_failure "cache merge into ?ro" "$tmp/ro.db" "$K" cache merge --from "$good" --cache "$tmp/ro.db?ro"
 

@@ -83,10 +83,14 @@ int cmd_tune(const std::vector<std::string>& argv) {
       throw UsageError("tune needs a GPU (use ktune compile to build without one, or --arch host)");
     use_device(0);
   }
-  Runtime rt(offline_runtime_options("tune", args.get("cache")));
   autotune::TuneOptions t;
   t.persist = !args.has("no-persist");
-  if (t.persist) require_writable_layer(rt, "tune");  // the table is the result; --no-persist only prints it
+  RuntimeOptions o = offline_runtime_options("tune", args.get("cache"));
+  // The table is the result; --no-persist only prints it, so its candidates may compile in memory where nothing
+  // can be stored (a read-only cache).
+  if (!t.persist) o.require_store = false;
+  Runtime rt(o);
+  if (t.persist) require_writable_layer(rt, "tune");
   if (host) {
     t.host = true;
     t.measure = autotune::host_measure_options();
