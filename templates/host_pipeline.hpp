@@ -37,6 +37,16 @@ struct Resolved {
   size_t workspace_bytes = 0;
 };
 
+// The problem a host call tunes and compiles for: the host always checks the indices a kernel will follow (in the
+// family's launch_host.cpp), so a checked problem shares the unchecked one's tuned configs and kernels.
+template <class Problem>
+Problem unchecked(const Problem& p) {
+  Problem u = p;
+  u.checked = false;
+  u.validate();
+  return u;
+}
+
 template <class Spec>
 [[noreturn]] void bad(const std::string& field, const std::string& expected, const std::string& got) {
   launch_support::bad_arg(Spec::kFamily, field, expected, got);

@@ -110,6 +110,12 @@ struct ArgChecks {
   static void need_ptr(const void* p, const char* field, size_t align) {
     launch_support::need_device_ptr(Spec::kFamily, p, field, align);
   }
+  // A tensor with one row per token: an empty call (no rows, nothing launched) may pass null, since an empty
+  // tensor may have no address; any other pointer is checked as need_ptr checks it.
+  static void need_rows_ptr(const void* p, bool empty_call, const char* field, size_t align) {
+    if (!p && empty_call) return;
+    need_ptr(p, field, align);
+  }
 };
 
 // What every OpSpec derives from: the family's types and name, and its argument errors.

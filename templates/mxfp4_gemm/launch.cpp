@@ -46,8 +46,8 @@ struct OpSpec<Mxfp4GemmFamily> : SpecBase<OpSpec<Mxfp4GemmFamily>, Mxfp4GemmFami
     need_ptr(w.scales, "weight.scales", 16);
     if (a.m < 0 || (!p.grouped() && a.m < 1))
       bad("m", p.grouped() ? ">= 0 rows" : ">= 1 rows", std::to_string(a.m));
-    need_ptr(a.a, "a", 16);
-    need_ptr(a.c, "c", 4);
+    need_rows_ptr(a.a, empty(a), "a", 16);
+    need_rows_ptr(a.c, empty(a), "c", 4);
     const int lda = a.lda ? a.lda : p.k, ldc = a.ldc ? a.ldc : p.n;
     if (lda < p.k || lda % 8 != 0)
       bad("lda", fmt::format("0 or a multiple of 8 elements >= k ({}) (16-byte aligned rows)", p.k), std::to_string(a.lda));

@@ -36,14 +36,14 @@ struct OpSpec<SparseMlaDecodeFamily> : SpecBase<OpSpec<SparseMlaDecodeFamily>, S
   static void validate_args(const Problem& p, const Args& a) {
     using launch_support::ptr_text;
     validate_shape(p, a);
-    need_ptr(a.q, "q", 16);
+    need_rows_ptr(a.q, empty(a), "q", 16);
     for (const auto& [v, field] : {std::pair{a.q_stride_token, "q_stride_token"}, {a.q_stride_head, "q_stride_head"}})
       if (v < 0 || v > (int64_t{1} << 40) || v % 8 != 0)
         bad(field, "0 (dense) or a positive multiple of 8 elements up to 2^40 (q rows are loaded 16 bytes at a time)",
             std::to_string(v));
     need_ptr(a.kv_cache, "kv_cache", 16);
-    need_ptr(a.indices, "indices", 4);
-    need_ptr(a.out, "out", 4);
+    need_rows_ptr(a.indices, empty(a), "indices", 4);
+    need_rows_ptr(a.out, empty(a), "out", 4);
     if (a.sinks && reinterpret_cast<uintptr_t>(a.sinks) % 4 != 0)
       bad("sinks", "null or a 4-byte aligned device pointer", ptr_text(a.sinks));
     if (a.lse && reinterpret_cast<uintptr_t>(a.lse) % 4 != 0)

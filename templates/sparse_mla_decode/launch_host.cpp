@@ -50,14 +50,6 @@ struct HostSpec {
   host_pipeline::bad<HostSpec>(field, expected, got);
 }
 
-// Tuned configs and kernels are shared with the checked variant: the host always checks the indices.
-Problem unchecked(const Problem& p) {
-  Problem u = p;
-  u.checked = false;
-  u.validate();
-  return u;
-}
-
 host_pipeline::Resolved<Config> resolve(Runtime& rt, const Problem& p, int num_tokens, int threads,
                                         const char* forced_config, int forced_splits) {
   if (num_tokens < 0 || num_tokens > 65535) bad("num_tokens", "0..65535", std::to_string(num_tokens));
@@ -80,7 +72,7 @@ void check_indices(const Problem& p, const SparseMlaDecodeArgs& a) {
 
 SparseMlaHostPlan sparse_mla_decode_host_plan(Runtime& rt, const Problem& problem, int num_tokens, int threads,
                                               const char* config, int num_splits) {
-  const Problem p = unchecked(problem);
+  const Problem p = host_pipeline::unchecked(problem);
   const auto r = resolve(rt, p, num_tokens, threads, config, num_splits);
   SparseMlaHostPlan plan;
   plan.config = r.config_key;
@@ -92,7 +84,7 @@ SparseMlaHostPlan sparse_mla_decode_host_plan(Runtime& rt, const Problem& proble
 }
 
 const LoadedKernel& sparse_mla_decode_host_kernel(Runtime& rt, const Problem& problem, const std::string& config) {
-  return host_pipeline::kernel<HostSpec>(rt, unchecked(problem), config, 2);  // decode, combine
+  return host_pipeline::kernel<HostSpec>(rt, host_pipeline::unchecked(problem), config, 2);  // decode, combine
 }
 
 void sparse_mla_decode_host(Runtime& rt, const Problem& problem, const SparseMlaDecodeArgs& a, int threads) {
@@ -102,7 +94,7 @@ void sparse_mla_decode_host(Runtime& rt, const Problem& problem, const SparseMla
     sparse_mla_decode_validate(problem, v);
   }
   if (a.num_tokens == 0) return;
-  const Problem p = unchecked(problem);
+  const Problem p = host_pipeline::unchecked(problem);
   check_indices(p, a);
   const auto r = resolve(rt, p, a.num_tokens, threads, a.config, a.num_splits);
   const LoadedKernel& kernel = sparse_mla_decode_host_kernel(rt, p, r.config_key);

@@ -96,9 +96,9 @@ void check_indices(const Problem& p, const XqaDecodeArgs& a) {
 
 }  // namespace
 
-XqaHostPlan xqa_decode_host_plan(Runtime& rt, const Problem& p, int batch, int max_seq_len, int threads,
+XqaHostPlan xqa_decode_host_plan(Runtime& rt, const Problem& problem, int batch, int max_seq_len, int threads,
                                  const char* config, int num_splits) {
-  p.validate();
+  const Problem p = host_pipeline::unchecked(problem);
   const auto r = resolve(rt, p, batch, max_seq_len, threads, config, num_splits);
   XqaHostPlan plan;
   plan.config = r.config_key;
@@ -109,9 +109,8 @@ XqaHostPlan xqa_decode_host_plan(Runtime& rt, const Problem& p, int batch, int m
   return plan;
 }
 
-const LoadedKernel& xqa_decode_host_kernel(Runtime& rt, const Problem& p, const std::string& config) {
-  p.validate();
-  return host_pipeline::kernel<HostSpec>(rt, p, config, 2);  // decode, combine
+const LoadedKernel& xqa_decode_host_kernel(Runtime& rt, const Problem& problem, const std::string& config) {
+  return host_pipeline::kernel<HostSpec>(rt, host_pipeline::unchecked(problem), config, 2);  // decode, combine
 }
 
 void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int threads) {
@@ -121,7 +120,7 @@ void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int 
     xqa_decode_validate(p, v);
   }
   check_indices(p, a);
-  const auto r = resolve(rt, p, a.batch, a.max_seq_len, threads, a.config, a.num_splits);
+  const auto r = resolve(rt, host_pipeline::unchecked(p), a.batch, a.max_seq_len, threads, a.config, a.num_splits);
   const LoadedKernel& kernel = xqa_decode_host_kernel(rt, p, r.config_key);
   float* workspace = launch_support::host_split_workspace(HostSpec::kFamily, r.splits, r.workspace_bytes, a.workspace,
                                                           a.workspace_bytes);

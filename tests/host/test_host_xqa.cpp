@@ -25,6 +25,7 @@
 #include "common/numerics.cuh"
 #include "host/host_support.hpp"
 #include "ktune/error.hpp"
+#include "ktune/tuning.hpp"
 #include "ktune/xqa_decode_host.hpp"
 #include "support/seed.hpp"
 #include "support/temp_dir.hpp"
@@ -346,4 +347,21 @@ TEST_CASE("host xqa_decode: q_len above the problem's max_q_len (and above 64) i
   b.q_len_per_req = 65;
   b.num_tokens = 65 * a.batch;
   expect_field(b, "q_len_per_req");
+}
+
+TEST_CASE("host xqa_decode: a checked problem runs the unchecked one's tuned config and kernel", "[host][xqa]") {
+  // The host checks every index itself, so the checked flag changes nothing a host kernel does.
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  Problem p = make_problem(64, 8, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false,
+                           false, false, false);
+  Problem checked = p;
+  checked.checked = true;
+  CHECK(xqa_decode_host_plan(rt, checked, 3, 200).source == "default");
+  rt.remember_host_tuned_config("xqa_decode", tuning_key(p.key(), {{"b", 4}, {"l", 256}}), "t32.v8.u2");
+  const XqaHostPlan t = xqa_decode_host_plan(rt, checked, 3, 200);
+  CHECK(t.source == "tuned");
+  CHECK(t.config == "t32.v8.u2");
+  CHECK(&xqa_decode_host_kernel(rt, checked, t.config) == &xqa_decode_host_kernel(rt, p, t.config));
 }

@@ -243,6 +243,9 @@ TEST_CASE("mxfp4_gemm validation names the field", "[mxfp4]") {
   CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.lda = 100; }), Catch::Contains("lda: expected"));
   CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.ldc = 10; }), Catch::Contains("ldc: expected"));
   CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.m = -1; }), Catch::Contains("m: expected"));
+  // A grouped call with no rows launches nothing: its row tensors may be null (an empty tensor may have no address).
+  CHECK(with([](Mxfp4GemmArgs& b) { b.m = 0; b.a = nullptr; b.c = nullptr; }).empty());
+  CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.m = 0; b.a = fake + 2; }), Catch::Contains("a: expected a 16-byte aligned"));
   CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.expert_offsets = nullptr; }), Catch::Contains("expert_offsets: expected a device pointer"));
   CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.weight.packed = fake + 4; }), Catch::Contains("weight.packed: expected a 16-byte"));
   CHECK_THAT(with([](Mxfp4GemmArgs& b) { b.config = "fast"; }), Catch::Contains("config: expected a config key"));

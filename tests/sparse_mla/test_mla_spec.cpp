@@ -263,6 +263,11 @@ TEST_CASE("sparse_mla_decode argument errors name the field, before any driver c
   CHECK_THAT(err([](auto& a) { a.out = nullptr; }), Catch::Contains("out: expected a device pointer"));
   CHECK_THAT(err([](auto& a) { a.lse = reinterpret_cast<float*>(dummy + 2); }), Catch::Contains("lse: expected"));
   CHECK_THAT(err([](auto& a) { a.sinks = reinterpret_cast<const float*>(dummy + 1); }), Catch::Contains("sinks: expected"));
+  // An empty call (0 tokens, nothing launched) may pass null for the per-token tensors, which may have no address;
+  // the cache is still required, and a non-null pointer is still checked.
+  CHECK(err([](auto& a) { a.num_tokens = 0; a.q = nullptr; a.indices = nullptr; a.out = nullptr; }).empty());
+  CHECK_THAT(err([](auto& a) { a.num_tokens = 0; a.kv_cache = nullptr; }), Catch::Contains("kv_cache: expected a device pointer"));
+  CHECK_THAT(err([](auto& a) { a.num_tokens = 0; a.q = dummy + 2; }), Catch::Contains("q: expected a 16-byte aligned"));
   CHECK_THAT(err([](auto& a) { a.num_tokens = -1; }), Catch::Contains("num_tokens: expected 0..65535, got -1"));
   CHECK_THAT(err([](auto& a) { a.num_tokens = 70000; }), Catch::Contains("num_tokens"));
   CHECK_THAT(err([](auto& a) { a.num_pages = 0; }), Catch::Contains("num_pages: expected >= 1, got 0"));
@@ -371,6 +376,10 @@ TEST_CASE("sparse_mla_decode through the C API: errors name the field, plans nee
   CHECK(a.q == nullptr);
   CHECK(a.num_splits == 0);
   CHECK(ktune_sparse_mla_decode(rt, key, nullptr, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  // The defaults are an empty call (0 tokens), whose per-token tensors may be null; the cache may not.
+  CHECK(ktune_sparse_mla_decode(rt, key, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("kv_cache: expected a device pointer"));
+  a.num_tokens = 1;
   CHECK(ktune_sparse_mla_decode(rt, key, &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);  // q is null
   CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("q: expected a device pointer"));
   CHECK(ktune_sparse_mla_decode(rt, "h128.bogus", &a, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
