@@ -77,12 +77,17 @@ std::vector<std::string> parse_arches(const Json& v, const std::string& path, co
     std::string item = fmt::format("{}[{}]", path, i);
     const Json& a = v.at(i);
     if (!a.is_string()) issue.expected(item, "an arch name like \"sm_90a\"", a);
+    Arch arch;
     try {
-      std::string norm = Arch::parse(a.as_string()).str();
-      if (std::find(out.begin(), out.end(), norm) == out.end()) out.push_back(norm);
+      arch = Arch::parse(a.as_string());
     } catch (const Error&) {
       issue.expected(item, "an arch name like \"sm_90a\"", a);
     }
+    // A name no GPU has would drop the op from every warmup and check without a word.
+    if (const std::string why = unknown_target_reason(arch); !why.empty())
+      issue.fail(item, why);
+    const std::string norm = arch.str();
+    if (std::find(out.begin(), out.end(), norm) == out.end()) out.push_back(norm);
   }
   return out;
 }

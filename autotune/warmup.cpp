@@ -102,6 +102,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
   std::set<std::string> seen;
   std::map<std::string, std::string> problem_keys;  // problem_json -> key, per family
   std::map<std::string, std::string> rejected;      // problem_json -> the family's reason, per family
+  std::map<std::string, std::string> unbuildable;   // problem_json + arch -> why no config exists for it there
   for (const WorkItem& item : plan) {
     if (!known_family(item.family)) continue;
     const FamilyInfo& fam = family(item.family);
@@ -116,10 +117,16 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
     Arch arch = Arch::parse(item.arch);
     // The workers' arches get every candidate even with all_candidates off: their tunings need them all, and
     // compiled here they are compiled once, not by each worker process.
-    std::vector<std::string> configs = opt.all_candidates || (opt.tune && pooled_arches.count(item.arch))
-                                           ? candidate_configs(fam, pk, arch, arch_limits(arch))
-                                           : std::vector<std::string>{fam.default_config(pk, arch)};
-    for (auto& c : shared_module_configs(fam, pk, arch)) configs.push_back(std::move(c));
+    std::vector<std::string> configs;
+    try {
+      configs = opt.all_candidates || (opt.tune && pooled_arches.count(item.arch))
+                    ? candidate_configs(fam, pk, arch, arch_limits(arch))
+                    : std::vector<std::string>{fam.default_config(pk, arch)};
+      for (auto& c : shared_module_configs(fam, pk, arch)) configs.push_back(std::move(c));
+    } catch (const Error& e) {  // e.g. an arch the family has no kernel for: this op fails, the others go on
+      unbuildable.emplace(item.family + "\n" + item.problem_json + "\n" + item.arch, e.what());
+      continue;
+    }
     for (const auto& c : configs) {
       std::string id = fmt::format("{}\n{}\n{}\n{}", item.family, pk, c, item.arch);
       if (seen.insert(id).second) jobs.push_back({item.family, pk, c, arch});
@@ -165,6 +172,16 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       if (why == rejected.end() || why->second.empty()) continue;
       w.status = fmt::format("failed: {} {}: the family rejected the problem: {}",
                              item.labels.size() == 1 ? "op" : "ops", fmt::join(item.labels, ", "), why->second);
+      why->second.clear();
+      report.failed++;
+      report.items.push_back(w);
+      continue;
+    }
+    if (auto why = unbuildable.find(item.family + "\n" + item.problem_json + "\n" + item.arch); why != unbuildable.end()) {
+      // One failure per op and arch (not per bucket), with the family's reason.
+      if (why->second.empty()) continue;
+      w.status = fmt::format("failed: {} {} on {}: {}", item.labels.size() == 1 ? "op" : "ops",
+                             fmt::join(item.labels, ", "), item.arch, why->second);
       why->second.clear();
       report.failed++;
       report.items.push_back(w);

@@ -1,6 +1,9 @@
 #include "ktune/arch.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <iterator>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -51,6 +54,23 @@ Arch arch_for_compute_capability(int major, int minor) {
   a.minor = minor;
   if (major == 9 || major == 10 || major == 12) a.suffix = 'a';
   return a;
+}
+
+namespace {
+// Compute capabilities of shipped NVIDIA GPUs that a CUDA 12/13 toolkit can target.
+constexpr int kKnownSm[] = {70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121};
+}  // namespace
+
+std::string unknown_target_reason(const Arch& a) {
+  if (a.host) return {};
+  if (std::find(std::begin(kKnownSm), std::end(kKnownSm), a.sm()) == std::end(kKnownSm)) {
+    std::vector<std::string> names;
+    for (int sm : kKnownSm) names.push_back(fmt::format("sm_{}", sm));
+    return fmt::format("'{}' is not a GPU's compute capability (known: {})", a.str(), fmt::join(names, ", "));
+  }
+  if ((a.suffix == 'a' && a.major < 9) || (a.suffix == 'f' && a.major < 10))
+    return fmt::format("'{}': the '{}' variant exists only from sm_{}0 on", a.str(), a.suffix, a.suffix == 'a' ? 9 : 10);
+  return {};
 }
 
 }  // namespace ktune

@@ -94,6 +94,11 @@ TEST_CASE("autotune presets: bad input names the field path", "[autotune]") {
                "ops[0].problem.topk: required field missing");
   expect_error(preset(R"({"label": "a", "family": "xqa_decode", "arches": ["sm_90a", "hopper"], "problem": {"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8}})"),
                R"(ops[0].arches[1]: expected an arch name like "sm_90a", got "hopper")");
+  // Names no GPU has would drop the op from every warmup and check without a word.
+  expect_error(preset(R"({"label": "a", "family": "xqa_decode", "arches": ["sm_999"], "problem": {"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8}})"),
+               "ops[0].arches[0]: 'sm_999' is not a GPU's compute capability (known: sm_70,");
+  expect_error(preset(R"({"label": "a", "family": "xqa_decode", "arches": ["sm_80a"], "problem": {"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8}})"),
+               "ops[0].arches[0]: 'sm_80a': the 'a' variant exists only from sm_90 on");
   expect_error(preset(kAttn, R"({"batch": {"min": 8, "max": 4}, "seq_len": {"max": 8192}})"),
                "buckets.batch.max: expected an integer in 8..1073741824, got 4");
   // 2^30 + 1 would round up to 2^31, which wraps to a negative int bucket.

@@ -10,20 +10,6 @@
 #include "ktune/runtime.hpp"
 
 namespace ktune::cli {
-namespace {
-
-// Compute capabilities of shipped NVIDIA GPUs that a CUDA 12/13 toolkit can target (sm_70 .. sm_121).
-constexpr int kKnownSm[] = {70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121};
-
-bool known_sm(int sm) { return std::find(std::begin(kKnownSm), std::end(kKnownSm), sm) != std::end(kKnownSm); }
-
-std::string known_list() {
-  std::vector<std::string> names;
-  for (int sm : kKnownSm) names.push_back(fmt::format("sm_{}", sm));
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
-}  // namespace
 
 std::vector<Arch> parse_arch_option(const std::string& list, bool allow_host) {
   std::vector<Arch> out;
@@ -40,11 +26,7 @@ std::vector<Arch> parse_arch_option(const std::string& list, bool allow_host) {
     }
     if (a.host && !allow_host) throw UsageError("--arch: this command takes CUDA arches only, got 'host'");
     if (!a.host) {
-      if (!known_sm(a.sm()))
-        throw UsageError(fmt::format("--arch: '{}' is not a GPU's compute capability (known: {})", name, known_list()));
-      if ((a.suffix == 'a' && a.major < 9) || (a.suffix == 'f' && a.major < 10))
-        throw UsageError(fmt::format("--arch: '{}': the '{}' variant exists only from sm_{}0 on", name, a.suffix,
-                                     a.suffix == 'a' ? 9 : 10));
+      if (const std::string why = unknown_target_reason(a); !why.empty()) throw UsageError("--arch: " + why);
       const Arch looked_up = arch_for_compute_capability(a.major, a.minor);
       if (looked_up != a)
         fmt::print(stderr,

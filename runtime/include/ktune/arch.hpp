@@ -35,6 +35,11 @@ struct KTUNE_API Arch {
 // sm_103a, sm_120a, sm_121a.
 KTUNE_API const std::vector<std::string>& supported_cuda_arches();
 
+// "" when `a` names a target some NVIDIA GPU has (a shipped compute capability, sm_70 .. sm_121, with an 'a'
+// variant only from sm_90 and an 'f' variant only from sm_100) or the host; else one sentence saying why not,
+// e.g. "'sm_999' is not a GPU's compute capability (known: sm_70, ...)".
+KTUNE_API std::string unknown_target_reason(const Arch& a);
+
 // The arch a device of compute capability major.minor runs best: the 'a' variant where one exists (9.0, 10.x,
 // 12.x), the plain one otherwise.
 KTUNE_API Arch arch_for_compute_capability(int major, int minor);
