@@ -5,7 +5,8 @@
 # lists (0,0, -1, x, 99) and --workers without --arch host, empty values (--problem ""), ktune tune bucket
 # options the family does not tune (or lacks), preset files that are too large or not regular files (/dev/zero),
 # a preset op the family rejects (named once, with the family's reason), `checked` in a preset problem (documented, accepted),
-# `ktune --version`, and no --help text naming a doc that does not exist.
+# `ktune --version`, options a subcommand would ignore (cache export --family, --problem with --config), and no
+# --help text naming a doc that does not exist.
 # usage: cli_errors.sh KTUNE_BINARY SOURCE_DIR
 set -uo pipefail
 K="${1:?usage: cli_errors.sh KTUNE_BINARY SOURCE_DIR}"
@@ -56,6 +57,16 @@ expect 2 "unexpected argument 'extra'" -- info extra
 expect 2 "unexpected argument 'llama-3.1-8b'" -- warmup llama-3.1-8b
 expect 2 "unexpected argument 'extra'" -- cache stats extra
 expect 2 "unexpected argument 'b'" -- cache show a b
+# Options a command would ignore are refused, not dropped: a filter one subcommand does not apply, a second
+# problem source.
+expect 2 "unknown option --family" -- cache export --family mxfp4_gemm --out "$tmp/x.db"
+expect 2 "unknown option --family" -- cache merge --family xqa_decode --from "$tmp/x.db"
+expect 2 "unknown option --out" -- cache ls --out "$tmp/x.db"
+expect 2 "unknown option --stale-ktune" -- cache ls --stale-ktune
+expect 2 "give --problem KEY or --config JSON, not both" -- compile --family xqa_decode --arch sm_90a \
+  --problem d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none --config '{"head_dim": 64}'
+expect 2 "give --problem KEY or --config JSON, not both" -- tune --family xqa_decode --arch host \
+  --problem d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none --config '{"head_dim": 64}'
 
 # Integers in range, durations positive, values non-empty.
 expect 2 "--jobs: expected an integer in 1..1024, got -1" -- compile --family xqa_decode --arch sm_90a -j -1
@@ -125,6 +136,20 @@ expect 1 "MISSING sm_90a attn d128\.h32\.kv8\.p32\.hnd\.bf16-bf16-bf16\.q1\.none
   cache check --preset "$tmp/checked.json" --arch sm_90a
 grep -q '`checked`' "$SRC/docs/presets.md" ||
   { echo "FAIL: docs/presets.md no longer documents checked"; fails=$((fails + 1)); }
+
+# prepack: a weight of the wrong size names the flag; --json gives one object, for a written file and --check.
+head -c 2048 /dev/urandom >"$tmp/w.bin"
+head -c 128 /dev/urandom >"$tmp/s.bin"
+expect 2 "--weight: expected 2048 bytes.*got 2047" -- prepack --weight <(head -c 2047 "$tmp/w.bin") \
+  --scales "$tmp/s.bin" --n 64 --k 64 --out "$tmp/p.bin"
+for run in "prepack --weight $tmp/w.bin --scales $tmp/s.bin --n 64 --k 64 --out $tmp/p.bin --json" \
+           "prepack --check $tmp/p.bin --json"; do
+  # shellcheck disable=SC2086
+  if ! "$K" $run | python3 -c 'import json, sys; d = json.load(sys.stdin); sys.exit(0 if (d["n"], d["k"], d["experts"]) == (64, 64, 1) else 1)'; then
+    echo "FAIL: ktune $run: no JSON object with n 64, k 64, experts 1"
+    fails=$((fails + 1))
+  fi
+done
 
 # No --help text names a doc that does not exist.
 for cmd in info compile warmup tune replay presets cache prepack report; do

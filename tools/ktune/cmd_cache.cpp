@@ -234,9 +234,27 @@ int cmd_cache(const std::vector<std::string>& argv) {
       return 0;
     }
   if (sub == "check") return cmd_cache_check(rest);
-  // `show KEY` is the one subcommand with a positional argument.
-  Args args(rest, {"cache", "family", "out", "from", "key", "pubkey"},
-            {"json", "stale-compiler", "stale-ktune", "load"}, sub == "show" ? 1 : 0);
+  // Each subcommand takes only the options it reads: one it would ignore (`export --family`) is an error, not a
+  // filter silently skipped. `show KEY` is the one subcommand with a positional argument.
+  struct Options {
+    std::vector<std::string> valued, flags;
+  };
+  static const std::map<std::string, Options> kOptions = {
+      {"ls", {{"cache", "family"}, {"json"}}},
+      {"show", {{"cache"}, {"json"}}},
+      {"stats", {{"cache"}, {"json"}}},
+      {"verify", {{"cache", "pubkey"}, {"json", "load"}}},
+      {"keygen", {{"out"}, {"json"}}},
+      {"sign", {{"cache", "key"}, {"json"}}},
+      {"prune", {{"cache", "family"}, {"json", "stale-compiler", "stale-ktune"}}},
+      {"export", {{"cache", "out"}, {"json"}}},
+      {"merge", {{"cache", "from", "pubkey"}, {"json"}}},
+  };
+  const auto options = kOptions.find(sub);
+  if (options == kOptions.end())
+    throw UsageError("unknown cache subcommand '" + sub +
+                     "' (ls, show, stats, check, verify, prune, export, merge, keygen, sign)");
+  Args args(rest, options->second.valued, options->second.flags, sub == "show" ? 1 : 0);
   std::string cache = args.get("cache", default_cache_path());
   if (sub == "ls") return ls(args, cache);
   if (sub == "show") return show(args, cache);
@@ -268,8 +286,7 @@ int cmd_cache(const std::vector<std::string>& argv) {
                     m.binaries_added, m.binaries_skipped, m.tuning_added + m.tuning_updated, m.damaged_skipped);
     return 0;
   }
-  throw UsageError("unknown cache subcommand '" + sub +
-                   "' (ls, show, stats, check, verify, prune, export, merge, keygen, sign)");
+  throw UsageError("cache " + sub + ": not handled");  // kOptions lists only handled subcommands
 }
 
 }  // namespace ktune::cli

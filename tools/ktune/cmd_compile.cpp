@@ -58,6 +58,7 @@ int cmd_compile(const std::vector<std::string>& argv) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = args.get_int("jobs", cores, 1, 1024);
 
+  if (args.has("problem") && args.has("config")) throw UsageError("give --problem KEY or --config JSON, not both");
   std::vector<std::string> problems;
   if (args.has("problem")) {
     for (const auto& p : split(args.get("problem"), ';')) problems.push_back(fam.canonical_problem(p));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "json_writer.hpp"
 #include "commands.hpp"
 #include "ktune/error.hpp"
 #include "mxfp4_gemm/spec.hpp"
@@ -21,13 +22,20 @@ std::vector<uint8_t> read_all(const std::string& path, const char* what) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
+// The packed file's header as one JSON object (--json), for --check and for a written file alike.
+void print_json(const std::string& path, const mxfp4::PackedFile& f) {
+  fmt::print("{}\n", JsonObject().str("path", path).num("layout_version", f.layout_version).num("n", f.n).num("k", f.k)
+                         .num("experts", f.num_experts).num("weight_bytes", static_cast<int64_t>(f.weight.size()))
+                         .num("scale_bytes", static_cast<int64_t>(f.scales.size())).dump());
+}
+
 }  // namespace
 
 int cmd_prepack(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "--help") {
     fmt::print(
-        "usage: ktune prepack --weight W.bin --scales S.bin --n N --k K [--experts E] --out FILE\n"
-        "       ktune prepack --check FILE\n"
+        "usage: ktune prepack --weight W.bin --scales S.bin --n N --k K [--experts E] --out FILE [--json]\n"
+        "       ktune prepack --check FILE [--json]\n"
         "  Reorders an OCP MXFP4 weight (raw files: W.bin = uint8 [E, N, K/2], two e2m1 codes per byte, low\n"
         "  nibble = even k; S.bin = uint8 e8m0 [E, N, K/32]) into the mxfp4_gemm kernel's layout and writes one\n"
         "  file recording the layout version (docs/mxfp4_gemm.md). --check reads a packed file back: exit 1 when\n"
@@ -37,6 +45,7 @@ int cmd_prepack(const std::vector<std::string>& argv) {
   Args args(argv, {"weight", "scales", "n", "k", "experts", "out", "check"}, {"json"});
   if (args.has("check")) {
     const mxfp4::PackedFile f = mxfp4::read_packed_file(args.get("check"));
+    if (args.has("json")) return print_json(args.get("check"), f), 0;
     fmt::print("{}: mxfp4 packed weight, layout version {}, n {}, k {}, experts {}, {} + {} bytes: ok\n",
                args.get("check"), f.layout_version, f.n, f.k, f.num_experts, f.weight.size(), f.scales.size());
     return 0;
@@ -59,6 +68,7 @@ int cmd_prepack(const std::vector<std::string>& argv) {
   f.scales.resize(mxfp4::packed_scale_bytes(f.n, f.k, f.num_experts));
   mxfp4::prepack_host(w.data(), s.data(), f.n, f.k, f.num_experts, f.weight.data(), f.scales.data());
   mxfp4::write_packed_file(args.get("out"), f);
+  if (args.has("json")) return print_json(args.get("out"), f), 0;
   fmt::print("wrote {}: layout version {}, n {}, k {}, experts {}, {} + {} bytes\n", args.get("out"), f.layout_version,
              f.n, f.k, f.num_experts, f.weight.size(), f.scales.size());
   return 0;

@@ -67,6 +67,7 @@ int cmd_tune(const std::vector<std::string>& argv) {
     throw UsageError("--arch: tune runs on GPU 0 (no --arch) or on the host CPU (--arch host), got '" + args.get("arch") + "'");
   if (!args.has("family")) throw UsageError("--family is required");
   const FamilyInfo& fam = family(args.get("family"));
+  if (args.has("problem") && args.has("config")) throw UsageError("give --problem KEY or --config JSON, not both");
   std::string problem;
   if (args.has("problem")) problem = fam.canonical_problem(args.get("problem"));
   else if (args.has("config")) problem = fam.problem_from_json(args.get("config"));
