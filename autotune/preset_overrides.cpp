@@ -44,14 +44,18 @@ void shrink_max(BucketSpec& spec, int max, const char* option) {
 
 }  // namespace
 
+std::vector<std::string> override_kv_dtypes() {
+  std::vector<std::string> all;
+  for (const auto& f : families())
+    for (const auto& d : f.engine_kv_dtypes)
+      if (std::find(all.begin(), all.end(), d) == all.end()) all.push_back(d);
+  return all;
+}
+
 Preset with_overrides(Preset p, std::optional<std::string> kv_dtype, std::optional<int> max_batch,
                       std::optional<int> max_seq_len, std::optional<int> spec_tokens) {
   if (kv_dtype) {
-    // The dtypes any family's ops may take (FamilyInfo::engine_kv_dtypes); each family takes only its own.
-    std::vector<std::string> all;
-    for (const auto& f : families())
-      for (const auto& d : f.engine_kv_dtypes)
-        if (std::find(all.begin(), all.end(), d) == all.end()) all.push_back(d);
+    const std::vector<std::string> all = override_kv_dtypes();
     if (std::find(all.begin(), all.end(), *kv_dtype) == all.end()) {
       std::string list;
       for (const auto& d : all) list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", d);
@@ -67,8 +71,8 @@ Preset with_overrides(Preset p, std::optional<std::string> kv_dtype, std::option
   if (max_batch) shrink_max(p.batch, *max_batch, "max_batch");
   if (max_seq_len) shrink_max(p.seq_len, *max_seq_len, "max_seq_len");
   if (spec_tokens) {
-    if (*spec_tokens < 0 || *spec_tokens > detail::kMaxSpecTokens)
-      bad("spec_tokens", fmt::format("an integer in 0..{}", detail::kMaxSpecTokens), std::to_string(*spec_tokens));
+    if (*spec_tokens < 0 || *spec_tokens > kMaxSpecTokens)
+      bad("spec_tokens", fmt::format("an integer in 0..{}", kMaxSpecTokens), std::to_string(*spec_tokens));
     p.spec_tokens = *spec_tokens;
     edit_problems(p, [&](const FamilyInfo& family, Json& problem) {
       detail::apply_spec_tokens(family, problem, *spec_tokens);

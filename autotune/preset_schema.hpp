@@ -10,9 +10,6 @@
 
 namespace ktune::autotune::detail {
 
-// Draft tokens per request beyond this make no sense for decode and would overflow token counts.
-constexpr int kMaxSpecTokens = 255;
-
 // The registered family of that name, or nullptr.
 const FamilyInfo* find_family(const std::string& name);
 std::string known_families();  // "\"xqa_decode\", \"sparse_mla_decode\", \"mxfp4_gemm\""

@@ -196,8 +196,8 @@ Preset parse_preset(const std::string& json_text, const std::string& origin, std
   }
   if (const Json* k = root.find("spec_tokens")) {
     p.spec_tokens = int_at_least(*k, 0, "spec_tokens", issue);
-    if (p.spec_tokens > detail::kMaxSpecTokens)
-      issue.expected("spec_tokens", fmt::format("an integer in 0..{}", detail::kMaxSpecTokens), *k);
+    if (p.spec_tokens > kMaxSpecTokens)
+      issue.expected("spec_tokens", fmt::format("an integer in 0..{}", kMaxSpecTokens), *k);
   }
 
   const Json& buckets = required(root, "", "buckets", "an object with batch and seq_len", issue);

@@ -62,4 +62,11 @@ KTUNE_API Preset parse_preset(const std::string& json_text, const std::string& o
 KTUNE_API Preset with_overrides(Preset preset, std::optional<std::string> kv_dtype, std::optional<int> max_batch,
                                 std::optional<int> max_seq_len, std::optional<int> spec_tokens);
 
+// The kv_dtype values with_overrides takes: every dtype some family's ops accept (FamilyInfo::engine_kv_dtypes;
+// each family takes only its own).
+KTUNE_API std::vector<std::string> override_kv_dtypes();
+// The largest spec_tokens a preset or an override may give: more draft tokens per request make no sense for
+// decode and would overflow token counts.
+inline constexpr int kMaxSpecTokens = 255;
+
 }  // namespace ktune::autotune

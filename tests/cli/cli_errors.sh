@@ -73,6 +73,10 @@ expect 2 "--jobs: expected an integer in 1..1024, got -1" -- compile --family xq
 expect 2 "--jobs: expected an integer in 1..1024, got 0" -- warmup --preset "$small" -j 0
 expect 2 "--budget: expected a positive duration.*got '-5m'" -- warmup --preset "$small" --budget -5m
 expect 2 "--budget: expected a positive duration.*got 'nanm'" -- warmup --preset "$small" --budget nanm
+expect 2 "--budget: expected a positive duration.*got '0x10'" -- warmup --preset "$small" --budget 0x10
+expect 2 "--budget: expected a positive duration.*got '1e-300s'" -- warmup --preset "$small" --budget 1e-300s
+expect 2 "--spec-tokens: expected an integer in 0..255, got 300" -- warmup --preset "$small" --spec-tokens 300
+expect 2 "--kv-dtype: expected one of bf16, fp16, fp8, got 'fp9'" -- warmup --preset "$small" --kv-dtype fp9
 # --devices / --workers (multi-device warmup): the flag, the entry and what was expected; nothing is compiled.
 expect 2 "--devices: '0' is given twice: expected each GPU once" -- warmup --preset "$small" --devices 0,0
 expect 2 "--devices: '-1': expected a GPU ordinal >= 0" -- warmup --preset "$small" --devices -1

@@ -53,3 +53,14 @@ echo "replay (deepseek-v3.2): $replay"
 [[ "$(grep -o '"key": *"h128.r512.d64.k2048.p64.bf16-fp8ds.q1|b' <<<"$replay" | wc -l)" == 2 ]] ||
   { echo "FAIL: deepseek replay did not run the 2 sparse MLA keys"; exit 1; }
 echo "host deepseek-v3.2: 2 sparse MLA keys tuned; replay 0 compiles, 0 tunings"
+
+# A budget that runs out: exit 0 (the limit asked for), every key not started counted as skipped, and the table
+# says so; the same command again resumes and tunes them.
+export KTUNE_CACHE="$tmp/host-budget.db"
+out="$("$ktune" warmup --preset llama-3.1-8b --arch host --max-batch 2 --max-seq-len 512 --budget 0.001s)"
+grep -q "budget of 0.001s ran out: 2 keys not tuned" <<<"$out" ||
+  { echo "FAIL: a budget that ran out was not reported: $out"; exit 1; }
+warm="$("$ktune" warmup --preset llama-3.1-8b --arch host --max-batch 2 --max-seq-len 512 --json)"
+[[ "$(field tuned "$warm")" == 2 ]] && grep -q '"budget_exhausted": false' <<<"$warm" ||
+  { echo "FAIL: the warmup after the budget did not tune the 2 keys: $warm"; exit 1; }
+echo "host budget: reported, then resumed"
