@@ -200,13 +200,20 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
       if (trust) {
         // Nobody vouches for what is already in a writable file: anyone who can write it could have put it
         // there. Only what this process stores from now on is served from it.
-        const CacheDb::Counts before = layer.db->counts();
         layer.db->serve_only_rows_stored_here();
-        if (before.binaries + before.tuning > 0)
-          layer.info.note = fmt::format("writable; KTUNE_TRUSTED_KEYS: only entries this process stores are "
-                                        "served from it (the {} binaries and {} tuning rows already in it are not "
-                                        "used)",
-                                        before.binaries, before.tuning);
+        // The count is for the note only: a file too damaged to count is still served nothing it holds.
+        try {
+          const CacheDb::Counts before = layer.db->counts();
+          if (before.binaries + before.tuning > 0)
+            layer.info.note = fmt::format("writable; KTUNE_TRUSTED_KEYS: only entries this process stores are "
+                                          "served from it (the {} binaries and {} tuning rows already in it are "
+                                          "not used)",
+                                          before.binaries, before.tuning);
+        } catch (const CacheError& e) {
+          layer.info.note = fmt::format("writable; KTUNE_TRUSTED_KEYS: only entries this process stores are served "
+                                        "from it (what it holds could not be counted: {})",
+                                        e.what());
+        }
       }
     }
     layer.info.open = layer.db != nullptr;

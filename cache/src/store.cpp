@@ -410,10 +410,13 @@ void CacheDb::use_rollback_journal() {
 CacheDb::Counts CacheDb::counts() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Counts out;
-  Stmt b(impl_->conn, "SELECT count(*), coalesce(sum(blob_size), 0) FROM binaries");
+  // total() sums in floating point: a damaged blob_size (say INT64_MAX) cannot overflow the sum and fail the
+  // count, it only makes the byte total meaningless.
+  Stmt b(impl_->conn, "SELECT count(*), total(blob_size) FROM binaries");
   b.step();
   out.binaries = b.int64(0);
-  out.blob_bytes = b.int64(1);
+  const double bytes = b.real(1);
+  out.blob_bytes = bytes >= 9.2e18 ? INT64_MAX : bytes <= 0 ? 0 : static_cast<int64_t>(bytes);
   Stmt t(impl_->conn, "SELECT count(*) FROM tuning");
   t.step();
   out.tuning = t.int64(0);

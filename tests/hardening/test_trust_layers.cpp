@@ -101,6 +101,27 @@ TEST_CASE("trust: a writable layer under trusted keys serves only what this proc
   CHECK(plain.get_binary(sample_record(1).digest).status == LookupStatus::hit);
 }
 
+TEST_CASE("trust: a writable layer whose sizes cannot be summed still opens under trusted keys",
+          "[attack][trust][hardening][signing]") {
+  // Two rows claiming INT64_MAX bytes: a SQL sum() would overflow. The layer is served nothing it holds anyway, so
+  // the count for its note must not stop the runtime; without trusted keys such a file opens too.
+  TempDir dir;
+  Keys k = make_keys(dir, "k");
+  const std::string path = unsigned_copy(dir, k, "user.db");
+  raw_exec(path, "UPDATE binaries SET blob_size = 9223372036854775807 WHERE rowid IN (SELECT rowid FROM binaries "
+                 "LIMIT 2)");
+  LayeredCache layered(path, trusting(k));
+  auto layers = layered.layers();
+  REQUIRE(layers.size() == 1);
+  CHECK(layers[0].writable);
+  CHECK_THAT(layers[0].note, Catch::Contains("only entries this process stores are served"));
+  CHECK(layered.put_binary(sample_record(30)));
+  CHECK(layered.get_binary(sample_record(30).digest).status == LookupStatus::hit);
+  const auto summary = cache_layers(path);
+  REQUIRE(summary.size() == 1);
+  CHECK(summary[0].binaries == 7);
+}
+
 TEST_CASE("trust: a swapped blob in an unsigned writable layer is never served under trusted keys",
           "[attack][trust][hardening][signing]") {
   TempDir dir;
