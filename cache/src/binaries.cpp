@@ -203,7 +203,9 @@ BinaryLookup CacheDb::find_binary_any_compiler_version(const std::string& source
   return damaged;  // miss when there was no candidate at all
 }
 
-bool CacheDb::put_binary(const BinaryRecord& r) {
+bool CacheDb::put_binary(const BinaryRecord& r) { return put_binary_row(r, /*lowest_row_digest_wins=*/false); }
+
+bool CacheDb::put_binary_row(const BinaryRecord& r, bool lowest_row_digest_wins) {
   detail::require_writable(*impl_, "store a binary");
   if (r.digest.empty()) throw CacheError(fmt::format("ktune cache {}: put_binary with an empty digest", path()));
   const std::string actual = sha256_hex(r.blob.data(), r.blob.size());
@@ -224,19 +226,25 @@ bool CacheDb::put_binary(const BinaryRecord& r) {
     // The digest exists. If that copy is damaged (blob, row digest, or key columns that disagree with this
     // record's), this put is the repair: replace it. Otherwise keep it.
     const BinaryExpectation same_key = detail::key_columns_of(r);
-    bool damaged = true;
+    bool damaged = true, loses = false;
     try {
       std::optional<detail::StoredBinary> old = detail::load_binary_locked(*impl_, r.digest);
       if (old) {
+        const std::string old_row_digest =
+            detail::binary_row_digest(old->record, old->record.blob_sha256, old->blob_size);
         // Rows outside a signed-row restriction are not damaged for this purpose: the restriction is about
         // serving, and a restricted CacheDb is read-only anyway. Another writer's intact row (hidden under
         // serve_only_rows_stored_here) is kept too: it is only not served here.
         damaged = detail::check_binary(*impl_, std::move(*old), &same_key).status != LookupStatus::hit;
+        // Two intact rows under one digest (the same key compiled on two hosts: blobs differ in NVRTC's
+        // per-process symbol names, and in created_at and compile_ms): a merge keeps the one whose row digest
+        // sorts first, so the file does not depend on the order its sources came in.
+        loses = lowest_row_digest_wins && row_digest < old_row_digest;
       }
     } catch (const detail::SqliteFailure& e) {
       if (!e.corrupt()) throw;
     }
-    if (damaged) {
+    if (damaged || loses) {
       Stmt rep(impl_->conn, detail::insert_sql(version, "INSERT OR REPLACE"));
       detail::bind_record(rep, version, r, actual, created_at);
       rep.run();

@@ -242,7 +242,7 @@ CacheDb::MergeResult CacheDb::merge_rows_from(CacheDb& source, const std::string
     if (l.status == LookupStatus::damaged) {
       ++result.damaged_skipped;
     } else if (l.status == LookupStatus::hit) {
-      if (put_binary(l.record)) {
+      if (put_binary_row(l.record, /*lowest_row_digest_wins=*/true)) {
         ++result.binaries_added;
       } else {
         ++result.binaries_skipped;

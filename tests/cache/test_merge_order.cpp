@@ -99,3 +99,40 @@ TEST_CASE("cache merge for a ktune version keeps that version's rows over later 
   const std::vector<Row> plain = merged(dir, "plain.db", {cur, old});
   CHECK(std::get<4>(plain[0]) == "t32.s1.w1");
 }
+
+TEST_CASE("cache merge keeps the same binary rows whatever the order (one key compiled on two hosts)",
+          "[cache][maintenance][merge]") {
+  // One digest, two intact rows: the blobs differ as NVRTC's per-process symbol names do, and so do created_at and
+  // compile_ms. The merged file keeps one of them whatever the order: the row whose row digest sorts first.
+  TempDir dir;
+  const std::string a = dir.file("a.db"), b = dir.file("b.db");
+  BinaryRecord ra = sample_record(1), rb = sample_record(1);
+  ra.created_at = 1796505872;
+  rb.created_at = 1796506070;
+  rb.compile_ms = 125.1;
+  rb.blob.back() ^= 0x5a;
+  CacheDb::open(a, {})->put_binary(ra);
+  CacheDb::open(b, {})->put_binary(rb);
+  CacheDb::open(a, {})->put_binary(sample_record(2));  // only in a
+  using BinRow = std::tuple<std::string, int64_t, double, std::string>;
+  const auto binaries_of = [&](const std::vector<std::string>& sources, const std::string& name) {
+    const std::string path = dir.file(name);
+    {
+      auto db = CacheDb::open(path, {});
+      for (const auto& s : sources) db->merge_from(s, "");
+    }
+    auto db = CacheDb::open(path, {});
+    CHECK(db->verify().empty());
+    std::vector<BinRow> out;
+    for (const BinaryInfo& info : db->list_binaries()) {
+      const BinaryLookup l = db->get_binary(info.digest);
+      REQUIRE(l.status == LookupStatus::hit);
+      out.emplace_back(l.record.digest, l.record.created_at, l.record.compile_ms, l.record.blob_sha256);
+    }
+    return out;
+  };
+  const std::vector<BinRow> ab = binaries_of({a, b}, "ab.db"), ba = binaries_of({b, a}, "ba.db");
+  REQUIRE(ab.size() == 2);
+  CHECK(ab == ba);
+  CHECK(binaries_of({a, b, a, b}, "abab.db") == ab);
+}

@@ -236,6 +236,9 @@ class CacheDb {
   friend std::unique_ptr<CacheDb> detail::open_at_schema_version(const std::string& path, int version);
   explicit CacheDb(std::unique_ptr<Impl> impl);
   MergeResult merge_rows_from(CacheDb& src, const std::string& prefer_ktune_version);
+  // put_binary, or with lowest_row_digest_wins (merges) also replacing an intact row of the same digest whose
+  // row digest sorts after r's.
+  bool put_binary_row(const BinaryRecord& r, bool lowest_row_digest_wins);
   std::unique_ptr<Impl> impl_;
 };
 
