@@ -45,11 +45,15 @@ def _xqa_op(op):
             raise invalid(f"xqa_decode: op: expected a prepared xqa_decode op, got one of {op.family}")
         return op, parse_key(op.key)
     if isinstance(op, (str, dict)):
+        from .runtime import runtime as default_runtime
         info = canonical(op)
+        rt = default_runtime()
         with _KEYED_LOCK:  # a plain C op: no torch needed for the NumPy forms
+            # One op per (runtime, key): after set_runtime (or its runtime's close) the helpers follow the
+            # default runtime instead of calling an op that belongs to another, or to none.
             cached = _KEYED_OPS.get(info.key)
-            if cached is None:
-                cached = _KEYED_OPS[info.key] = Op("xqa_decode", info.key)
+            if cached is None or cached.runtime is not rt or cached._handle is None:
+                cached = _KEYED_OPS[info.key] = Op("xqa_decode", info.key, rt)
         return cached, info
     raise invalid(f"xqa_decode: op: expected an XqaDecodeOp, an xqa_decode ops.Op or a problem key, got "
                   f"{type(op).__name__}")

@@ -101,6 +101,24 @@ class EngineHost(unittest.TestCase):
             got = ktune.q_cu_seq_lens(q_lens, key)
             np.testing.assert_array_equal(got, np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32))
 
+    def test_helpers_follow_the_default_runtime(self):
+        # The helpers keep one op per key; after set_runtime (the old runtime closed) they use the new one.
+        import tempfile
+        key = explicit_key(16)
+        q_lens = np.array([3, 0, 5], dtype=np.int32)
+        want = np.array([0, 3, 3, 8], dtype=np.int32)
+        before = ktune.runtime()
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                for i in range(2):
+                    rt = ktune.Runtime(cache=os.path.join(d, f"r{i}.db"))
+                    ktune.set_runtime(rt)
+                    np.testing.assert_array_equal(ktune.q_cu_seq_lens(q_lens, key), want)
+                    rt.close()
+        finally:
+            ktune.set_runtime(before)
+        np.testing.assert_array_equal(ktune.q_cu_seq_lens(q_lens, key), want)
+
     def test_errors_name_the_argument(self):
         key = explicit_key(4)
         with self.assertRaisesRegex(ktune.InvalidArgumentError, r"q_lens\[1\]"):
