@@ -359,6 +359,13 @@ def last_error():
     return (lib().ktune_last_error() or b"").decode("utf-8", "replace")
 
 
+def workspace_refused(status):
+    """True when a call failed for its workspace: the library planned again since the caller sized it (a config
+    tuned since in this process, another device's SM count) and needs more. Nothing was launched."""
+    from .errors import INVALID_ARGUMENT
+    return status == INVALID_ARGUMENT and "workspace" in (last_error() or "")
+
+
 def check(status, what=""):
     """Raises the KtuneError subclass for a failed C status, carrying ktune_last_error()."""
     if status == 0:

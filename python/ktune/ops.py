@@ -286,7 +286,7 @@ class XqaDecodeOp:
     def __call__(self, q, kv_cache, block_tables, seq_lens, *, max_seq_len: int, out, lse=None, q_cu_seq_lens=None,
                  mask=None, sinks=None, softmax_scale: Optional[float] = None, q_scale=1.0, k_scale=1.0, v_scale=1.0,
                  o_scale=1.0, softcap: float = 0.0, window_left: int = -1, workspace=None, num_splits: int = 0,
-                 config: Optional[str] = None):
+                 config: Optional[str] = None, _replanned: bool = False):
         if isinstance(kv_cache, (tuple, list)):
             if len(kv_cache) != 2:
                 raise invalid(f"xqa_decode: kv_cache: expected a tensor or a (k_cache, v_cache) pair, got a sequence "
@@ -318,16 +318,20 @@ class XqaDecodeOp:
                           lse, max_seq_len, num_splits, config, (q_scale, k_scale, v_scale, o_scale))
             qdev = q.device
         ws = self._ws
+        own_ws = None
         if ws:
             if workspace is None:
                 # from torch's caching allocator on the current stream: inside a CUDA-graph capture it comes from
                 # the graph's pool, so replays find it at the same address
-                workspace = self._empty(ws, dtype=self._u8, device=qdev)
+                # (held in `own_ws` until the launch is enqueued, so its block is not handed out again before)
+                own_ws = self._empty(ws, dtype=self._u8, device=qdev)
+                ws_ptr = own_ws.data_ptr()
             elif workspace.nbytes < ws or workspace.device != qdev or not workspace.is_contiguous():
                 raise invalid(f"xqa_decode: workspace: expected a contiguous tensor of >= {ws} bytes on {qdev}, got "
                               f"{workspace.nbytes} bytes on {workspace.device}"
                               f"{'' if workspace.is_contiguous() else ', not contiguous'}")
-            ws_ptr = workspace.data_ptr()
+            else:
+                ws_ptr = workspace.data_ptr()
         else:
             ws_ptr = None
         # q and out are new tensors at every eager step; the rest is written only when it changed
@@ -353,7 +357,17 @@ class XqaDecodeOp:
         index = qdev.index
         op = self._op
         status = op._run_on_device(op._handle, self._ref, self._stream(index), index)
+        own_ws = None
         if status:
+            if workspace is None and not _replanned and _lib.workspace_refused(status):
+                # The workspace memoized for these arguments was planned before the op planned again (a config
+                # tuned since): forget the memo and run the call once more, planned afresh.
+                self._seen.clear()
+                self._facts = _UNSET
+                return self(q, kv_cache, block_tables, seq_lens, max_seq_len=max_seq_len, out=out, lse=lse,
+                            q_cu_seq_lens=q_cu_seq_lens, mask=mask, sinks=sinks, softmax_scale=softmax_scale,
+                            q_scale=q_scale, k_scale=k_scale, v_scale=v_scale, o_scale=o_scale, softcap=softcap,
+                            window_left=window_left, num_splits=num_splits, config=config, _replanned=True)
             _lib.check(status, "ktune_op_run_on_device")
         return out if lse is None else (out, lse)
 

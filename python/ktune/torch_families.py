@@ -83,19 +83,25 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     a.softmax_scale = float(softmax_scale) if softmax_scale is not None and softmax_scale >= 0 else 1.0 / math.sqrt(dq)
     cfg = _lib.cstr(config) if config else None
     a.config, a.num_splits = cfg, int(num_splits)
-    k = ("mla", id(rt), info.key, T, config, num_splits)
-    ws_bytes = _ws_cache.get(k)
-    if ws_bytes is None:
-        n = ctypes.c_size_t(0)
-        _lib.check(L.ktune_sparse_mla_decode_workspace_bytes(rt.handle, info.key.encode(), T, cfg, int(num_splits),
-                                                             ctypes.byref(n)), "ktune_sparse_mla_decode_workspace_bytes")
-        ws_bytes = _ws_cache[k] = n.value
-    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
-    if ws is not None:
-        a.workspace, a.workspace_bytes = ws.data_ptr(), ws_bytes
+    # The split count (so the workspace) depends on the device's SM count and on the config tuned for the key.
+    k = ("mla", id(rt), q.device.index, info.key, T, config, num_splits)
     stream = torch.cuda.current_stream(q.device).cuda_stream
-    _lib.check(L.ktune_sparse_mla_decode(rt.handle, info.key.encode(), ctypes.byref(a), ctypes.c_void_p(stream)),
-               "ktune_sparse_mla_decode")
+    for attempt in range(2):
+        ws_bytes = _ws_cache.get(k)
+        if ws_bytes is None:
+            n = ctypes.c_size_t(0)
+            _lib.check(L.ktune_sparse_mla_decode_workspace_bytes(rt.handle, info.key.encode(), T, cfg,
+                                                                 int(num_splits), ctypes.byref(n)),
+                       "ktune_sparse_mla_decode_workspace_bytes")
+            ws_bytes = _ws_cache[k] = n.value
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
+        a.workspace, a.workspace_bytes = (ws.data_ptr(), ws_bytes) if ws is not None else (None, 0)
+        status = L.ktune_sparse_mla_decode(rt.handle, info.key.encode(), ctypes.byref(a), ctypes.c_void_p(stream))
+        if status and attempt == 0 and _lib.workspace_refused(status):
+            _ws_cache.pop(k, None)  # planned before a config was tuned in this process: size it again
+            continue
+        _lib.check(status, "ktune_sparse_mla_decode")
+        break
     del ws
 
 

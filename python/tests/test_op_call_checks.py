@@ -231,6 +231,50 @@ class Workspace(unittest.TestCase):
         self.assertNotEqual(self.rec.launches[-1]["workspace"], None)
 
 
+class Replanned(unittest.TestCase):
+    """The C op plans again when a config is tuned in the process; a workspace memoized before is then refused
+    (nothing launched), and the op sizes it afresh and runs the call once more."""
+
+    def test_a_stale_workspace_is_planned_again_once(self):
+        import ktune._lib as lib
+        op, rec = make_op(workspace_bytes=0)
+        t = tensors()
+
+        def call():
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=128, out=t["out"])
+
+        call()
+        self.assertEqual(rec.launches[-1]["workspace_bytes"], 0)
+        recorded = rec._run_on_device
+
+        need = [4096]
+
+        def refusing(handle, ref, stream, device):  # the C check of the op's current plan
+            if ref._obj.workspace_bytes < need[0]:
+                return 1
+            return recorded(handle, ref, stream, device)
+
+        rec._run_on_device = refusing
+        rec.workspace_bytes = 4096
+        saved = lib.last_error
+        lib.last_error = lambda: "ktune xqa_decode: workspace: expected a device pointer of >= 4096 bytes, got null"
+        try:
+            call()
+            self.assertEqual(rec.launches[-1]["workspace_bytes"], 4096)
+            self.assertEqual(len(rec.launches), 2)
+            call()  # planned afresh: no second retry needed
+            self.assertEqual(len(rec.launches), 3)
+            need[0] = rec.workspace_bytes = 8192  # tuned again: planned afresh once more
+            call()
+            self.assertEqual(rec.launches[-1]["workspace_bytes"], 8192)
+            need[0] = 16384  # refused even as planned afresh: the error stands after one retry
+            with self.assertRaisesRegex(InvalidArgumentError, "workspace"):
+                call()
+            self.assertEqual(len(rec.launches), 4)
+        finally:
+            lib.last_error = saved
+
+
 class StructWrites(unittest.TestCase):
     def test_a_write_that_fails_half_way_does_not_leave_stale_fields(self):
         op, rec = make_op()
