@@ -359,6 +359,16 @@ def last_error():
     return (lib().ktune_last_error() or b"").decode("utf-8", "replace")
 
 
+def c_int(what, v):
+    """v as the value of a C int field: outside 32 bits it is an error naming the field (ctypes would store it
+    wrapped, e.g. 2**32 + 16 as 16)."""
+    v = int(v)
+    if not -(1 << 31) <= v < (1 << 31):
+        from .errors import invalid
+        raise invalid(f"{what}: expected a 32-bit int, got {v}")
+    return v
+
+
 def workspace_refused(status):
     """True when a call failed for its workspace: the library planned again since the caller sized it (a config
     tuned since in this process, another device's SM count) and needs more. Nothing was launched."""

@@ -80,7 +80,8 @@ def sparse_mla_decode(problem, q, kv_cache, indices, *, sinks=None, softmax_scal
     if not q.flags["C_CONTIGUOUS"]:  # the library checks the strides (multiples of 8 elements)
         a.q_stride_token, a.q_stride_head = q.strides[0] // q.itemsize, q.strides[1] // q.itemsize
     a.softmax_scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(dq)
-    a.config, a.num_splits = _lib.cstr(config) if config else None, int(num_splits)
+    a.config = _lib.cstr(config) if config else None
+    a.num_splits = _lib.c_int("sparse_mla_decode: num_splits", num_splits)
     _lib.check(L.ktune_sparse_mla_decode_host(rt.handle, info.key.encode(), ctypes.byref(a), int(threads)),
                "ktune_sparse_mla_decode_host")
     return (out, lse) if want_lse else out

@@ -94,7 +94,7 @@ def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, 
     args.weight_scales = scales.ctypes.data
     args.bias = bias.ctypes.data if bias is not None else None
     args.c = out.ctypes.data
-    args.m = m
+    args.m = _lib.c_int("mxfp4_gemm: m (rows of a)", m)
     args.expert_offsets = expert_offsets.ctypes.data if info.grouped else None
     args.config = _lib.cstr(config)
     fn = L.ktune_mxfp4_grouped_gemm_host if info.grouped else L.ktune_mxfp4_gemm_host

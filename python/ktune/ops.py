@@ -376,6 +376,8 @@ class XqaDecodeOp:
         self._rest = _UNSET_REST  # a write that fails half way (a scale that is no number) proves nothing
         for name, v, was in zip(self._FIELDS, rest, old):
             if v is not was and v != was:
+                if name == "window_left":  # the one C int among them: ctypes would store it wrapped
+                    v = _lib.c_int("xqa_decode: window_left", v)
                 setattr(a, name, v)
         self._rest = rest
 

@@ -82,7 +82,7 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
         a.q_stride_token, a.q_stride_head = int(q.stride(0)), int(q.stride(1))
     a.softmax_scale = float(softmax_scale) if softmax_scale is not None and softmax_scale >= 0 else 1.0 / math.sqrt(dq)
     cfg = _lib.cstr(config) if config else None
-    a.config, a.num_splits = cfg, int(num_splits)
+    a.config, a.num_splits = cfg, _lib.c_int("sparse_mla_decode: num_splits", num_splits)
     # The split count (so the workspace) depends on the device's SM count and on the config tuned for the key.
     k = ("mla", id(rt), q.device.index, info.key, T, config, num_splits)
     stream = torch.cuda.current_stream(q.device).cuda_stream

@@ -258,11 +258,12 @@ def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens
     a.out = out.ptr
     a.lse = lse.ptr if lse is not None else None
     a.batch, a.num_tokens, a.q_len_per_req = batch, num_tokens, q_len_per_req
-    a.max_pages_per_req, a.num_pages, a.max_seq_len = max_pages, num_pages, max_seq_len
+    a.max_pages_per_req, a.num_pages = max_pages, num_pages
+    a.max_seq_len = _lib.c_int("xqa_decode: max_seq_len", max_seq_len)
     a.softmax_scale = float(softmax_scale)
     (a.q_scale, a.q_scale_ptr), (a.k_scale, a.k_scale_ptr), (a.v_scale, a.v_scale_ptr), (a.o_scale, a.o_scale_ptr) = scales
-    a.softcap, a.window_left = float(softcap), int(window_left)
+    a.softcap, a.window_left = float(softcap), _lib.c_int("xqa_decode: window_left", window_left)
     a._config = _lib.cstr(config) if config else None  # keeps the bytes alive with the struct
     a.config = a._config
-    a.num_splits = int(num_splits)
+    a.num_splits = _lib.c_int("xqa_decode: num_splits", num_splits)
     return a, batch, num_tokens

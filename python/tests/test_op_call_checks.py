@@ -231,6 +231,21 @@ class Workspace(unittest.TestCase):
         self.assertNotEqual(self.rec.launches[-1]["workspace"], None)
 
 
+class IntFields(unittest.TestCase):
+    def test_values_past_32_bits_are_refused_not_wrapped(self):
+        op, rec = make_op()
+        t = tensors()
+        for kw, field in ((dict(window_left=2**32 + 3), "window_left"), (dict(num_splits=2**32 + 1), "num_splits"),
+                          (dict(max_seq_len=2**32 + 128), "max_seq_len")):
+            args = dict(max_seq_len=128, out=t["out"])
+            args.update(kw)
+            with self.assertRaisesRegex(InvalidArgumentError, f"{field}: expected a 32-bit int"):
+                op(t["q"], t["kv"], t["bt"], t["sl"], **args)
+        self.assertEqual(rec.launches, [])
+        op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=128, out=t["out"], window_left=5)
+        self.assertEqual(rec.launches[-1]["window_left"], 5)
+
+
 class Replanned(unittest.TestCase):
     """The C op plans again when a config is tuned in the process; a workspace memoized before is then refused
     (nothing launched), and the op sizes it afresh and runs the call once more."""
