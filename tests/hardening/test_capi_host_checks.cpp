@@ -195,3 +195,26 @@ TEST_CASE("C API mxfp4_gemm grouped host: bad expert offsets are refused by the 
     CHECK(out[0] == 0xFFFF);
   }
 }
+
+TEST_CASE("C API prepared op on the host device: run_on_device(KTUNE_HOST_DEVICE) runs the host call, plan says why not",
+          "[capi][host][xqa]") {
+  KTUNE_REQUIRE_HOST();
+  CRuntime c;
+  ktune_op* op = nullptr;
+  REQUIRE(ktune_op_prepare(c.rt, "xqa_decode", kXqaKey, &op) == KTUNE_OK);
+  ktune_status run = KTUNE_ERROR_INTERNAL, plan = KTUNE_OK;
+  std::string plan_message;
+  XqaCase x;
+  std::thread([&] {  // a thread of its own: the host device is per thread
+    ktune_xqa_args a = x.args();
+    run = ktune_op_run_on_device(op, &a, nullptr, KTUNE_HOST_DEVICE);
+    const char* json = nullptr;
+    plan = ktune_op_plan(op, &a, &json);
+    plan_message = ktune_last_error();
+  }).join();
+  CHECK(run == KTUNE_OK);
+  CHECK(all_finite_bf16(x.out));
+  CHECK(plan == KTUNE_ERROR_UNSUPPORTED);
+  CHECK_THAT(plan_message, Catch::Contains("this thread's device is the host CPU"));
+  ktune_op_free(op);
+}

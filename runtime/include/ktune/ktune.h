@@ -119,8 +119,9 @@ KTUNE_C_API ktune_status ktune_op_run(const ktune_op* op, const void* args, void
 /* ktune_ensure_device(device) then ktune_op_run, in one call: for bindings that launch on a framework's thread
  * and stream (the Python package), one crossing per call instead of two. */
 KTUNE_C_API ktune_status ktune_op_run_on_device(const ktune_op* op, const void* args, void* stream, int device);
-/* What ktune_op_run(op, args) would launch, as JSON (the family's plan fields, e.g. {"config","source",
- * "num_splits","workspace_bytes"}); reads only the shape fields of args (docs/ops.md). */
+/* What ktune_op_run(op, args) would launch on a GPU, as JSON (the family's plan fields, e.g. {"config","source",
+ * "num_splits","workspace_bytes"}); reads only the shape fields of args (docs/ops.md). On a thread whose device is
+ * KTUNE_HOST_DEVICE it is KTUNE_ERROR_UNSUPPORTED: the host call plans per call (the family's *_host_plan). */
 KTUNE_C_API ktune_status ktune_op_plan(const ktune_op* op, const void* args, const char** plan_json);
 /* Programmatic dependent launch for the op's launches from now on (enable nonzero; off by default): on sm_90+ a
  * launch may start while the kernel before it on the stream finishes, its kernels waiting (griddepcontrol.wait)
@@ -187,7 +188,9 @@ KTUNE_C_API ktune_status ktune_family_names(const char** names);
 KTUNE_C_API ktune_status ktune_preset_names(const char** names);
 
 /* Makes device `ordinal`'s primary context current on this thread unless it already is: after the first call
- * per device, one cuCtxGetCurrent (for bindings that launch on a framework's thread, e.g. PyTorch's). */
+ * per device, one cuCtxGetCurrent (for bindings that launch on a framework's thread, e.g. PyTorch's).
+ * KTUNE_HOST_DEVICE makes the host CPU the thread's device, as ktune_use_device does, and a GPU ordinal after it
+ * makes that GPU the device again. */
 KTUNE_C_API ktune_status ktune_ensure_device(int ordinal);
 
 /* ktune_xqa_decode_workspace_bytes for a forced config (NULL: tuned/default) and split count (0: planned). */
