@@ -81,17 +81,49 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
                    "start stays aligned)", std::to_string(v));
     const int64_t st = a.out_stride_token ? a.out_stride_token : HQ * D;
     const int64_t sh = a.out_stride_head ? a.out_stride_head : D;
-    // Rows do not overlap when the inner dimension's rows are head_dim apart and the outer one clears them.
+    // Rows do not overlap when the inner dimension's rows are head_dim apart and the outer one clears them (the
+    // layouts engines use: O(1) per call); other layouts get the exact test.
     struct Dim { int64_t stride, count; const char* field; };
     Dim in{sh, HQ, "out_stride_head"}, outer{st, a.num_tokens, "out_stride_token"};
     if (in.count > 1 && outer.count > 1 && in.stride > outer.stride) std::swap(in, outer);
-    if (in.count > 1 && in.stride < D)
-      bad(in.field, fmt::format(">= head_dim ({}): rows of out must not overlap", D), std::to_string(in.stride));
+    const bool inner_clear = in.count <= 1 || in.stride >= D;
     const int64_t span = in.count > 1 ? (in.count - 1) * in.stride + D : D;
-    if (outer.count > 1 && outer.stride < span)
-      bad(outer.field, fmt::format(">= {} elements (the other dimension's rows end there): rows of out must not overlap",
-                                   span),
-          std::to_string(outer.stride));
+    if (inner_clear && (outer.count <= 1 || outer.stride >= span)) return;
+    const auto [dt, dh] = overlapping_rows(st, a.num_tokens, sh, HQ, D);
+    if (dt == 0 && dh == 0) return;  // interleaved, but no two rows meet
+    const Dim& culprit = inner_clear ? outer : in;
+    const std::string rows = dt >= 0 ? fmt::format("(token t, head h) and (token t + {}, head h + {})", dt, dh)
+                                     : fmt::format("(token t + {}, head h) and (token t, head h + {})", -dt, dh);
+    bad(culprit.field,
+        fmt::format("a stride whose rows of head_dim ({}) elements do not overlap (with out_stride_token {} and "
+                    "out_stride_head {}, the rows {} do)",
+                    D, st, sh, rows),
+        std::to_string(culprit.stride));
+  }
+
+  // (dt, dh) != (0, 0), |dt| < tokens, 0 <= dh < heads, such that the out rows (t, h) and (t + dt, h + dh) share an
+  // element, or (0, 0) when none do: for each head offset the token offsets nearest to cancelling it.
+  static std::pair<int64_t, int64_t> overlapping_rows(int64_t st, int64_t tokens, int64_t sh, int64_t heads, int64_t D) {
+    const auto meet = [&](int64_t dt, int64_t dh) {
+      if (dt <= -tokens || dt >= tokens || (dt == 0 && dh == 0) || (dh == 0 && dt < 0)) return false;
+      const int64_t gap = dt * st + dh * sh;
+      return gap < D && gap > -D;
+    };
+    for (int64_t dh = 0; dh < heads; ++dh) {
+      if (st == 0) {
+        if (meet(1, dh)) return {1, dh};
+        if (meet(0, dh)) return {0, dh};
+        continue;
+      }
+      // The gap grows with dt: the token offsets in range nearest to floor(-x / st) are the ones to test.
+      const int64_t x = dh * sh;
+      const int64_t lo = -((x + st - 1) / st);
+      for (int64_t dt : {lo, lo + 1}) {
+        dt = std::min(std::max(dt, 1 - tokens), tokens - 1);
+        if (meet(dt, dh)) return {dt, dh};
+      }
+    }
+    return {0, 0};
   }
 
   static void validate_shape(const Problem&, const Args& a) {

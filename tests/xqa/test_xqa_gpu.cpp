@@ -962,6 +962,51 @@ std::string error_of(const std::function<void()>& f, Status* status) {
 
 }  // namespace
 
+TEST_CASE("xqa_decode out strides: every layout whose rows do not overlap is taken, every other refused", "[xqa]") {
+  // Against a brute force over every pair of (token, head) rows, random strides (multiples of 4, some interleaving
+  // tokens between heads, which the O(1) test for the usual layouts does not cover).
+  const Problem p = validation_problem();  // 32 query heads, head_dim 128
+  std::mt19937_64 rng(test::run_seed("xqa out strides"));
+  int taken = 0, refused = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    XqaDecodeArgs a = valid_args();
+    const int tokens = 1 + int(rng() % 6);
+    a.batch = tokens;
+    a.num_tokens = tokens;
+    a.q_len_per_req = 1;
+    a.out_stride_token = 4 * int64_t(rng() % 1200);
+    a.out_stride_head = 4 * int64_t(rng() % 1200);
+    const int64_t st = a.out_stride_token ? a.out_stride_token : 32 * 128, sh = a.out_stride_head ? a.out_stride_head : 128;
+    bool overlap = false;
+    for (int64_t t1 = 0; t1 < tokens && !overlap; ++t1)
+      for (int64_t h1 = 0; h1 < 32 && !overlap; ++h1)
+        for (int64_t t2 = 0; t2 < tokens && !overlap; ++t2)
+          for (int64_t h2 = 0; h2 < 32 && !overlap; ++h2) {
+            if (t1 == t2 && h1 == h2) continue;
+            const int64_t o1 = t1 * st + h1 * sh, o2 = t2 * st + h2 * sh;
+            overlap = o1 < o2 + 128 && o2 < o1 + 128;
+          }
+    Status status = Status::ok;
+    const std::string msg = error_of([&] { xqa_decode_validate(p, a); }, &status);
+    INFO("tokens " << tokens << " out_stride_token " << a.out_stride_token << " out_stride_head " << a.out_stride_head
+                   << ": " << msg);
+    CHECK(msg.empty() == !overlap);
+    if (overlap) CHECK_THAT(msg, Catch::Contains("do not overlap"));
+    ++(overlap ? refused : taken);
+  }
+  CHECK(taken > 20);
+  CHECK(refused > 20);
+  // The reviewer's layout: rows 0, 128, 256 (token) x 0, 192 (head) apart never meet.
+  XqaDecodeArgs a = valid_args();
+  a.batch = a.num_tokens = 3;
+  a.q_len_per_req = 1;
+  a.out_stride_token = 128;
+  a.out_stride_head = 192;
+  Problem two_heads = make_problem(64, 2, 1, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None,
+                                   false, false, false, false);
+  CHECK_NOTHROW(xqa_decode_validate(two_heads, a));
+}
+
 TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") {
   test::TempDir dir;
   RuntimeOptions ro;
