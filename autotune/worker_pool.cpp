@@ -1,6 +1,7 @@
 #include "autotune/worker_pool.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -27,6 +28,9 @@ using ktune::detail::LogLevel;
 // A key whose worker died this many times is failed instead of offered again: a kernel that faults its GPU
 // would otherwise kill every worker in turn.
 constexpr int kMaxAttempts = 2;
+// How long a worker whose socket we closed (or that closed its own) may take to exit before it is SIGKILLed:
+// enough to tear down a GPU context, and a bound for one that never reads its end of stream.
+constexpr double kExitGraceS = 30;
 
 enum class State { starting, idle, busy, gone };
 
@@ -77,6 +81,8 @@ class Coordinator {
       s.label = worker_label(w);
       std::vector<std::string> args = {"warmup-worker", w.host ? "--host-worker" : "--device", std::to_string(w.index)};
       if (!opt_.cache_path.empty()) args.insert(args.end(), {"--cache", opt_.cache_path});  // else $KTUNE_CACHE
+      // The worker ends with this process (it sets a parent-death signal and checks that we are its parent).
+      args.insert(args.end(), {"--parent", std::to_string(::getpid())});
       s.proc = std::make_unique<WorkerProcess>(opt_.executable, args);
       s.given_at = Clock::now();  // the key timeout also bounds the start (a driver that never answers)
       slots_.push_back(std::move(s));
@@ -85,17 +91,18 @@ class Coordinator {
 
   void await_hellos() {
     while (poll_slots(State::starting, next_timeout_ms(State::starting))) {
-      kill_overdue(State::starting);
+      // What has arrived is read before the timeout is applied: a coordinator that was itself held up (stopped,
+      // descheduled) must not take a worker whose hello is waiting for hung.
       for (size_t i : ready_) {
         Slot& s = slots_[i];
-        if (s.state == State::gone) continue;  // killed just above, its socket closed
+        if (s.state != State::starting) continue;
         if (!s.proc->channel().fill()) {
           lose(s, "before it started");
           continue;
         }
-        auto line = s.proc->channel().buffered_line();
-        if (!line) continue;
         try {
+          auto line = s.proc->channel().buffered_line();
+          if (!line) continue;
           WorkerHello h = decode_hello(*line);
           if (!h.fatal.empty()) {
             lose(s, "before it started: " + h.fatal);
@@ -106,9 +113,11 @@ class Coordinator {
           s.state = State::idle;
           ++report_.workers_started;
         } catch (const std::exception& e) {
+          s.proc->kill_now();  // out of protocol: it will not end by itself
           lose(s, std::string("before it started: ") + e.what());
         }
       }
+      kill_overdue(State::starting);
     }
   }
 
@@ -147,23 +156,29 @@ class Coordinator {
         s.entry = e;
         s.state = State::busy;
         s.given_at = Clock::now();
-        if (!s.proc->channel().send_line(encode(task))) lose(s, "while it was being given " + key_text(task));
+        if (!s.proc->channel().send_line(encode(task))) {
+          // The worker never had the key: back to the front of the queue, not counted as a try that died.
+          queues_[s.group].push_front(e);
+          if (entries_[e].attempts > 0) --report_.retaken;
+          s.state = State::idle;
+          lose(s, "while it was being given " + key_text(task));
+        }
       }
     }
   }
 
   void wait_for_answers() {
     if (!poll_slots(State::busy, next_timeout_ms(State::busy))) return;
-    kill_overdue(State::busy);
+    // Answers that have arrived are read before the timeout is applied (see await_hellos).
     for (size_t i : ready_) {
       Slot& s = slots_[i];
-      if (s.state == State::gone) continue;  // killed just above, its socket closed
+      if (s.state != State::busy) continue;
       // An answer may arrive together with the end of the stream: read it before reporting the worker lost.
       const bool open = s.proc->channel().fill();
       while (s.state == State::busy) {
-        auto line = s.proc->channel().buffered_line();
-        if (!line) break;
         try {
+          auto line = s.proc->channel().buffered_line();
+          if (!line) break;
           TaskResult r = decode_result(*line);
           if (r.id != static_cast<int64_t>(s.entry))
             throw Error(Status::internal, "warmup", fmt::format("answered key {}, was given {}", r.id, s.entry));
@@ -177,6 +192,7 @@ class Coordinator {
         lose(s, s.state == State::busy ? "while tuning " + key_text(tasks_[entries_[s.entry].task].task)
                                        : std::string("between keys"));
     }
+    kill_overdue(State::busy);
   }
 
   void finish(Slot& s, const TaskResult& r) {
@@ -204,7 +220,7 @@ class Coordinator {
     s.state = State::gone;
     s.proc->close_channel();
     const pid_t pid = s.proc->pid();
-    const std::string how = s.proc->wait();
+    const std::string how = s.proc->end(kExitGraceS);
     std::string problem = fmt::format("{} (pid {}) {} {}", s.label, pid, how, when);
     last_loss_ = problem;
     ++report_.workers_lost;
@@ -248,7 +264,7 @@ class Coordinator {
     for (Slot& s : slots_) {
       if (s.state == State::gone) continue;
       s.proc->close_channel();
-      const std::string how = s.proc->wait();
+      const std::string how = s.proc->end(kExitGraceS);
       if (!s.proc->exited_ok()) {
         report_.problems.push_back(fmt::format("{} (pid {}) {} after its last key", s.label, s.proc->pid(), how));
         ++report_.workers_lost;

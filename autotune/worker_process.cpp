@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -64,10 +65,7 @@ WorkerProcess::WorkerProcess(const std::string& executable, const std::vector<st
 }
 
 WorkerProcess::~WorkerProcess() {
-  if (!reaped_ && pid_ > 0) {
-    kill_now();
-    wait();
-  }
+  if (!reaped_ && pid_ > 0) end(0);
   close_channel();
 }
 
@@ -78,6 +76,35 @@ void WorkerProcess::close_channel() {
 
 void WorkerProcess::kill_now() {
   if (!reaped_ && pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
+bool WorkerProcess::wait_for(double seconds) {
+  if (reaped_) return true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) {
+      reaped_ = true;
+      if (r < 0) {
+        how_ = fmt::format("could not be waited for: {}", std::strerror(errno));
+      } else {
+        exit_ok_ = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        how_ = describe_status(status);
+      }
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    ::usleep(2000);
+  }
+}
+
+const std::string& WorkerProcess::end(double grace_s) {
+  if (wait_for(grace_s)) return how_;
+  kill_now();
+  if (!wait_for(10)) how_ = "did not end within 10 s of SIGKILL (left to the system)";
+  return how_;
 }
 
 const std::string& WorkerProcess::wait() {

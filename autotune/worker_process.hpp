@@ -18,7 +18,7 @@ class WorkerProcess {
   // Starts `executable` with `args` (argv[1..]) and the environment of this process. Throws
   // Error(internal, "warmup") naming the executable when it cannot be started.
   WorkerProcess(const std::string& executable, const std::vector<std::string>& args);
-  ~WorkerProcess();  // a worker still running is killed (SIGKILL) and reaped
+  ~WorkerProcess();  // a worker still running is killed (SIGKILL) and reaped, waiting a bounded time
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
@@ -30,6 +30,12 @@ class WorkerProcess {
   // Waits for the process to end and says how: "exited with status 0", "killed by signal 9 (Killed)".
   // Returns the same text on later calls. exited_ok() is true only for exit status 0.
   const std::string& wait();
+  // wait(), for at most `seconds`: false when the process is still running then (it stays unreaped).
+  bool wait_for(double seconds);
+  // Ends the worker within bounded time: waits `grace_s` for it to exit by itself, then SIGKILLs it and waits a
+  // little more. Says how it ended, or that it did not (a process stuck in the kernel, e.g. in a GPU driver call,
+  // may outlive SIGKILL for a while: it is left to the system rather than block the caller).
+  const std::string& end(double grace_s);
   bool exited_ok() const { return reaped_ && exit_ok_; }
 
  private:

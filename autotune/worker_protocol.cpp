@@ -156,10 +156,17 @@ bool LineChannel::fill() {
 }
 
 std::optional<std::string> LineChannel::buffered_line() {
-  size_t nl = buffer_.find('\n');
-  if (nl == std::string::npos) return std::nullopt;
+  const size_t nl = buffer_.find('\n', scanned_);
+  if (nl == std::string::npos) {
+    scanned_ = buffer_.size();
+    if (buffer_.size() >= kMaxLine)
+      throw Error(Status::internal, "warmup",
+                  fmt::format("a line of more than {} bytes without an end: not a message of the protocol", kMaxLine));
+    return std::nullopt;
+  }
   std::string line = buffer_.substr(0, nl);
   buffer_.erase(0, nl + 1);
+  scanned_ = 0;
   return line;
 }
 

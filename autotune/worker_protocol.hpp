@@ -63,12 +63,16 @@ class LineChannel {
   std::optional<std::string> read_line();
   // Reads what is available now (after poll said the fd is readable) into the buffer; false at end of stream.
   bool fill();
-  // A complete line already buffered, if any.
+  // A complete line already buffered, if any. Throws Error(internal, "warmup") once kMaxLine bytes are buffered
+  // without a newline: no message of the protocol is that long, so the peer is not speaking it.
   std::optional<std::string> buffered_line();
+
+  static constexpr size_t kMaxLine = size_t{16} << 20;
 
  private:
   int fd_;
   std::string buffer_;
+  size_t scanned_ = 0;  // buffer_[0, scanned_) holds no newline: each byte is searched once
 };
 
 }  // namespace ktune::autotune

@@ -3,6 +3,7 @@
 // one of its group, a key that kills every worker it is given failed after two, the budget.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -127,6 +128,24 @@ TEST_CASE("worker pool: a worker that cannot start is reported with its reason, 
   PoolReport none = run_worker_pool(fake_pool(2), keys(0));  // nothing to do: workers start and stop cleanly
   CHECK(none.outcomes.empty());
   CHECK(none.workers_lost == 1);  // worker 1 still cannot start
+}
+
+TEST_CASE("worker pool: a worker out of protocol is killed at once, whatever it does next", "[autotune][workers]") {
+  // A hello out of protocol from a worker that then never reads its socket, and an answer of 17 MiB with no end
+  // of line: each is killed (not waited for, not buffered without bound) and the other worker does the work.
+  for (const char* knob : {"FAKE_WORKER_BAD_HELLO", "FAKE_WORKER_HUGE"}) {
+    INFO(knob);
+    EnvGuard env(knob, "0");
+    const auto t0 = std::chrono::steady_clock::now();
+    PoolReport r = run_worker_pool(fake_pool(2), keys(4));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));  // the fake sleeps 60 s
+    CHECK(r.workers_lost == 1);
+    REQUIRE(r.problems.size() == 1);
+    CHECK_THAT(r.problems[0], Catch::Contains("host 0") && Catch::Contains("killed by signal 9"));
+    const auto by = tuned_by(r);
+    CHECK(by.size() == 4);
+    for (const auto& [task, workers] : by) CHECK(workers == std::multiset<int>{1});
+  }
 }
 
 TEST_CASE("worker pool: when no worker starts, every key fails naming why", "[autotune][workers]") {

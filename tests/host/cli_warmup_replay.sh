@@ -64,3 +64,24 @@ warm="$("$ktune" warmup --preset llama-3.1-8b --arch host --max-batch 2 --max-se
 [[ "$(field tuned "$warm")" == 2 ]] && grep -q '"budget_exhausted": false' <<<"$warm" ||
   { echo "FAIL: the warmup after the budget did not tune the 2 keys: $warm"; exit 1; }
 echo "host budget: reported, then resumed"
+
+# A warmup killed outright takes its workers with it: a worker hung in a key (the stall hook) is not left
+# tuning on as an orphan.
+pid_file="$tmp/stalled.pid"
+KTUNE_TEST_WORKER_STALL="0:1:$pid_file" "$ktune" warmup --preset llama-3.1-8b --arch host --workers 2 \
+  --max-batch 2 --max-seq-len 512 --cache "$tmp/orphan.db" >/dev/null 2>&1 &
+coordinator=$!
+for _ in $(seq 600); do [[ -s "$pid_file" ]] && break; sleep 0.1; done
+[[ -s "$pid_file" ]] || { echo "FAIL: the stalled worker never started"; kill -9 "$coordinator"; exit 1; }
+kill -9 "$coordinator"
+wait "$coordinator" 2>/dev/null || true
+worker=$(cat "$pid_file")
+state=running
+for _ in $(seq 100); do
+  state=$(awk '{print $3}' "/proc/$worker/stat" 2>/dev/null || echo gone)
+  [[ "$state" == gone || "$state" == Z ]] && break
+  sleep 0.1
+done
+[[ "$state" == gone || "$state" == Z ]] ||
+  { echo "FAIL: worker $worker outlived its killed warmup (state $state)"; kill -9 "$worker"; exit 1; }
+echo "host workers: a killed warmup's stalled worker ended with it"
