@@ -1,5 +1,7 @@
 #include "ktune_internal/host_pool.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -55,8 +57,21 @@ struct HostPool::State {
 
 HostPool::HostPool() : s_(new State) {}
 
+namespace {
+HostPool* g_pool = nullptr;  // the instance, for the fork handler (set before it is registered)
+}  // namespace
+
 HostPool& HostPool::instance() {
-  static HostPool* pool = new HostPool();  // workers live as long as the process (detached at exit)
+  static HostPool* pool = [] {
+    HostPool* p = new HostPool();  // workers live as long as the process (detached at exit)
+    g_pool = p;
+    // A forked child has none of the workers (fork copies only the calling thread) and may have copied a mutex
+    // some worker or caller held: it starts from a fresh state, with workers of its own on its first call. The
+    // parent's state is left as it is (destroying a possibly locked mutex is undefined); the child runs one
+    // thread while the handler runs, so the swap needs no lock.
+    ::pthread_atfork(nullptr, nullptr, [] { g_pool->s_ = new State; });
+    return p;
+  }();
   return *pool;
 }
 

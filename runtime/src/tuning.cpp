@@ -62,7 +62,10 @@ std::string Runtime::Impl::tuned_config_for(const std::string& family, const std
     log(LogLevel::warn, "tuning lookup {} {} failed ({}); using the default config", family, key, e.what());
   }
   std::lock_guard<std::mutex> lock(tuning_mutex);
-  tuned[memo_key] = winner;
+  // The row was read without the lock: a winner remembered meanwhile (the tuner, in this process) is newer than
+  // what was read, and stays.
+  const auto [slot, inserted] = tuned.emplace(memo_key, winner);
+  if (!inserted) return slot->second;
   if (winner.empty()) {
     stats.tuning_misses++;
     if (!stale_version.empty()) {
