@@ -6,6 +6,7 @@
 
 #include "elf_symbols.hpp"
 #include "ktune/cache/sha256.hpp"
+#include "ktune/error.hpp"
 #include "source_closure.hpp"
 
 namespace ktune::detail {
@@ -39,6 +40,14 @@ std::string source_digest(const std::string& source) {
 
 BinaryKey derive_binary_key(const GeneratedKernel& kernel, const Arch& arch, const std::string& compiler,
                             const std::string& compiler_version, const std::vector<std::string>& options) {
+  // The key joins the options with spaces: an option holding whitespace ("-DA=1 -DB=2") would key alike with the
+  // options it reads as, and compile as something else. One option per entry.
+  for (size_t i = 0; i < kernel.options.size(); ++i)
+    if (kernel.options[i].find_first_of(" \t\n\r\v\f") != std::string::npos)
+      throw Error(Status::invalid_argument, "runtime",
+                  fmt::format("{}/{}: options[{}]: expected one compiler option without whitespace (pass each "
+                              "option as its own entry), got '{}'",
+                              kernel.family, kernel.config_key, i, kernel.options[i]));
   BinaryKey k;
   k.family = kernel.family;
   k.arch = arch.str();

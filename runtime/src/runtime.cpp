@@ -255,7 +255,9 @@ std::string Runtime::Impl::no_writable_layer_reason() const {
 void Runtime::Impl::quarantine(const cache::BinaryRecord& rec, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(binaries_mutex);
-    if (auto it = binaries.find(rec.digest); it != binaries.end() && it->second.get() == &rec) binaries.erase(it);
+    // Whatever key it is filed under: without NVRTC a lookup files the row it found (its own digest, with its
+    // compiler version) under a key computed with none. Rare, so a scan.
+    for (auto it = binaries.begin(); it != binaries.end();) it = it->second.get() == &rec ? binaries.erase(it) : std::next(it);
     std::string& note = quarantine_notes[rec.name];
     note += fmt::format("{}quarantined {} ({}): {}", note.empty() ? "" : "; ", rec.name, rec.digest, why);
   }

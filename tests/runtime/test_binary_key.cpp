@@ -33,6 +33,25 @@ TEST_CASE("a change in any key input changes the binary key", "[runtime][key]") 
         base.digest);
 }
 
+TEST_CASE("a kernel option holding whitespace is refused: the key joins options with spaces", "[runtime][key]") {
+  // {"-DA=1 -DB=2"} would key like {"-DA=1", "-DB=2"} and compile as one malformed option.
+  const Arch a90 = Arch::parse("sm_90a");
+  for (const char* bad : {"-DA=1 -DB=2", " -DA=1", "-DA=1\n"}) {
+    GeneratedKernel k = test::scale_kernel(3);
+    k.options = {"-DC=3", bad};
+    try {
+      derive_binary_key(k, a90, "nvrtc", "13.0.88", {"--gpu-architecture=sm_90a"});
+      FAIL("accepted option '" << bad << "'");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains("options[1]: expected one compiler option without whitespace"));
+    }
+  }
+  GeneratedKernel two = test::scale_kernel(3);
+  two.options = {"-DA=1", "-DB=2"};
+  CHECK_NOTHROW(derive_binary_key(two, a90, "nvrtc", "13.0.88", {"--gpu-architecture=sm_90a"}));
+}
+
 TEST_CASE("the key hashes the content of every included template header", "[runtime][key]") {
   GeneratedKernel k = test::scale_kernel(3);
   GeneratedKernel with_header = k;
