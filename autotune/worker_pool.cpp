@@ -91,6 +91,7 @@ class Coordinator {
 
   void await_hellos() {
     while (poll_slots(State::starting, next_timeout_ms(State::starting))) {
+      const Clock::time_point polled = Clock::now();
       // What has arrived is read before the timeout is applied: a coordinator that was itself held up (stopped,
       // descheduled) must not take a worker whose hello is waiting for hung.
       for (size_t i : ready_) {
@@ -117,7 +118,7 @@ class Coordinator {
           lose(s, std::string("before it started: ") + e.what());
         }
       }
-      kill_overdue(State::starting);
+      kill_overdue(State::starting, polled);
     }
   }
 
@@ -169,6 +170,7 @@ class Coordinator {
 
   void wait_for_answers() {
     if (!poll_slots(State::busy, next_timeout_ms(State::busy))) return;
+    const Clock::time_point polled = Clock::now();
     // Answers that have arrived are read before the timeout is applied (see await_hellos).
     for (size_t i : ready_) {
       Slot& s = slots_[i];
@@ -192,7 +194,7 @@ class Coordinator {
         lose(s, s.state == State::busy ? "while tuning " + key_text(tasks_[entries_[s.entry].task].task)
                                        : std::string("between keys"));
     }
-    kill_overdue(State::busy);
+    kill_overdue(State::busy, polled);
   }
 
   void finish(Slot& s, const TaskResult& r) {
@@ -288,12 +290,17 @@ class Coordinator {
     return static_cast<int>(std::clamp(std::ceil(soonest), 0.0, 3.6e6));
   }
 
-  void kill_overdue(State state) {
+  // Kills the workers in `state` that held their key (or their start) past the timeout at `now` (the time poll
+  // returned: handling other workers' answers since must not make this one late), unless something of theirs
+  // has arrived since: that is read on the next round first.
+  void kill_overdue(State state, Clock::time_point now) {
     if (opt_.key_timeout_s <= 0) return;
     for (Slot& s : slots_) {
       if (s.state != state) continue;
-      const double held_s = std::chrono::duration<double>(Clock::now() - s.given_at).count();
+      const double held_s = std::chrono::duration<double>(now - s.given_at).count();
       if (held_s < opt_.key_timeout_s) continue;
+      pollfd pending{s.proc->channel().fd(), POLLIN, 0};
+      if (::poll(&pending, 1, 0) > 0) continue;
       s.proc->kill_now();
       const std::string what = state == State::busy
                                    ? "holding " + key_text(tasks_[entries_[s.entry].task].task)

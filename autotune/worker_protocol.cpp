@@ -145,13 +145,18 @@ bool LineChannel::send_line(const std::string& line) {
 }
 
 bool LineChannel::fill() {
-  char chunk[4096];
+  char chunk[65536];
+  // The first read may block (a caller waiting for a line); then everything already there is drained without
+  // blocking, so a message longer than one read is whole before the caller judges the peer.
+  bool first = true;
   for (;;) {
-    ssize_t n = ::read(fd_, chunk, sizeof chunk);
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, first ? 0 : MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && !first && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n <= 0) return false;
     buffer_.append(chunk, static_cast<size_t>(n));
-    return true;
+    first = false;
+    if (buffer_.size() >= kMaxLine) return true;  // buffered_line refuses it
   }
 }
 

@@ -61,7 +61,8 @@ class LineChannel {
   bool send_line(const std::string& line);
   // The next complete line; nullopt at end of stream or on an error. Blocks until one arrives.
   std::optional<std::string> read_line();
-  // Reads what is available now (after poll said the fd is readable) into the buffer; false at end of stream.
+  // Reads into the buffer: waits for the first bytes, then takes all that is there without waiting; false at end
+  // of stream (bytes read before it stay buffered).
   bool fill();
   // A complete line already buffered, if any. Throws Error(internal, "warmup") once kMaxLine bytes are buffered
   // without a newline: no message of the protocol is that long, so the peer is not speaking it.

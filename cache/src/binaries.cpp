@@ -239,7 +239,7 @@ bool CacheDb::put_binary_row(const BinaryRecord& r, bool lowest_row_digest_wins)
         // Two intact rows under one digest (the same key compiled on two hosts: blobs differ in NVRTC's
         // per-process symbol names, and in created_at and compile_ms): a merge keeps the one whose row digest
         // sorts first, so the file does not depend on the order its sources came in.
-        loses = lowest_row_digest_wins && row_digest < old_row_digest;
+        loses = lowest_row_digest_wins && !row_digest.empty() && row_digest < old_row_digest;  // "": a v1 file
       }
     } catch (const detail::SqliteFailure& e) {
       if (!e.corrupt()) throw;

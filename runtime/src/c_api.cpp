@@ -138,9 +138,10 @@ ktune_status ktune_family_names(const char** names) {
 ktune_status ktune_ensure_device(int ordinal) {
   return guarded([&] {
     using ktune::detail::check_cu;
-    // The host CPU, or a GPU after the host: ktune::use_device sets (or clears) the thread's host flag, which a
-    // context switch alone would leave set (and the next launch would take device pointers as host memory).
-    if (ordinal == KTUNE_HOST_DEVICE || ktune::host_device_current()) return ktune::use_device(ordinal);
+    // The host CPU; or a GPU after the host: the thread's host flag is cleared (a context switch alone would leave
+    // it set, and the next launch would take device pointers as host memory), then the context made current.
+    if (ordinal == KTUNE_HOST_DEVICE) return ktune::use_device(ordinal);
+    if (ktune::host_device_current()) ktune::detail::leave_host_device();
     const ktune::detail::DriverApi& cu = ktune::detail::driver();
     CUcontext want = nullptr;
     {

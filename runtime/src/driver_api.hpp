@@ -40,4 +40,8 @@ const DriverApi* try_driver(std::string* why_not = nullptr);
 // Throws Error(cuda_error) with the driver's name and text for `result`, naming `what` (the call and context).
 void check_cu(CUresult result, const char* what);
 
+// Ends use_device(kHostDevice) on this thread, for a caller that makes a GPU context current itself (the
+// bindings' ktune_ensure_device, which keeps its own retained primary contexts).
+void leave_host_device();
+
 }  // namespace ktune::detail

@@ -8,6 +8,7 @@
 #   FAKE_WORKER_FATAL=N     worker N cannot start: it says why ({"fatal": ...}) and exits 1
 #   FAKE_WORKER_BAD_HELLO=N worker N says a hello out of protocol, then sleeps without reading its socket
 #   FAKE_WORKER_HUGE=N      worker N answers its first key with 17 MiB and no end of line, then sleeps
+#   FAKE_WORKER_SLOW=N:S    worker N waits S seconds before each answer
 set -u
 index=${3:?usage: fake_tune_worker.sh warmup-worker --host-worker N}
 if [[ "${FAKE_WORKER_FATAL:-}" == "$index" ]]; then
@@ -31,5 +32,6 @@ while IFS= read -r line <&3; do
     sleep 60
     exit 0
   fi
+  [[ "${FAKE_WORKER_SLOW:-}" == "$index":* ]] && sleep "${FAKE_WORKER_SLOW#*:}"
   printf '{"task": %s, "status": "tuned", "winner": "w%s", "ms": 1}\n' "$id" "$index" >&3
 done

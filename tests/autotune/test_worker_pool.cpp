@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autotune/worker_pool.hpp"
@@ -146,6 +147,24 @@ TEST_CASE("worker pool: a worker out of protocol is killed at once, whatever it 
     CHECK(by.size() == 4);
     for (const auto& [task, workers] : by) CHECK(workers == std::multiset<int>{1});
   }
+}
+
+TEST_CASE("worker pool: an answer that waits while the coordinator is held up is read, not taken for a hang",
+          "[autotune][workers]") {
+  // Worker 1 answers 0.3 s after its key; meanwhile the coordinator spends 2 s on worker 0's answer (a slow
+  // progress line), past the 1 s key timeout. Worker 1's answer is waiting when the coordinator looks again.
+  EnvGuard env("FAKE_WORKER_SLOW", "1:0.3");
+  PoolOptions o = fake_pool(2);
+  o.key_timeout_s = 1;
+  bool first = true;
+  o.progress = [&](const std::string&, size_t, size_t) {
+    if (first) std::this_thread::sleep_for(std::chrono::seconds(2));
+    first = false;
+  };
+  PoolReport r = run_worker_pool(o, keys(2));
+  CHECK(r.workers_lost == 0);
+  CHECK(r.problems.empty());
+  CHECK(tuned_by(r).size() == 2);
 }
 
 TEST_CASE("worker pool: when no worker starts, every key fails naming why", "[autotune][workers]") {
