@@ -58,11 +58,18 @@ std::unique_ptr<LoadedKernel> detail::load_gpu_module(const cache::BinaryRecord&
     throw UnloadableBinary(fmt::format("{}: cuModuleLoadData: {}", rec.name, cu_text(r)));
   }
   k->module = mod;
+  // Unloaded on every way out but the return below, a driver call that throws included.
+  struct UnloadUnlessKept {
+    const DriverApi& cu;
+    CUmodule mod;
+    ~UnloadUnlessKept() {
+      if (mod) cu.cuModuleUnload(mod);
+    }
+  } loaded{cu, mod};
   // The binding symbol first: a module of another key must not be used at all.
   CUdeviceptr bound = 0;
   size_t bound_bytes = 0;
   if (CUresult r = cu.cuModuleGetGlobal(&bound, &bound_bytes, mod, symbols.binding.c_str()); r != CUDA_SUCCESS) {
-    cu.cuModuleUnload(mod);
     throw UnloadableBinary(fmt::format("{}: binding symbol {} does not resolve: {}", rec.name, symbols.binding,
                                        cu_text(r)));
   }
@@ -75,7 +82,6 @@ std::unique_ptr<LoadedKernel> detail::load_gpu_module(const cache::BinaryRecord&
     CUfunction fn = nullptr;
     CUresult r = cu.cuModuleGetFunction(&fn, mod, sym.c_str());
     if (r != CUDA_SUCCESS) {
-      cu.cuModuleUnload(mod);
       if (not_the_binarys_fault(r)) check_cu(r, fmt::format("cuModuleGetFunction({}, {})", rec.name, sym).c_str());
       throw UnloadableBinary(fmt::format("{}: entry point {} does not resolve: {}", rec.name, sym, cu_text(r)));
     }
@@ -86,6 +92,7 @@ std::unique_ptr<LoadedKernel> detail::load_gpu_module(const cache::BinaryRecord&
              "cuFuncSetAttribute(max dynamic smem)");
     k->functions.push_back(fn);
   }
+  loaded.mod = nullptr;  // kept: the runtime unloads it with its context's table
   return k;
 }
 
