@@ -14,6 +14,7 @@ from .runtime import (Runtime, WarmupReport, ensure_device, families, presets, p
                       version, warmup, xqa_problem)
 from ._lib import library_path
 from .engine import DecodePlan, MaskCache, q_cu_seq_lens, xqa_pack_mask
+from . import ops  # prepared ops (ktune.ops.XqaDecodeOp); torch is imported only when one is made
 
 __version__ = "0.1.0"
 

@@ -44,7 +44,8 @@ const char* kHelp = R"(usage: ktune cache <ls|show|stats|check|verify|prune|expo
   keygen --out K [--json]                 new Ed25519 key pair: secret key K (mode 0600), public key K.pub
   sign   --key K [--json]                 sign the --cache FILE (one file, e.g. an export) with secret key K;
                                           runtimes with KTUNE_TRUSTED_KEYS=K.pub accept it as a read-only layer
-All take --cache PATH (a ':'-separated search path; default $KTUNE_CACHE or ~/.cache/ktune/ktune.db).
+All take --cache PATH (a ':'-separated search path; default $KTUNE_CACHE, else
+$XDG_CACHE_HOME/ktune/ktune.db, else ~/.cache/ktune/ktune.db).
 )";
 
 std::string merge_json(const CacheMergeSummary& m) {

@@ -44,7 +44,7 @@ int cmd_replay(const std::vector<std::string>& argv) {
   RuntimeOptions o = RuntimeOptions::from_env();
   if (args.has("cache")) o.cache_path = args.get("cache");
   Runtime rt(o);
-  const int64_t max_tokens = arch == "host" ? autotune::WarmupOptions{}.host_max_total_tokens : int64_t{1} << 21;
+  const int64_t max_tokens = arch == "host" ? autotune::WarmupOptions{}.host_max_total_tokens : autotune::WarmupOptions{}.max_total_tokens;
   autotune::ReplayReport r = autotune::replay(rt, preset, max_tokens, !args.has("no-preload"), arch);
 
   double worst_ratio = 0;

@@ -31,7 +31,8 @@ const char* kHelp = R"(usage: ktune report [--cache PATH] -o FILE [--family F] [
     - cache contents: layers, binaries by family and arch (counts, sizes, compiler versions), tuning rows by
       family and device.
   -o, --out FILE   the page to write ('-' for stdout); written to FILE.tmp.<pid> and renamed into place
-  --cache PATH     ':'-separated search path (default: $KTUNE_CACHE or ~/.cache/ktune/ktune.db); read only
+  --cache PATH     ':'-separated search path (default: $KTUNE_CACHE, else $XDG_CACHE_HOME/ktune/ktune.db,
+                   else ~/.cache/ktune/ktune.db); read only
   --family F       only this family's binaries and tuning rows
   --json           print a summary object instead of a sentence
   Exit status 1 when no layer of PATH exists. See docs/report.md.

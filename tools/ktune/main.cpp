@@ -25,8 +25,8 @@ commands:
   prepack   reorder an MXFP4 weight into the mxfp4_gemm kernel layout (records its layout version)
   report    write a self-contained HTML tuning report (charts, rooflines, cache contents) of a cache
 
-Every command takes --help. Commands that touch a cache take --cache PATH (default: $KTUNE_CACHE or
-~/.cache/ktune/ktune.db); --json prints one JSON object. Exit status 0 on success, 1 on failure, 2 on a
+Every command takes --help. Commands that touch a cache take --cache PATH (default: $KTUNE_CACHE, else
+$XDG_CACHE_HOME/ktune/ktune.db, else ~/.cache/ktune/ktune.db); --json prints one JSON object. Exit status 0 on success, 1 on failure, 2 on a
 usage error. ktune --version prints the version.
 )";
 
