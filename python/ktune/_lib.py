@@ -344,9 +344,9 @@ def lib():
                 continue
             _lib, _lib_path = handle, path
             return _lib
-        raise KtuneError(
-            "ktune: libktune.so not found; set KTUNE_LIBRARY to its path (or its directory). Tried: "
-            + "; ".join(tried), status=2)
+        raise error_for_status(
+            2, "ktune: libktune.so not found; set KTUNE_LIBRARY to its path (or its directory). Tried: "
+            + "; ".join(tried))
 
 
 def library_path():

@@ -55,7 +55,7 @@ def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, 
     m = a.shape[0]
     _array("a", a, _STORAGE[info.a_dtype], (m, info.k), strided_rows=True)
     if not isinstance(weight, mxfp4.Mxfp4Weight):
-        raise invalid(f"mxfp4_gemm: weight: expected a ktune.mxfp4.Mxfp4Weight (ktune.host.host_weight), got "
+        raise invalid(f"mxfp4_gemm: weight: expected a ktune.mxfp4.Mxfp4Weight (ktune.mxfp4_host.host_weight), got "
                       f"{type(weight).__name__}")
     # The library takes n, k and the experts from the problem: a weight of another shape would be read past its
     # end (or, with the same byte count, as the wrong matrix).

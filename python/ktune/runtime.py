@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Union
 
 from . import _lib
-from .errors import KtuneError, invalid
+from .errors import KtuneError, error_for_status, invalid
 
 
 def version() -> str:
@@ -48,7 +48,7 @@ class Runtime(_lib.Owned):
     @property
     def handle(self):
         if self._handle is None:
-            raise KtuneError("ktune.Runtime: used after close()", status=1)
+            raise error_for_status(1, "ktune.Runtime: used after close()")
         return self._handle
 
     def _release(self, handle):
@@ -319,6 +319,6 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     rep.budget_exhausted = bool(rep.budget_exhausted)
     if check and (rep.failed or rep.compile_failed):
         bad = [f"{i['arch']} {i['key']}: {i['status']}" for i in rep.items if i["status"].startswith("failed")]
-        raise KtuneError(f"ktune.warmup: {rep.failed} key(s) and {rep.compile_failed} compile(s) failed: "
-                         + "; ".join(bad[:5]), status=3)
+        raise error_for_status(3, f"ktune.warmup: {rep.failed} key(s) and {rep.compile_failed} compile(s) failed: "
+                               + "; ".join(bad[:5]))
     return rep

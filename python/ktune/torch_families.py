@@ -159,7 +159,8 @@ def _mxfp4_launch(a, weight_packed, weight_scales, bias, expert_offsets, c, prob
     if a.stride(1) != 1:
         raise invalid(f"{fam}: a: expected unit stride along k (rows may be strided), got strides {tuple(a.stride())}")
     if a.device.type != "cuda":
-        raise invalid(f"{fam}: a: expected a CUDA tensor (this family has no host kernel), got {a.device}")
+        raise invalid(f"{fam}: a: expected a CUDA tensor (the host kernel takes NumPy arrays: ktune.mxfp4_gemm with "
+                      f"ktune.mxfp4_host.host_weight), got {a.device}")
     wb, sb = mxfp4.packed_bytes(info.n, info.k, info.num_experts)
     _need_t(fam, "weight_packed", weight_packed, (wb,), ("u8",), " (bytes of the prepacked weight)")
     _need_t(fam, "weight_scales", weight_scales, (sb,), ("u8",), " (bytes of the prepacked scales)")

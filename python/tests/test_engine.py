@@ -101,6 +101,14 @@ class EngineHost(unittest.TestCase):
             got = ktune.q_cu_seq_lens(q_lens, key)
             np.testing.assert_array_equal(got, np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32))
 
+    def test_a_closed_runtime_raises_the_invalid_argument_class(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            rt = ktune.Runtime(cache=os.path.join(d, "c.db"))
+            rt.close()
+            with self.assertRaisesRegex(ktune.InvalidArgumentError, "used after close"):
+                rt.stats()
+
     def test_helpers_follow_the_default_runtime(self):
         # The helpers keep one op per key; after set_runtime (the old runtime closed) they use the new one.
         import tempfile

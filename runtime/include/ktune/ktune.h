@@ -29,7 +29,7 @@ typedef enum ktune_status {
 typedef struct ktune_runtime ktune_runtime;
 
 typedef struct ktune_runtime_options {
-  const char* cache_path; /* NULL => $KTUNE_CACHE or ~/.cache/ktune/ktune.db */
+  const char* cache_path; /* NULL => $KTUNE_CACHE, else $XDG_CACHE_HOME/ktune/ktune.db, else ~/.cache/ktune/ktune.db */
   int read_only;          /* nonzero => never write to a cache layer */
   int allow_jit;          /* zero => a cache miss is KTUNE_ERROR_JIT_DISABLED */
 } ktune_runtime_options;
