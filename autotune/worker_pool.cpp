@@ -97,13 +97,15 @@ class Coordinator {
       for (size_t i : ready_) {
         Slot& s = slots_[i];
         if (s.state != State::starting) continue;
-        if (!s.proc->channel().fill()) {
-          lose(s, "before it started");
-          continue;
-        }
+        // Its last words may arrive together with the end of the stream (a worker that says why it cannot
+        // start, then exits): read them before reporting it lost.
+        const bool open = s.proc->channel().fill();
         try {
           auto line = s.proc->channel().buffered_line();
-          if (!line) continue;
+          if (!line) {
+            if (!open) lose(s, "before it started");
+            continue;
+          }
           WorkerHello h = decode_hello(*line);
           if (!h.fatal.empty()) {
             lose(s, "before it started: " + h.fatal);
@@ -113,6 +115,7 @@ class Coordinator {
           group_arch_[s.group] = h.arch;
           s.state = State::idle;
           ++report_.workers_started;
+          if (!open) lose(s, "right after it started");
         } catch (const std::exception& e) {
           s.proc->kill_now();  // out of protocol: it will not end by itself
           lose(s, std::string("before it started: ") + e.what());
