@@ -178,7 +178,7 @@ std::optional<std::string> LineChannel::buffered_line() {
 std::optional<std::string> LineChannel::read_line() {
   for (;;) {
     if (auto line = buffered_line()) return line;
-    if (!fill()) return std::nullopt;
+    if (!fill()) return buffered_line();  // a last line may have come with the end of stream
   }
 }
 
