@@ -102,7 +102,8 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
   }
 
   // (dt, dh) != (0, 0), |dt| < tokens, 0 <= dh < heads, such that the out rows (t, h) and (t + dt, h + dh) share an
-  // element, or (0, 0) when none do: for each head offset the token offsets nearest to cancelling it.
+  // element, or (0, 0) when none do: for each head offset the token offsets nearest to cancelling it. st > 0
+  // (a zero stride means dense, resolved by the caller).
   static std::pair<int64_t, int64_t> overlapping_rows(int64_t st, int64_t tokens, int64_t sh, int64_t heads, int64_t D) {
     const auto meet = [&](int64_t dt, int64_t dh) {
       if (dt <= -tokens || dt >= tokens || (dt == 0 && dh == 0) || (dh == 0 && dt < 0)) return false;
@@ -110,11 +111,6 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
       return gap < D && gap > -D;
     };
     for (int64_t dh = 0; dh < heads; ++dh) {
-      if (st == 0) {
-        if (meet(1, dh)) return {1, dh};
-        if (meet(0, dh)) return {0, dh};
-        continue;
-      }
       // The gap grows with dt: the token offsets in range nearest to floor(-x / st) are the ones to test.
       const int64_t x = dh * sh;
       const int64_t lo = -((x + st - 1) / st);
