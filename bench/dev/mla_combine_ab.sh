@@ -23,7 +23,7 @@ if [[ ${1:-} == build ]]; then
   # v2: the combine of the library before the batched loads (the commit before they landed).
   git show 53b0a7a:templates/sparse_mla_decode/kernel.cuh > templates/sparse_mla_decode/kernel.cuh
   one v2
-  sed -i 's/within_call(stream, \*r.dev), prm);/stream, prm);/' templates/sparse_mla_decode/launch.cpp
+  sed -i 's/= within_call(stream, \*r.dev);/= stream;/' templates/sparse_mla_decode/launch.cpp
   grep -q "within_call" templates/sparse_mla_decode/launch.cpp && { echo "v1: launch.cpp edit did not apply" >&2; exit 2; }
   one v1
   git checkout -- "${files[@]}"
