@@ -8,7 +8,8 @@
 #   bench/run_h200.sh PART...              on the H200 (the `run` tool, carry $PACK): runs the parts in order.
 #
 # Parts:
-#   tests     the whole [gpu] suite with KTUNE_TEST_REQUIRE=gpu (a skipped GPU test fails the run)
+#   tests     the whole [gpu] suite with KTUNE_TEST_REQUIRE=gpu (a skipped GPU test fails the run), then the
+#             primary-context-reset test in a process of its own
 #   xqa       bench_xqa + bench/peers_sdpa.py (cuDNN / flash SDPA) + bench_runtime (load and launch overhead)
 #   mla       bench_sparse_mla + bench/peers_sparse_mla.py (PyTorch gather + bmm)
 #   mxfp4     bench_mxfp4 + bench/peers_mxfp4.py (cuBLAS BF16 on the dequantized weight)
@@ -127,6 +128,9 @@ step() {
 part_tests() {
   KTUNE_TEST_REQUIRE=gpu step tests_gpu 300 "$T" "[gpu]" --durations yes
   grep -E "MATRIX|test cases|assertions|FAILED|REQUIRE" "$OUT/tests_gpu.txt" | tail -8
+  # A primary context reset drops every allocation on the context: a process of its own.
+  KTUNE_TEST_REQUIRE=gpu step tests_primary_reset 60 "$T" "[primary_reset]"
+  grep -E "handle|test cases|FAILED" "$OUT/tests_primary_reset.txt" | tail -4
 }
 
 part_xqa() {

@@ -36,7 +36,7 @@ std::string DeviceFault::message() const {
 
 void* Runtime::device_report() {
   const DriverApi& cu = driver();
-  CUcontext ctx = static_cast<CUcontext>(internal::require_context("runtime"));
+  void* ctx = internal::require_context("runtime");
   std::lock_guard<std::mutex> lock(impl_->reports_mutex);
   auto it = impl_->reports.find(ctx);
   if (it != impl_->reports.end()) return reinterpret_cast<void*>(static_cast<uintptr_t>(it->second.device));
@@ -52,12 +52,15 @@ void* Runtime::device_report() {
     check_cu(res, "cuMemHostGetDevicePointer (checked-kernel fault record)");
   }
   r.device = dev;
+  CUcontext owner = nullptr;
+  check_cu(cu.cuCtxGetCurrent(&owner), "cuCtxGetCurrent");
+  r.owner = owner;
   impl_->reports.emplace(ctx, r);
   return reinterpret_cast<void*>(static_cast<uintptr_t>(dev));
 }
 
 std::optional<DeviceFault> Runtime::take_device_fault() {
-  CUcontext ctx = static_cast<CUcontext>(internal::require_context("runtime"));
+  void* ctx = internal::require_context("runtime");
   std::lock_guard<std::mutex> lock(impl_->reports_mutex);
   auto it = impl_->reports.find(ctx);
   if (it == impl_->reports.end()) return std::nullopt;  // no checked kernel ran on this context
@@ -79,7 +82,8 @@ void Runtime::Impl::free_reports() {
   const DriverApi* cu = try_driver();
   std::lock_guard<std::mutex> lock(reports_mutex);
   if (cu)
-    for (auto& [ctx, r] : reports) cu->cuMemFreeHost(r.host);
+    for (auto& [ctx, r] : reports)  // a destroyed context freed its record with it
+      if (reinterpret_cast<uintptr_t>(ctx) == context_id(static_cast<CUcontext>(r.owner))) cu->cuMemFreeHost(r.host);
   reports.clear();
 }
 

@@ -100,4 +100,10 @@ void check_cu(CUresult result, const char* what) {
   throw Error(Status::cuda_error, "driver", fmt::format("{} failed: {} ({})", what, name, text ? text : ""));
 }
 
+uint64_t context_id(CUcontext ctx) {
+  unsigned long long id = 0;
+  if (!ctx || driver().cuCtxGetId(ctx, &id) != CUDA_SUCCESS) return 0;
+  return static_cast<uint64_t>(id) + 1;
+}
+
 }  // namespace ktune::detail

@@ -4,25 +4,26 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <string>
 
 namespace ktune::detail {
 
 struct DriverApi {
 // The macro expands cuda.h's versioned aliases (cuMemAlloc -> cuMemAlloc_v2) before taking the symbol name.
-#define KTUNE_DRIVER_FUNCTIONS(X)                                                                          \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet) X(cuDeviceGetCount) \
-  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid)                          \
+#define KTUNE_DRIVER_FUNCTIONS(X)                                                                           \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet) X(cuDeviceGetCount)  \
+  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid)                         \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent)            \
-  X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)        \
-  X(cuModuleGetGlobal)                                                                                     \
-  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuMemAlloc)           \
-  X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemsetD32) X(cuStreamCreate)               \
-  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)             \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyDtoD) X(cuMemGetInfo)                             \
-  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)             \
-  X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemHostAlloc) X(cuMemHostGetDevicePointer)          \
-  X(cuMemFreeHost) X(cuTensorMapEncodeTiled) X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams)
+  X(cuCtxGetId) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)                 \
+  X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute) X(cuFuncGetAttribute)                   \
+  X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)          \
+  X(cuMemsetD8) X(cuMemsetD32) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)                  \
+  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)           \
+  X(cuMemcpyDtoD) X(cuMemGetInfo) X(cuStreamBeginCapture) X(cuStreamEndCapture)                             \
+  X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)                   \
+  X(cuMemHostAlloc) X(cuMemHostGetDevicePointer) X(cuMemFreeHost) X(cuTensorMapEncodeTiled)                 \
+  X(cuGraphGetNodes) X(cuGraphKernelNodeGetParams)
 
 #define KTUNE_DECLARE(name) decltype(&::name) name = nullptr;
   KTUNE_DRIVER_FUNCTIONS(KTUNE_DECLARE)
@@ -39,6 +40,13 @@ const DriverApi* try_driver(std::string* why_not = nullptr);
 
 // Throws Error(cuda_error) with the driver's name and text for `result`, naming `what` (the call and context).
 void check_cu(CUresult result, const char* what);
+
+// The identity of `ctx` for the life of the process: its driver ID (cuCtxGetId) plus one, so that no live
+// context's identity is 0; 0 when `ctx` is null or not a live context. A destroyed context's handle value can
+// come back for the next context created (a primary context reset, a cuCtxDestroy then cuCtxCreate), and its
+// modules, plans and fault records are gone with it: whatever is remembered per context is keyed by this, never
+// by the handle.
+uint64_t context_id(CUcontext ctx);
 
 // Ends use_device(kHostDevice) on this thread, for a caller that makes a GPU context current itself (the
 // bindings' ktune_ensure_device, which keeps its own retained primary contexts).

@@ -1,5 +1,6 @@
 // The runtime side of runtime/internal/ktune_internal/*.hpp: the services templates/, autotune/ and tools/ may use.
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -19,7 +20,7 @@ namespace ktune::internal {
 void* current_context() {
   CUcontext ctx = nullptr;
   detail::check_cu(detail::driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  return ctx;
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(detail::context_id(ctx)));
 }
 
 const DeviceFacts& device_facts(void* ctx, const char* family) {

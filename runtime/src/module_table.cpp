@@ -15,8 +15,20 @@ using namespace detail;
 
 namespace {
 
-// The calling thread's context; Error(cuda_error) saying how to make one current when there is none.
-CUcontext current_context() { return static_cast<CUcontext>(internal::require_context("runtime")); }
+// The calling thread's context and its identity (what the module table keys on: a handle can outlive its
+// context's modules); Error(cuda_error) saying how to make one current when there is none.
+struct CurrentContext {
+  CUcontext handle = nullptr;
+  void* id = nullptr;
+};
+
+CurrentContext current_context() {
+  CurrentContext c;
+  check_cu(driver().cuCtxGetCurrent(&c.handle), "cuCtxGetCurrent");
+  c.id = reinterpret_cast<void*>(static_cast<uintptr_t>(context_id(c.handle)));
+  if (!c.id) internal::require_context("runtime");  // throws the error that says how to make one current
+  return c;
+}
 
 Arch arch_of_current_context() {
   const DriverApi& cu = driver();
@@ -140,7 +152,7 @@ std::unique_ptr<LoadedKernel> obtain_and_load(Runtime::Impl& im, const Generated
   }
 }
 
-// The slot of (ctx, fast_key), created empty on first use. ctx == nullptr is the host CPU.
+// The slot of (context identity, fast_key), created empty on first use. ctx == nullptr is the host CPU.
 std::shared_ptr<Runtime::Impl::Slot> slot_for(Runtime::Impl& im, void* ctx, const std::string& fast_key) {
   {
     std::shared_lock<std::shared_mutex> lock(im.modules_mutex);
@@ -159,9 +171,9 @@ std::shared_ptr<Runtime::Impl::Slot> slot_for(Runtime::Impl& im, void* ctx, cons
 }  // namespace
 
 const LoadedKernel& Runtime::get(const std::string& fast_key, const std::function<GeneratedKernel()>& generate) {
-  CUcontext ctx = current_context();
+  const CurrentContext ctx = current_context();
   Impl& im = *impl_;
-  std::shared_ptr<Impl::Slot> slot = slot_for(im, ctx, fast_key);
+  std::shared_ptr<Impl::Slot> slot = slot_for(im, ctx.id, fast_key);
   std::lock_guard<std::mutex> slot_lock(slot->mutex);  // uncontended once loaded
   if (slot->kernel) {
     im.stats.memory_hits++;
@@ -170,7 +182,7 @@ const LoadedKernel& Runtime::get(const std::string& fast_key, const std::functio
   GeneratedKernel kernel = generate();
   slot->kernel = obtain_and_load(im, kernel, arch_of_current_context(), [&](const cache::BinaryRecord& rec,
                                                                             const BoundSymbols& symbols) {
-    return load_gpu_module(rec, symbols, ctx);
+    return load_gpu_module(rec, symbols, ctx.handle);
   });
   return *slot->kernel;
 }
@@ -203,9 +215,13 @@ Runtime::~Runtime() {
   const DriverApi* cu = try_driver();
   if (!cu) return;
   impl_->free_reports();
+  // Only the modules of contexts still alive: a destroyed context took its modules with it, and their handle
+  // values may name another owner's modules by now.
   for (auto& [ctx, table] : impl_->modules)
     for (auto& [key, slot] : table)
-      if (slot->kernel && slot->kernel->module) cu->cuModuleUnload(static_cast<CUmodule>(slot->kernel->module));
+      if (slot->kernel && slot->kernel->module &&
+          reinterpret_cast<uintptr_t>(ctx) == context_id(static_cast<CUcontext>(slot->kernel->context)))
+        cu->cuModuleUnload(static_cast<CUmodule>(slot->kernel->module));
 }
 
 namespace {

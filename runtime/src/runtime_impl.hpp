@@ -45,7 +45,8 @@ struct Runtime::Impl {
   std::unique_ptr<detail::CompileLocks> compile_locks;
   static constexpr double kCompileLockWait_s = 600;  // a compile that takes longer is stuck, not slow
 
-  // Loaded modules by context, then fast key (two levels so a lookup allocates nothing).
+  // Loaded modules by context identity (detail::context_id), then fast key (two levels so a lookup allocates
+  // nothing).
   struct Slot {
     std::mutex mutex;
     std::unique_ptr<LoadedKernel> kernel;  // set once loaded
@@ -53,7 +54,7 @@ struct Runtime::Impl {
   std::shared_mutex modules_mutex;
   std::unordered_map<void*, std::unordered_map<std::string, std::shared_ptr<Slot>>> modules;
 
-  // Tuned configs by "family\nkey\nfingerprint" ("" = known miss), and device fingerprints by context.
+  // Tuned configs by "family\nkey\nfingerprint" ("" = known miss), and device fingerprints by context identity.
   std::mutex tuning_mutex;
   std::unordered_map<std::string, std::string> tuned;
   bool stale_tuning_warned = false;  // the first row of another ktune version is a warning, later ones info
@@ -70,10 +71,12 @@ struct Runtime::Impl {
   // Per-runtime objects of internal::runtime_slot (prepared ops of the one-shot calls), by name.
   std::mutex slots_mutex;
   std::unordered_map<std::string, std::shared_ptr<void>> slots;
-  // Checked kernels' fault records by context: pinned host memory and its device address (device_report.cpp).
+  // Checked kernels' fault records by context identity: pinned host memory and its device address
+  // (device_report.cpp), and the context that allocated it.
   struct Report {
     void* host = nullptr;
     unsigned long long device = 0;
+    void* owner = nullptr;  // a CUcontext
   };
   std::mutex reports_mutex;
   std::unordered_map<void*, Report> reports;

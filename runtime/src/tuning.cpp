@@ -8,6 +8,7 @@
 #include "ktune/cache/layered.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
+#include "ktune_internal/context.hpp"
 #include "ktune_internal/log.hpp"
 #include "runtime_impl.hpp"
 
@@ -90,21 +91,18 @@ void Runtime::Impl::remember_tuned_config_for(const std::string& family, const s
 }
 
 std::string Runtime::tuned_config(const std::string& family, const std::string& key) {
-  CUcontext ctx = nullptr;
-  check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  void* ctx = internal::current_context();
   const std::string& fp = impl_->fingerprint_of(ctx);
   return impl_->tuned_config_for(family, key, fp, fp.c_str());
 }
 
 void Runtime::remember_tuned_config(const std::string& family, const std::string& key, const std::string& config) {
-  CUcontext ctx = nullptr;
-  check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  void* ctx = internal::current_context();
   impl_->remember_tuned_config_for(family, key, impl_->fingerprint_of(ctx), config);
 }
 
 std::string Runtime::device_fingerprint() {
-  CUcontext ctx = nullptr;
-  check_cu(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  void* ctx = internal::current_context();
   if (!ctx) throw Error(Status::cuda_error, "runtime", "no current CUDA context");
   return impl_->fingerprint_of(ctx);
 }

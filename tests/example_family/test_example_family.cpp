@@ -317,6 +317,83 @@ TEST_CASE("example family on the host CPU: the call, the C op, tune, warmup and 
   }
 }
 
+namespace {
+
+// One call of `op` on the calling thread's current context, checked against alpha * x; the buffers are freed
+// before it returns, so the context can be destroyed after it.
+void run_and_check(example::ScaleOp& op, const example::Problem& p) {
+  const int64_t rows = 9;
+  const std::vector<unsigned char> x = ramp(p, rows);
+  test::DeviceBuffer dx(x.size()), dout(x.size());
+  dx.upload(x.data(), x.size());
+  dout.poison();
+  example::Args a;
+  a.x = dx.as<void>(), a.out = dout.as<void>(), a.rows = rows, a.alpha = -1.25f;
+  op.run(a, nullptr);
+  test::sync();
+  CHECK(dout.download<unsigned char>(x.size()) == expected(p, x, -1.25f));
+}
+
+}  // namespace
+
+// A destroyed context takes its modules with it, and the driver may hand its handle value to the next context
+// it creates: the runtime's module table and a prepared op's plans must not serve the old context's kernels
+// there (a stale CUfunction launched on the new context). Each context's first call loads the module afresh.
+TEST_CASE("example family on the GPU: a context created after another was destroyed gets its own modules",
+          "[example][gpu]") {
+  KTUNE_REQUIRE_GPU();
+  const test::ContextLifecycle& cc = test::context_lifecycle();
+  const detail::DriverApi& cu = detail::driver();
+  test::TempDir dir;
+  Runtime rt(in(dir));
+  const example::Problem p = example::Problem::from_key("c4096.bf16");
+  example::ScaleOp op = example::prepare(rt, p);
+  CUdevice dev = 0;
+  CU_CHECK(cu.cuCtxGetDevice(&dev));
+  std::vector<CUcontext> handles;
+  for (int round = 0; round < 3; ++round) {
+    CUcontext ctx = nullptr;
+    CU_CHECK(cc.create(&ctx, nullptr, 0, dev));  // current on this thread
+    handles.push_back(ctx);
+    INFO("context " << round);
+    run_and_check(op, p);
+    run_and_check(op, p);  // the memoized plan on this context
+    CU_CHECK(cc.destroy(ctx));
+  }
+  const bool reused = handles[1] == handles[0] || handles[2] == handles[1];
+  WARN("a new context reused the destroyed one's handle value: " << (reused ? "yes" : "no"));
+  CHECK(rt.stats().loads == 3);
+  use_device(0);
+  run_and_check(op, p);
+  CHECK(rt.stats().loads == 4);
+}
+
+// A primary context reset (cudaDeviceReset in the runtime API) keeps the context's handle and drops its modules.
+// Hidden (run in a process of its own by bench/run_h200.sh): the reset would also drop every other test's
+// allocations on the primary context.
+TEST_CASE("example family on the GPU: a primary context reset drops the prepared op's modules, not the op",
+          "[.][primary_reset]") {
+  KTUNE_REQUIRE_GPU();
+  const detail::DriverApi& cu = detail::driver();
+  test::TempDir dir;
+  Runtime rt(in(dir));
+  const example::Problem p = example::Problem::from_key("c4096.bf16");
+  example::ScaleOp op = example::prepare(rt, p);
+  run_and_check(op, p);
+  CUcontext before = nullptr;
+  CUdevice dev = 0;
+  CU_CHECK(cu.cuCtxGetCurrent(&before));
+  CU_CHECK(cu.cuCtxGetDevice(&dev));
+  CU_CHECK(test::context_lifecycle().primary_reset(dev));
+  use_device(0);  // retains the primary context again and makes it current
+  CUcontext after = nullptr;
+  CU_CHECK(cu.cuCtxGetCurrent(&after));
+  WARN("the primary context kept its handle across the reset: " << (before == after ? "yes" : "no"));
+  run_and_check(op, p);
+  run_and_check(op, p);
+  CHECK(rt.stats().loads == 2);
+}
+
 TEST_CASE("example family on the GPU: the op matches alpha * x; tune and replay", "[example][gpu]") {
   KTUNE_REQUIRE_GPU();
   test::TempDir dir;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +39,35 @@ inline bool gpu_ready(std::string* why) {
   } while (0)
 
 #define CU_CHECK(call) ::ktune::detail::check_cu((call), #call)
+
+// Driver entry points only tests call (the runtime never creates, destroys or resets a context), resolved from
+// the libcuda the runtime loaded. Names go through cuda.h's versioned aliases (cuCtxCreate -> cuCtxCreate_v4),
+// as the runtime's table does.
+struct ContextLifecycle {
+  decltype(&::cuCtxCreate) create = nullptr;
+  decltype(&::cuCtxDestroy) destroy = nullptr;
+  decltype(&::cuDevicePrimaryCtxReset) primary_reset = nullptr;
+};
+
+#define KTUNE_TEST_STR2(x) #x
+#define KTUNE_TEST_STR(x) KTUNE_TEST_STR2(x)
+inline const ContextLifecycle& context_lifecycle() {
+  static const ContextLifecycle calls = [] {
+    ContextLifecycle c;
+    void* lib = dlopen(detail::driver().library_path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    REQUIRE(lib != nullptr);
+    c.create = reinterpret_cast<decltype(c.create)>(dlsym(lib, KTUNE_TEST_STR(cuCtxCreate)));
+    c.destroy = reinterpret_cast<decltype(c.destroy)>(dlsym(lib, KTUNE_TEST_STR(cuCtxDestroy)));
+    c.primary_reset = reinterpret_cast<decltype(c.primary_reset)>(dlsym(lib, KTUNE_TEST_STR(cuDevicePrimaryCtxReset)));
+    REQUIRE(c.create);
+    REQUIRE(c.destroy);
+    REQUIRE(c.primary_reset);
+    return c;
+  }();
+  return calls;
+}
+#undef KTUNE_TEST_STR
+#undef KTUNE_TEST_STR2
 
 class DeviceBuffer {
  public:

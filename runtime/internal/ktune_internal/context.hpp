@@ -6,7 +6,9 @@
 
 namespace ktune::internal {
 
-// The current context (a CUcontext), or nullptr when none is current. One driver call.
+// The current context's identity, or nullptr when none is current: unique to that context for the life of the
+// process (a destroyed context's handle value may come back for the next context, its identity never does), so
+// it is what per-context memos key on. An opaque value, not a CUcontext. Two driver calls.
 void* current_context();
 
 struct DeviceFacts {
@@ -15,7 +17,7 @@ struct DeviceFacts {
   int ordinal = -1;
 };
 
-// The facts of the device of `ctx`, the calling thread's current context (current_context()), queried once per
+// The facts of the device of `ctx`, the calling thread's current context's identity (current_context()), queried once per
 // device and cached for the process. A null `ctx` throws Error(cuda_error) from `family` saying how to make a
 // context current.
 const DeviceFacts& device_facts(void* ctx, const char* family);
