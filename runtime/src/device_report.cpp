@@ -83,7 +83,8 @@ void Runtime::Impl::free_reports() {
   std::lock_guard<std::mutex> lock(reports_mutex);
   if (cu)
     for (auto& [ctx, r] : reports)  // a destroyed context freed its record with it
-      if (reinterpret_cast<uintptr_t>(ctx) == context_id(static_cast<CUcontext>(r.owner))) cu->cuMemFreeHost(r.host);
+      if (reinterpret_cast<uintptr_t>(ctx) == context_id(static_cast<CUcontext>(r.owner)))
+        cu->cuMemFreeHost(r.host);
   reports.clear();
 }
 

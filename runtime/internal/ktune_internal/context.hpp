@@ -17,9 +17,9 @@ struct DeviceFacts {
   int ordinal = -1;
 };
 
-// The facts of the device of `ctx`, the calling thread's current context's identity (current_context()), queried once per
-// device and cached for the process. A null `ctx` throws Error(cuda_error) from `family` saying how to make a
-// context current.
+// The facts of the device of `ctx`, the identity of the calling thread's current context (current_context()),
+// queried once per device and cached for the process. A null `ctx` throws Error(cuda_error) from `family` saying
+// how to make a context current.
 const DeviceFacts& device_facts(void* ctx, const char* family);
 
 // current_context(), or that Error when none is current.
