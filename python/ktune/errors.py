@@ -87,3 +87,12 @@ def error_for_status(status, message, status_name=None):
 def invalid(message):
     """An argument error raised by the Python layer (same class and status as the library's)."""
     return InvalidArgumentError(message)
+
+
+def refuse_broadcast(where, shape, strides):
+    """Raises invalid for a stride of 0 on a dimension of more than one element (a numpy broadcast or a torch
+    expand view). The library reads a stride of 0 as "dense", so passed on it would make the kernel read (or for
+    an output, write) past the view's memory. `where` is "<family>: <argument>"."""
+    if any(int(n) > 1 and int(st) == 0 for n, st in zip(shape, strides)):
+        raise invalid(f"{where}: expected no stride of 0 on a dimension of extent > 1 (a broadcast or expanded view; "
+                      f"make it contiguous first), got shape {list(shape)} and strides {tuple(strides)}")

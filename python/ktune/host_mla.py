@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from . import _lib
-from .errors import invalid
+from .errors import invalid, refuse_broadcast
 from .mla import canonical
 
 _FAM = "sparse_mla_decode"
@@ -29,6 +29,7 @@ def _need(name, a, shape, dtypes, what="", strided=False):
     if strided:
         if a.shape[-1] > 1 and a.strides[-1] != a.itemsize:
             raise invalid(f"{_FAM}: {name}: expected the last dimension contiguous, got strides {a.strides} bytes")
+        refuse_broadcast(f"{_FAM}: {name}", a.shape, a.strides)
     elif not a.flags["C_CONTIGUOUS"]:
         raise invalid(f"{_FAM}: {name}: expected a C-contiguous array")
 

@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 
 from . import _lib, mxfp4
-from .errors import invalid
+from .errors import invalid, refuse_broadcast
 
 _STORAGE = {"bf16": np.uint16, "fp16": np.float16}
 
@@ -32,6 +32,7 @@ def _array(name, a, dtype, shape=None, strided_rows=False):
         if a.ndim != 2 or (a.shape[1] > 1 and a.strides[1] != a.itemsize) or a.strides[0] % a.itemsize:
             raise invalid(f"mxfp4_gemm: {name}: expected rows with a contiguous last dimension, got strides "
                           f"{a.strides} bytes")
+        refuse_broadcast(f"mxfp4_gemm: {name}", a.shape, a.strides)
     elif not a.flags["C_CONTIGUOUS"]:
         raise invalid(f"mxfp4_gemm: {name}: expected a C-contiguous array")
     if shape is not None and tuple(a.shape) != tuple(shape):

@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _lib
-from .errors import invalid
+from .errors import invalid, refuse_broadcast
 from .runtime import runtime
 from .torch_ops import _OUT, _TAGS, _ensure_device, _ws_cache
 # ---- shared helpers for the other families ------------------------------------------------------------------
@@ -26,6 +26,7 @@ def _need_t(fam, name, t, shape, tags, what="", strided=False):
     if strided:
         if t.shape[-1] > 1 and t.stride(-1) != 1:
             raise invalid(f"{fam}: {name}: expected the last dimension contiguous, got strides {tuple(t.stride())}")
+        refuse_broadcast(f"{fam}: {name}", t.shape, t.stride())
     elif not t.is_contiguous():
         raise invalid(f"{fam}: {name}: expected a contiguous tensor")
     if t.device.type != "cuda":
@@ -158,6 +159,7 @@ def _mxfp4_launch(a, weight_packed, weight_scales, bias, expert_offsets, c, prob
         raise invalid(f"{fam}: a: expected dtype {info.a_dtype}, got {tag}")
     if a.stride(1) != 1:
         raise invalid(f"{fam}: a: expected unit stride along k (rows may be strided), got strides {tuple(a.stride())}")
+    refuse_broadcast(f"{fam}: a", a.shape, a.stride())
     if a.device.type != "cuda":
         raise invalid(f"{fam}: a: expected a CUDA tensor (the host kernel takes NumPy arrays: ktune.mxfp4_gemm with "
                       f"ktune.mxfp4_host.host_weight), got {a.device}")

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from . import _lib
-from .errors import invalid
+from .errors import invalid, refuse_broadcast
 
 # element dtypes of a problem -> storage dtype tags accepted for them (bit patterns are fine: uint16 for bf16,
 # uint8 for e4m3, so plain NumPy can carry them)
@@ -118,6 +118,7 @@ def _rows(name, d, shape, tags):
     if d.strides is None or (shape[2] > 1 and d.strides[2] != 1):
         raise invalid(f"xqa_decode: {name}: expected the last dimension (head_dim) contiguous, got strides "
                       f"{d.strides}")
+    refuse_broadcast(f"xqa_decode: {name}", shape, d.strides)
     # the stride of a dimension of extent 1 is never used (and may be anything): 0 = the default
     return tuple(int(st) if n > 1 else 0 for n, st in zip(shape[:2], d.strides[:2]))
 
@@ -164,6 +165,7 @@ def _cache(info, kv_cache, k_cache, v_cache):
             raise invalid(f"xqa_decode: {name}: expected dense pages (strides [*, {', '.join(map(str, dense))}]), got "
                           f"strides {d.strides}")
         else:
+            refuse_broadcast(f"xqa_decode: {name}", d.shape, d.strides)
             s = int(d.strides[0]) if num_pages > 1 else 0
         if s == page[0] * page[1] * page[2]:
             s = 0

@@ -218,6 +218,26 @@ class XqaHostForms(unittest.TestCase):
             ktune.xqa_decode(*args[:1], q_bad, kv, *rest)
         self.assertIn("q:", str(cm.exception))
 
+    @need_host
+    def test_broadcast_views_are_refused(self):
+        # A stride of 0 reaches the library as "dense": the kernel would read (or, for out, write) past the view.
+        key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16)
+        info = parse_key(key)
+        case = make_case(np.random.default_rng([SEED, 11]), info, 2, [20, 30])
+        q, kv, rest = case["q"], case["kv_cache"], (case["block_tables"], case["seq_lens"])
+        q_heads = np.broadcast_to(q[:, :1], q.shape)
+        out_backing = np.full(q[:, :1].size * 4, 0xFFFF, dtype=np.uint16)
+        out_heads = np.lib.stride_tricks.as_strided(out_backing[: q[:, :1].size], shape=q.shape,
+                                                    strides=(q.shape[2] * 2, 0, 2))
+        k_pages = np.broadcast_to(kv[:1, 0], kv[:, 0].shape)
+        for name, call in (("q", lambda: ktune.xqa_decode(key, q_heads, kv, *rest)),
+                           ("out", lambda: ktune.xqa_decode(key, q, kv, *rest, out=out_heads)),
+                           ("k_cache", lambda: ktune.xqa_decode(key, q, (k_pages, kv[:, 1]), *rest))):
+            with self.assertRaises(ktune.InvalidArgumentError) as cm:
+                call()
+            self.assertIn(f"xqa_decode: {name}: expected no stride of 0", str(cm.exception))
+        self.assertTrue((out_backing == 0xFFFF).all(), "a refused call wrote into out's memory")
+
 
 class Errors(unittest.TestCase):
     def test_bad_problem_json_names_the_field(self):

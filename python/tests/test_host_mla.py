@@ -127,6 +127,14 @@ class MlaHost(unittest.TestCase):
         self.run_case("fp8_ds_mla", 16, 128, 64, 3, True, strided_q=True)
         self.run_case("bf16", 16, 256, 256, 2, False, strided_q=True, num_splits=3, threads=2)
 
+    def test_broadcast_q_is_refused(self):
+        # q expanded over heads (stride 0) would reach the library as dense rows: reads past the view.
+        key = ktune.mla_problem(16, 512, 64, 64, page_size=64)
+        q, kv, idx, _, _ = make_case(np.random.default_rng(SEED + 8), "fp8_ds_mla", 16, 64, 64, 2, False)
+        with self.assertRaises(ktune.InvalidArgumentError) as c:
+            ktune.sparse_mla_decode(key, np.broadcast_to(q[:, :1], q.shape), kv, idx, runtime=RT)
+        self.assertIn("q: expected no stride of 0", c.exception.message)
+
     def test_out_of_range_slot_names_token_and_entry(self):
         key = ktune.mla_problem(16, 512, 64, 64, page_size=64)
         rng = np.random.default_rng(SEED + 7)

@@ -133,6 +133,9 @@ class Mxfp4Host(unittest.TestCase):
         a = numerics.float_to_bf16(nonzero_normal(rng, (4, 96)))
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "a: expected shape"):
             ktune.mxfp4_gemm(key, a[:, :64].copy(), w, runtime=RT)
+        # One row broadcast to four (row stride 0) would reach the library as lda = dense: rows past the view.
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "a: expected no stride of 0"):
+            ktune.mxfp4_gemm(key, np.broadcast_to(a[:1], a.shape), w, runtime=RT)
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "expert_offsets"):
             ktune.mxfp4_gemm(key, a, w, expert_offsets=np.zeros(2, dtype=np.int32), runtime=RT)
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "config"):

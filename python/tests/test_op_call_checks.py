@@ -119,6 +119,17 @@ class SameObjectChangedInPlace(unittest.TestCase):
         out.as_strided_(out.shape, (32 * 256, 256, 2))
         self.refused(r"out: expected the last dimension \(head_dim\) contiguous")
 
+    def test_out_broadcast_over_heads_is_refused(self):
+        # A stride of 0 would reach the library as "dense": 32 heads written where the view holds one.
+        self.call()
+        out = self.t["out"]
+        out.as_strided_(out.shape, (128, 0, 1))
+        self.refused(r"out: expected no stride of 0")
+
+    def test_q_expanded_over_heads_is_refused(self):
+        self.t["q"] = ft.empty(2, 1, 128, dtype=ft.bfloat16, device=DEV).expand(2, 32, 128)
+        self.refused(r"q: expected no stride of 0")
+
     def test_a_valid_change_of_the_same_object_is_accepted_with_its_new_fields(self):
         self.call()
         self.t["kv"].set_(ft.empty(16, 2, 8, 32, 128, dtype=ft.bfloat16, device=DEV))

@@ -468,6 +468,9 @@ class TorchGpuFamilies(unittest.TestCase):
             out_s = ktune.sparse_mla_decode(key, wide[:, :info.num_heads, :dq], kv, idx)
             torch.cuda.synchronize()
             self.assertTrue(torch.equal(out_s, out), f"{key}: a strided q gives another result")
+            # q expanded over heads (stride 0) is refused: the library would read it as dense rows
+            with self.assertRaisesRegex(ktune.InvalidArgumentError, "q: expected no stride of 0"):
+                ktune.sparse_mla_decode(key, q[:, :1].expand(q.shape), kv, idx)
             # CUDA graph: capture once, replay with new q and indices
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
@@ -533,6 +536,9 @@ class TorchGpuFamilies(unittest.TestCase):
             c2 = ktune.mxfp4_gemm(key, wide[:, :k], weight, bias=b, expert_offsets=offsets)
             torch.cuda.synchronize()
             self.assertTrue(torch.equal(c2, c), f"{key}: a strided a gives another result")
+            if m > 1:  # one row expanded to m (row stride 0) is refused: the library would read it as lda = k
+                with self.assertRaisesRegex(ktune.InvalidArgumentError, "a: expected no stride of 0"):
+                    ktune.mxfp4_gemm(key, a[:1].expand(a.shape), weight, bias=b, expert_offsets=offsets)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 g_c = ktune.mxfp4_gemm(key, a, weight, bias=b, expert_offsets=offsets)
