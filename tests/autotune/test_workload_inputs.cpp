@@ -28,7 +28,7 @@ using test::error_of;
 
 }  // namespace
 
-TEST_CASE("workload_support: buckets by name; an unknown name is refused, naming what the family tunes",
+TEST_CASE("workload_support: buckets by name, an unknown name is refused, naming what the family tunes",
           "[autotune]") {
   const auto b = ws::read_buckets({{"l", 4096}, {"b", 8}}, "fam workload", {"b", "l"}, "fam tunes b and l");
   CHECK(b.at("b") == 8);

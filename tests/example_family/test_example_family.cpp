@@ -394,7 +394,7 @@ TEST_CASE("example family on the GPU: a primary context reset drops the prepared
   CHECK(rt.stats().loads == 2);
 }
 
-TEST_CASE("example family on the GPU: the op matches alpha * x; tune and replay", "[example][gpu]") {
+TEST_CASE("example family on the GPU: the op matches alpha * x, tune and replay", "[example][gpu]") {
   KTUNE_REQUIRE_GPU();
   test::TempDir dir;
   Runtime rt(in(dir));

@@ -18,6 +18,7 @@
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
 #include "nvrtc_compiler.hpp"
+#include "support/skip.hpp"
 #include "support/test_kernels.hpp"
 
 using namespace ktune;
@@ -63,11 +64,7 @@ TEST_CASE("binding: the binding symbol names every key input but the compiler ve
 
 TEST_CASE("binding: a CUBIN defines its key's binding symbol, and a swapped CUBIN is rebuilt, not served",
           "[attack][tamper][binding][runtime]") {
-  std::string why;
-  if (!detail::try_nvrtc(&why)) {
-    WARN("skipped: " << why);
-    return;
-  }
+  KTUNE_REQUIRE_NVRTC();
   TempDir dir;
   const std::string db = dir.file("k.db");
   const Arch a = Arch::parse("sm_90a");

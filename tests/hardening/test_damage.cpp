@@ -9,6 +9,7 @@
 
 #include "hardening_util.hpp"
 #include "ktune/cache/layered.hpp"
+#include "support/seed.hpp"
 
 using namespace ktune;
 using namespace ktune::cache;
@@ -107,7 +108,7 @@ TEST_CASE("hardening: a changed byte in any metadata column makes the row damage
   }
 }
 
-TEST_CASE("hardening: a changed digest column orphans the row; verify names it", "[hardening][damage]") {
+TEST_CASE("hardening: a changed digest column orphans the row, verify names it", "[hardening][damage]") {
   TempDir dir;
   const std::string path = dir.file("k.db");
   BinaryRecord victim = sample_record(1);
@@ -245,7 +246,7 @@ TEST_CASE("hardening: a truncated cache file is reported, never served wrong", "
   }
   const auto bytes = read_bytes(good);
   REQUIRE(bytes.size() > 200000);
-  int opened = 0, refused = 0, detected = 0;
+  int opened = 0, refused = 0;
   for (double frac : {0.0001, 0.01, 0.1, 0.33, 0.5, 0.75, 0.9, 0.99, 0.9999}) {
     DYNAMIC_SECTION("truncated to " << frac) {
       const std::string path = dir.file("cut.db");
@@ -264,7 +265,6 @@ TEST_CASE("hardening: a truncated cache file is reported, never served wrong", "
         }
         ++opened;
         const int missing = check_never_wrong(*db, recs);
-        detected += missing;
         // verify must say something is wrong unless every entry is still served whole (a cut that only
         // removed unused space).
         std::vector<CacheDb::VerifyIssue> issues;
@@ -284,7 +284,6 @@ TEST_CASE("hardening: a truncated cache file is reported, never served wrong", "
     }
   }
   CHECK(opened + refused > 0);
-  (void)detected;
 }
 
 TEST_CASE("hardening: random byte flips anywhere in the file never yield a wrong hit", "[hardening][damage]") {
@@ -303,7 +302,7 @@ TEST_CASE("hardening: random byte flips anywhere in the file never yield a wrong
     db->use_rollback_journal();
   }
   const auto bytes = read_bytes(good);
-  std::mt19937 rng(2024);
+  std::mt19937 rng(static_cast<unsigned>(ktune::test::run_seed("random byte flips")));
   int trials = 0, refused = 0, not_hit = 0;
   for (int trial = 0; trial < 150; ++trial) {
     std::vector<char> bad = bytes;
@@ -333,7 +332,6 @@ TEST_CASE("hardening: random byte flips anywhere in the file never yield a wrong
     } catch (const CacheError&) {
     }
   }
-  CHECK(trials == 150);
   WARN("150 files with 1-4 random bit flips: " << refused << " refused at open, " << not_hit
                                                << " lookups not served; 0 wrong hits");
 }

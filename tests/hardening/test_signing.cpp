@@ -187,7 +187,7 @@ TEST_CASE("hardening: every kind of tampering with a signed file is refused", "[
   }
 }
 
-TEST_CASE("hardening: trusted keys gate read-only layers; the writable layer and signed files",
+TEST_CASE("hardening: trusted keys gate read-only layers, the writable layer and signed files",
           "[hardening][signing]") {
   TempDir dir;
   Keys k = make_keys(dir, "k");

@@ -18,6 +18,7 @@
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
 #include "nvrtc_compiler.hpp"
+#include "support/skip.hpp"
 #include "support/test_kernels.hpp"
 
 using namespace ktune;
@@ -27,12 +28,6 @@ namespace {
 
 const Arch kArch = Arch::parse("sm_90a");
 
-bool have_nvrtc() {
-  std::string why;
-  if (detail::try_nvrtc(&why)) return true;
-  WARN("skipped: " << why);
-  return false;
-}
 
 // Forks a child that waits until every write end of the gate pipe is closed, runs fn and exits with its result
 // (never returns in the child). gate_write: the parent's write end (-1 if already closed), closed in the child.
@@ -79,7 +74,7 @@ int warm(const std::string& db, int base, int n) {
 
 TEST_CASE("single flight: N processes warming one cache compile every missing key once",
           "[attack][singleflight][runtime]") {
-  if (!have_nvrtc()) return;
+  KTUNE_REQUIRE_NVRTC();
   TempDir dir;
   const std::string db = dir.file("k.db");
   constexpr int kProcs = 4, kKeys = 3;
@@ -104,7 +99,7 @@ TEST_CASE("single flight: N processes warming one cache compile every missing ke
 
 TEST_CASE("single flight: a holder SIGKILLed mid-compile does not block the others",
           "[attack][singleflight][runtime]") {
-  if (!have_nvrtc()) return;
+  KTUNE_REQUIRE_NVRTC();
   TempDir dir;
   const std::string db = dir.file("k.db");
   const GeneratedKernel k = test::scale_kernel(7200);

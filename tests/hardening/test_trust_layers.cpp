@@ -13,6 +13,7 @@
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
 #include "support/env_guard.hpp"
+#include "support/skip.hpp"
 #include "support/test_kernels.hpp"
 
 using namespace ktune;
@@ -262,11 +263,7 @@ TEST_CASE("trust: cache merge --pubkey imports only a source validly signed by a
 
 TEST_CASE("trust: the runtime loads nothing from an unsigned file at a writable path under trusted keys",
           "[attack][trust][hardening][runtime]") {
-  std::string why;
-  if (!ktune::detail::try_nvrtc(&why)) {
-    WARN("skipped: " << why);
-    return;
-  }
+  KTUNE_REQUIRE_NVRTC();
   TempDir dir;
   const std::string work = dir.file("work.db"), image = dir.file("image.db");
   const GeneratedKernel kernel = ktune::test::scale_kernel(71);

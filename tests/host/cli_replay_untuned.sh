@@ -4,16 +4,14 @@
 # preset, delete every tuning row, then replay with KTUNE_JIT=0: exit 0, 0 compiles, 0 tunings, and per op the
 # config the runtime chose ("default", the family's default config). A tuning row naming a config the family
 # cannot run is not forced either: the runtime falls back to its default and replay reports that, as it does for
-# a row another ktune version tuned. A tuned row is reported as "tuned" with its winner. Skips (exit 0, saying
-# why) without the LLVM host backend.
+# a row another ktune version tuned. A tuned row is reported as "tuned" with its winner. Skips (exit 77, saying
+# why) without the LLVM host backend; fails instead under KTUNE_TEST_REQUIRE=host.
 # usage: cli_replay_untuned.sh BUILD_DIR
 set -euo pipefail
 build="${1:?usage: cli_replay_untuned.sh BUILD_DIR}"
 ktune="$build/bin/ktune"
-if [[ ! -f "$build/lib/libktune_host.so" ]]; then
-  echo "[host] skipped: $build/lib/libktune_host.so was not built (LLVM 19 absent)"
-  exit 0
-fi
+source "$(dirname "$0")/../support/skip.sh"
+[[ -f "$build/lib/libktune_host.so" ]] || skip_or_fail host "$build/lib/libktune_host.so was not built (LLVM 19 absent)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export KTUNE_CACHE="$tmp/host.db"

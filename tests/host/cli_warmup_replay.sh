@@ -2,15 +2,14 @@
 # CLI check of the host backend (ctest: host_cli_warmup_replay): `ktune warmup --preset llama-3.1-8b --arch host`
 # from an empty cache compiles and tunes every host key; `ktune replay --preset llama-3.1-8b --arch host` in a
 # second process performs 0 compiles and 0 tunings; the same for deepseek-v3.2's sparse MLA keys (batch <= 2).
-# Skips (exit 0, saying why) without the LLVM host backend.
+# Skips (exit 77, saying why) without the LLVM host backend; fails instead under KTUNE_TEST_REQUIRE=host.
 # usage: cli_warmup_replay.sh BUILD_DIR
 set -euo pipefail
 build="${1:?usage: cli_warmup_replay.sh BUILD_DIR}"
 ktune="$build/bin/ktune"
-if [[ ! -f "$build/lib/libktune_host.so" ]]; then
-  echo "[host] skipped: $build/lib/libktune_host.so was not built (LLVM 19 absent: llvm-19-dev libclang-cpp19-dev libclang-19-dev)"
-  exit 0
-fi
+source "$(dirname "$0")/../support/skip.sh"
+[[ -f "$build/lib/libktune_host.so" ]] || skip_or_fail host \
+  "$build/lib/libktune_host.so was not built (LLVM 19 absent: llvm-19-dev libclang-cpp19-dev libclang-19-dev)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export KTUNE_CACHE="$tmp/host.db"

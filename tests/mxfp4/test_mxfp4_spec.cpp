@@ -260,7 +260,7 @@ TEST_CASE("mxfp4_gemm validation names the field", "[mxfp4]") {
   CHECK(mxfp4_gemm_bucket(p, 7) == 4);
 }
 
-TEST_CASE("mxfp4 prepack round-trips fresh random weights; the packed file checks its layout version", "[mxfp4]") {
+TEST_CASE("mxfp4 prepack round-trips fresh random weights, the packed file checks its layout version", "[mxfp4]") {
   std::mt19937_64 rng(test::run_seed("mxfp4 prepack"));
   test::TempDir dir;
   struct Shape {

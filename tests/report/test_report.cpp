@@ -207,7 +207,7 @@ size_t count(const std::string& hay, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("report: tuning rows carry bytes, FLOPs and ceilings; rows without them stay readable", "[report]") {
+TEST_CASE("report: tuning rows carry bytes, FLOPs and ceilings, rows without them stay readable", "[report]") {
   TuningResult t = swept("xqa_decode", "d128|b1.l512", kH200, {ok("a", 1.0), ok("b", 0.5)}, 7);
   ktune::cache::TuningRecord plain = to_tuning_record(t);
   CHECK(plain.candidates_json.find("workload") == std::string::npos);  // nothing recorded: nothing written

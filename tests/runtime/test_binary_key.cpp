@@ -1,7 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include "binary_key.hpp"
 #include "ktune/arch.hpp"
+#include "ktune/cache/sha256.hpp"
 #include "ktune/error.hpp"
 #include "support/test_kernels.hpp"
 
@@ -57,6 +62,20 @@ TEST_CASE("the key hashes the content of every included template header", "[runt
   GeneratedKernel with_header = k;
   with_header.source = "#include \"common/dtype.h\"\n" + k.source;
   CHECK(detail::source_digest(with_header.source) != detail::source_digest(k.source));
+  // Computed here from the header file in the source tree (common/dtype.h includes nothing): the source, then the
+  // header's name and bytes, each length-prefixed. A digest over the source text alone (or the names alone) differs.
+  const std::string here = __FILE__;
+  std::ifstream header(here.substr(0, here.rfind("/tests/")) + "/templates/common/dtype.h", std::ios::binary);
+  REQUIRE(header);
+  const std::string content((std::istreambuf_iterator<char>(header)), std::istreambuf_iterator<char>());
+  REQUIRE(content.find("#include") == std::string::npos);
+  cache::Sha256 h;
+  for (const std::string& part : {with_header.source, std::string("common/dtype.h"), content}) {
+    const std::string len = std::to_string(part.size()) + ":";
+    h.update(len.data(), len.size());
+    h.update(part.data(), part.size());
+  }
+  CHECK(detail::source_digest(with_header.source) == h.hex_digest());
   GeneratedKernel missing = k;
   missing.source = "#include \"common/no_such_header.cuh\"\n" + k.source;
   CHECK_THROWS_AS(detail::source_digest(missing.source), Error);

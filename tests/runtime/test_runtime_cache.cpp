@@ -3,9 +3,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
+#include "ktune/cache/layered.hpp"
 #include "ktune/cache_admin.hpp"
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
@@ -109,7 +111,13 @@ TEST_CASE("every default arch compiles to CUBIN", "[runtime][compiler]") {
   }
   CHECK(cache_list(dir.file("k.db")).size() == supported_cuda_arches().size());
   // CUBIN (ELF), never PTX text.
-  for (const auto& e : cache_list(dir.file("k.db"))) CHECK(e.blob_size > 64);
+  for (const auto& e : cache_list(dir.file("k.db"))) {
+    const cache::BinaryLookup l = cache::LayeredCache(dir.file("k.db"), false).get_binary(e.digest);
+    REQUIRE(l.status == cache::LookupStatus::hit);
+    const uint8_t elf[4] = {0x7f, 'E', 'L', 'F'};
+    REQUIRE(l.record.blob.size() > 4);
+    CHECK(std::equal(elf, elf + 4, l.record.blob.begin()));
+  }
 }
 
 TEST_CASE("a damaged blob is named by verify and never served", "[runtime][cache]") {

@@ -46,7 +46,7 @@ TEST_CASE("start_binary compiles on a thread of its own while the caller compile
   CHECK(later.stats().compiles == 0);
 }
 
-TEST_CASE("start_binary: one compile when the caller asks for the same binary meanwhile; errors come back",
+TEST_CASE("start_binary: one compile when the caller asks for the same binary meanwhile, errors come back",
           "[runtime][cache]") {
   KTUNE_REQUIRE_NVRTC();
   test::TempDir dir;
