@@ -3,6 +3,7 @@
 // Nothing here reads device memory, allocates or synchronizes.
 #include "ktune/xqa_decode.hpp"
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -178,6 +179,20 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     need_positive(a.v_scale, "v_scale");
     if (fp8_q) need_positive(a.q_scale, "q_scale");
     if (fp8_out) need_positive(a.o_scale, "o_scale");
+    // The kernel folds the scales into one factor per product (softmax_scale * k_scale [* q_scale] times log2(e)
+    // and up to 2^8 for an fp8 cache; v_scale [/ o_scale] times up to 2^8; with a softcap, that first factor
+    // over softcap): factors past the float range make every score inf and the output NaN. Checked in double
+    // with the largest fold, for the values given here (device-held scales are read by the kernel only).
+    const double bmm1 = double{a.softmax_scale} * a.k_scale * (fp8_q ? a.q_scale : 1.0) * 256 * 1.4426950408889634;
+    const double bmm2 = double{a.v_scale} / (fp8_out ? a.o_scale : 1.0) * 256;
+    const auto in_range = [](double v) { return v >= FLT_MIN && v <= FLT_MAX; };
+    if (!in_range(bmm1) || (p.softcap && !in_range(bmm1 / a.softcap)))
+      bad("softmax_scale", fmt::format("softmax_scale * k_scale{}{} within float range once folded",
+                                       fp8_q ? " * q_scale" : "", p.softcap ? " (and over softcap)" : ""),
+          fmt::format("{} * {}{}", a.softmax_scale, a.k_scale, fp8_q ? fmt::format(" * {}", a.q_scale) : ""));
+    if (!in_range(bmm2))
+      bad("v_scale", fmt::format("v_scale{} within float range once folded", fp8_out ? " / o_scale" : ""),
+          fp8_out ? fmt::format("{} / {}", a.v_scale, a.o_scale) : fmt::format("{}", a.v_scale));
     // Device-held scales (their values are read by the kernel only): aligned pointers where they apply.
     if (a.k_scale_ptr) need_ptr(a.k_scale_ptr, "k_scale_ptr", 4);
     if (a.v_scale_ptr) need_ptr(a.v_scale_ptr, "v_scale_ptr", 4);

@@ -1062,6 +1062,10 @@ TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") 
       {"v_scale", [](Problem&, XqaDecodeArgs& a) { a.v_scale = INFINITY; }},
       {"q_scale", [](Problem& p, XqaDecodeArgs& a) { p.q_dtype = p.kv_dtype = kc::kE4M3; a.q_scale = 0.f; }},
       {"o_scale", [](Problem& p, XqaDecodeArgs& a) { p.out_dtype = kc::kE4M3; a.o_scale = 0.f; }},
+      // Each scale finite, their folded products past the float range (every score inf, the output NaN).
+      {"softmax_scale", [](Problem&, XqaDecodeArgs& a) { a.softmax_scale = 1e20f; a.k_scale = 1e20f; }},
+      {"softmax_scale", [](Problem& p, XqaDecodeArgs& a) { p.softcap = true; a.softcap = 1e-30f; a.softmax_scale = 1e10f; }},
+      {"v_scale", [](Problem& p, XqaDecodeArgs& a) { p.out_dtype = kc::kE4M3; a.v_scale = 1e20f; a.o_scale = 1e-20f; }},
       {"max_seq_len", [](Problem&, XqaDecodeArgs& a) { a.max_seq_len = 0; }},
       {"max_pages_per_req", [](Problem&, XqaDecodeArgs& a) { a.max_pages_per_req = 0; }},
       {"max_pages_per_req", [](Problem&, XqaDecodeArgs& a) { a.max_seq_len = 128 * 32 + 1; }},
