@@ -6,7 +6,10 @@ a GPU when there is one. Run by python_example.sh."""
 
 import ctypes
 import json
+import math
 import os
+import random
+import sys
 import tempfile
 import threading
 import unittest
@@ -14,6 +17,9 @@ import unittest
 import ktune
 from ktune import _lib
 from ktune.ops import Op
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "tests"))
+from gating import skip_unless  # noqa: E402  (KTUNE_TEST_REQUIRE, as the package's own tests)
 
 FAMILY = "example_scale"
 HOST_DEVICE = -1  # KTUNE_HOST_DEVICE
@@ -84,12 +90,13 @@ class ExampleFamilyTest(unittest.TestCase):
         self.assertEqual((plan["config"], plan["source"], plan["num_splits"]), ("t128.v2", "forced", 1))
         op.close()
 
-    @unittest.skipUnless(host_available(), "the LLVM host backend (libktune_host.so) is not built")
+    @skip_unless("host", host_available(), "the LLVM host backend (libktune_host.so) is not built")
     def test_host_op_warmup_and_tuned_plan(self):
         cols, rows, alpha = 64, 3, -2.0
-        xs = [float(i % 13) - 6.0 for i in range(rows * cols)]
+        rng = random.Random()
+        xs = [rng.choice((-1.0, 1.0)) * rng.uniform(0.25, 8.0) for _ in range(rows * cols)]  # never 0
         x = (ctypes.c_float * len(xs))(*xs)
-        out = (ctypes.c_float * len(xs))()
+        out = (ctypes.c_float * len(xs))(*([math.nan] * len(xs)))  # an unwritten element stays NaN
         op = Op(FAMILY, {"cols": cols}, self.rt)
         a = c_args(x=ctypes.addressof(x), out=ctypes.addressof(out), rows=rows, alpha=alpha)
         errors = []
@@ -104,7 +111,7 @@ class ExampleFamilyTest(unittest.TestCase):
         t.start()
         t.join()
         self.assertEqual(errors, [])
-        self.assertEqual(list(out), [alpha * v for v in xs])
+        self.assertEqual(list(out), [alpha * v for v in x])  # x: the float32 inputs; times 2 is exact
         op.close()
 
         preset = os.path.join(self.tmp.name, "scale.json")
@@ -116,7 +123,7 @@ class ExampleFamilyTest(unittest.TestCase):
         self.assertEqual(r.failed, 0)
         self.assertEqual({item["key"] for item in r.items}, {"c64.f32|m1", "c64.f32|m2"})
 
-    @unittest.skipUnless(cuda_available(), "no torch with a CUDA device")
+    @skip_unless("gpu", cuda_available(), "no torch with a CUDA device")
     def test_gpu_op_on_torch_tensors(self):
         import torch
         ktune.ensure_device(torch.cuda.current_device())
