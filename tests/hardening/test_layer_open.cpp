@@ -11,6 +11,7 @@
 #include "hardening_util.hpp"
 #include "ktune/cache/layered.hpp"
 #include "ktune/cache_admin.hpp"
+#include "support/unprivileged.hpp"
 
 using namespace ktune;
 using namespace ktune::cache;
@@ -157,16 +158,18 @@ TEST_CASE("readonly: commits in a -wal that cannot be read are refused, never se
   CHECK_THROWS_WITH(CacheDb::open(shipped, frozen), Catch::Contains(shipped + "-wal") &&
                                                         Catch::Contains("ktune cache export"));
 
-  // In a directory this process cannot write, that is the only open left: the layer is refused.
-  if (::geteuid() == 0) {
-    WARN("skipped the read-only directory part: running as root, which can write any directory");
-  } else {
-    fs::permissions(dir.file("ship"), fs::perms::owner_read | fs::perms::owner_exec);
+  // In a directory this process cannot write, that is the only open left: the layer is refused. Without root (as
+  // root, in a child that drops it: root can write any directory).
+  fs::permissions(dir.file("ship"), fs::perms::owner_read | fs::perms::owner_exec);
+  const std::string failed = ktune::test::run_unprivileged(dir.path(), [&]() -> std::string {
     LayeredCache layered(shipped, false);
-    CHECK(layered.layers()[0].refused);
-    CHECK_THAT(layered.layers()[0].note, Catch::Contains("-wal"));
-    fs::permissions(dir.file("ship"), fs::perms::owner_all);
-  }
+    if (!layered.layers()[0].refused) return "the layer was not refused";
+    if (layered.layers()[0].note.find("-wal") == std::string::npos)
+      return "the refusal does not name the -wal: " + layered.layers()[0].note;
+    return "";
+  });
+  CHECK(failed == "");
+  fs::permissions(dir.file("ship"), fs::perms::owner_all);
   // Where the -shm can be made (here: the directory is writable again), every commit is read: all four, never two.
   LayeredCache layered(shipped + "?ro", false);
   REQUIRE(layered.layers()[0].open);
