@@ -16,6 +16,7 @@
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_kernels.hpp"
+#include "support/unprivileged.hpp"
 
 using namespace ktune;
 
@@ -159,12 +160,17 @@ TEST_CASE("layered caches read the read-only layer and write the writable one", 
   CHECK(cache_list(base).size() == 1);
   CHECK(cache_list(user).size() == 1);
   CHECK(cache_list(base + "?ro:" + user).size() == 2);
-  // Without the marker a file that is not writable is read-only too — unless we are root.
-  if (geteuid() != 0) {
+  // Without the marker a file that is not writable is read-only too (as root, in a child that drops root: root
+  // writes any file).
+  const std::string failed = test::run_unprivileged(dir.path(), [&]() -> std::string {
     Runtime rt(opts_for(base + ":" + user));
-    CHECK(rt.ensure_binary(test::scale_kernel(13), Arch::parse("sm_90a")).compiled);
-    CHECK(std::filesystem::file_size(base) == before);
-  }
+    if (!rt.ensure_binary(test::scale_kernel(13), Arch::parse("sm_90a")).compiled) return "kernel 13 was not compiled";
+    return "";
+  });
+  CHECK(failed == "");
+  CHECK(std::filesystem::file_size(base) == before);
+  CHECK(cache_list(base).size() == 1);
+  CHECK(cache_list(user).size() == 2);  // 12, then 13 from the child
 }
 
 TEST_CASE("many threads asking for one missing kernel cause exactly one compile", "[runtime][cache][threads]") {
