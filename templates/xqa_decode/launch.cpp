@@ -125,7 +125,9 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
 
   static void validate_shape(const Problem&, const Args& a) {
     if (a.batch < 1 || a.batch > 65535) bad("batch", "1..65535", std::to_string(a.batch));
-    if (a.max_seq_len < 1) bad("max_seq_len", "an upper bound of seq_lens >= 1", std::to_string(a.max_seq_len));
+    // Up to 2^30: its power-of-two bucket stays an int, and the kernels' tile and page counts cannot overflow.
+    if (a.max_seq_len < 1 || a.max_seq_len > (1 << 30))
+      bad("max_seq_len", "an upper bound of seq_lens in 1..2^30", std::to_string(a.max_seq_len));
   }
 
   static void validate_args(const Problem& p, const Args& a) {

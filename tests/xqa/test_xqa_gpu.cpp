@@ -1067,6 +1067,7 @@ TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") 
       {"softmax_scale", [](Problem& p, XqaDecodeArgs& a) { p.softcap = true; a.softcap = 1e-30f; a.softmax_scale = 1e10f; }},
       {"v_scale", [](Problem& p, XqaDecodeArgs& a) { p.out_dtype = kc::kE4M3; a.v_scale = 1e20f; a.o_scale = 1e-20f; }},
       {"max_seq_len", [](Problem&, XqaDecodeArgs& a) { a.max_seq_len = 0; }},
+      {"max_seq_len", [](Problem&, XqaDecodeArgs& a) { a.max_seq_len = (1 << 30) + 1; a.max_pages_per_req = 1 << 26; }},
       {"max_pages_per_req", [](Problem&, XqaDecodeArgs& a) { a.max_pages_per_req = 0; }},
       {"max_pages_per_req", [](Problem&, XqaDecodeArgs& a) { a.max_seq_len = 128 * 32 + 1; }},
       {"num_pages", [](Problem&, XqaDecodeArgs& a) { a.num_pages = 0; }},
