@@ -106,4 +106,13 @@ uint64_t context_id(CUcontext ctx) {
   return static_cast<uint64_t>(id) + 1;
 }
 
+uint64_t current_context_id(CUcontext* handle) {
+  const DriverApi& cu = driver();
+  check_cu(cu.cuCtxGetCurrent(handle), "cuCtxGetCurrent");
+  if (!*handle) return 0;
+  unsigned long long id = 0;
+  check_cu(cu.cuCtxGetId(*handle, &id), "cuCtxGetId (the current context)");
+  return static_cast<uint64_t>(id) + 1;
+}
+
 }  // namespace ktune::detail

@@ -47,6 +47,10 @@ void check_cu(CUresult result, const char* what);
 // modules, plans and fault records are gone with it: whatever is remembered per context is keyed by this, never
 // by the handle.
 uint64_t context_id(CUcontext ctx);
+// The calling thread's current context (*handle; null when none is current) and its identity, 0 when none is
+// current. A current context the driver no longer knows (destroyed, or a primary context reset and not retained
+// again) is Error(cuda_error) with the driver's reason, not "none current".
+uint64_t current_context_id(CUcontext* handle);
 
 // Ends use_device(kHostDevice) on this thread, for a caller that makes a GPU context current itself (the
 // bindings' ktune_ensure_device, which keeps its own retained primary contexts).

@@ -19,8 +19,7 @@ namespace ktune::internal {
 
 void* current_context() {
   CUcontext ctx = nullptr;
-  detail::check_cu(detail::driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(detail::context_id(ctx)));
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(detail::current_context_id(&ctx)));
 }
 
 const DeviceFacts& device_facts(void* ctx, const char* family) {

@@ -24,8 +24,7 @@ struct CurrentContext {
 
 CurrentContext current_context() {
   CurrentContext c;
-  check_cu(driver().cuCtxGetCurrent(&c.handle), "cuCtxGetCurrent");
-  c.id = reinterpret_cast<void*>(static_cast<uintptr_t>(context_id(c.handle)));
+  c.id = reinterpret_cast<void*>(static_cast<uintptr_t>(current_context_id(&c.handle)));
   if (!c.id) internal::require_context("runtime");  // throws the error that says how to make one current
   return c;
 }

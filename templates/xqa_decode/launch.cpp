@@ -125,8 +125,7 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
 
   static void validate_shape(const Problem&, const Args& a) {
     if (a.batch < 1 || a.batch > 65535) bad("batch", "1..65535", std::to_string(a.batch));
-    // Up to 2^30: its power-of-two bucket stays an int, and the kernels' tile and page counts cannot overflow.
-    if (a.max_seq_len < 1 || a.max_seq_len > (1 << 30))
+    if (a.max_seq_len < 1 || a.max_seq_len > xqa::kMaxSeqLen)
       bad("max_seq_len", "an upper bound of seq_lens in 1..2^30", std::to_string(a.max_seq_len));
   }
 
@@ -190,8 +189,9 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     const auto in_range = [](double v) { return v >= FLT_MIN && v <= FLT_MAX; };
     if (!in_range(bmm1) || (p.softcap && !in_range(bmm1 / a.softcap)))
       bad("softmax_scale", fmt::format("softmax_scale * k_scale{}{} within float range once folded",
-                                       fp8_q ? " * q_scale" : "", p.softcap ? " (and over softcap)" : ""),
-          fmt::format("{} * {}{}", a.softmax_scale, a.k_scale, fp8_q ? fmt::format(" * {}", a.q_scale) : ""));
+                                       fp8_q ? " * q_scale" : "", p.softcap ? ", and over softcap" : ""),
+          fmt::format("{} * {}{}{}", a.softmax_scale, a.k_scale, fp8_q ? fmt::format(" * {}", a.q_scale) : "",
+                      p.softcap ? fmt::format(" (softcap {})", a.softcap) : ""));
     if (!in_range(bmm2))
       bad("v_scale", fmt::format("v_scale{} within float range once folded", fp8_out ? " / o_scale" : ""),
           fp8_out ? fmt::format("{} / {}", a.v_scale, a.o_scale) : fmt::format("{}", a.v_scale));

@@ -52,7 +52,8 @@ struct HostSpec {
 host_pipeline::Resolved<Config> resolve(Runtime& rt, const Problem& p, int batch, int max_seq_len, int threads,
                                         const char* forced_config, int forced_splits) {
   if (batch < 1 || batch > 65535) bad("batch", "1..65535", std::to_string(batch));
-  if (max_seq_len < 1) bad("max_seq_len", "an upper bound of seq_lens >= 1", std::to_string(max_seq_len));
+  if (max_seq_len < 1 || max_seq_len > xqa::kMaxSeqLen)
+    bad("max_seq_len", "an upper bound of seq_lens in 1..2^30", std::to_string(max_seq_len));
   return host_pipeline::resolve<HostSpec>(rt, p, {batch, max_seq_len}, threads, forced_config, forced_splits);
 }
 

@@ -20,6 +20,8 @@ enum class MaskKind : int { None = 0, Causal = 1, Explicit = 2 };
 
 // Largest max_q_len (query tokens per request: speculative decoding, EAGLE-style draft trees).
 constexpr int kMaxQLenLimit = 64;
+// The largest max_seq_len of a call: its power-of-two bucket stays an int, and no tile or page count overflows.
+constexpr int kMaxSeqLen = 1 << 30;
 
 // The static specialization: every field changes the binary.
 struct KTUNE_API Problem {

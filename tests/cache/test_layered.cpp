@@ -87,8 +87,8 @@ TEST_CASE("layered: an unwritable first layer is read, the next writable one is 
     if (cache.get_binary(sample_record(1).digest).status != LookupStatus::hit) return "the image's row was not read";
     return "";
   });
-  CHECK(failed == "");
   CHECK(read_bytes(image) == image_bytes);
+  if (!ktune::test::check_unprivileged(failed)) return;
   CHECK(CacheDb::open(rw, {})->get_binary(sample_record(5).digest).status == LookupStatus::hit);
 }
 

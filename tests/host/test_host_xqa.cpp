@@ -365,3 +365,21 @@ TEST_CASE("host xqa_decode: a checked problem runs the unchecked one's tuned con
   CHECK(t.config == "t32.v8.u2");
   CHECK(&xqa_decode_host_kernel(rt, checked, t.config) == &xqa_decode_host_kernel(rt, p, t.config));
 }
+
+TEST_CASE("host xqa_decode plan: max_seq_len past 2^30 is refused, as on the GPU", "[host][xqa]") {
+  // Its bucket would not fit an int and the split planner's tile count would overflow.
+  test::TempDir dir;
+  Runtime rt(host_test_options(dir));
+  const Problem p = make_problem(64, 8, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None,
+                                 false, false, false, false);
+  for (int len : {(1 << 30) + 1, 2147483647}) {
+    try {
+      xqa_decode_host_plan(rt, p, 3, len);
+      FAIL("max_seq_len " << len << " was planned");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains("max_seq_len: expected an upper bound of seq_lens in 1..2^30"));
+    }
+  }
+  CHECK(xqa_decode_host_plan(rt, p, 3, 1 << 30).num_splits >= 1);
+}

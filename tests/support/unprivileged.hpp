@@ -8,6 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
+
+#include <cerrno>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -15,16 +18,22 @@
 
 namespace ktune::test {
 
+// What run_unprivileged returns when it could not run the body as nobody (no CAP_CHOWN / CAP_SETUID, as in a
+// user namespace that maps only root, or a tree nobody cannot reach, such as one under a private TMPDIR).
+inline const std::string kNotUnprivileged = "skipped: ";
+
 // Runs `body` without root and returns its verdict: "" when it held, else what failed (the body returns it; Catch
-// assertions cannot report from a child). As root, `tree` (the test's temporary directory, whose permissions the
-// test sets for its owner) is first given to nobody, so its owner permissions are nobody's.
+// assertions cannot report from a child), or kNotUnprivileged + why when it could not run without root. As root,
+// `tree` (the test's temporary directory, whose permissions the test sets for its owner) is first given to
+// nobody, so its owner permissions are nobody's.
 inline std::string run_unprivileged(const std::filesystem::path& tree, const std::function<std::string()>& body) {
   if (::geteuid() != 0) return body();
   constexpr uid_t kNobody = 65534;
   constexpr gid_t kNogroup = 65534;
-  if (::chown(tree.c_str(), kNobody, kNogroup) != 0) return "chown " + tree.string() + " failed";
+  if (::chown(tree.c_str(), kNobody, kNogroup) != 0) return kNotUnprivileged + "cannot chown " + tree.string();
   for (const auto& e : std::filesystem::recursive_directory_iterator(tree))
-    if (::lchown(e.path().c_str(), kNobody, kNogroup) != 0) return "chown " + e.path().string() + " failed";
+    if (::lchown(e.path().c_str(), kNobody, kNogroup) != 0)
+      return kNotUnprivileged + "cannot chown " + e.path().string();
   int fds[2];
   if (::pipe(fds) != 0) return "pipe failed";
   const pid_t pid = ::fork();
@@ -33,7 +42,9 @@ inline std::string run_unprivileged(const std::filesystem::path& tree, const std
     ::close(fds[0]);
     std::string verdict;
     if (::setgroups(0, nullptr) != 0 || ::setgid(kNogroup) != 0 || ::setuid(kNobody) != 0) {
-      verdict = "could not drop root for nobody";
+      verdict = kNotUnprivileged + "cannot drop root for nobody";
+    } else if (::access(tree.c_str(), R_OK | W_OK | X_OK) != 0) {
+      verdict = kNotUnprivileged + "nobody cannot reach " + tree.string();
     } else {
       try {
         verdict = body();
@@ -43,6 +54,7 @@ inline std::string run_unprivileged(const std::filesystem::path& tree, const std
     }
     for (size_t off = 0; off < verdict.size();) {
       const ssize_t n = ::write(fds[1], verdict.data() + off, verdict.size() - off);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       off += static_cast<size_t>(n);
     }
@@ -51,14 +63,31 @@ inline std::string run_unprivileged(const std::filesystem::path& tree, const std
   ::close(fds[1]);
   std::string verdict;
   char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) verdict.append(buf, static_cast<size_t>(n));
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    verdict.append(buf, static_cast<size_t>(n));
+  }
   ::close(fds[0]);
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return "waitpid failed";
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return "the unprivileged child ended abnormally (status " + std::to_string(status) + ")" +
            (verdict.empty() ? "" : ": " + verdict);
   return verdict;
+}
+
+// The verdict of run_unprivileged as Catch sees it: a failure when the body failed; a warning, and false, when it
+// could not run without root (what the caller checks of the body's effects is then not there to check).
+inline bool check_unprivileged(const std::string& verdict) {
+  if (verdict.compare(0, kNotUnprivileged.size(), kNotUnprivileged) == 0) {
+    WARN("the unprivileged part " << verdict);
+    return false;
+  }
+  CHECK(verdict == "");
+  return true;
 }
 
 }  // namespace ktune::test

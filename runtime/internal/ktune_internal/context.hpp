@@ -8,7 +8,8 @@ namespace ktune::internal {
 
 // The current context's identity, or nullptr when none is current: unique to that context for the life of the
 // process (a destroyed context's handle value may come back for the next context, its identity never does), so
-// it is what per-context memos key on. An opaque value, not a CUcontext. Two driver calls.
+// it is what per-context memos key on. An opaque value, not a CUcontext. Two driver calls; a current context the
+// driver no longer knows (destroyed, or a primary context reset) throws Error(cuda_error) with its reason.
 void* current_context();
 
 struct DeviceFacts {
