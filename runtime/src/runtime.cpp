@@ -257,7 +257,8 @@ void Runtime::Impl::quarantine(const cache::BinaryRecord& rec, const std::string
     std::lock_guard<std::mutex> lock(binaries_mutex);
     // Whatever key it is filed under: without NVRTC a lookup files the row it found (its own digest, with its
     // compiler version) under a key computed with none. Rare, so a scan.
-    for (auto it = binaries.begin(); it != binaries.end();) it = it->second.get() == &rec ? binaries.erase(it) : std::next(it);
+    for (auto it = binaries.begin(); it != binaries.end();)
+      it = it->second.get() == &rec ? binaries.erase(it) : std::next(it);
     std::string& note = quarantine_notes[rec.name];
     note += fmt::format("{}quarantined {} ({}): {}", note.empty() ? "" : "; ", rec.name, rec.digest, why);
   }

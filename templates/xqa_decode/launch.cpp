@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/softmax.cuh"
 #include "ktune/xqa_decode_host.hpp"
 #include "pipeline.hpp"
 #include "xqa_decode/kernel_params.hpp"
@@ -183,9 +184,11 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     // The kernel folds the scales into one factor per product (softmax_scale * k_scale [* q_scale] times log2(e)
     // and up to 2^8 for an fp8 cache; v_scale [/ o_scale] times up to 2^8; with a softcap, that first factor
     // over softcap): factors past the float range make every score inf and the output NaN. Checked in double
-    // with the largest fold, for the values given here (device-held scales are read by the kernel only).
-    const double bmm1 = double{a.softmax_scale} * a.k_scale * (fp8_q ? a.q_scale : 1.0) * 256 * 1.4426950408889634;
-    const double bmm2 = double{a.v_scale} / (fp8_out ? a.o_scale : 1.0) * 256;
+    // with the largest fold (kE4m3Fold before sm_89, common/numerics.cuh), for the values given here (device-held
+    // scales are read by the kernel only).
+    constexpr double fold = 256;
+    const double bmm1 = double{a.softmax_scale} * a.k_scale * (fp8_q ? a.q_scale : 1.0) * fold * kc::kLog2e;
+    const double bmm2 = double{a.v_scale} / (fp8_out ? a.o_scale : 1.0) * fold;
     const auto in_range = [](double v) { return v >= FLT_MIN && v <= FLT_MAX; };
     if (!in_range(bmm1) || (p.softcap && !in_range(bmm1 / a.softcap)))
       bad("softmax_scale", fmt::format("softmax_scale * k_scale{}{} within float range once folded",
