@@ -57,12 +57,14 @@ TaskResult run_task(Runtime& rt, const TuneWorkerOptions& opt, const TuneTask& t
   auto t0 = Clock::now();
   try {
     const std::string key = tuning_key(task.problem_key, task.buckets);
-    const std::string existing = winner_in_cache(rt, task.family, key, opt.host, task.retune);
-    if (!existing.empty()) {
+    const KeyClaim claim = claim_key(rt, task.family, key, opt.host, task.retune, kTuningFlightWait_s);
+    if (!claim.winner.empty()) {
       r.status = "done earlier";
-      r.winner = existing;
+      r.winner = claim.winner;
       return r;
     }
+    if (!claim.note.empty())
+      fmt::print(stderr, "ktune warmup-worker {}: {} {}: {}\n", opt.index, task.family, key, claim.note);
     TuneOptions to;
     to.measure = task.measure;
     to.noise_fraction = task.noise_fraction;

@@ -150,6 +150,20 @@ std::string winner_in_cache(Runtime& rt, const std::string& family, const std::s
   return {};
 }
 
+KeyClaim claim_key(Runtime& rt, const std::string& family, const std::string& tuning_key, bool host, bool retune,
+                   double wait_s) {
+  const std::string fingerprint = host ? rt.host_fingerprint() : rt.device_fingerprint();
+  internal::TuningFlight flight = internal::tuning_flight(rt, family, tuning_key, fingerprint, wait_s);
+  KeyClaim claim;
+  claim.waited = flight.waited;
+  claim.note = std::move(flight.note);
+  // This process may have looked the key up before the other one stored it (a miss is remembered).
+  if (claim.waited) internal::forget_tuned_config(rt, family, tuning_key, fingerprint);
+  claim.winner = winner_in_cache(rt, family, tuning_key, host, retune);
+  if (claim.winner.empty()) claim.flight = std::move(flight.lock);
+  return claim;
+}
+
 std::vector<CompileJobResult> compile_all(Runtime& rt, const std::vector<CompileJob>& jobs, int threads,
                                           const std::function<void(size_t, size_t)>& progress) {
   std::vector<CompileJobResult> results(jobs.size());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,22 @@ KTUNE_API TuneOutcome tune(Runtime& rt, const std::string& family, const std::st
 // question of warmup, in process and in its worker processes.
 KTUNE_API std::string winner_in_cache(Runtime& rt, const std::string& family, const std::string& tuning_key,
                                       bool host, bool retune);
+
+// warmup's "tune this key?" step, in process and in its worker processes, where several processes may warm one
+// cache at once: takes the key's tuning flight (internal::tuning_flight: while another process tunes the key,
+// waits up to wait_s seconds for it), then asks winner_in_cache, reading the cache afresh when it waited. A claim
+// with a winner means "done earlier"; one without holds the flight until it is destroyed, so the caller tunes
+// and stores the key, then lets it go. The wait ends early only by timing out (`note` then says so).
+struct KeyClaim {
+  std::string winner;      // already tuned (by this or another process): tune nothing
+  bool waited = false;     // another process held the key's flight first
+  std::string note;        // the wait timed out: the key may be tuned twice
+  std::shared_ptr<void> flight;
+};
+KTUNE_API KeyClaim claim_key(Runtime& rt, const std::string& family, const std::string& tuning_key, bool host,
+                             bool retune, double wait_s);
+// How long claim_key waits for another process tuning the same key: a tuning that takes longer is stuck.
+inline constexpr double kTuningFlightWait_s = 600;
 
 // Whether a row whose candidates `row_compiler` compiled is to be tuned again by a process compiling with
 // `current`: both known ("" = not recorded / no compiler here) and different.

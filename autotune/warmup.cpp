@@ -231,10 +231,13 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       pool_items.push_back(w);
       continue;
     }
-    const std::string existing = winner_in_cache(rt, item.family, w.tuning_key, host_item, opt.retune);
-    if (!existing.empty()) {
+    // Another process warming this cache may be tuning the key: wait for it (within the budget), then use its row.
+    double wait_s = kTuningFlightWait_s;
+    if (opt.budget_s > 0) wait_s = std::clamp(opt.budget_s - ms_since(wall0) / 1000, 0.0, wait_s);
+    const KeyClaim claim = claim_key(rt, item.family, w.tuning_key, host_item, opt.retune, wait_s);
+    if (!claim.winner.empty()) {
       w.status = "done earlier";
-      w.winner = existing;
+      w.winner = claim.winner;
       report.already_done++;
       report.items.push_back(w);
       continue;
@@ -246,6 +249,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       report.items.push_back(w);
       continue;
     }
+    if (!claim.note.empty()) log(LogLevel::warn, "{} {}: {}", item.family, w.tuning_key, claim.note);
     auto ti = Clock::now();
     try {
       TuneOptions to = opt.tune_options;

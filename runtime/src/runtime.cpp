@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "compile_lock.hpp"
+#include "key_locks.hpp"
 #include "host_compiler.hpp"
 #include "host_plugin_api.hpp"
 #include "ktune/cache/sha256.hpp"
@@ -71,8 +71,10 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
     }
   }
   if (cache::CacheDb* w = cache->writable_layer()) {
-    compile_locks = std::make_unique<CompileLocks>(w->path());
+    compile_locks = std::make_unique<KeyLocks>(w->path(), ".compile-lock", "compiling");
     if (!compile_locks->enabled()) compile_locks.reset();
+    tuning_locks = std::make_unique<KeyLocks>(w->path(), ".tune-lock", "tuning");
+    if (!tuning_locks->enabled()) tuning_locks.reset();
   }
 }
 
@@ -172,7 +174,7 @@ BinaryPtr Runtime::Impl::lookup_or_compile(const GeneratedKernel& kernel, const 
 
   // Other processes warming the same cache: the first to take this key's lock compiles, the others wait and
   // find its row on the second look.
-  CompileLocks::Held flight;
+  KeyLocks::Held flight;
   if (compile_locks) {
     std::string note;
     flight = compile_locks->acquire(key.digest, kCompileLockWait_s, &note);

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "binary_key.hpp"
-#include "compile_lock.hpp"
+#include "key_locks.hpp"
 #include "ktune/cache/layered.hpp"
 #include "ktune/runtime.hpp"
 
@@ -41,8 +41,8 @@ struct Runtime::Impl {
   std::string last_store_failure;
   // Why copies of a binary (by readable name) were quarantined, for the error of a later miss.
   std::unordered_map<std::string, std::string> quarantine_notes;
-  // Cross-process single flight on the writable layer (null without one).
-  std::unique_ptr<detail::CompileLocks> compile_locks;
+  // Cross-process single flight on the writable layer, for compiles and for tunings (null without one).
+  std::unique_ptr<detail::KeyLocks> compile_locks, tuning_locks;
   static constexpr double kCompileLockWait_s = 600;  // a compile that takes longer is stuck, not slow
 
   // Loaded modules by context identity (detail::context_id), then fast key (two levels so a lookup allocates
@@ -67,6 +67,7 @@ struct Runtime::Impl {
                                const char* where);
   void remember_tuned_config_for(const std::string& family, const std::string& key, const std::string& fp,
                                  const std::string& config);
+  void forget_tuned_config_for(const std::string& family, const std::string& key, const std::string& fp);
   std::atomic<uint64_t> tuning_generation{0};  // bumped by remember_tuned_config (internal::tuning_generation)
   // Per-runtime objects of internal::runtime_slot (prepared ops of the one-shot calls), by name.
   std::mutex slots_mutex;

@@ -90,6 +90,12 @@ void Runtime::Impl::remember_tuned_config_for(const std::string& family, const s
   tuning_generation.fetch_add(1, std::memory_order_release);
 }
 
+void Runtime::Impl::forget_tuned_config_for(const std::string& family, const std::string& key, const std::string& fp) {
+  std::lock_guard<std::mutex> lock(tuning_mutex);
+  if (tuned.erase(family + "\n" + key + "\n" + fp) > 0)
+    tuning_generation.fetch_add(1, std::memory_order_release);  // prepared ops resolve their config again
+}
+
 std::string Runtime::tuned_config(const std::string& family, const std::string& key) {
   void* ctx = internal::current_context();
   const std::string& fp = impl_->fingerprint_of(ctx);

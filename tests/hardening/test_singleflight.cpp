@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "binary_key.hpp"
-#include "compile_lock.hpp"
 #include "hardening_util.hpp"
+#include "key_locks.hpp"
 #include "ktune/cache_admin.hpp"
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
@@ -111,9 +111,9 @@ TEST_CASE("single flight: a holder SIGKILLed mid-compile does not block the othe
   REQUIRE(::pipe(gate) == 0);
   ::close(gate[1]);
   const pid_t holder = spawn(gate[0], -1, [&] {
-    detail::CompileLocks locks(db);
+    detail::KeyLocks locks(db, ".compile-lock", "compiling");
     std::string note;
-    detail::CompileLocks::Held held = locks.acquire(digest, 10, &note);
+    detail::KeyLocks::Held held = locks.acquire(digest, 10, &note);
     if (!held.held()) return 3;
     if (::write(ready[1], "x", 1) != 1) return 4;
     for (;;) ::pause();

@@ -1,4 +1,4 @@
-#include "compile_lock.hpp"
+#include "key_locks.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@ namespace ktune::detail {
 namespace {
 
 // One byte per key, at an offset from the digest's first 15 hex digits (60 bits: distinct keys collide with
-// negligible odds, and a collision only serialises two compiles).
+// negligible odds, and a collision only serialises two pieces of work).
 long long offset_of(const std::string& digest) {
   unsigned long long v = 0;
   for (size_t i = 0; i < digest.size() && i < 15; ++i) {
@@ -38,25 +38,26 @@ int set_lock(int fd, short type, long long offset) {
 
 }  // namespace
 
-CompileLocks::CompileLocks(const std::string& layer_path) : path_(layer_path + ".compile-lock") {
+KeyLocks::KeyLocks(const std::string& layer_path, const char* suffix, const char* doing)
+    : path_(layer_path + suffix), doing_(doing) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
-CompileLocks::~CompileLocks() {
+KeyLocks::~KeyLocks() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-CompileLocks::Held::~Held() {
+KeyLocks::Held::~Held() {
   if (fd_ >= 0) {
     set_lock(fd_, F_UNLCK, offset_);
     ::close(fd_);
   }
 }
 
-CompileLocks::Held CompileLocks::acquire(const std::string& digest, double wait_s, std::string* note) {
+KeyLocks::Held KeyLocks::acquire(const std::string& digest, double wait_s, std::string* note) {
   if (fd_ < 0) return Held();
   // A description of its own per acquisition: OFD locks of one description do not exclude each other, and
-  // two threads of this process compiling different keys must not release each other's lock.
+  // two threads of this process working on different keys must not release each other's lock.
   int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return Held();
   const long long offset = offset_of(digest);
@@ -66,9 +67,10 @@ CompileLocks::Held CompileLocks::acquire(const std::string& digest, double wait_
     if (set_lock(fd, F_WRLCK, offset) == 0) return Held(fd, offset, waited);
     if (errno != EAGAIN && errno != EACCES && errno != EINTR) break;  // e.g. no OFD locks on this filesystem
     if (std::chrono::steady_clock::now() >= deadline) {
-      *note = fmt::format("waited {:.0f} s for another process compiling it (lock {}); compiling here too", wait_s,
-                          path_);
-      break;
+      *note = fmt::format("waited {:.0f} s for another process {} it (lock {}); {} here too", wait_s, doing_,
+                          doing_, path_);
+      ::close(fd);
+      return Held(-1, offset, true);
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
