@@ -23,6 +23,7 @@ const char* check_code_name(unsigned code) {
     case ktune_common::kCheckPageIndex: return "page index";
     case ktune_common::kCheckTopkIndex: return "top-k index";
     case ktune_common::kCheckSeqLen: return "seq_len";
+    case ktune_common::kCheckQueryOffset: return "q_cu_seq_lens entry";
     default: return "index";
   }
 }

@@ -13,9 +13,10 @@ namespace ktune_common {
 // What a kernel found. code 0 = nothing; only the first fault of a launch sequence is kept.
 enum CheckCode : unsigned {
   kCheckOk = 0,
-  kCheckPageIndex = 1,  // a block-table entry outside [0, num_pages)
-  kCheckTopkIndex = 2,  // a top-k slot outside [-1, num_pages * page_size)
-  kCheckSeqLen = 3,     // a seq_len longer than a block-table row can map (limit = max_pages_per_req * page_size + 1)
+  kCheckPageIndex = 1,    // a block-table entry outside [0, num_pages)
+  kCheckTopkIndex = 2,    // a top-k slot outside [-1, num_pages * page_size)
+  kCheckSeqLen = 3,       // a seq_len longer than a block-table row can map (limit = max_pages_per_req * page_size + 1)
+  kCheckQueryOffset = 4,  // a q_cu_seq_lens entry outside [0, num_tokens] (limit = num_tokens + 1)
 };
 
 struct DeviceReport {

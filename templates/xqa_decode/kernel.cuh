@@ -78,6 +78,23 @@ __device__ __forceinline__ void store4(void* out, long long off, float a, float 
   }
 }
 
+// Request b's geometry; in a checked kernel with ragged offsets, also checked against num_tokens: a request whose
+// rows [q_start, q_start + n) leave [0, num_tokens) (q_cu_seq_lens in device memory, which the host cannot read)
+// is reported and gets no rows, so nothing past q or out is read or written for it. Every thread of a CTA reads
+// the same entries and takes the same path.
+template <class S>
+__device__ __forceinline__ Request checked_request(const Params& p, int b) {
+  Request rq = load_request(p, b, S::kMaxQLen);
+  if constexpr (S::kChecked) {
+    if (p.q_cu_seq_lens && rq.n > 0) {
+      const long long limit = (long long)p.num_tokens + 1;  // an offset may equal num_tokens
+      if (!kc::check_index(p.report, kc::kCheckQueryOffset, b, rq.q_start, limit) ||
+          !kc::check_index(p.report, kc::kCheckQueryOffset, b, p.q_cu_seq_lens[b + 1], limit))
+        rq.n = 0;
+    }
+  }
+  return rq;
+}
 
 template <int kChunks>
 __device__ __forceinline__ int swz(int row, int ch) {
@@ -115,7 +132,7 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
   const int kvh = blockIdx.y / sh.m_groups, mg = blockIdx.y % sh.m_groups;
 
   kc::pdl_wait();  // every input may be written by the kernel before this one on the stream
-  const Request rq = load_request(p, b, S::kMaxQLen);
+  const Request rq = checked_request<S>(p, b);
   const int n = rq.n, L = rq.L, q_start = rq.q_start;
   if (n <= 0 || L <= 0) return;                  // CUDA-graph padding: read nothing, write nothing
   if (mg * CROWS >= n * G) return;               // this row group holds no live query row
@@ -610,7 +627,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Pa
   const int row = blockIdx.x, b = blockIdx.y;
   const int qi = row / HQ, hq = row % HQ;
   kc::pdl_wait();  // the partials of the decode kernel before it
-  const Request rq = load_request(p, b, S::kMaxQLen);
+  const Request rq = checked_request<S>(p, b);
   if (rq.n <= 0 || rq.L <= 0 || qi >= rq.n) return;
   __shared__ float red[4];
   __shared__ __align__(16) float part[4][D];

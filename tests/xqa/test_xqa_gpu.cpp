@@ -1232,6 +1232,77 @@ TEST_CASE("checked xqa_decode reports bad page indices and seq_lens instead of f
               via_option ? "RuntimeOptions::checked" : "problem.checked");
 }
 
+TEST_CASE("checked xqa_decode reports a q_cu_seq_lens entry past num_tokens and writes nothing for that request",
+          "[gpu][xqa][checked]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime rt(RuntimeOptions::from_env());
+  Problem p = make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 4, MaskKind::Causal, false,
+                           false, false, false);
+  Problem unchecked = p;
+  p.checked = true;
+  test::XqaRandomOptions o;
+  o.batch = 4;
+  o.ragged = true;
+  o.min_seq_len = 100;
+  o.max_seq_len = 1500;
+  o.seed = test::run_seed("xqa checked q_cu");
+  DevCase dc(test::make_xqa_case(unchecked, o));
+  // Room past out for the rows a request could write if its offsets were trusted (max_q_len of them), kept
+  // poisoned: any byte of it written is a write past the caller's buffer.
+  const size_t row_bytes = size_t(p.num_q_heads) * p.head_dim * kc::dtype_size(int(p.out_dtype));
+  dc.out = std::make_unique<test::DeviceBuffer>(dc.out_bytes + size_t(p.max_q_len) * row_bytes);
+  const int bound = std::max(1, dc.c.max_seq_len);
+  dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
+  auto launch_once = [&] {
+    XqaDecodeArgs a = dc.args(bound);
+    if (dc.ws) {
+      a.workspace = dc.ws->as<void>();
+      a.workspace_bytes = dc.ws->bytes();
+    }
+    dc.poison();
+    xqa_decode(rt, p, a, nullptr);
+    test::sync();  // a checked kernel must not fault
+  };
+  auto written_past_out = [&] {
+    const auto all = dc.out->download<unsigned char>(dc.out->bytes());
+    size_t n = 0;
+    for (size_t i = dc.out_bytes; i < all.size(); ++i) n += all[i] != 0xFF;
+    return n;
+  };
+
+  launch_once();
+  const Outcome clean = check(unchecked, dc.compare(test::xqa_reference(unchecked, dc.c.host_params())));
+  INFO(clean.line);
+  CHECK(clean.ok);
+  CHECK_FALSE(rt.take_device_fault().has_value());
+  CHECK(written_past_out() == 0);
+
+  // The last request's end offset 3 rows past the query tokens (device memory: the host cannot see it).
+  std::vector<int> cu = dc.c.q_cu;
+  const int bad_end = dc.c.num_tokens + 3;
+  cu[size_t(o.batch)] = bad_end;
+  dc.cu->upload(cu);
+  launch_once();
+  const std::optional<DeviceFault> f = rt.take_device_fault();
+  REQUIRE(f.has_value());
+  INFO(f->message());
+  CHECK(f->what == "q_cu_seq_lens entry");
+  CHECK(f->where == unsigned(o.batch - 1));
+  CHECK(f->value == bad_end);
+  CHECK(f->limit == dc.c.num_tokens + 1);
+  CHECK(written_past_out() == 0);
+  // The reported request wrote none of its rows.
+  const auto out = dc.out->download<unsigned char>(dc.out_bytes);
+  size_t written = 0;
+  for (size_t i = size_t(dc.c.q_cu[size_t(o.batch - 1)]) * row_bytes; i < dc.out_bytes; ++i) written += out[i] != 0xFF;
+  CHECK(written == 0);
+  dc.cu->upload(dc.c.q_cu);  // good offsets again: right answer, no fault
+  launch_once();
+  CHECK(check(unchecked, dc.compare(test::xqa_reference(unchecked, dc.c.host_params()))).ok);
+  CHECK_FALSE(rt.take_device_fault().has_value());
+  std::printf("checked xqa_decode: q_cu_seq_lens past num_tokens reported, nothing written past out\n");
+}
+
 // The GPU half of the host-backend oracle (tests/support/xqa_oracle.hpp): runs the oracle cases on this GPU,
 // checks them against the fp64 reference, and writes the raw outputs to $KTUNE_ORACLE_OUT for the [host][oracle]
 // test to compare with the LLVM host kernel. KTUNE_ORACLE_HEADER is stored as the fixture's description.
