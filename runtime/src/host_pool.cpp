@@ -7,16 +7,50 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
-#include <vector>
 
 namespace ktune::detail {
+namespace {
+
+// The stack a work item may need: xqa_decode keeps a row group in stack arrays (up to ~920 KB at head_dim 256,
+// 256 rows, 128-token tiles; docs/host_backend.md). Workers get kWorkerStack whatever RLIMIT_STACK says; a
+// calling thread takes a share of the items only when this much of its own stack is left, so a host call from a
+// thread with a small stack (a JVM's or a green-thread runtime's 256 KB-1 MB) runs on the workers instead of
+// overflowing.
+constexpr size_t kItemStack = size_t(2) << 20;
+constexpr size_t kWorkerStack = size_t(8) << 20;
+
+// The lowest address of the calling thread's stack (0 when unknown), asked once per thread: for the main thread
+// glibc reads /proc/self/maps.
+uintptr_t stack_floor() {
+  thread_local const uintptr_t floor = [] {
+    pthread_attr_t attr;
+    if (::pthread_getattr_np(::pthread_self(), &attr) != 0) return uintptr_t(0);
+    void* lo = nullptr;
+    size_t size = 0;
+    const bool ok = ::pthread_attr_getstack(&attr, &lo, &size) == 0;
+    ::pthread_attr_destroy(&attr);
+    return ok ? reinterpret_cast<uintptr_t>(lo) : uintptr_t(0);
+  }();
+  return floor;
+}
+
+// Whether the calling thread has kItemStack of stack left below this frame (stacks grow down on every target
+// ktune builds for). Unknown counts as no.
+bool caller_has_item_stack() {
+  const uintptr_t floor = stack_floor();
+  const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  return floor != 0 && here > floor && here - floor >= kItemStack;
+}
+
+}  // namespace
 
 struct HostPool::State {
   std::mutex run_mutex;  // one job at a time
   std::mutex m;
   std::condition_variable start_cv, done_cv;
-  std::vector<std::thread> workers;
+  int workers = 0;  // started (detached: they live as long as the process)
   unsigned long long generation = 0;
   int helpers = 0;  // workers [0, helpers) take part in the current job
   int pending = 0;  // helpers not finished yet
@@ -38,6 +72,33 @@ struct HostPool::State {
         next.store(items);  // stop handing out work
       }
     }
+  }
+
+  // Starts worker `workers` with a stack of kWorkerStack. Called with m held.
+  void start_worker() {
+    struct Start {
+      State* state;
+      int index;
+    };
+    pthread_attr_t attr;
+    if (::pthread_attr_init(&attr) != 0) throw std::system_error(ENOMEM, std::generic_category(), "host pool");
+    int rc = ::pthread_attr_setstacksize(&attr, kWorkerStack);
+    if (rc == 0) rc = ::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    auto* start = new Start{this, workers};
+    pthread_t thread;
+    if (rc == 0)
+      rc = ::pthread_create(&thread, &attr, [](void* arg) -> void* {
+        const Start st = *static_cast<Start*>(arg);
+        delete static_cast<Start*>(arg);
+        st.state->worker(st.index);
+        return nullptr;
+      }, start);
+    ::pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      delete start;
+      throw std::system_error(rc, std::generic_category(), "host pool: starting a worker thread");
+    }
+    ++workers;
   }
 
   void worker(int index) {
@@ -82,7 +143,8 @@ void HostPool::run(int threads, int items, int grain, const std::function<void(i
   grain = std::max(1, grain);
   if (threads <= 0) threads = hardware_threads();
   const int chunks = (items + grain - 1) / grain;
-  const int helpers = std::min({threads, chunks, 1024}) - 1;
+  const bool caller_works = caller_has_item_stack();
+  const int helpers = std::min({threads, chunks, 1024}) - (caller_works ? 1 : 0);
   State& s = *s_;
   std::lock_guard<std::mutex> run_lock(s.run_mutex);
   if (helpers <= 0) {
@@ -91,11 +153,7 @@ void HostPool::run(int threads, int items, int grain, const std::function<void(i
   }
   {
     std::lock_guard<std::mutex> lock(s.m);
-    while (static_cast<int>(s.workers.size()) < helpers) {
-      const int index = static_cast<int>(s.workers.size());
-      s.workers.emplace_back([&s, index] { s.worker(index); });
-      s.workers.back().detach();
-    }
+    while (s.workers < helpers) s.start_worker();
     s.fn = &fn;
     s.items = items;
     s.grain = grain;
@@ -106,7 +164,7 @@ void HostPool::run(int threads, int items, int grain, const std::function<void(i
     ++s.generation;
   }
   s.start_cv.notify_all();
-  s.work();
+  if (caller_works) s.work();
   std::unique_lock<std::mutex> lock(s.m);
   s.done_cv.wait(lock, [&] { return s.pending == 0; });
   s.fn = nullptr;
