@@ -295,7 +295,19 @@ struct DevCase {
     a.o_scale = kOScale;  // must only apply to an FP8 output
     a.softcap = c.softcap;
     a.window_left = c.window_left;
+    if (ws) {
+      a.workspace = ws->as<void>();
+      a.workspace_bytes = ws->bytes();
+    }
     return a;
+  }
+
+  // Poisons the outputs, runs p over this case (with its workspace, if any) and waits: throws on any CUDA error.
+  void poisoned_launch(Runtime& rt, const Problem& p, int max_seq_len) {
+    const XqaDecodeArgs a = args(max_seq_len);
+    poison();
+    xqa_decode(rt, p, a, nullptr);
+    test::sync();
   }
 
   void ensure_workspace(size_t bytes) {
@@ -451,10 +463,6 @@ TEST_CASE("xqa_decode matches the fp64 reference over the sampled matrix", "[gpu
         XqaDecodeArgs a = dc.args(bound);
         a.config = cfg;
         a.num_splits = splits;
-        if (dc.ws) {
-          a.workspace = dc.ws->as<void>();
-          a.workspace_bytes = dc.ws->bytes();
-        }
         xqa_decode(rt, p, a, nullptr);
         test::sync();
         res = check(p, dc.compare(ref));
@@ -505,14 +513,7 @@ TEST_CASE("a second xqa_decode launch of the same key compiles and loads nothing
   const int bound = std::max(1, dc.c.max_seq_len);
   dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
   auto run_once = [&] {
-    XqaDecodeArgs a = dc.args(bound);
-    if (dc.ws) {
-      a.workspace = dc.ws->as<void>();
-      a.workspace_bytes = dc.ws->bytes();
-    }
-    dc.poison();
-    xqa_decode(rt, p, a, nullptr);
-    test::sync();
+    dc.poisoned_launch(rt, p, bound);
     const Outcome r = check(p, dc.compare(ref));
     INFO(r.line);
     CHECK(r.ok);
@@ -554,10 +555,6 @@ TEST_CASE("xqa_decode replays from a captured CUDA graph with new seq_lens", "[g
     dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound, nullptr, splits));
     XqaDecodeArgs a = dc.args(bound);
     a.num_splits = splits;
-    if (dc.ws) {
-      a.workspace = dc.ws->as<void>();
-      a.workspace_bytes = dc.ws->bytes();
-    }
     CUstream stream = nullptr;
     CU_CHECK(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     xqa_decode(rt, p, a, stream);  // warm-up: loads the module before capture
@@ -643,7 +640,6 @@ TEST_CASE("xqa_decode takes strided q/out, the K/V pair and device-held scales",
         XqaDecodeArgs a = dc.args(bound);
         test::set_xqa_forms(a, dc.c, f, q.as<void>(), out.as<void>(), kv.as<void>(), scales.as<float>());
         a.num_splits = splits;
-        if (dc.ws) a.workspace = dc.ws->as<void>(), a.workspace_bytes = dc.ws->bytes();
         dc.poison();
         xqa_decode(rt, p, a, nullptr);
         CU_CHECK(cu.cuCtxSynchronize());
@@ -1176,14 +1172,7 @@ TEST_CASE("checked xqa_decode reports bad page indices and seq_lens instead of f
   const int bound = std::max(1, dc.c.max_seq_len);
   dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
   auto launch_once = [&](int max_seq_len) {
-    XqaDecodeArgs a = dc.args(max_seq_len);
-    if (dc.ws) {
-      a.workspace = dc.ws->as<void>();
-      a.workspace_bytes = dc.ws->bytes();
-    }
-    dc.poison();
-    xqa_decode(rt, p, a, nullptr);
-    test::sync();  // throws on any CUDA error: a checked kernel must not fault
+    dc.poisoned_launch(rt, p, max_seq_len);  // throws on any CUDA error: a checked kernel must not fault
   };
 
   // Clean data: right answer, no fault.
@@ -1253,16 +1242,7 @@ TEST_CASE("checked xqa_decode reports a q_cu_seq_lens entry past num_tokens and 
   dc.out = std::make_unique<test::DeviceBuffer>(dc.out_bytes + size_t(p.max_q_len) * row_bytes);
   const int bound = std::max(1, dc.c.max_seq_len);
   dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
-  auto launch_once = [&] {
-    XqaDecodeArgs a = dc.args(bound);
-    if (dc.ws) {
-      a.workspace = dc.ws->as<void>();
-      a.workspace_bytes = dc.ws->bytes();
-    }
-    dc.poison();
-    xqa_decode(rt, p, a, nullptr);
-    test::sync();  // a checked kernel must not fault
-  };
+  auto launch_once = [&] { dc.poisoned_launch(rt, p, bound); };  // a checked kernel must not fault
   auto written_past_out = [&] {
     const auto all = dc.out->download<unsigned char>(dc.out->bytes());
     size_t n = 0;
