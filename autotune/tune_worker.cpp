@@ -57,7 +57,7 @@ TaskResult run_task(Runtime& rt, const TuneWorkerOptions& opt, const TuneTask& t
   auto t0 = Clock::now();
   try {
     const std::string key = tuning_key(task.problem_key, task.buckets);
-    const KeyClaim claim = claim_key(rt, task.family, key, opt.host, task.retune, kTuningFlightWait_s);
+    const KeyClaim claim = claim_key(rt, task.family, key, opt.host, task.retune, task.flight_wait_s);
     if (!claim.winner.empty()) {
       r.status = "done earlier";
       r.winner = claim.winner;

@@ -157,8 +157,9 @@ KeyClaim claim_key(Runtime& rt, const std::string& family, const std::string& tu
   KeyClaim claim;
   claim.waited = flight.waited;
   claim.note = std::move(flight.note);
-  // This process may have looked the key up before the other one stored it (a miss is remembered).
-  if (claim.waited) internal::forget_tuned_config(rt, family, tuning_key, fingerprint);
+  // This process may have looked the key up before another one stored it (a miss is remembered), whether or not
+  // that one still held the key when we asked: the cache is read again.
+  internal::forget_tuned_config(rt, family, tuning_key, fingerprint);
   claim.winner = winner_in_cache(rt, family, tuning_key, host, retune);
   if (claim.winner.empty()) claim.flight = std::move(flight.lock);
   return claim;

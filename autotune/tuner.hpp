@@ -55,7 +55,7 @@ KTUNE_API std::string winner_in_cache(Runtime& rt, const std::string& family, co
 
 // warmup's "tune this key?" step, in process and in its worker processes, where several processes may warm one
 // cache at once: takes the key's tuning flight (internal::tuning_flight: while another process tunes the key,
-// waits up to wait_s seconds for it), then asks winner_in_cache, reading the cache afresh when it waited. A claim
+// waits up to wait_s seconds for it), then asks winner_in_cache, reading the cache afresh. A claim
 // with a winner means "done earlier"; one without holds the flight until it is destroyed, so the caller tunes
 // and stores the key, then lets it go. The wait ends early only by timing out (`note` then says so).
 struct KeyClaim {

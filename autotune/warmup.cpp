@@ -232,9 +232,7 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       continue;
     }
     // Another process warming this cache may be tuning the key: wait for it (within the budget), then use its row.
-    double wait_s = kTuningFlightWait_s;
-    if (opt.budget_s > 0) wait_s = std::clamp(opt.budget_s - ms_since(wall0) / 1000, 0.0, wait_s);
-    const KeyClaim claim = claim_key(rt, item.family, w.tuning_key, host_item, opt.retune, wait_s);
+    const KeyClaim claim = claim_key(rt, item.family, w.tuning_key, host_item, opt.retune, flight_wait_s(opt, wall0));
     if (!claim.winner.empty()) {
       w.status = "done earlier";
       w.winner = claim.winner;

@@ -1,5 +1,7 @@
 #include "autotune/warmup_workers.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "autotune/worker_process.hpp"
@@ -44,6 +46,13 @@ std::set<std::string> worker_arches(const WarmupOptions& opt) {
   return arches;
 }
 
+double flight_wait_s(const WarmupOptions& opt, Clock::time_point wall0) {
+  double wait = kTuningFlightWait_s;
+  if (opt.budget_s > 0) wait = std::clamp(opt.budget_s - ms_since(wall0) / 1000, 0.0, wait);
+  if (opt.key_timeout_s > 0) wait = std::min(wait, opt.key_timeout_s / 2);
+  return wait;
+}
+
 void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<PoolTask>& tasks,
                      const std::vector<WarmupItem>& items, Clock::time_point wall0, WarmupReport& report) {
   // The workers open the same cache search path and store into its writable layer: with none here (a read-only
@@ -61,6 +70,7 @@ void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<Po
   po.out_of_budget = [&] { return opt.budget_s > 0 && ms_since(wall0) > opt.budget_s * 1000; };
   po.progress = opt.progress;
   po.key_timeout_s = opt.key_timeout_s;
+  po.flight_wait_s = [&] { return flight_wait_s(opt, wall0); };
   PoolReport pr = run_worker_pool(po, tasks);
   report.workers = static_cast<int>(po.workers.size());
   report.workers_lost = pr.workers_lost;

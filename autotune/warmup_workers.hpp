@@ -17,6 +17,11 @@ namespace ktune::autotune {
 // device that is not this machine's or is listed twice.
 std::set<std::string> worker_arches(const WarmupOptions& opt);
 
+// How long a claim of one key (claim_key) waits for another process tuning it: what is left of opt's budget
+// since wall0, at most kTuningFlightWait_s and, with a key timeout, half of it (a worker that waited still has to
+// tune the key within the timeout).
+double flight_wait_s(const WarmupOptions& opt, std::chrono::steady_clock::time_point wall0);
+
 // Tunes `tasks` in the workers and adds one report item per outcome to `report` (a key tuned for two
 // fingerprints reports twice), `items[i]` being task i's item so far; counts tuned / done earlier / skipped /
 // failed and the workers lost. wall0: the warmup's start, for the budget.

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "autotune/tuner.hpp"
 #include "autotune/worker_process.hpp"
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
@@ -156,6 +157,7 @@ class Coordinator {
         queues_[s.group].pop_front();
         TuneTask task = tasks_[entries_[e].task].task;
         task.id = static_cast<int64_t>(e);
+        task.flight_wait_s = opt_.flight_wait_s ? opt_.flight_wait_s() : kTuningFlightWait_s;
         if (entries_[e].attempts > 0) ++report_.retaken;  // its first worker died holding it
         s.entry = e;
         s.state = State::busy;

@@ -35,6 +35,7 @@ struct PoolOptions {
   std::string cache_path;  // the cache search path the workers open
   std::vector<PoolWorker> workers;
   std::function<bool()> out_of_budget;  // true: deal no further key
+  std::function<double()> flight_wait_s;  // a dealt key's TuneTask::flight_wait_s (unset: kTuningFlightWait_s)
   // > 0: a worker that has not answered a key (or said hello after its start) within this many seconds is
   // taken for hung (a kernel that never ends) and SIGKILLed; its key is retaken like any dead worker's.
   // 0: wait as long as it takes.

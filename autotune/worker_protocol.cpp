@@ -68,7 +68,7 @@ std::string encode(const TuneTask& m) {
   Json j = Json::object();
   j.set("task", m.id).set("family", m.family).set("problem_key", m.problem_key).set("buckets", std::move(buckets))
       .set("noise_fraction", m.noise_fraction).set("measure", std::move(measure)).set("compile_jobs", m.compile_jobs)
-      .set("retune", m.retune);
+      .set("retune", m.retune).set("flight_wait_s", m.flight_wait_s);
   return j.dump();
 }
 
@@ -118,6 +118,8 @@ TuneTask decode_task(const std::string& line) {
   const Json* retune = j.find("retune");
   if (!retune || !retune->is_bool()) bad("retune: expected true or false", line);
   m.retune = retune->as_bool();
+  m.flight_wait_s = number(j, "flight_wait_s", line);
+  if (!(m.flight_wait_s >= 0)) bad("flight_wait_s: expected a number >= 0", line);
   return m;
 }
 

@@ -35,6 +35,9 @@ struct TuneTask {
   MeasureOptions measure;
   int compile_jobs = 0;
   bool retune = false;  // measure even when the key has a row of this version for this device
+  // How long the worker waits for another process tuning the same key (claim_key): what is left of the
+  // warmup's budget when the key is dealt, at most kTuningFlightWait_s and half the key timeout.
+  double flight_wait_s = 0;
 };
 
 struct TaskResult {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -21,27 +22,35 @@ namespace {
 constexpr size_t kItemStack = size_t(2) << 20;
 constexpr size_t kWorkerStack = size_t(8) << 20;
 
-// The lowest address of the calling thread's stack (0 when unknown), asked once per thread: for the main thread
-// glibc reads /proc/self/maps.
-uintptr_t stack_floor() {
-  thread_local const uintptr_t floor = [] {
+// The calling thread's stack as [lo, hi) (both 0 when unknown), asked once per thread: for the main thread glibc
+// reads /proc/self/maps.
+struct StackBounds {
+  uintptr_t lo = 0, hi = 0;
+};
+StackBounds stack_bounds() {
+  thread_local const StackBounds bounds = [] {
+    StackBounds b;
     pthread_attr_t attr;
-    if (::pthread_getattr_np(::pthread_self(), &attr) != 0) return uintptr_t(0);
+    if (::pthread_getattr_np(::pthread_self(), &attr) != 0) return b;
     void* lo = nullptr;
     size_t size = 0;
-    const bool ok = ::pthread_attr_getstack(&attr, &lo, &size) == 0;
+    if (::pthread_attr_getstack(&attr, &lo, &size) == 0) {
+      b.lo = reinterpret_cast<uintptr_t>(lo);
+      b.hi = b.lo + size;
+    }
     ::pthread_attr_destroy(&attr);
-    return ok ? reinterpret_cast<uintptr_t>(lo) : uintptr_t(0);
+    return b;
   }();
-  return floor;
+  return bounds;
 }
 
 // Whether the calling thread has kItemStack of stack left below this frame (stacks grow down on every target
-// ktune builds for). Unknown counts as no.
+// ktune builds for). A frame outside the thread's own stack (a fiber or coroutine with a stack of its own, which
+// pthread does not describe) or unknown bounds count as no.
 bool caller_has_item_stack() {
-  const uintptr_t floor = stack_floor();
+  const StackBounds b = stack_bounds();
   const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  return floor != 0 && here > floor && here - floor >= kItemStack;
+  return b.lo != 0 && here < b.hi && here >= b.lo && here - b.lo >= kItemStack;
 }
 
 }  // namespace
@@ -74,31 +83,30 @@ struct HostPool::State {
     }
   }
 
-  // Starts worker `workers` with a stack of kWorkerStack. Called with m held.
-  void start_worker() {
+  // Starts worker `workers` with a stack of kWorkerStack; false (nothing started) when the system refuses a thread
+  // (RLIMIT_NPROC, address space). Called with m held.
+  bool start_worker() {
     struct Start {
       State* state;
       int index;
     };
+    auto start = std::make_unique<Start>(Start{this, workers});
     pthread_attr_t attr;
-    if (::pthread_attr_init(&attr) != 0) throw std::system_error(ENOMEM, std::generic_category(), "host pool");
+    if (::pthread_attr_init(&attr) != 0) return false;
     int rc = ::pthread_attr_setstacksize(&attr, kWorkerStack);
     if (rc == 0) rc = ::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    auto* start = new Start{this, workers};
     pthread_t thread;
     if (rc == 0)
       rc = ::pthread_create(&thread, &attr, [](void* arg) -> void* {
-        const Start st = *static_cast<Start*>(arg);
-        delete static_cast<Start*>(arg);
-        st.state->worker(st.index);
+        const std::unique_ptr<Start> st(static_cast<Start*>(arg));
+        st->state->worker(st->index);
         return nullptr;
-      }, start);
+      }, start.get());
     ::pthread_attr_destroy(&attr);
-    if (rc != 0) {
-      delete start;
-      throw std::system_error(rc, std::generic_category(), "host pool: starting a worker thread");
-    }
+    if (rc != 0) return false;
+    start.release();  // the thread owns it now
     ++workers;
+    return true;
   }
 
   void worker(int index) {
@@ -144,7 +152,7 @@ void HostPool::run(int threads, int items, int grain, const std::function<void(i
   if (threads <= 0) threads = hardware_threads();
   const int chunks = (items + grain - 1) / grain;
   const bool caller_works = caller_has_item_stack();
-  const int helpers = std::min({threads, chunks, 1024}) - (caller_works ? 1 : 0);
+  int helpers = std::min({threads, chunks, 1024}) - (caller_works ? 1 : 0);
   State& s = *s_;
   std::lock_guard<std::mutex> run_lock(s.run_mutex);
   if (helpers <= 0) {
@@ -153,15 +161,27 @@ void HostPool::run(int threads, int items, int grain, const std::function<void(i
   }
   {
     std::lock_guard<std::mutex> lock(s.m);
-    while (s.workers < helpers) s.start_worker();
-    s.fn = &fn;
-    s.items = items;
-    s.grain = grain;
-    s.next.store(0);
-    s.error = nullptr;
-    s.helpers = helpers;
-    s.pending = helpers;
-    ++s.generation;
+    while (s.workers < helpers && s.start_worker()) {
+    }
+    helpers = std::min(helpers, s.workers);  // fewer threads than asked for still do the whole job
+    if (helpers > 0) {
+      s.fn = &fn;
+      s.items = items;
+      s.grain = grain;
+      s.next.store(0);
+      s.error = nullptr;
+      s.helpers = helpers;
+      s.pending = helpers;
+      ++s.generation;
+    }
+  }
+  if (helpers == 0) {  // the system gave no thread
+    if (!caller_works)
+      throw std::system_error(EAGAIN, std::generic_category(),
+                              "host pool: no worker thread could be started, and the calling thread has less than " +
+                                  std::to_string(kItemStack >> 20) + " MB of stack left for a work item");
+    fn(0, items);
+    return;
   }
   s.start_cv.notify_all();
   if (caller_works) s.work();

@@ -67,8 +67,8 @@ KeyLocks::Held KeyLocks::acquire(const std::string& digest, double wait_s, std::
     if (set_lock(fd, F_WRLCK, offset) == 0) return Held(fd, offset, waited);
     if (errno != EAGAIN && errno != EACCES && errno != EINTR) break;  // e.g. no OFD locks on this filesystem
     if (std::chrono::steady_clock::now() >= deadline) {
-      *note = fmt::format("waited {:.0f} s for another process {} it (lock {}); {} here too", wait_s, doing_,
-                          doing_, path_);
+      *note = fmt::format("waited {:g} s for another process {} it (lock {}); {} here too", wait_s, doing_, path_,
+                          doing_);
       ::close(fd);
       return Held(-1, offset, true);
     }

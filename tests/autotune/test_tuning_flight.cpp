@@ -96,7 +96,23 @@ TEST_CASE("tuning single flight: a wait that times out tunes anyway and says why
   CHECK(got.waited);
   CHECK(got.winner.empty());
   CHECK_FALSE(got.flight);  // it tunes without the lock: duplicate work at worst, never a hang
-  CHECK_THAT(got.note, Catch::Contains("for another process tuning it") && Catch::Contains(".tune-lock"));
+  CHECK(got.note == "waited 0.3 s for another process tuning it (lock " + o.cache_path + ".tune-lock); tuning here too");
+}
+
+TEST_CASE("tuning single flight: a claim reads the cache again after another runtime stored the key",
+          "[autotune][warmup][singleflight]") {
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  const RuntimeOptions o = options_for(dir.file("t.db"));
+  Runtime engine(o), other(o);
+  // A process that served requests remembers a miss; another warmup then tunes and stores the key, and is done
+  // (no lock held) before this one claims it: the claim takes the row, it does not tune the key again.
+  CHECK(engine.host_tuned_config(kFamily, kKey).empty());
+  REQUIRE(internal::store_tuning_row(other, host_row(other, "t32.v8.u1")));
+  const autotune::KeyClaim got = autotune::claim_key(engine, kFamily, kKey, true, false, 5);
+  CHECK_FALSE(got.waited);
+  CHECK(got.winner == "t32.v8.u1");
+  CHECK_FALSE(got.flight);
 }
 
 TEST_CASE("tuning single flight: two warmups of one cache at the same time tune each key once",

@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -91,6 +93,33 @@ TEST_CASE("host pool: a caller with a small stack leaves its share to the worker
     CHECK(small.runners.count(small_caller) == 0);  // every item ran on a worker
     CHECK(small.runners.size() <= size_t(threads));
   }
+}
+
+TEST_CASE("host pool: a caller on a fiber's stack of its own leaves its share to the workers", "[host][pool]") {
+  // A coroutine or green-thread runtime switches stacks under one pthread; pthread describes only the thread's
+  // own stack, so a frame outside it counts as too little stack, wherever the fiber's stack was mapped. Here it
+  // is mapped before the thread that runs the fiber, so (mappings being placed top-down) it lies above that
+  // thread's stack: more than 2 MB above its lowest address.
+  static JobRun run;
+  static pthread_t caller;
+  static ucontext_t thread_ctx, fiber_ctx;
+  void* fiber_stack = ::mmap(nullptr, kSmallStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(fiber_stack != MAP_FAILED);
+  on_thread_with_stack(size_t(8) << 20, [&] {
+    REQUIRE(::getcontext(&fiber_ctx) == 0);
+    fiber_ctx.uc_stack.ss_sp = fiber_stack;
+    fiber_ctx.uc_stack.ss_size = kSmallStack;
+    fiber_ctx.uc_link = &thread_ctx;
+    ::makecontext(&fiber_ctx, [] {
+      caller = ::pthread_self();
+      run = pooled_job(4, 64);
+    }, 0);
+    REQUIRE(::swapcontext(&thread_ctx, &fiber_ctx) == 0);
+  });
+  ::munmap(fiber_stack, kSmallStack);
+  CHECK(run.sum_ok);
+  CHECK_FALSE(run.runners.empty());
+  CHECK(run.runners.count(caller) == 0);
 }
 
 TEST_CASE("host xqa_decode from a thread with a 256 KB stack: the deepest row group runs, same bits",

@@ -1221,7 +1221,7 @@ TEST_CASE("checked xqa_decode reports bad page indices and seq_lens instead of f
               via_option ? "RuntimeOptions::checked" : "problem.checked");
 }
 
-TEST_CASE("checked xqa_decode reports a q_cu_seq_lens entry past num_tokens and writes nothing for that request",
+TEST_CASE("checked xqa_decode reports q_cu_seq_lens entries outside the query tokens and touches nothing for them",
           "[gpu][xqa][checked]") {
   KTUNE_REQUIRE_GPU();
   Runtime rt(RuntimeOptions::from_env());
@@ -1229,58 +1229,74 @@ TEST_CASE("checked xqa_decode reports a q_cu_seq_lens entry past num_tokens and 
                            false, false, false);
   Problem unchecked = p;
   p.checked = true;
+  // Four requests of 4 tokens, passed in the ragged form (q_cu_seq_lens = 0, 4, 8, 12, 16 in device memory): the
+  // same rows as the uniform form, so its reference applies, and every offset below is chosen, not drawn.
   test::XqaRandomOptions o;
   o.batch = 4;
-  o.ragged = true;
+  o.ragged = false;
   o.min_seq_len = 100;
   o.max_seq_len = 1500;
   o.seed = test::run_seed("xqa checked q_cu");
   DevCase dc(test::make_xqa_case(unchecked, o));
-  // Room past out for the rows a request could write if its offsets were trusted (max_q_len of them), kept
-  // poisoned: any byte of it written is a write past the caller's buffer.
+  REQUIRE(dc.c.num_tokens == 16);
+  dc.c.opt.ragged = true;
+  // Room past out for rows a request could write if its offsets were trusted, kept poisoned.
   const size_t row_bytes = size_t(p.num_q_heads) * p.head_dim * kc::dtype_size(int(p.out_dtype));
   dc.out = std::make_unique<test::DeviceBuffer>(dc.out_bytes + size_t(p.max_q_len) * row_bytes);
   const int bound = std::max(1, dc.c.max_seq_len);
   dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
-  auto launch_once = [&] { dc.poisoned_launch(rt, p, bound); };  // a checked kernel must not fault
-  auto written_past_out = [&] {
-    const auto all = dc.out->download<unsigned char>(dc.out->bytes());
-    size_t n = 0;
-    for (size_t i = dc.out_bytes; i < all.size(); ++i) n += all[i] != 0xFF;
-    return n;
+  auto out_bytes = [&] { return dc.out->download<unsigned char>(dc.out->bytes()); };
+  // Rows [r0, r1) of `now` as in `clean` (same kernel, same data: bit for bit), or untouched.
+  auto rows_as = [&](const std::vector<unsigned char>& now, const std::vector<unsigned char>* clean, int r0, int r1) {
+    size_t differ = 0;
+    for (size_t i = size_t(r0) * row_bytes; i < size_t(r1) * row_bytes; ++i)
+      differ += now[i] != (clean ? (*clean)[i] : 0xFF);
+    return differ;
   };
 
-  launch_once();
-  const Outcome clean = check(unchecked, dc.compare(test::xqa_reference(unchecked, dc.c.host_params())));
-  INFO(clean.line);
-  CHECK(clean.ok);
+  dc.cu->upload(dc.c.q_cu);
+  dc.poisoned_launch(rt, p, bound);
+  const Outcome clean_check = check(unchecked, dc.compare(test::xqa_reference(unchecked, dc.c.host_params())));
+  INFO(clean_check.line);
+  CHECK(clean_check.ok);
   CHECK_FALSE(rt.take_device_fault().has_value());
-  CHECK(written_past_out() == 0);
+  const std::vector<unsigned char> clean = out_bytes();
+  CHECK(rows_as(clean, nullptr, 16, 16 + p.max_q_len) == 0);
 
-  // The last request's end offset 3 rows past the query tokens (device memory: the host cannot see it).
-  std::vector<int> cu = dc.c.q_cu;
-  const int bad_end = dc.c.num_tokens + 3;
-  cu[size_t(o.batch)] = bad_end;
-  dc.cu->upload(cu);
-  launch_once();
-  const std::optional<DeviceFault> f = rt.take_device_fault();
-  REQUIRE(f.has_value());
-  INFO(f->message());
-  CHECK(f->what == "q_cu_seq_lens entry");
-  CHECK(f->where == unsigned(o.batch - 1));
-  CHECK(f->value == bad_end);
-  CHECK(f->limit == dc.c.num_tokens + 1);
-  CHECK(written_past_out() == 0);
-  // The reported request wrote none of its rows.
-  const auto out = dc.out->download<unsigned char>(dc.out_bytes);
-  size_t written = 0;
-  for (size_t i = size_t(dc.c.q_cu[size_t(o.batch - 1)]) * row_bytes; i < dc.out_bytes; ++i) written += out[i] != 0xFF;
-  CHECK(written == 0);
-  dc.cu->upload(dc.c.q_cu);  // good offsets again: right answer, no fault
-  launch_once();
-  CHECK(check(unchecked, dc.compare(test::xqa_reference(unchecked, dc.c.host_params()))).ok);
+  struct BadOffsets {
+    const char* what;
+    std::vector<int> cu;
+    unsigned request;
+    long long value;
+    int same_rows;  // rows [0, same_rows) as in the clean run, the rest (and the room past out) untouched
+  };
+  const BadOffsets cases[] = {
+      // request 3 starts at 14: trusted, its 4 rows would end 2 rows past out
+      {"end past num_tokens", {0, 4, 8, 14, 18}, 3, 18, 12},
+      // request 3 starts before the first row (request 2's length is then negative: no rows, nothing reported)
+      {"start before row 0", {0, 4, 8, -3, 16}, 3, -3, 8},
+  };
+  for (const BadOffsets& bad : cases) {
+    INFO(bad.what);
+    dc.cu->upload(bad.cu);
+    dc.poisoned_launch(rt, p, bound);  // a checked kernel must not fault
+    const std::optional<DeviceFault> f = rt.take_device_fault();
+    REQUIRE(f.has_value());
+    INFO(f->message());
+    CHECK(f->what == "q_cu_seq_lens entry");
+    CHECK(f->where == bad.request);
+    CHECK(f->value == bad.value);
+    CHECK(f->limit == 17);
+    const std::vector<unsigned char> now = out_bytes();
+    CHECK(rows_as(now, &clean, 0, bad.same_rows) == 0);
+    CHECK(rows_as(now, nullptr, bad.same_rows, 16 + p.max_q_len) == 0);
+  }
+  dc.cu->upload(dc.c.q_cu);  // good offsets again: the clean bits, no fault
+  dc.poisoned_launch(rt, p, bound);
+  CHECK(rows_as(out_bytes(), &clean, 0, 16) == 0);
   CHECK_FALSE(rt.take_device_fault().has_value());
-  std::printf("checked xqa_decode: q_cu_seq_lens past num_tokens reported, nothing written past out\n");
+  std::printf("checked xqa_decode: q_cu_seq_lens entries past num_tokens and below 0 reported, nothing written "
+              "outside out or for those requests\n");
 }
 
 // The GPU half of the host-backend oracle (tests/support/xqa_oracle.hpp): runs the oracle cases on this GPU,
