@@ -28,6 +28,7 @@ const char* kHelp = R"(usage: ktune tune --family F (--problem KEY | --config JS
   and rounded up to a power of two: batch (--batch), seq_len (--max-seq-len), tokens (--tokens); e.g.
   xqa_decode takes --batch and --max-seq-len, sparse_mla_decode --batch, mxfp4_gemm --tokens.
   --arch host: tunes on this CPU through the LLVM backend instead (host fingerprint, host measurement).
+  While another process tunes the same key on this cache (a warmup), it waits for it, then measures anyway.
 )";
 
 // A tuning dim and the option that gives its bucket.
@@ -96,6 +97,10 @@ int cmd_tune(const std::vector<std::string>& argv) {
     t.host = true;
     t.measure = autotune::host_measure_options();
   }
+  // Measured alone: a warmup (or another tune) measuring the same key on this cache finishes first.
+  const autotune::KeyClaim claim = autotune::claim_key(rt, fam.name, tuning_key(problem, buckets), host,
+                                                       /*retune=*/true, autotune::kTuningFlightWait_s);
+  if (!claim.note.empty()) fmt::print(stderr, "ktune tune: {}\n", claim.note);
   autotune::TuneOutcome r = autotune::tune(rt, fam.name, problem, buckets, t);
   // The candidates' binaries are results too: a later warmup or serving process would compile them again.
   if (const std::string unstored = unstored_results(rt); t.persist && !unstored.empty())
