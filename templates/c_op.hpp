@@ -25,6 +25,23 @@ inline cache::Json plan_json(const LaunchPlan& p) {
   return j;
 }
 
+// The problem of a C caller's key, parsed once per thread and key (the hot path of a C caller is then a string
+// compare). `parse` turns a key into a validated problem or throws. Every key, the empty one too, is parsed the
+// first time it is seen on a thread: nothing stands for a default problem.
+template <class Problem, class Parse>
+const Problem& problem_for_key(const char* key, Parse parse) {
+  thread_local bool filled = false;
+  thread_local std::string last_key;
+  thread_local Problem last;
+  if (!filled || last_key != key) {
+    filled = false;  // stays false if parse throws
+    last = parse(key);
+    last_key = key;
+    filled = true;
+  }
+  return last;
+}
+
 // A C argument struct as this library reads it. The caller's struct_size was checked against the known sizes;
 // an older, shorter struct is copied with its missing tail zero (a field added at the end means "as before"
 // when zero, ktune.h).

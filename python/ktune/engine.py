@@ -21,7 +21,7 @@ import threading
 from typing import Optional
 
 from . import _lib
-from .errors import invalid
+from .errors import invalid, refuse_readonly
 
 # DraftMaskSource of ktune/xqa_helpers.hpp
 _SOURCES = {"bool": 0, "causal": 1, "full": 2}
@@ -180,6 +180,9 @@ def xqa_pack_mask(bool_mask, op, *, q_cu_seq_lens=None, out=None, source: str = 
         if tuple(out.shape) != want or not str(out.dtype).endswith("int32"):
             raise invalid(f"xqa_decode: out: expected an int32/uint32 array of shape {list(want)}, got "
                           f"{out.dtype} of shape {tuple(out.shape)}")
+        if not (out.is_contiguous() if _is_torch(out) else out.flags["C_CONTIGUOUS"]):
+            raise invalid("xqa_decode: out: expected a contiguous array (the words are written densely)")
+        refuse_readonly("xqa_decode: out", out)
     for name, x in (("bool_mask", bool_mask), ("q_cu_seq_lens", q_cu_seq_lens)):
         if x is not None and _on_cuda(x) != _on_cuda(out):
             raise invalid(f"xqa_decode: {name}: expected the device of out, got another one")
@@ -187,7 +190,8 @@ def xqa_pack_mask(bool_mask, op, *, q_cu_seq_lens=None, out=None, source: str = 
     a = _lib._XqaMaskArgs()
     L.ktune_xqa_mask_args_default(ctypes.byref(a))
     a.bool_mask, a.q_cu_seq_lens, a.out = _ptr(bool_mask), _ptr(q_cu_seq_lens), _ptr(out)
-    a.source, a.batch, a.q_len, a.rows = _SOURCES[source], int(batch), int(q_len), int(rows)
+    a.source, a.batch = _SOURCES[source], _lib.c_int("xqa_decode: batch", batch)
+    a.q_len, a.rows = _lib.c_int("xqa_decode: q_len", q_len), _lib.c_int("xqa_decode: rows", rows)
     if _on_cuda(out):
         index = out.device.index
         _lib.check(L.ktune_ensure_device(index), "ktune_ensure_device")
@@ -214,10 +218,11 @@ def q_cu_seq_lens(q_lens, op, *, out=None):
             out = np.empty(batch + 1, dtype=np.int32)
     else:
         _need_int32_vector("out", out, batch + 1)
+        refuse_readonly("xqa_decode: out", out)
     if _on_cuda(q_lens) != _on_cuda(out):
         raise invalid("xqa_decode: out: expected the device of q_lens, got another one")
     L = _lib.require("ktune_xqa_q_cu_seq_lens")
-    args = (handle._handle, _ptr(q_lens), int(batch), _ptr(out))
+    args = (handle._handle, _ptr(q_lens), _lib.c_int("xqa_decode: batch", batch), _ptr(out))
     if _on_cuda(out):
         index = out.device.index
         _lib.check(L.ktune_ensure_device(index), "ktune_ensure_device")

@@ -96,3 +96,13 @@ def refuse_broadcast(where, shape, strides):
     if any(int(n) > 1 and int(st) == 0 for n, st in zip(shape, strides)):
         raise invalid(f"{where}: expected no stride of 0 on a dimension of extent > 1 (a broadcast or expanded view; "
                       f"make it contiguous first), got shape {list(shape)} and strides {tuple(strides)}")
+
+
+def refuse_readonly(where, a):
+    """Raises invalid for a NumPy output array that is not writeable (a read-only view, np.broadcast_to, a
+    frombuffer over bytes): the library would write into memory the caller marked read-only. `where` is
+    "<family>: <argument>"; None and torch tensors pass."""
+    flags = getattr(a, "flags", None)
+    if flags is not None and not isinstance(flags, int) and not flags["WRITEABLE"]:
+        raise invalid(f"{where}: expected a writeable array (the results go there), got a read-only one")
+

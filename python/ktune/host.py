@@ -9,7 +9,7 @@ import json
 import numpy as np
 
 from . import _lib
-from .errors import invalid
+from .errors import invalid, refuse_readonly
 from .xqa import Desc, build_args, canonical
 
 _TAGS = {"float16": "fp16", "float32": "f32", "int32": "i32", "uint32": "u32", "uint16": "u16", "int16": "i16",
@@ -99,6 +99,8 @@ def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, *, max_seq_len=None
         out = np.empty((q.shape[0], info.num_q_heads, info.head_dim), dtype=storage_dtype(info.out_dtype))
     if lse is None and info.lse and isinstance(q, np.ndarray):
         lse = np.empty((q.shape[0], info.num_q_heads), dtype=np.float32)
+    refuse_readonly("xqa_decode: out", out)
+    refuse_readonly("xqa_decode: lse", lse)
     kv, k_cache, v_cache = split_cache(kv_cache)
     args, batch, num_tokens = build_args(
         info, _desc("q", q), _desc("kv_cache", kv), _desc("block_tables", block_tables),
@@ -109,7 +111,8 @@ def xqa_decode(problem, q, kv_cache, block_tables, seq_lens, *, max_seq_len=None
         k_cache=_desc("k_cache", k_cache), v_cache=_desc("v_cache", v_cache))
     _check_indices(info, block_tables, seq_lens, q_cu_seq_lens, args.num_pages, num_tokens, max_seq_len,
                    args.q_len_per_req)
-    _lib.check(_lib.lib().ktune_xqa_decode_host(rt.handle, info.key.encode(), ctypes.byref(args), int(threads)),
+    _lib.check(_lib.lib().ktune_xqa_decode_host(rt.handle, info.key.encode(), ctypes.byref(args),
+                                                         _lib.c_int("xqa_decode: threads", threads)),
                "ktune_xqa_decode_host")
     return (out, lse) if info.lse else out
 
@@ -121,7 +124,9 @@ def xqa_decode_plan(problem, batch, max_seq_len, *, config=None, num_splits=0, t
     info = canonical(problem)
     rt = runtime or default_runtime()
     out = ctypes.c_char_p()
-    _lib.check(_lib.lib().ktune_xqa_decode_plan(rt.handle, info.key.encode(), int(batch), int(max_seq_len),
-                                                _lib.cstr(config), int(num_splits), 1, int(threads),
+    _lib.check(_lib.lib().ktune_xqa_decode_plan(rt.handle, info.key.encode(), _lib.c_int("xqa_decode: batch", batch),
+                                                _lib.c_int("xqa_decode: max_seq_len", max_seq_len),
+                                                _lib.cstr(config), _lib.c_int("xqa_decode: num_splits", num_splits), 1,
+                                                _lib.c_int("xqa_decode: threads", threads),
                                                 ctypes.byref(out)), "ktune_xqa_decode_plan")
     return json.loads(out.value.decode())

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from . import _lib
-from .errors import invalid, refuse_broadcast
+from .errors import invalid, refuse_broadcast, refuse_readonly
 from .mla import canonical
 
 _FAM = "sparse_mla_decode"
@@ -27,6 +27,9 @@ def _need(name, a, shape, dtypes, what="", strided=False):
     if a.dtype not in dtypes:
         raise invalid(f"{_FAM}: {name}: expected dtype {' or '.join(str(np.dtype(d)) for d in dtypes)}, got {a.dtype}")
     if strided:
+        if any(st % a.itemsize for st in a.strides):
+            raise invalid(f"{_FAM}: {name}: expected strides in whole elements of {a.itemsize} bytes, got strides "
+                          f"{a.strides} bytes")
         if a.shape[-1] > 1 and a.strides[-1] != a.itemsize:
             raise invalid(f"{_FAM}: {name}: expected the last dimension contiguous, got strides {a.strides} bytes")
         refuse_broadcast(f"{_FAM}: {name}", a.shape, a.strides)
@@ -70,6 +73,8 @@ def sparse_mla_decode(problem, q, kv_cache, indices, *, sinks=None, softmax_scal
     if lse is not None:
         _need("lse", lse, (T, info.num_heads), (np.float32,))
     want_lse = lse is not None
+    refuse_readonly(f"{_FAM}: out", out)
+    refuse_readonly(f"{_FAM}: lse", lse)
     if T == 0:
         return (out, lse) if want_lse else out
     a = _lib._MlaArgs()
@@ -83,7 +88,8 @@ def sparse_mla_decode(problem, q, kv_cache, indices, *, sinks=None, softmax_scal
     a.softmax_scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(dq)
     a.config = _lib.cstr(config) if config else None
     a.num_splits = _lib.c_int("sparse_mla_decode: num_splits", num_splits)
-    _lib.check(L.ktune_sparse_mla_decode_host(rt.handle, info.key.encode(), ctypes.byref(a), int(threads)),
+    _lib.check(L.ktune_sparse_mla_decode_host(rt.handle, info.key.encode(), ctypes.byref(a),
+                                                 _lib.c_int(f"{_FAM}: threads", threads)),
                "ktune_sparse_mla_decode_host")
     return (out, lse) if want_lse else out
 
@@ -96,7 +102,9 @@ def sparse_mla_decode_plan(problem, num_tokens, *, config=None, num_splits=0, th
     rt = runtime or default_runtime()
     L = _lib.require("ktune_sparse_mla_decode_host_plan")
     out = ctypes.c_char_p()
-    _lib.check(L.ktune_sparse_mla_decode_host_plan(rt.handle, info.key.encode(), int(num_tokens), _lib.cstr(config),
-                                                   int(num_splits), int(threads), ctypes.byref(out)),
+    _lib.check(L.ktune_sparse_mla_decode_host_plan(rt.handle, info.key.encode(),
+                                                   _lib.c_int(f"{_FAM}: num_tokens", num_tokens), _lib.cstr(config),
+                                                   _lib.c_int(f"{_FAM}: num_splits", num_splits),
+                                                   _lib.c_int(f"{_FAM}: threads", threads), ctypes.byref(out)),
                "ktune_sparse_mla_decode_host_plan")
     return json.loads(out.value.decode())

@@ -59,14 +59,20 @@ def layout_version() -> int:
     return int(_lib.require("ktune_mxfp4_layout_version").ktune_mxfp4_layout_version())
 
 
+def _c_dims(n, k, num_experts):
+    """(n, k, num_experts) as C ints: a value outside 32 bits is an error naming it, not a wrapped size."""
+    return (_lib.c_int("mxfp4_gemm: n", n), _lib.c_int("mxfp4_gemm: k", k),
+            _lib.c_int("mxfp4_gemm: num_experts", num_experts))
+
+
 def packed_bytes(n: int, k: int, num_experts: int = 1):
     """(weight bytes, scale bytes) of a prepacked n x k x num_experts weight."""
     L = _lib.require("ktune_mxfp4_packed_bytes")
+    dims = _c_dims(n, k, num_experts)
     out = []
     for which in (0, 1):
         b = ctypes.c_size_t(0)
-        _lib.check(L.ktune_mxfp4_packed_bytes(int(n), int(k), int(num_experts), which, ctypes.byref(b)),
-                   "ktune_mxfp4_packed_bytes")
+        _lib.check(L.ktune_mxfp4_packed_bytes(*dims, which, ctypes.byref(b)), "ktune_mxfp4_packed_bytes")
         out.append(b.value)
     return tuple(out)
 
@@ -119,8 +125,8 @@ def unpack(packed_weight, packed_scales, n: int, k: int, num_experts: int = 1):
     w = np.empty((num_experts, n, k // 2), dtype=np.uint8)
     s = np.empty((num_experts, n, k // 32), dtype=np.uint8)
     _lib.check(_lib.require("ktune_mxfp4_unpack_host").ktune_mxfp4_unpack_host(
-        _u8(np.ascontiguousarray(packed_weight)), _u8(np.ascontiguousarray(packed_scales)), int(n), int(k),
-        int(num_experts), _u8(w), _u8(s)), "ktune_mxfp4_unpack_host")
+        _u8(np.ascontiguousarray(packed_weight)), _u8(np.ascontiguousarray(packed_scales)), *_c_dims(n, k, num_experts),
+        _u8(w), _u8(s)), "ktune_mxfp4_unpack_host")
     return w, s
 
 

@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 
 from . import _lib, mxfp4
-from .errors import invalid, refuse_broadcast
+from .errors import invalid, refuse_broadcast, refuse_readonly
 
 _STORAGE = {"bf16": np.uint16, "fp16": np.float16}
 
@@ -74,6 +74,7 @@ def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, 
     if out is None:
         out = np.empty((m, info.n), dtype=_STORAGE[info.out_dtype])
     _array("out", out, _STORAGE[info.out_dtype], (m, info.n))
+    refuse_readonly("mxfp4_gemm: out", out)
     if bias is not None:
         _array("bias", bias, _STORAGE[info.out_dtype])
         if bias.size != info.num_experts * info.n:
@@ -99,6 +100,6 @@ def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, 
     args.expert_offsets = expert_offsets.ctypes.data if info.grouped else None
     args.config = _lib.cstr(config)
     fn = L.ktune_mxfp4_grouped_gemm_host if info.grouped else L.ktune_mxfp4_gemm_host
-    _lib.check(fn(rt.handle, info.key.encode(), ctypes.byref(args), int(threads)),
+    _lib.check(fn(rt.handle, info.key.encode(), ctypes.byref(args), _lib.c_int("mxfp4_gemm: threads", threads)),
                "ktune_mxfp4_grouped_gemm_host" if info.grouped else "ktune_mxfp4_gemm_host")
     return out

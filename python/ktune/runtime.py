@@ -283,12 +283,12 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     L.ktune_warmup_options_default(ctypes.byref(o))
     keep = [preset.encode(), _lib.cstr(arches), _lib.cstr(kv_dtype)]
     o.preset, o.arches, o.kv_dtype = keep
-    o.max_batch = max_batch or 0
-    o.max_seq_len = max_seq_len or 0
-    o.spec_tokens = -1 if spec_tokens is None else spec_tokens
+    o.max_batch = _lib.c_int("ktune.warmup: max_batch", max_batch or 0)
+    o.max_seq_len = _lib.c_int("ktune.warmup: max_seq_len", max_seq_len or 0)
+    o.spec_tokens = -1 if spec_tokens is None else _lib.c_int("ktune.warmup: spec_tokens", spec_tokens)
     o.all_candidates = 0 if default_only else 1
     o.budget_s = float(budget_s)
-    o.jobs = int(jobs)
+    o.jobs = _lib.c_int("ktune.warmup: jobs", jobs)
     o.device = -1 if dev is None else dev
     if progress is True:
         progress = _StderrProgress(preset)

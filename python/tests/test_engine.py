@@ -146,6 +146,27 @@ class EngineHost(unittest.TestCase):
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "op"):
             ktune.xqa_pack_mask(np.ones((4, 4), dtype=np.bool_), 42)
 
+    def test_outputs_must_be_dense_and_writeable(self):
+        # The words and offsets are written densely through the output's pointer: a column view or a reversed
+        # view would put them outside the view (or past its memory), a read-only array would be written anyway.
+        key = explicit_key(4)
+        bools = np.ones((8, 4), dtype=np.bool_)
+        base = np.full((8, 2), POISON, dtype=np.uint32)
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "out: expected a contiguous array"):
+            ktune.xqa_pack_mask(bools, key, out=base[:, :1])
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "out: expected a contiguous array"):
+            ktune.xqa_pack_mask(bools, key, out=np.full((16, 1), POISON, dtype=np.uint32)[:8][::-1])
+        self.assertTrue((base == POISON).all(), "a refused call wrote the words")
+        frozen = np.full((8, 1), POISON, dtype=np.uint32)
+        frozen.flags.writeable = False
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "out: expected a writeable array"):
+            ktune.xqa_pack_mask(bools, key, out=frozen)
+        cu = np.zeros(3, dtype=np.int32)
+        cu.flags.writeable = False
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "out: expected a writeable array"):
+            ktune.q_cu_seq_lens(np.array([1, 2], dtype=np.int32), key, out=cu)
+        self.assertTrue((frozen == POISON).all() and (cu == 0).all(), "a read-only output was written")
+
 
 @unittest.skipIf(torch is None, "torch is not installed")
 @skip_unless("gpu", HAVE_CUDA, "no CUDA device")

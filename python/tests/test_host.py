@@ -238,6 +238,20 @@ class XqaHostForms(unittest.TestCase):
             self.assertIn(f"xqa_decode: {name}: expected no stride of 0", str(cm.exception))
         self.assertTrue((out_backing == 0xFFFF).all(), "a refused call wrote into out's memory")
 
+    def test_read_only_outputs_are_refused(self):
+        key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16, lse=True)
+        info = parse_key(key)
+        case = make_case(np.random.default_rng([SEED, 12]), info, 2, [20, 30])
+        q, kv, rest = case["q"], case["kv_cache"], (case["block_tables"], case["seq_lens"])
+        out = np.full(q.shape, 0xFFFF, dtype=np.uint16)
+        lse = np.zeros(q.shape[:2], dtype=np.float32)
+        for name, frozen in (("out", out), ("lse", lse)):
+            frozen.flags.writeable = False
+            with self.assertRaisesRegex(ktune.InvalidArgumentError, f"xqa_decode: {name}: expected a writeable array"):
+                ktune.xqa_decode(key, q, kv, *rest, out=out, lse=lse)
+            frozen.flags.writeable = True
+        self.assertTrue((out == 0xFFFF).all() and not lse.any(), "a read-only output was written")
+
 
 class Errors(unittest.TestCase):
     def test_bad_problem_json_names_the_field(self):

@@ -135,6 +135,22 @@ class MlaHost(unittest.TestCase):
             ktune.sparse_mla_decode(key, np.broadcast_to(q[:, :1], q.shape), kv, idx, runtime=RT)
         self.assertIn("q: expected no stride of 0", c.exception.message)
 
+    def test_partial_element_strides_and_read_only_out_are_refused(self):
+        key = ktune.mla_problem(16, 512, 64, 64, page_size=64)
+        q, kv, idx, _, _ = make_case(np.random.default_rng(SEED + 9), "fp8_ds_mla", 16, 64, 64, 3, False)
+        # q's rows one byte apart from whole elements: strides // itemsize would silently read other rows.
+        raw = np.zeros(q.nbytes + 64, dtype=np.uint16)
+        odd = np.lib.stride_tricks.as_strided(raw, shape=q.shape, strides=(q.strides[0] + 1, q.strides[1], 2))
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "q: expected strides in whole elements"):
+            ktune.sparse_mla_decode(key, odd, kv, idx, runtime=RT)
+        out = np.full((3, 16, 512), 0xFFFF, dtype=np.uint16)
+        out.flags.writeable = False
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "out: expected a writeable array"):
+            ktune.sparse_mla_decode(key, q, kv, idx, out=out, runtime=RT)
+        self.assertTrue((out == 0xFFFF).all(), "a read-only out was written")
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "num_tokens: expected a 32-bit int"):
+            ktune.sparse_mla_decode_plan(key, 2**32 + 1, runtime=RT)
+
     def test_out_of_range_slot_names_token_and_entry(self):
         key = ktune.mla_problem(16, 512, 64, 64, page_size=64)
         rng = np.random.default_rng(SEED + 7)

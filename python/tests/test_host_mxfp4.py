@@ -147,6 +147,15 @@ class Mxfp4Host(unittest.TestCase):
         small = host_weight(rng.integers(0, 256, (32, 32), dtype=np.uint8), rng.integers(120, 133, (32, 2), dtype=np.uint8))
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "weight: expected n, k, num_experts = 100, 96, 1"):
             ktune.mxfp4_gemm(key, a, small, runtime=RT)
+        frozen = np.zeros((4, 100), dtype=np.uint16)
+        frozen.flags.writeable = False
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "out: expected a writeable array"):
+            ktune.mxfp4_gemm(key, a, w, out=frozen, runtime=RT)
+        self.assertFalse(frozen.any(), "a read-only out was written")
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "n: expected a 32-bit int"):
+            mxfp4.packed_bytes(2**32 + 32, 64)  # would be the sizes of n = 32
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "n: expected 1..1048576"):
+            mxfp4.packed_bytes(2**31 - 1, 64)  # past the problem limits: the sizes would overflow
         wb, sb = mxfp4.packed_bytes(100, 96)
         short = mxfp4.Mxfp4Weight(w.n, w.k, w.num_experts, w.packed[: w.packed.size // 2], w.scales, w.layout_version)
         with self.assertRaisesRegex(ktune.InvalidArgumentError, f"weight.packed: expected {wb} bytes"):

@@ -18,10 +18,13 @@ namespace {
   throw Error(Status::invalid_argument, "mxfp4_gemm prepack", field + ": " + what);
 }
 
+// The limits of Problem::validate, so every size below fits easily in 64 bits.
 void check_dims(int n, int k, int num_experts) {
-  if (n < 1) fail("n", "expected >= 1, got " + std::to_string(n));
-  if (k < 32 || k % 32 != 0) fail("k", "expected a positive multiple of 32, got " + std::to_string(k));
-  if (num_experts < 1) fail("num_experts", "expected >= 1, got " + std::to_string(num_experts));
+  if (n < 1 || n > kMaxN) fail("n", "expected 1.." + std::to_string(kMaxN) + ", got " + std::to_string(n));
+  if (k < 32 || k > kMaxK || k % 32 != 0)
+    fail("k", "expected a positive multiple of 32 up to " + std::to_string(kMaxK) + ", got " + std::to_string(k));
+  if (num_experts < 1 || num_experts > kMaxExperts)
+    fail("num_experts", "expected 1.." + std::to_string(kMaxExperts) + ", got " + std::to_string(num_experts));
 }
 
 struct Dims {

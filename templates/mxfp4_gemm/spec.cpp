@@ -42,8 +42,6 @@ ktune_mxfp4::Shape shape_of(const Problem& p, const Config& c) {
 // Activation stages for the few-token configs: as deep as 8, within ~40 KB of shared memory per CTA.
 int small_stages(int bm, int wk) { return std::max(3, std::min(8, 40960 / (bm * wk * 128))); }
 
-constexpr int kMaxN = 1 << 20, kMaxK = 1 << 20, kMaxExperts = 4096;
-
 }  // namespace
 
 const char* dtype_name(DType t) { return key_parse::dtype_token(t); }

@@ -17,6 +17,9 @@ namespace ktune::mxfp4 {
 
 using DType = ::ktune_common::DType;
 
+// The largest weight a problem (and the prepack) takes: n and k up to 2^20, up to 4096 experts.
+inline constexpr int kMaxN = 1 << 20, kMaxK = 1 << 20, kMaxExperts = 4096;
+
 // The static problem. n, k, num_experts and top_k name the weight (and the tuning key); the generated kernel
 // depends only on the dtypes and on grouped (num_experts > 1), so every shape shares one binary per config.
 struct KTUNE_API Problem {

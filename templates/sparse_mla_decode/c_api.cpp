@@ -17,15 +17,8 @@ const std::vector<uint32_t> kOlderSizes = {ktune::mla::kCArgsSizeBeforeStrides};
 using namespace ktune::capi;
 
 const ktune::mla::Problem& mla_problem(const char* key) {
-  thread_local std::string last_key;
-  thread_local ktune::mla::Problem last;
-  if (last_key != key) {
-    last = ktune::mla::Problem::from_key(key);
-    last_key = key;
-  }
-  return last;
+  return ktune::problem_for_key<ktune::mla::Problem>(key, [](const char* k) { return ktune::mla::Problem::from_key(k); });
 }
-
 
 }  // namespace
 

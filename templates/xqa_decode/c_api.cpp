@@ -17,19 +17,13 @@ using namespace ktune::capi;
 
 const std::vector<uint32_t> kOlderSizes = {ktune::xqa::kCArgsSizeBeforeForms};
 
-// Problem keys are parsed once per thread and key: the hot path of a C caller is a string compare.
 const ktune::xqa::Problem& xqa_problem(const char* key) {
-  thread_local std::string last_key;
-  thread_local ktune::xqa::Problem last;
-  if (last_key != key) {
-    ktune::xqa::Problem p = ktune::xqa::Problem::from_key(key);
+  return ktune::problem_for_key<ktune::xqa::Problem>(key, [](const char* k) {
+    ktune::xqa::Problem p = ktune::xqa::Problem::from_key(k);
     p.validate();
-    last = p;
-    last_key = key;
-  }
-  return last;
+    return p;
+  });
 }
-
 
 }  // namespace
 

@@ -138,6 +138,23 @@ TEST_CASE("C API xqa_decode host: bad block-table entries, seq_lens and q_cu_seq
   CHECK(all_finite_bf16(good.out));
 }
 
+TEST_CASE("C API: an empty problem key is refused like any unparsable key, on a thread's first call too",
+          "[attack][capi]") {
+  // Each family keeps the last key a thread parsed; an empty key must be parsed (and refused), never taken for
+  // the default problem the cache starts with. A thread of its own: nothing parsed on it before.
+  std::thread([] {
+    size_t bytes = 7;
+    ktune_runtime* rt = nullptr;
+    REQUIRE(ktune_runtime_create(nullptr, &rt) == KTUNE_OK);
+    CHECK(ktune_xqa_decode_workspace_bytes(rt, "", 1, 64, &bytes) == KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("cannot parse ''"));
+    CHECK(ktune_sparse_mla_decode_workspace_bytes(rt, "", 1, nullptr, 0, &bytes) == KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("cannot parse ''"));
+    CHECK(bytes == 7);
+    ktune_runtime_destroy(rt);
+  }).join();
+}
+
 TEST_CASE("C API sparse_mla_decode host: a top-k index outside the cache is refused by the library",
           "[attack][capi][host][mla]") {
   KTUNE_REQUIRE_HOST();

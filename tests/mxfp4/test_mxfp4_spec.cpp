@@ -315,6 +315,21 @@ TEST_CASE("mxfp4_gemm C API: sizes, prepack, argument errors", "[mxfp4][c_api]")
   CHECK(sb == packed_scale_bytes(37, 96, 2));
   CHECK(ktune_mxfp4_packed_bytes(37, 95, 1, 0, &wb) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("k: expected a positive multiple of 32"));
+  // Past the problem limits (n, k <= 2^20, 4096 experts) the sizes would overflow: refused, naming the field.
+  const struct {
+    int n, k, e;
+    const char* field;
+  } too_big[] = {{2147483647, 64, 1, "n: expected 1..1048576"},
+                 {16, 2147483616, 1, "k: expected a positive multiple of 32 up to 1048576"},
+                 {16, 64, 2147483647, "num_experts: expected 1..4096"}};
+  for (const auto& t : too_big) {
+    wb = 7;
+    CHECK(ktune_mxfp4_packed_bytes(t.n, t.k, t.e, 0, &wb) == KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(std::string(ktune_last_error()), Catch::Contains(t.field));
+    CHECK(wb == 7);
+  }
+  REQUIRE(ktune_mxfp4_packed_bytes(1 << 20, 1 << 20, 4096, 0, &wb) == KTUNE_OK);  // the largest: 2^51 bytes
+  CHECK(wb == (size_t(1) << 51));
   std::mt19937_64 rng(test::run_seed("mxfp4_gemm C API"));
   std::vector<uint8_t> w(2 * 37 * 48), s(2 * 37 * 3);
   for (auto& b : w) b = uint8_t(rng());
