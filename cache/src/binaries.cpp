@@ -1,5 +1,9 @@
 // CacheDb: the binaries table. Every read is verified against the recorded size and SHA-256 before it is
 // returned as a hit; hashing happens outside the connection lock so threads only serialise on SQLite itself.
+#include <algorithm>
+#include <functional>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "ktune/cache/sha256.hpp"
@@ -183,19 +187,23 @@ BinaryLookup CacheDb::find_binary_any_compiler_version(const std::string& source
                                                        const std::string& compiler, const std::string& options,
                                                        const std::string& ktune_version,
                                                        const std::unordered_set<std::string>& skip_blobs) {
-  // Candidate digests first (no blobs), newest first; then each is loaded and verified on its own.
-  std::vector<std::string> digests;
+  // Candidate digests first (no blobs), newest first; then each is loaded and verified on its own. The order is
+  // taken from the values as read (those the row digest and a signature cover), with the digest as tie-break,
+  // not from SQL: ORDER BY sorts by storage class and rowid, which an edit can change without changing a
+  // covered value (created_at rewritten as the text '1000x' still reads as 1000), and so pick another row.
+  std::vector<std::pair<int64_t, std::string>> candidates;  // (created_at, digest)
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     Stmt s(impl_->conn,
-           "SELECT digest, blob_sha256 FROM binaries WHERE source_digest = ? AND arch = ? AND compiler = ? "
-           "AND options = ? AND ktune_version = ? ORDER BY created_at DESC, rowid DESC");
+           "SELECT digest, blob_sha256, created_at FROM binaries WHERE source_digest = ? AND arch = ? "
+           "AND compiler = ? AND options = ? AND ktune_version = ?");
     s.bind(1, source_digest).bind(2, arch).bind(3, compiler).bind(4, options).bind(5, ktune_version);
     while (s.step())
-      if (!skip_blobs.count(s.text(1))) digests.push_back(s.text(0));
+      if (!skip_blobs.count(s.text(1))) candidates.emplace_back(s.int64(2), s.text(0));
   }
+  std::sort(candidates.begin(), candidates.end(), std::greater<>());
   BinaryLookup damaged;
-  for (const auto& d : digests) {
+  for (const auto& [created_at, d] : candidates) {
     BinaryLookup l = detail::lookup_binary(*impl_, d);
     if (l.status == LookupStatus::hit) return l;
     if (l.status == LookupStatus::damaged && damaged.status != LookupStatus::damaged) damaged = std::move(l);

@@ -58,6 +58,7 @@ struct FileState {
   bool foreign_id = false;  // an application id that is neither unset nor ktune's
   bool has_signatures_table = false;
   int64_t signatures = 0;   // rows in the signatures table
+  std::string not_a_table;  // "signatures (a view)": one of ktune's tables present as another kind of object
 };
 
 FileState inspect_locked(Connection& c) {
@@ -65,6 +66,11 @@ FileState inspect_locked(Connection& c) {
   st.version = read_schema_version(c);
   Stmt id(c, "PRAGMA application_id");
   st.foreign_id = id.step() && id.int64(0) != 0 && id.int64(0) != kApplicationId;
+  // A view (or trigger, index) under a table's name answers the same queries as the table, but a check that
+  // asks sqlite_master for tables does not see it: such a file is refused, not half-read.
+  Stmt other(c, "SELECT name, type FROM sqlite_master WHERE name IN ('meta', 'binaries', 'tuning', 'signatures') "
+                "AND type <> 'table'");
+  if (other.step()) st.not_a_table = other.text(0) + " (a " + other.text(1) + ")";
   Stmt t(c, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'signatures'");
   t.step();
   st.has_signatures_table = t.int64(0) > 0;
@@ -112,6 +118,10 @@ void check_file_state(const FileState& st, const std::string& path) {
     throw CacheError(fmt::format("ktune cache {}: this SQLite database belongs to another application (its "
                                  "application_id is not ktune's); point KTUNE_CACHE at another file",
                                  path));
+  if (!st.not_a_table.empty())
+    throw CacheError(fmt::format("ktune cache {}: {} where a ktune cache has a table: the file was altered; "
+                                 "refusing to use it",
+                                 path, st.not_a_table));
   check_version_supported(st.version, path);
   if (st.signatures > 0 && st.version < 2)
     throw CacheError(fmt::format("ktune cache {}: labelled cache schema version {} but it carries signatures, "

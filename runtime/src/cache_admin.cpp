@@ -164,16 +164,25 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
     CacheMergeSummary total;
     auto out = cache::CacheDb::open(staging.path(), cache::OpenOptions{});
     cache::LayeredCache layered(search_path, true);
+    // What ships is what the path names: a layer that is not there (a typo, a dangling link) fails the export
+    // rather than leaving an image without its rows.
+    for (const auto& info : layered.layers())
+      if (!info.present)
+        throw Error(Status::not_found, "cache",
+                    fmt::format("export: no cache file at {} (a layer of {}); nothing exported", info.path,
+                                search_path));
     for (const auto& info : layered.layers()) {
-      if (!info.present) continue;
       auto m = out->merge_from(info.path, version());  // this version's tuning rows over older ones
-      total.binaries_added += m.binaries_added;
       total.binaries_skipped += m.binaries_skipped;
-      total.tuning_added += m.tuning_added;
-      total.tuning_updated += m.tuning_updated;
       total.damaged_skipped += m.damaged_skipped;
     }
     out->export_to(dest);  // compacted copy in rollback-journal mode
+    // The rows the exported file holds (a row several layers hold, or one replaced by a later layer's, once).
+    cache::OpenOptions read_back;
+    read_back.read_only = true;
+    const cache::CacheDb::Counts stored = cache::CacheDb::open(dest, read_back)->counts();
+    total.binaries_added = static_cast<int>(stored.binaries);
+    total.tuning_added = static_cast<int>(stored.tuning);
     return total;
   });
 }

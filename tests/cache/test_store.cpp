@@ -241,6 +241,16 @@ TEST_CASE("find_binary_any_compiler_version returns the newest intact match", "[
   CHECK(db->find_binary_any_compiler_version("srcA", "sm_100a", "nvrtc", "-arch=sm_90a -O3", "0.1.0").status ==
         LookupStatus::miss);
 
+  // Edits that change no value the row digest covers change nothing either: the older row's created_at stored as
+  // the text '100x' (it still reads as 100, and SQL sorts text above every integer) and its rowid moved past the
+  // newer one's.
+  raw_exec(path, "UPDATE binaries SET created_at = created_at || 'x', rowid = 1000 WHERE digest = '" + old_v.digest +
+                     "'");
+  CHECK(db->verify().empty());  // still intact
+  l = find();
+  REQUIRE(l.status == LookupStatus::hit);
+  CHECK(l.record.compiler_version == "13.0.88");
+
   // The newest one damaged: the older intact one is returned instead.
   std::vector<uint8_t> bad = new_v.blob;
   bad[10] ^= 0x40;

@@ -60,6 +60,11 @@ expect 2 "unexpected argument 'b'" -- cache show a b
 # Options a command would ignore are refused, not dropped: a filter one subcommand does not apply, a second
 # problem source.
 expect 2 "unknown option --family" -- cache export --family mxfp4_gemm --out "$tmp/x.db"
+# A layer that is not there is checked by nobody: neither an export nor a verify of the path passes.
+expect 1 "no cache file at $tmp/typo.db" -- cache export --cache "$tmp/typo.db" --out "$tmp/typo-out.db"
+[[ ! -e "$tmp/typo-out.db" ]] || { echo "FAIL: an export of a missing layer wrote $tmp/typo-out.db"; fails=$((fails + 1)); }
+"$K" cache prune >/dev/null  # creates the (empty) cache file: a present layer beside the missing one
+expect 1 "no cache file at $tmp/typo.db: nothing there" -- cache verify --cache "$KTUNE_CACHE:$tmp/typo.db"
 expect 2 "unknown option --family" -- cache merge --family xqa_decode --from "$tmp/x.db"
 expect 2 "unknown option --out" -- cache ls --out "$tmp/x.db"
 expect 2 "unknown option --stale-ktune" -- cache ls --stale-ktune

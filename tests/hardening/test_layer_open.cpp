@@ -108,8 +108,13 @@ TEST_CASE("tamper: a file ktune refuses is left byte-for-byte as it was", "[atta
   raw_exec(other_app, "PRAGMA application_id = 1234");
   const std::string future = signed_image(dir, "future.db", nullptr);
   raw_exec(future, "UPDATE meta SET value = '9' WHERE key = 'schema_version'");
+  // A signed file whose signatures table became a view over a renamed copy: the view answers the signature
+  // check, but a count of signature *tables* sees none, so it would have passed for unsigned and been written.
+  const std::string view = signed_image(dir, "view.db", nullptr);
+  raw_exec(view, "ALTER TABLE signatures RENAME TO sigs_t");
+  raw_exec(view, "CREATE VIEW signatures AS SELECT * FROM sigs_t");
 
-  for (const std::string& path : {foreign, other_app, future}) {
+  for (const std::string& path : {foreign, other_app, future, view}) {
     INFO(path);
     const std::string before = file_sha256(path);
     CHECK_THROWS_AS(CacheDb::open(path, {}), CacheError);
@@ -195,6 +200,22 @@ TEST_CASE("export: cache export writes one self-contained file, even from a live
   CHECK(shipped->counts().binaries == 4);
   CHECK(shipped->counts().tuning == 1);
   CHECK(shipped->verify().empty());
+
+  // Two layers holding the same rows: the summary counts the rows the file holds, once.
+  const std::string copy = dir.file("copy.db"), twice = dir.file("twice.db");
+  auto second = CacheDb::open(copy, {});
+  for (int i = 0; i < 4; ++i) second->put_binary(sample_record(i));
+  second->put_tuning(sample_tuning(1));
+  m = cache_export(live + ":" + copy, twice);
+  CHECK(m.binaries_added == 4);
+  CHECK(m.tuning_added == 1);
+  CHECK(m.tuning_updated == 0);
+
+  // A layer the path names that is not there (a typo): refused, naming it, and no file written.
+  const std::string typo = dir.file("typo.db"), partial = dir.file("partial.db");
+  CHECK_THROWS_WITH(cache_export(live + ":" + typo, partial),
+                    Catch::Contains("no cache file at " + typo) && Catch::Contains("nothing exported"));
+  CHECK_FALSE(fs::exists(partial));
 }
 
 TEST_CASE("readonly: a dangling symbolic link at a cache path is an error, never a file at its target",

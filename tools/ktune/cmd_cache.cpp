@@ -110,11 +110,12 @@ int stats(const Args& args, const std::string& cache) {
 
 int verify(const Args& args, const std::string& cache) {
   // A path with no cache file behind it (a typo, a dangling link) is no intact, signed cache: a shipping gate
-  // that checked nothing must not pass.
-  int present = 0;
-  for (const auto& l : cache_layers(cache)) present += l.present ? 1 : 0;
-  if (present == 0) {
-    const std::string why = fmt::format("no cache file at {}: nothing to verify", cache);
+  // that checked nothing, or only some of the layers it names, must not pass.
+  std::vector<std::string> missing;
+  for (const auto& l : cache_layers(cache))
+    if (!l.present) missing.push_back(l.path);
+  if (!missing.empty()) {
+    const std::string why = fmt::format("no cache file at {}: nothing there to verify", fmt::join(missing, ", "));
     if (args.has("json")) {
       JsonObject out;
       out.num("checked", int64_t{0}).num("damaged", int64_t{0}).boolean("intact", false).str("error", why);
@@ -274,7 +275,7 @@ int cmd_cache(const std::vector<std::string>& argv) {
     auto m = cache_export(cache, args.get("out"));
     if (args.has("json")) fmt::print("{}\n", merge_json(m));
     else fmt::print("exported {} binaries and {} tuning rows to {} ({} damaged skipped)\n", m.binaries_added,
-                    m.tuning_added + m.tuning_updated, args.get("out"), m.damaged_skipped);
+                    m.tuning_added, args.get("out"), m.damaged_skipped);
     return 0;
   }
   if (sub == "merge") {

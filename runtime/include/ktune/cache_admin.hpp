@@ -81,7 +81,9 @@ KTUNE_API int cache_prune(const std::string& search_path, bool stale_compiler, b
                           const std::string& family = "");
 // Writes every intact entry of every layer into a new database at dest (refuses an existing file or link),
 // compacted, checkpointed and in rollback-journal mode: one self-contained file, ready to ship read-only in an
-// image. Concurrent exports use temporaries of their own (removed on failure); at most one creates dest.
+// image. Concurrent exports use temporaries of their own (removed on failure); at most one creates dest. A layer
+// of search_path that is not there (a typo, a dangling link) is Error(not_found) and nothing is written. The
+// summary's binaries_added and tuning_added are the rows dest holds; tuning_updated is 0.
 KTUNE_API CacheMergeSummary cache_export(const std::string& search_path, const std::string& dest);
 // Imports the intact entries of src into the first writable layer. public_key_paths set (':'- or
 // ','-separated public key files): src must carry a valid signature by one of them over exactly its rows
