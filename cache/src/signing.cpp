@@ -320,8 +320,20 @@ SignatureRecord sign_file(const std::string& path, const SecretKey& key) {
   OpenOptions o;
   o.create = false;
   o.allow_signed = true;  // signing again (or with a second key) replaces or adds a signature row
-  auto db = CacheDb::open(path, o);
-  SignatureRecord rec = db->sign(key);
+  auto db = CacheDb::open(path, o);  // a writable open switches the file to WAL
+  SignatureRecord rec;
+  try {
+    rec = db->sign(key);
+  } catch (...) {
+    // A refused file (one that fails verification, say) is left in its journal mode, as it came.
+    if (!was_wal) {
+      try {
+        db->use_rollback_journal();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
   if (!was_wal) db->use_rollback_journal();
   return rec;
 }

@@ -7,6 +7,7 @@
 
 #include "hardening_util.hpp"
 #include "ktune/cache/layered.hpp"
+#include "ktune/cache_admin.hpp"
 #include "ktune/cache/sha256.hpp"
 #include "ktune/cache/signing.hpp"
 
@@ -244,6 +245,21 @@ TEST_CASE("hardening: signing refuses a damaged or v1 file", "[hardening][signin
   }
   raw_exec(path, "UPDATE binaries SET options = '-G' WHERE digest = '" + sample_record(1).digest + "'");
   CHECK_THROWS_WITH(sign_file(path, read_secret_key(k.secret)), Catch::Contains("refusing to sign"));
+  // An exported file (rollback journal, what ships) that is refused stays in that journal mode: byte 18 of the
+  // SQLite header says 1, not 2 (WAL).
+  const std::string source = dir.file("source.db"), shipped = dir.file("shipped.db");
+  CacheDb::open(source, {})->put_binary(sample_record(3));
+  ktune::cache_export(source, shipped);
+  raw_exec(shipped, "UPDATE binaries SET options = '-G'");
+  auto header_byte_18 = [&] {
+    std::ifstream f(shipped, std::ios::binary);
+    char h[20] = {};
+    f.read(h, sizeof h);
+    return int(h[18]);
+  };
+  REQUIRE(header_byte_18() == 1);
+  CHECK_THROWS_WITH(sign_file(shipped, read_secret_key(k.secret)), Catch::Contains("refusing to sign"));
+  CHECK(header_byte_18() == 1);
   const std::string v1 = dir.file("v1.db");
   auto old = detail::open_at_schema_version(v1, 1);
   old->put_binary(sample_record(2));
