@@ -32,6 +32,13 @@ RuntimeOptions options_for(const std::string& path) {
   return o;
 }
 
+// Two runtimes on one cache file: two processes, as far as the locks can tell.
+struct TwoRuntimes {
+  test::TempDir dir;
+  RuntimeOptions o = options_for(dir.file("t.db"));
+  Runtime first{o}, second{o};
+};
+
 // The row a host tuning of kKey would store, with `winner`.
 cache::TuningRecord host_row(Runtime& rt, const std::string& winner) {
   cache::TuningRecord row;
@@ -49,9 +56,9 @@ cache::TuningRecord host_row(Runtime& rt, const std::string& winner) {
 TEST_CASE("tuning single flight: a claim waits while another runtime tunes the key, then takes its row",
           "[autotune][warmup][singleflight]") {
   KTUNE_REQUIRE_HOST();
-  test::TempDir dir;
-  const RuntimeOptions o = options_for(dir.file("t.db"));
-  Runtime tuner(o), waiter(o);
+  TwoRuntimes two;
+  const RuntimeOptions& o = two.o;
+  Runtime &tuner = two.first, &waiter = two.second;
   // The waiter looked the key up before the row existed: it remembers a miss, which it must not trust later.
   CHECK(waiter.host_tuned_config(kFamily, kKey).empty());
 
@@ -85,9 +92,9 @@ TEST_CASE("tuning single flight: a claim waits while another runtime tunes the k
 
 TEST_CASE("tuning single flight: a wait that times out tunes anyway and says why", "[autotune][warmup][singleflight]") {
   KTUNE_REQUIRE_HOST();
-  test::TempDir dir;
-  const RuntimeOptions o = options_for(dir.file("t.db"));
-  Runtime stuck(o), waiter(o);
+  TwoRuntimes two;
+  const RuntimeOptions& o = two.o;
+  Runtime &stuck = two.first, &waiter = two.second;
   const autotune::KeyClaim held = autotune::claim_key(stuck, kFamily, kKey, true, false, 5);
   REQUIRE(held.flight);
   const auto t0 = std::chrono::steady_clock::now();
@@ -102,9 +109,8 @@ TEST_CASE("tuning single flight: a wait that times out tunes anyway and says why
 TEST_CASE("tuning single flight: a claim reads the cache again after another runtime stored the key",
           "[autotune][warmup][singleflight]") {
   KTUNE_REQUIRE_HOST();
-  test::TempDir dir;
-  const RuntimeOptions o = options_for(dir.file("t.db"));
-  Runtime engine(o), other(o);
+  TwoRuntimes two;
+  Runtime &engine = two.first, &other = two.second;
   // A process that served requests remembers a miss; another warmup then tunes and stores the key, and is done
   // (no lock held) before this one claims it: the claim takes the row, it does not tune the key again.
   CHECK(engine.host_tuned_config(kFamily, kKey).empty());
