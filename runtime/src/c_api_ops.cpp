@@ -33,18 +33,27 @@ ktune_status ktune_op_prepare(ktune_runtime* runtime, const char* family, const 
   });
 }
 
+namespace {
+
+// The checks of a run's op and argument header, before anything changes (the thread's device included).
+ktune_status check_run(const ktune_op* op, const void* args, const char* what) {
+  if (!op) return invalid((std::string(what) + ": op must not be NULL").c_str());
+  if (!args) return invalid((std::string(what) + ": args must not be NULL").c_str());
+  return check_args_header(args, op->family->name.c_str(), op->family_id, op->family->c_args_size, what,
+                           op->family->c_args_older_sizes);
+}
+
+}  // namespace
+
 ktune_status ktune_op_run(const ktune_op* op, const void* args, void* stream) {
-  if (!op) return invalid("ktune_op_run: op must not be NULL");
-  if (!args) return invalid("ktune_op_run: args must not be NULL");
-  if (ktune_status st = check_args_header(args, op->family->name.c_str(), op->family_id, op->family->c_args_size,
-                                           "ktune_op_run", op->family->c_args_older_sizes))
-    return st;
+  if (ktune_status st = check_run(op, args, "ktune_op_run")) return st;
   return guarded([&] { op->op->run(args, stream); });
 }
 
 ktune_status ktune_op_run_on_device(const ktune_op* op, const void* args, void* stream, int device) {
+  if (ktune_status st = check_run(op, args, "ktune_op_run_on_device")) return st;
   if (ktune_status st = ktune_ensure_device(device)) return st;
-  return ktune_op_run(op, args, stream);
+  return guarded([&] { op->op->run(args, stream); });
 }
 
 ktune_status ktune_op_plan(const ktune_op* op, const void* args, const char** plan_json) {

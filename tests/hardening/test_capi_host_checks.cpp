@@ -233,5 +233,22 @@ TEST_CASE("C API prepared op on the host device: run_on_device(KTUNE_HOST_DEVICE
   CHECK(all_finite_bf16(x.out));
   CHECK(plan == KTUNE_ERROR_UNSUPPORTED);
   CHECK_THAT(plan_message, Catch::Contains("this thread's device is the host CPU"));
+
+  // A refused run changes nothing, the thread's device included: the plan on that thread is then not the host's
+  // "unsupported" (on a machine without a GPU it fails for want of one).
+  ktune_status refused = KTUNE_OK;
+  std::string refused_message;
+  std::thread([&] {
+    ktune_xqa_args a = x.args();
+    a.struct_size = 3;
+    refused = ktune_op_run_on_device(op, &a, nullptr, KTUNE_HOST_DEVICE);
+    refused_message = ktune_last_error();
+    a = x.args();
+    const char* json = nullptr;
+    plan = ktune_op_plan(op, &a, &json);
+  }).join();
+  CHECK(refused == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(refused_message, Catch::Contains("ktune_op_run_on_device") && Catch::Contains("struct_size"));
+  CHECK(plan != KTUNE_ERROR_UNSUPPORTED);
   ktune_op_free(op);
 }
