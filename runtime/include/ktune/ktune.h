@@ -28,6 +28,10 @@ typedef enum ktune_status {
 
 typedef struct ktune_runtime ktune_runtime;
 
+/* ktune_runtime_options, ktune_stats, ktune_warmup_options and ktune_warmup_result have fixed layouts: no
+ * version of the library adds a field to them, so a caller built against any header version reads and writes
+ * exactly what the library does. What a later version adds comes through a struct that begins with struct_size
+ * (the argument structs, ktune_warmup_request) or through a new call, never through a longer one of these. */
 typedef struct ktune_runtime_options {
   const char* cache_path; /* NULL => $KTUNE_CACHE, else $XDG_CACHE_HOME/ktune/ktune.db, else ~/.cache/ktune/ktune.db */
   int read_only;          /* nonzero => never write to a cache layer */
