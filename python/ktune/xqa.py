@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import operator
 import re
 from dataclasses import dataclass
 
@@ -187,6 +188,14 @@ def _scale(name, v):
     return float(v), None
 
 
+def _as_int(v):
+    """v as a Python int when it is an integer of any kind (int, a NumPy integer), else None."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
+
+
 def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out, lse,
                max_seq_len, softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, config,
                num_splits, k_cache=None, v_cache=None):
@@ -237,9 +246,11 @@ def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens
         _need("lse", lse, (num_tokens, info.num_q_heads), ("f32",))
     elif lse is not None:
         raise invalid("xqa_decode: lse: expected None (the problem does not write LSE), got an array")
-    if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or max_seq_len <= 0:
+    bound = None if isinstance(max_seq_len, bool) else _as_int(max_seq_len)  # NumPy integers too
+    if bound is None or bound <= 0:
         raise invalid(f"xqa_decode: max_seq_len: expected a positive int (a host-known upper bound of seq_lens), "
                       f"got {max_seq_len!r}")
+    max_seq_len = bound
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(info.head_dim)
     scales = [_scale(n, v) for n, v in (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale),

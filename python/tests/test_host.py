@@ -238,6 +238,18 @@ class XqaHostForms(unittest.TestCase):
             self.assertIn(f"xqa_decode: {name}: expected no stride of 0", str(cm.exception))
         self.assertTrue((out_backing == 0xFFFF).all(), "a refused call wrote into out's memory")
 
+    def test_max_seq_len_takes_numpy_integers(self):
+        key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16)
+        info = parse_key(key)
+        case = make_case(np.random.default_rng([SEED, 13]), info, 2, [20, 30])
+        args = (key, case["q"], case["kv_cache"], case["block_tables"], case["seq_lens"])
+        want = ktune.xqa_decode(*args, max_seq_len=32)
+        np.testing.assert_array_equal(ktune.xqa_decode(*args, max_seq_len=np.int32(32)), want)
+        np.testing.assert_array_equal(ktune.xqa_decode(*args, max_seq_len=np.int64(32)), want)
+        for bad in (True, 32.0, np.int64(0)):
+            with self.assertRaisesRegex(ktune.InvalidArgumentError, "max_seq_len: expected a positive int"):
+                ktune.xqa_decode(*args, max_seq_len=bad)
+
     def test_read_only_outputs_are_refused(self):
         key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16, lse=True)
         info = parse_key(key)
