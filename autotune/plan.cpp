@@ -77,12 +77,25 @@ std::vector<BucketSpec> op_bucket_specs(const Preset& preset, const PresetOp& op
   return specs;
 }
 
+// Whether `op` is tuned for `arch`: no list, or a listed arch of the same GPU. An arch in a list names a GPU, so
+// its variant does not matter ("sm_90" and "sm_90a" are the same H100), while a warmup's arch is the variant
+// compiled for.
+bool op_runs_on(const PresetOp& op, const std::string& arch) {
+  if (op.arches.empty()) return true;
+  const Arch a = Arch::parse(arch);
+  for (const std::string& listed : op.arches) {
+    const Arch l = Arch::parse(listed);
+    if (l.host == a.host && l.major == a.major && l.minor == a.minor) return true;
+  }
+  return false;
+}
+
 std::vector<WorkItem> make_plan(const Preset& preset, const std::vector<std::string>& arches) {
   std::vector<WorkItem> items;
   std::unordered_map<std::string, size_t> index;
   for (const std::string& arch : normalized_arches(arches)) {
     for (const PresetOp& op : preset.ops) {
-      if (!op.arches.empty() && std::find(op.arches.begin(), op.arches.end(), arch) == op.arches.end()) continue;
+      if (!op_runs_on(op, arch)) continue;
       for (auto& buckets : combinations(op_bucket_specs(preset, op))) {
         std::string key = fmt::format("{}/{}/{}", arch, op.family, tuning_problem_key(op.problem_json, buckets));
         auto [it, inserted] = index.emplace(key, items.size());

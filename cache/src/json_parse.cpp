@@ -4,6 +4,7 @@
 #include <charconv>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ktune/cache/json.hpp"
 #include "utf8.hpp"
@@ -80,7 +81,7 @@ class JsonParser {
     ++pos_;  // '{'
     Json result = Json::object();
     auto& members = std::get<Json::Object>(result.v_);
-    std::unordered_map<std::string, size_t> index;  // keeps duplicate-key handling linear
+    std::unordered_set<std::string> seen;  // keeps the duplicate-key check linear
     skip_ws();
     if (!at_end() && peek() == '}') {
       ++pos_;
@@ -88,18 +89,20 @@ class JsonParser {
     }
     for (;;) {
       if (at_end() || peek() != '"') fail(members.empty() ? "a string key or '}'" : "a string key");
+      const size_t key_at = pos_;
       std::string key = string();
+      // A repeated key is refused, not resolved: which of two values was meant is the writer's to say (in a
+      // preset, a second "head_dim" would otherwise tune another kernel without a word).
+      if (!seen.insert(key).second) {
+        pos_ = key_at;  // the error points at the repeat
+        fail("a key not given before in this object", "\"" + key + "\" repeats");
+      }
       skip_ws();
       if (at_end() || peek() != ':') fail("':' after an object key");
       ++pos_;
       skip_ws();
       Json v = value(depth);
-      auto [it, inserted] = index.emplace(key, members.size());
-      if (inserted) {
-        members.emplace_back(std::move(key), std::move(v));
-      } else {
-        members[it->second].second = std::move(v);  // a repeated key: the last value wins, first position kept
-      }
+      members.emplace_back(std::move(key), std::move(v));
       skip_ws();
       if (at_end()) fail("',' or '}' after an object member");
       if (peek() == ',') {

@@ -166,6 +166,9 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
     cache::LayeredCache layered(search_path, true);
     // What ships is what the path names: a layer that is not there (a typo, a dangling link) fails the export
     // rather than leaving an image without its rows.
+    if (layered.layers().empty())
+      throw Error(Status::not_found, "cache",
+                  fmt::format("export: the search path '{}' names no cache file; nothing exported", search_path));
     for (const auto& info : layered.layers())
       if (!info.present)
         throw Error(Status::not_found, "cache",

@@ -73,6 +73,13 @@ TEST_CASE("autotune plan: ops limited to some arches, GEMM token buckets", "[aut
   REQUIRE(sm120.size() == 9);
   CHECK(sm120[0].labels == std::vector<std::string>{"attn.sparse.sm120"});
   CHECK(make_plan(ds, {"sm_89"}).empty());
+  // An op's arches name GPUs: "sm_120" lists the same GPU as the "sm_120a" a warmup compiles for.
+  Preset plain = ds;
+  for (auto& op : plain.ops)
+    for (auto& a : op.arches)
+      if (a == "sm_120a") a = "sm_120";
+  REQUIRE(make_plan(plain, {"sm_120a"}).size() == 9);
+  CHECK(make_plan(plain, {"sm_120a"})[0].labels == std::vector<std::string>{"attn.sparse.sm120"});
   // the host CPU tunes the 64-page op; its work is batch x topk KV tokens (what the host cap bounds)
   std::vector<WorkItem> host = make_plan(ds, {"host"});
   REQUIRE(host.size() == 9);

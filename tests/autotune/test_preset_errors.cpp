@@ -53,8 +53,12 @@ TEST_CASE("autotune presets: bad input names the field path", "[autotune]") {
                       R"({"label": "x", "family": "xqa_decode", "problem": {"head_dim": "abc", "num_q_heads": 32, "num_kv_heads": 8}})"),
                R"(ops[3].problem.head_dim: expected a positive integer, got "abc")");
   expect_error(preset(kAttn, kBuckets, R"("nmae": "typo", )"), "nmae: unknown field (expected one of name, description");
+  // A field given twice: refused at the repeat, not resolved to one of the two (another kernel, silently).
+  expect_error(preset(attn_with(R"({"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8, "head_dim": 64})")),
+               R"(expected a key not given before in this object, found '"' ("head_dim" repeats))");
   expect_error(R"({"buckets": )" + std::string(kBuckets) + R"(, "ops": [)" + kAttn + "]}", "name: required field missing");
-  expect_error(preset(kAttn, kBuckets, R"("name": "Custom Model", )"), R"(name: expected a name of a-z, 0-9)");
+  expect_error(R"({"name": "Custom Model", "buckets": )" + std::string(kBuckets) + R"(, "ops": [)" + kAttn + "]}",
+               R"(name: expected a name of a-z, 0-9)");
   expect_error(R"({"name": "custom", "buckets": )" + std::string(kBuckets) + "}", "ops: required field missing");
   expect_error(preset(""), "ops: expected a non-empty array of ops, got []");
   expect_error(R"({"name": "custom", "buckets": )" + std::string(kBuckets) + R"(, "ops": {}})",

@@ -137,11 +137,11 @@ TEST_CASE("json accessors and builders", "[cache][json]") {
   CHECK(j.dump() == R"({"name":"xqa","count":4,"ratio":0.25,"on":true,"list":[1,"two",null]})");
   CHECK(Json::parse(j.dump(2)) == j);
 
-  // Later duplicate keys win and keep the first position.
-  Json d = Json::parse(R"({"a":1,"b":2,"a":3})");
-  CHECK(d.size() == 2);
-  CHECK(d.members()[0].first == "a");
-  CHECK(d.get_int("a", 0) == 3);
+  // A repeated key is an error naming it, at the repeat, in nested objects too.
+  CHECK_THROWS_WITH(Json::parse(R"({"a":1,"b":2,"a":3})"),
+                    Catch::Contains("1:14: expected a key not given before in this object") && Catch::Contains("\"a\" repeats"));
+  CHECK_THROWS_WITH(Json::parse(R"({"o":{"k":1,"k":1}})"), Catch::Contains("\"k\" repeats"));
+  CHECK(Json::parse(R"({"o":{"k":1},"p":{"k":1}})").size() == 2);  // the same key in two objects is fine
   // Object equality ignores member order.
   CHECK(Json::parse(R"({"x":1,"y":[2]})") == Json::parse(R"({"y":[2],"x":1})"));
   CHECK(Json::parse(R"({"x":1})") != Json::parse(R"({"x":2})"));

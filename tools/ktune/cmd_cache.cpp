@@ -112,10 +112,13 @@ int verify(const Args& args, const std::string& cache) {
   // A path with no cache file behind it (a typo, a dangling link) is no intact, signed cache: a shipping gate
   // that checked nothing, or only some of the layers it names, must not pass.
   std::vector<std::string> missing;
-  for (const auto& l : cache_layers(cache))
+  const auto layers = cache_layers(cache);
+  for (const auto& l : layers)
     if (!l.present) missing.push_back(l.path);
-  if (!missing.empty()) {
-    const std::string why = fmt::format("no cache file at {}: nothing there to verify", fmt::join(missing, ", "));
+  if (layers.empty() || !missing.empty()) {
+    const std::string why = layers.empty()
+                                ? fmt::format("the search path '{}' names no cache file: nothing to verify", cache)
+                                : fmt::format("no cache file at {}: nothing there to verify", fmt::join(missing, ", "));
     if (args.has("json")) {
       JsonObject out;
       out.num("checked", int64_t{0}).num("damaged", int64_t{0}).boolean("intact", false).str("error", why);

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "args.hpp"
@@ -16,10 +16,21 @@
 namespace ktune::cli {
 namespace {
 
-std::vector<uint8_t> read_all(const std::string& path, const char* what) {
+// The file at `path`, which must be a regular file of exactly `want` bytes (a device such as /dev/zero, or a
+// file of another size, is refused before it is read past the size asked for).
+std::vector<uint8_t> read_exactly(const std::string& path, const char* what, size_t want, const char* formula) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw UsageError(fmt::format("--{}: expected a regular file, got '{}'", what, path));
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw UsageError(fmt::format("--{}: cannot read the size of '{}': {}", what, path, ec.message()));
+  if (size != want) throw UsageError(fmt::format("--{}: expected {} bytes ({}), got {}", what, want, formula, size));
   std::ifstream f(path, std::ios::binary);
   if (!f) throw UsageError(fmt::format("--{}: cannot open '{}'", what, path));
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes(want);
+  if (!f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(want)))
+    throw UsageError(fmt::format("--{}: '{}' ended before {} bytes", what, path, want));
+  return bytes;
 }
 
 // The packed file's header as one JSON object (--json), for --check and for a written file alike.
@@ -58,12 +69,9 @@ int cmd_prepack(const std::vector<std::string>& argv) {
   f.k = args.get_int("k", 0);
   f.num_experts = args.get_int("experts", 1);
   const size_t wb = mxfp4::packed_weight_bytes(f.n, f.k, f.num_experts);  // validates n, k, experts
-  const std::vector<uint8_t> w = read_all(args.get("weight"), "weight"), s = read_all(args.get("scales"), "scales");
   const size_t want_w = size_t(f.num_experts) * f.n * (f.k / 2), want_s = size_t(f.num_experts) * f.n * (f.k / 32);
-  if (w.size() != want_w)
-    throw UsageError(fmt::format("--weight: expected {} bytes (experts * n * k / 2), got {}", want_w, w.size()));
-  if (s.size() != want_s)
-    throw UsageError(fmt::format("--scales: expected {} bytes (experts * n * k / 32), got {}", want_s, s.size()));
+  const std::vector<uint8_t> w = read_exactly(args.get("weight"), "weight", want_w, "experts * n * k / 2");
+  const std::vector<uint8_t> s = read_exactly(args.get("scales"), "scales", want_s, "experts * n * k / 32");
   f.weight.resize(wb);
   f.scales.resize(mxfp4::packed_scale_bytes(f.n, f.k, f.num_experts));
   mxfp4::prepack_host(w.data(), s.data(), f.n, f.k, f.num_experts, f.weight.data(), f.scales.data());
