@@ -149,7 +149,11 @@ grep -q '`checked`' "$SRC/docs/presets.md" ||
 # prepack: a weight of the wrong size names the flag; --json gives one object, for a written file and --check.
 head -c 2048 /dev/urandom >"$tmp/w.bin"
 head -c 128 /dev/urandom >"$tmp/s.bin"
-expect 2 "--weight: expected 2048 bytes.*got 2047" -- prepack --weight <(head -c 2047 "$tmp/w.bin") \
+head -c 2047 "$tmp/w.bin" > "$tmp/w2047.bin"
+expect 2 "--weight: expected 2048 bytes.*got 2047" -- prepack --weight "$tmp/w2047.bin" \
+  --scales "$tmp/s.bin" --n 64 --k 64 --out "$tmp/p.bin"
+# A device or a pipe is refused before it is read (/dev/zero would be read until memory runs out).
+expect 2 "--weight: expected a regular file, got '/dev/zero'" -- prepack --weight /dev/zero \
   --scales "$tmp/s.bin" --n 64 --k 64 --out "$tmp/p.bin"
 for run in "prepack --weight $tmp/w.bin --scales $tmp/s.bin --n 64 --k 64 --out $tmp/p.bin --json" \
            "prepack --check $tmp/p.bin --json"; do
