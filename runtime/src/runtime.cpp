@@ -80,17 +80,27 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
 
 Runtime::Impl::~Impl() = default;  // modules are unloaded in ~Runtime (module_table.cpp)
 
+// A debugging aid, so best effort: a dump that cannot be written is a warning, never a failed call (the
+// binary is compiled and stored either way).
 void Runtime::Impl::dump(const GeneratedKernel& kernel, const BinaryKey& key, const std::vector<uint8_t>& blob) {
   if (options.dump_dir.empty()) return;
   std::string stem = key.name;
   for (char& c : stem)
     if (c == '/') c = '_';
-  std::filesystem::create_directories(options.dump_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(options.dump_dir, ec);
   const bool host = key.compiler == "llvm";  // host: the translation unit as compiled, and an object file
-  std::ofstream(options.dump_dir + "/" + stem + (host ? ".cpp" : ".cu"))
-      << (host ? host_translation_unit(kernel) : kernel.source);
-  std::ofstream bin(options.dump_dir + "/" + stem + (host ? ".o" : ".cubin"), std::ios::binary);
+  const std::string source_path = options.dump_dir + "/" + stem + (host ? ".cpp" : ".cu");
+  const std::string binary_path = options.dump_dir + "/" + stem + (host ? ".o" : ".cubin");
+  std::ofstream src(source_path);
+  src << (host ? host_translation_unit(kernel) : kernel.source);
+  std::ofstream bin(binary_path, std::ios::binary);
   bin.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
+  if (!src || !bin) {
+    log(LogLevel::warn, "KTUNE_DUMP: could not write {} and {}{}", source_path, binary_path,
+        ec ? " (" + ec.message() + ")" : std::string());
+    return;
+  }
   log(LogLevel::info, "dumped {} to {}", key.name, options.dump_dir);
 }
 

@@ -78,6 +78,19 @@ TEST_CASE("the host target id names triple, CPU, features and LLVM", "[host][run
   CHECK_THAT(rt.host_fingerprint(), Catch::StartsWith(id) && Catch::Contains(";cores="));
 }
 
+TEST_CASE("a KTUNE_DUMP folder that cannot be written costs a warning, not the call", "[host][runtime][cache]") {
+  KTUNE_REQUIRE_HOST();
+  test::TempDir dir;
+  RuntimeOptions o = opts_for(dir.file("k.db"));
+  o.dump_dir = "/dev/null/dump";  // under a file: no folder can be made there
+  Runtime rt(o);
+  const xqa::Problem p = small_problem();
+  run_and_check(rt, p);
+  run_and_check(rt, p);
+  CHECK(rt.stats().compiles == 1);  // compiled once and stored, not compiled (and failed) at every call
+  CHECK(cache_list(o.cache_path).size() == 1);
+}
+
 TEST_CASE("host objects round-trip through the cache: a second runtime compiles nothing", "[host][runtime][cache]") {
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
