@@ -101,10 +101,6 @@ std::string bindings_join(const std::vector<std::string>& v) {
   return s;
 }
 
-// The primary context of each device, retained once per process.
-std::mutex bindings_ctx_mutex;
-std::vector<CUcontext> bindings_primary_ctx;
-
 }  // namespace
 
 extern "C" {
@@ -143,30 +139,10 @@ ktune_status ktune_ensure_device(int ordinal) {
     if (ordinal == KTUNE_HOST_DEVICE) return ktune::use_device(ordinal);
     if (ktune::host_device_current()) ktune::detail::leave_host_device();
     const ktune::detail::DriverApi& cu = ktune::detail::driver();
-    CUcontext want = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(bindings_ctx_mutex);
-      if (ordinal >= 0 && static_cast<size_t>(ordinal) < bindings_primary_ctx.size())
-        want = bindings_primary_ctx[static_cast<size_t>(ordinal)];
-    }
+    CUcontext want = ktune::detail::known_primary_context(ordinal);
     CUcontext cur = nullptr;
     if (want && cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == want) return;  // the hot path
-    if (!want) {
-      int count = 0;
-      check_cu(cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
-      if (ordinal < 0 || ordinal >= count)
-        throw ktune::Error(ktune::Status::invalid_argument, "runtime",
-                           "device ordinal " + std::to_string(ordinal) + ": expected 0.." + std::to_string(count - 1));
-      CUdevice dev = 0;
-      check_cu(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
-      std::lock_guard<std::mutex> lock(bindings_ctx_mutex);
-      if (bindings_primary_ctx.size() <= static_cast<size_t>(ordinal))
-        bindings_primary_ctx.resize(static_cast<size_t>(ordinal) + 1, nullptr);
-      if (!bindings_primary_ctx[static_cast<size_t>(ordinal)])
-        check_cu(cu.cuDevicePrimaryCtxRetain(&bindings_primary_ctx[static_cast<size_t>(ordinal)], dev),
-                 "cuDevicePrimaryCtxRetain");
-      want = bindings_primary_ctx[static_cast<size_t>(ordinal)];
-    }
+    if (!want) want = ktune::detail::retained_primary_context(ordinal);
     check_cu(cu.cuCtxSetCurrent(want), "cuCtxSetCurrent");
   });
 }

@@ -52,8 +52,16 @@ uint64_t context_id(CUcontext ctx);
 // again) is Error(cuda_error) with the driver's reason, not "none current".
 uint64_t current_context_id(CUcontext* handle);
 
+// Device `ordinal`'s primary context, retained once per process and ordinal (the reference is held for the
+// process's life, so asking again per call or per thread never grows the driver's count). Error(invalid_argument)
+// for an ordinal this machine does not have.
+CUcontext retained_primary_context(int ordinal);
+// The context retained_primary_context(ordinal) returned before, or null when it was not asked for yet (a
+// lookup without a driver call, for a hot path).
+CUcontext known_primary_context(int ordinal);
+
 // Ends use_device(kHostDevice) on this thread, for a caller that makes a GPU context current itself (the
-// bindings' ktune_ensure_device, which keeps its own retained primary contexts).
+// bindings' ktune_ensure_device).
 void leave_host_device();
 
 }  // namespace ktune::detail

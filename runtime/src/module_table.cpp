@@ -1,5 +1,7 @@
 // Per-context module table: the hot path of every launch after the first is one shared-lock hash lookup.
 #include <chrono>
+#include <mutex>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -81,6 +83,8 @@ std::unique_ptr<LoadedKernel> detail::load_gpu_module(const cache::BinaryRecord&
   CUdeviceptr bound = 0;
   size_t bound_bytes = 0;
   if (CUresult r = cu.cuModuleGetGlobal(&bound, &bound_bytes, mod, symbols.binding.c_str()); r != CUDA_SUCCESS) {
+    if (not_the_binarys_fault(r))  // e.g. an earlier kernel's fault surfacing here: not a reason to quarantine
+      check_cu(r, fmt::format("cuModuleGetGlobal({}, {})", rec.name, symbols.binding).c_str());
     throw UnloadableBinary(fmt::format("{}: binding symbol {} does not resolve: {}", rec.name, symbols.binding,
                                        cu_text(r)));
   }
@@ -236,6 +240,24 @@ void use_device(int ordinal) {
     t_host_device = true;
     return;
   }
+  check_cu(driver().cuCtxSetCurrent(detail::retained_primary_context(ordinal)), "cuCtxSetCurrent");
+  t_host_device = false;
+}
+
+namespace detail {
+namespace {
+std::mutex g_primary_mutex;
+std::vector<CUcontext> g_primary;  // by ordinal; null: not retained yet
+}  // namespace
+
+CUcontext known_primary_context(int ordinal) {
+  std::lock_guard<std::mutex> lock(g_primary_mutex);
+  return ordinal >= 0 && static_cast<size_t>(ordinal) < g_primary.size() ? g_primary[static_cast<size_t>(ordinal)]
+                                                                         : nullptr;
+}
+
+CUcontext retained_primary_context(int ordinal) {
+  if (CUcontext known = known_primary_context(ordinal)) return known;
   const DriverApi& cu = driver();
   int count = 0;
   check_cu(cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
@@ -244,10 +266,13 @@ void use_device(int ordinal) {
                 fmt::format("device ordinal {}: expected {} (the host CPU) or 0..{}", ordinal, kHostDevice, count - 1));
   CUdevice dev = 0;
   check_cu(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
-  CUcontext ctx = nullptr;
-  check_cu(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  check_cu(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  t_host_device = false;
+  std::lock_guard<std::mutex> lock(g_primary_mutex);
+  if (g_primary.size() <= static_cast<size_t>(ordinal)) g_primary.resize(static_cast<size_t>(ordinal) + 1, nullptr);
+  CUcontext& slot = g_primary[static_cast<size_t>(ordinal)];
+  if (!slot) check_cu(cu.cuDevicePrimaryCtxRetain(&slot, dev), "cuDevicePrimaryCtxRetain");
+  return slot;
 }
+
+}  // namespace detail
 
 }  // namespace ktune
