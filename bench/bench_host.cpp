@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   std::vector<float> ws(xqa::workspace_bytes(p, cfg, batch, splits) / sizeof(float) + 1);
   in.prm.num_splits = splits;
   in.prm.workspace = splits > 1 ? ws.data() : nullptr;
-  const int items = xqa::host_decode_items(p, batch, splits);
+  const int items = int(xqa::host_decode_items(p, batch, splits));
   auto& pool = detail::HostPool::instance();
 
   const LoadedKernel& spec = xqa_decode_host_kernel(rt, p, cfg.key());
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
 
   auto combine = [&] {
     if (splits > 1)
-      pool.run(threads, xqa::host_combine_items(p, batch), 8, [&](int b, int e) { jit_combine(in.prm, b, e); });
+      pool.run(threads, int(xqa::host_combine_items(p, batch)), 8, [&](int b, int e) { jit_combine(in.prm, b, e); });
   };
   auto run_jit = [&] {
     pool.run(threads, items, 1, [&](int b, int e) { jit_decode(in.prm, b, e); });

@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   std::vector<float> ws(mla::workspace_bytes(p, tokens, splits) / sizeof(float) + 1);
   in.prm.num_splits = splits;
   in.prm.workspace = splits > 1 ? ws.data() : nullptr;
-  const int items = mla::host_decode_items(p, cfg, tokens, splits);
+  const int items = int(mla::host_decode_items(p, cfg, tokens, splits));
   auto& pool = detail::HostPool::instance();
 
   const LoadedKernel& spec = sparse_mla_decode_host_kernel(rt, p, cfg.key());
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
 
   auto combine = [&] {
     if (splits > 1)
-      pool.run(threads, mla::host_combine_items(p, tokens), 8, [&](int b, int e) { jit_combine(in.prm, b, e); });
+      pool.run(threads, int(mla::host_combine_items(p, tokens)), 8, [&](int b, int e) { jit_combine(in.prm, b, e); });
   };
   auto run_jit = [&] {
     pool.run(threads, items, 1, [&](int b, int e) { jit_decode(in.prm, b, e); });

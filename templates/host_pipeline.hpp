@@ -52,6 +52,16 @@ template <class Spec>
   launch_support::bad_arg(Spec::kFamily, field, expected, got);
 }
 
+// A call's work-item count as the pool's int: a count past 2^31 - 1 (a huge batch of a huge problem) is refused
+// naming `field`, rather than wrapping to a negative count that runs nothing and reports success.
+template <class Spec>
+int work_items(long long items, const char* field, long long value) {
+  if (items > 2147483647LL)
+    bad<Spec>(field, "a size whose host work items fit in 32 bits (" + std::to_string(items) + " items)",
+              std::to_string(value));
+  return static_cast<int>(items);
+}
+
 template <class Spec>
 typename Spec::Config parse_config(const char* key) {
   return launch_support::parse_forced_config<typename Spec::Config>(Spec::kFamily, key, Spec::kConfigGrammar);

@@ -105,10 +105,13 @@ void sparse_mla_decode_host(Runtime& rt, const Problem& problem, const SparseMla
   const HostEntry decode = reinterpret_cast<HostEntry>(kernel.functions[0]);
   const HostEntry combine = reinterpret_cast<HostEntry>(kernel.functions[1]);
   detail::HostPool& pool = detail::HostPool::instance();
-  pool.run(r.threads, mla::host_decode_items(p, r.config, a.num_tokens, r.splits), 1,
-           [&](int begin, int end) { decode(prm, begin, end); });
-  if (r.splits > 1)
-    pool.run(r.threads, mla::host_combine_items(p, a.num_tokens), 8, [&](int begin, int end) { combine(prm, begin, end); });
+  const int decode_items = host_pipeline::work_items<HostSpec>(
+      mla::host_decode_items(p, r.config, a.num_tokens, r.splits), "num_tokens", a.num_tokens);
+  const int combine_items = r.splits > 1 ? host_pipeline::work_items<HostSpec>(mla::host_combine_items(p, a.num_tokens),
+                                                                               "num_tokens", a.num_tokens)
+                                         : 0;
+  pool.run(r.threads, decode_items, 1, [&](int begin, int end) { decode(prm, begin, end); });
+  if (r.splits > 1) pool.run(r.threads, combine_items, 8, [&](int begin, int end) { combine(prm, begin, end); });
 }
 
 }  // namespace ktune

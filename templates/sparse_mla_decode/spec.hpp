@@ -82,10 +82,11 @@ constexpr int kCombineEntry = 0;
 // Host launch planning: decode items are (token, head group, split); splits are added only while there are
 // fewer items than ~2 per thread, and each split keeps at least two tiles of the top-k list.
 int choose_num_splits_host(const Problem& p, const Config& c, int num_tokens, int threads);
-inline int host_decode_items(const Problem& p, const Config& c, int num_tokens, int num_splits) {
-  return num_tokens * (p.num_heads / c.heads_per_cta) * (num_splits > 0 ? num_splits : 1);
+// Item counts in 64 bits: the launch refuses a count past the host pool's int (host_pipeline::work_items).
+inline long long host_decode_items(const Problem& p, const Config& c, int num_tokens, int num_splits) {
+  return (long long)num_tokens * (p.num_heads / c.heads_per_cta) * (num_splits > 0 ? num_splits : 1);
 }
-inline int host_combine_items(const Problem& p, int num_tokens) { return num_tokens * p.num_heads; }
+inline long long host_combine_items(const Problem& p, int num_tokens) { return (long long)num_tokens * p.num_heads; }
 
 // Launch planning: depends only on the static problem, the config and num_tokens.
 int ctas_per_sm(const Problem& p, const Config& c, const DeviceLimits& lim);

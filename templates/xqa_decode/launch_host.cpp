@@ -130,10 +130,12 @@ void xqa_decode_host(Runtime& rt, const Problem& p, const XqaDecodeArgs& a, int 
   const HostEntry decode = reinterpret_cast<HostEntry>(kernel.functions[0]);
   const HostEntry combine = reinterpret_cast<HostEntry>(kernel.functions[1]);
   detail::HostPool& pool = detail::HostPool::instance();
-  pool.run(r.threads, xqa::host_decode_items(p, a.batch, r.splits), 1,
-           [&](int begin, int end) { decode(prm, begin, end); });
-  if (r.splits > 1)
-    pool.run(r.threads, xqa::host_combine_items(p, a.batch), 8, [&](int begin, int end) { combine(prm, begin, end); });
+  const int decode_items = host_pipeline::work_items<HostSpec>(xqa::host_decode_items(p, a.batch, r.splits), "batch",
+                                                               a.batch);
+  const int combine_items =
+      r.splits > 1 ? host_pipeline::work_items<HostSpec>(xqa::host_combine_items(p, a.batch), "batch", a.batch) : 0;
+  pool.run(r.threads, decode_items, 1, [&](int begin, int end) { decode(prm, begin, end); });
+  if (r.splits > 1) pool.run(r.threads, combine_items, 8, [&](int begin, int end) { combine(prm, begin, end); });
 }
 
 }  // namespace ktune

@@ -101,10 +101,13 @@ inline int host_rows_per_item(const Problem& p) {
 inline int host_row_groups(const Problem& p) {
   return (p.max_q_len * p.group_size() + kHostRowsPerItem - 1) / kHostRowsPerItem;
 }
-inline int host_decode_items(const Problem& p, int batch, int num_splits) {
-  return batch * p.num_kv_heads * host_row_groups(p) * (num_splits > 0 ? num_splits : 1);
+// Item counts in 64 bits: the launch refuses a count past the host pool's int (host_pipeline::work_items).
+inline long long host_decode_items(const Problem& p, int batch, int num_splits) {
+  return (long long)batch * p.num_kv_heads * host_row_groups(p) * (num_splits > 0 ? num_splits : 1);
 }
-inline int host_combine_items(const Problem& p, int batch) { return batch * p.max_q_len * p.num_q_heads; }
+inline long long host_combine_items(const Problem& p, int batch) {
+  return (long long)batch * p.max_q_len * p.num_q_heads;
+}
 
 // Launch planning: depends only on the static problem, the config, batch and a max-seq-len bucket.
 int choose_num_splits(const Problem& p, const Config& c, int batch, int max_seq_len, const DeviceLimits& lim);

@@ -13,6 +13,7 @@
 #include "ktune/family.hpp"
 #include "random_inputs.hpp"
 #include "xqa_decode/shape.h"
+#include "host_pipeline.hpp"
 #include "xqa_decode/spec.hpp"
 #include "xqa_reference.hpp"
 
@@ -676,4 +677,25 @@ TEST_CASE("xqa_decode GPU modules: the decode kernel per config, the combine and
   CHECK(shared.source.find("xqa_decode/helpers.cuh") != std::string::npos);
   CHECK_THROWS_WITH(generate_shared(p, host), Catch::Contains("host backend"));
   CHECK_THROWS_WITH(fam.generate(key, "shared.x", sm90a), Catch::Contains("config key"));
+}
+
+namespace {
+struct ItemsSpec {  // what host_pipeline::work_items reads of a family's host spec
+  static constexpr const char* kFamily = "xqa_decode";
+};
+}  // namespace
+
+TEST_CASE("xqa_decode host work items are counted in 64 bits and a count past int32 is refused", "[xqa][host_plan]") {
+  // 16384 q heads over 1024 kv heads, max_q_len 64: 64 x 16 rows = 4 row groups a kv head. At batch 2048 the
+  // combine has 2048 x 64 x 16384 = 2^31 items, one past int32 (it wrapped to INT32_MIN: a call that ran nothing).
+  Problem p = base_problem();
+  p.head_dim = 64;
+  p.num_q_heads = 16384;
+  p.num_kv_heads = 1024;
+  p.max_q_len = 64;
+  CHECK(host_combine_items(p, 2048) == 2147483648LL);
+  CHECK(host_decode_items(p, 2048, 2) == 2048LL * 1024 * 4 * 2);
+  CHECK(ktune::host_pipeline::work_items<ItemsSpec>(host_decode_items(p, 2048, 2), "batch", 2048) == 16777216);
+  CHECK_THROWS_WITH(ktune::host_pipeline::work_items<ItemsSpec>(host_combine_items(p, 2048), "batch", 2048),
+                    Catch::Contains("batch") && Catch::Contains("2147483648 items") && Catch::Contains("2048"));
 }
