@@ -165,7 +165,11 @@ for run in "prepack --weight $tmp/w.bin --scales $tmp/s.bin --n 64 --k 64 --out 
 done
 
 # No --help text names a doc that does not exist.
+# A repeated option would silently replace the first value; --help anywhere after the command is its help.
+expect 2 "--arch given twice \('host', then 'sm_90a'\)" -- compile --family xqa_decode --arch host --arch sm_90a
 for cmd in info compile warmup tune replay presets cache prepack report; do
+  out="$("$K" "$cmd" --json --help 2>&1)" && grep -q "^usage: ktune $cmd" <<<"$out" ||
+    { echo "FAIL: ktune $cmd --json --help did not print its usage: $out"; fails=$((fails + 1)); }
   for doc in $("$K" "$cmd" --help 2>&1 | grep -oE 'docs/[A-Za-z0-9_./-]+\.md' | sort -u); do
     [[ -f "$SRC/$doc" ]] || { echo "FAIL: ktune $cmd --help names $doc, which does not exist"; fails=$((fails + 1)); }
   done

@@ -31,6 +31,10 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>&
         value = argv[++i];
       }
       if (value.empty()) throw UsageError("--" + name + " needs a non-empty value");
+      // A second value would silently replace the first (`--arch host --arch sm_90a` compiling sm_90a only).
+      if (values_.count(name))
+        throw UsageError("--" + name + " given twice ('" + values_[name] + "', then '" + value +
+                         "'): give it once (lists take commas where the option allows several)");
       values_[name] = value;
     } else {
       throw UsageError("unknown option --" + name + " (see --help)");

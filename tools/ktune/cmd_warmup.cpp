@@ -166,6 +166,13 @@ int cmd_warmup(const std::vector<std::string>& argv) {
 }
 
 int cmd_presets(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "--help") {
+    fmt::print(
+        "usage: ktune presets [--json]\n"
+        "  Lists the embedded model presets (each also as NAME-tpN for tensor parallelism N: docs/presets.md).\n"
+        "  --json: {{\"presets\": [names]}}.\n");
+    return 0;
+  }
   Args args(argv, {}, {"json"});
   std::vector<std::string> names = autotune::preset_names();
   if (args.has("json")) {

@@ -1,4 +1,5 @@
 // ktune: offline warmup, compile and cache maintenance. Uses the public API only.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -34,9 +35,6 @@ usage error. ktune --version prints the version.
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  // `-j N` is the one short option (make's spelling for parallel jobs).
-  for (auto& a : args)
-    if (a == "-j") a = "--jobs";
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
@@ -51,6 +49,14 @@ int main(int argc, char** argv) {
   }
   std::string command = args[0];
   args.erase(args.begin());
+  // `-j N` is the one short option (make's spelling for parallel jobs), of the commands that take --jobs.
+  if (command == "compile" || command == "warmup")
+    for (auto& a : args)
+      if (a == "-j") a = "--jobs";
+  // --help anywhere after the command (`ktune info --json --help`) asks for that command's help.
+  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
+      std::find(args.begin(), args.end(), "-h") != args.end())
+    args = {"--help"};
   try {
     if (command == "info") return ktune::cli::cmd_info(args);
     if (command == "compile") return ktune::cli::cmd_compile(args);
