@@ -165,6 +165,10 @@ for run in "prepack --weight $tmp/w.bin --scales $tmp/s.bin --n 64 --k 64 --out 
 done
 
 # No --help text names a doc that does not exist.
+# An unknown family is a bad option value: a usage error naming --family and the known ones.
+expect 2 "--family: unknown family 'nope': expected one of xqa_decode" -- compile --family nope --arch host
+expect 2 "--family: unknown family 'nope'" -- report --family nope -o "$tmp/r.html"
+[[ ! -e "$tmp/r.html" ]] || { echo "FAIL: report --family nope wrote $tmp/r.html"; fails=$((fails + 1)); }
 # A repeated option would silently replace the first value; --help anywhere after the command is its help.
 expect 2 "--arch given twice \('host', then 'sm_90a'\)" -- compile --family xqa_decode --arch host --arch sm_90a
 for cmd in info compile warmup tune replay presets cache prepack report; do

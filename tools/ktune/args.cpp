@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "ktune/error.hpp"
+#include "ktune/family.hpp"
+
 namespace ktune::cli {
 
 Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>& valued,
@@ -78,6 +81,18 @@ std::vector<std::string> split(const std::string& s, char sep) {
     start = end + 1;
   }
   return out;
+}
+
+const FamilyInfo& family_option(const Args& args) {
+  if (!args.has("family")) throw UsageError("--family is required");
+  try {
+    return family(args.get("family"));
+  } catch (const Error& e) {
+    if (e.status() != Status::not_found) throw;
+    std::string known;
+    for (const auto& f : families()) known += (known.empty() ? "" : ", ") + f.name;
+    throw UsageError("--family: unknown family '" + args.get("family") + "': expected one of " + known);
+  }
 }
 
 }  // namespace ktune::cli

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace ktune {
+struct FamilyInfo;
+}
+
 namespace ktune::cli {
 
 struct UsageError : std::runtime_error {
@@ -31,5 +35,8 @@ class Args {
 };
 
 std::vector<std::string> split(const std::string& s, char sep);
+
+// The kernel family --family names; missing or unknown is a usage error (an unknown name lists the known ones).
+const FamilyInfo& family_option(const Args& args);
 
 }  // namespace ktune::cli

@@ -51,9 +51,8 @@ int cmd_compile(const std::vector<std::string>& argv) {
       return 0;
     }
   Args args(argv, {"family", "arch", "problem", "config", "cache", "jobs"}, {"json", "all-configs"});
-  if (!args.has("family")) throw UsageError("--family is required");
+  const FamilyInfo& fam = family_option(args);
   if (!args.has("arch")) throw UsageError("--arch is required (e.g. --arch sm_90a,sm_120a)");
-  const FamilyInfo& fam = family(args.get("family"));
   const std::vector<Arch> arches = parse_arch_option(args.get("arch"), true);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = args.get_int("jobs", cores, 1, 1024);

@@ -90,6 +90,7 @@ int cmd_report(const std::vector<std::string>& argv_in) {
     fmt::print(stderr, "ktune report: no cache file found in '{}' (give --cache PATH)\n", in.search_path);
     return 1;
   }
+  if (args.has("family")) family_option(args);  // a family this build has, not an empty report
   const std::string family = args.get("family");
   in.binaries = cache_list(in.search_path, family);
   in.tuning = cache_list_tuning(in.search_path, family);

@@ -66,8 +66,7 @@ int cmd_tune(const std::vector<std::string>& argv) {
   const bool host = args.has("arch") && args.get("arch") == "host";
   if (args.has("arch") && !host)
     throw UsageError("--arch: tune runs on GPU 0 (no --arch) or on the host CPU (--arch host), got '" + args.get("arch") + "'");
-  if (!args.has("family")) throw UsageError("--family is required");
-  const FamilyInfo& fam = family(args.get("family"));
+  const FamilyInfo& fam = family_option(args);
   if (args.has("problem") && args.has("config")) throw UsageError("give --problem KEY or --config JSON, not both");
   std::string problem;
   if (args.has("problem")) problem = fam.canonical_problem(args.get("problem"));
