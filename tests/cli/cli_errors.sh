@@ -165,6 +165,11 @@ for run in "prepack --weight $tmp/w.bin --scales $tmp/s.bin --n 64 --k 64 --out 
 done
 
 # No --help text names a doc that does not exist.
+# warmup --json carries the failure lines of the text form: a preset op the family rejects.
+printf '%s' '{"name": "p48", "buckets": {"batch": {"min": 1, "max": 1}, "seq_len": {"min": 512, "max": 512}}, "ops": [{"label": "attn", "family": "xqa_decode", "problem": {"head_dim": 128, "num_q_heads": 32, "num_kv_heads": 8, "page_size": 48}}]}' >"$tmp/p48.json"
+out="$("$K" warmup --preset "$tmp/p48.json" --arch sm_90a --json 2>/dev/null)"
+python3 -c 'import json, sys; f = json.loads(sys.argv[1])["failures"]; assert len(f) == 1 and "page_size" in f[0]["status"] and f[0]["arch"] == "sm_90a", f' "$out" ||
+  { echo "FAIL: warmup --json gave no failure line for the rejected op: $out"; fails=$((fails + 1)); }
 # An unknown family is a bad option value: a usage error naming --family and the known ones.
 expect 2 "--family: unknown family 'nope': expected one of xqa_decode" -- compile --family nope --arch host
 expect 2 "--family: unknown family 'nope'" -- report --family nope -o "$tmp/r.html"

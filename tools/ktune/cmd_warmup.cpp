@@ -44,7 +44,8 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   --key-timeout: a worker that holds one key longer (s, m or h; compiles it had to do included) is taken for
   hung, killed, and its key retaken; default: no limit.
   --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}; with workers also
-  "workers", "workers_lost", "retaken" and "by_device" (keys tuned per worker: {"dev 0": 12, ...}).
+  "workers", "workers_lost", "retaken" and "by_device" (keys tuned per worker: {"dev 0": 12, ...}); "failures"
+  lists what failed as the text form's lines do ([{"family", "arch", "key", "status"}]).
   Exits 1 naming the path and the reason when no cache layer is writable or a binary could not be stored;
   refuses to run under KTUNE_JIT=0 (warmup compiles by design).
 )";
@@ -127,6 +128,12 @@ int cmd_warmup(const std::vector<std::string>& argv) {
   if (bar) bar->finish();
   RuntimeStats s = rt.stats();
   if (json) {
+    // The failure lines of the text form, one object each.
+    std::vector<std::string> failures;
+    for (const auto& it : r.items)
+      if (it.status.rfind("failed", 0) == 0)
+        failures.push_back(JsonObject().str("family", it.family).str("arch", it.arch).str("key", it.tuning_key)
+                               .str("status", it.status).dump());
     fmt::print("{}\n", JsonObject()
                            .str("preset", preset.name).num("keys", r.keys).num("compiled", r.compiled)
                            .num("cache_hits", r.cache_hits).num("compile_failed", r.compile_failed)
@@ -136,7 +143,7 @@ int cmd_warmup(const std::vector<std::string>& argv) {
                            .boolean("budget_exhausted", r.budget_exhausted).boolean("gpu", gpu)
                            .num("runtime_compiles", s.compiles).str("cache", rt.options().cache_path)
                            .num("workers", r.workers).num("workers_lost", r.workers_lost).num("retaken", r.retaken)
-                           .raw("by_device", tuned_by_device(r))
+                           .raw("by_device", tuned_by_device(r)).raw("failures", json_array(failures))
                            .dump());
   } else {
     fmt::print("| preset | keys | compiled | cache hits | compile failed | tuned | done earlier | skipped | failed | compile s | tune s | wall s |\n");
