@@ -133,17 +133,14 @@ ktune_status ktune_family_names(const char** names) {
 
 ktune_status ktune_ensure_device(int ordinal) {
   return guarded([&] {
-    using ktune::detail::check_cu;
-    // The host CPU; or a GPU after the host: the thread's host flag is cleared (a context switch alone would leave
-    // it set, and the next launch would take device pointers as host memory), then the context made current.
-    if (ordinal == KTUNE_HOST_DEVICE) return ktune::use_device(ordinal);
-    if (ktune::host_device_current()) ktune::detail::leave_host_device();
-    const ktune::detail::DriverApi& cu = ktune::detail::driver();
-    CUcontext want = ktune::detail::known_primary_context(ordinal);
-    CUcontext cur = nullptr;
-    if (want && cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == want) return;  // the hot path
-    if (!want) want = ktune::detail::retained_primary_context(ordinal);
-    check_cu(cu.cuCtxSetCurrent(want), "cuCtxSetCurrent");
+    // The hot path: the GPU's retained primary context is current already, on a thread not on the host device
+    // (after the host, the thread's host flag must be cleared too: a context switch alone would leave it set, and
+    // the next launch would take device pointers as host memory). Anything else is use_device's.
+    CUcontext want = ktune::detail::known_primary_context(ordinal), cur = nullptr;
+    if (want && !ktune::host_device_current() && ktune::detail::driver().cuCtxGetCurrent(&cur) == CUDA_SUCCESS &&
+        cur == want)
+      return;
+    ktune::use_device(ordinal);
   });
 }
 

@@ -60,8 +60,4 @@ CUcontext retained_primary_context(int ordinal);
 // lookup without a driver call, for a hot path).
 CUcontext known_primary_context(int ordinal);
 
-// Ends use_device(kHostDevice) on this thread, for a caller that makes a GPU context current itself (the
-// bindings' ktune_ensure_device).
-void leave_host_device();
-
 }  // namespace ktune::detail

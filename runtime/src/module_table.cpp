@@ -233,7 +233,6 @@ thread_local bool t_host_device = false;  // use_device(kHostDevice) on this thr
 
 bool host_device_current() { return t_host_device; }
 
-void detail::leave_host_device() { t_host_device = false; }
 
 void use_device(int ordinal) {
   if (ordinal == kHostDevice) {  // needs no driver: the host CPU
