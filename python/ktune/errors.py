@@ -102,7 +102,6 @@ def refuse_readonly(where, a):
     """Raises invalid for a NumPy output array that is not writeable (a read-only view, np.broadcast_to, a
     frombuffer over bytes): the library would write into memory the caller marked read-only. `where` is
     "<family>: <argument>"; None and torch tensors pass."""
-    flags = getattr(a, "flags", None)
-    if flags is not None and not isinstance(flags, int) and not flags["WRITEABLE"]:
+    if not getattr(getattr(a, "flags", None), "writeable", True):
         raise invalid(f"{where}: expected a writeable array (the results go there), got a read-only one")
 

@@ -50,6 +50,17 @@ CacheMergeSummary to_summary(const cache::CacheDb::MergeResult& m) {
 
 std::string default_cache_path() { return cache::LayeredCache::default_search_path(); }
 
+std::string missing_layers(const std::string& search_path) {
+  std::vector<std::string> missing;
+  size_t layers = 0;
+  for (const auto& l : cache_layers(search_path)) {
+    ++layers;
+    if (!l.present) missing.push_back(l.path);
+  }
+  if (layers == 0) return fmt::format("the search path '{}' names no cache file", search_path);
+  return missing.empty() ? std::string() : fmt::format("no cache file at {}", fmt::join(missing, ", "));
+}
+
 std::vector<CacheLayerSummary> cache_layers(const std::string& search_path) {
   std::vector<CacheLayerSummary> out;
   cache_call([&] {
@@ -164,16 +175,10 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
     CacheMergeSummary total;
     auto out = cache::CacheDb::open(staging.path(), cache::OpenOptions{});
     cache::LayeredCache layered(search_path, true);
-    // What ships is what the path names: a layer that is not there (a typo, a dangling link) fails the export
-    // rather than leaving an image without its rows.
-    if (layered.layers().empty())
-      throw Error(Status::not_found, "cache",
-                  fmt::format("export: the search path '{}' names no cache file; nothing exported", search_path));
-    for (const auto& info : layered.layers())
-      if (!info.present)
-        throw Error(Status::not_found, "cache",
-                    fmt::format("export: no cache file at {} (a layer of {}); nothing exported", info.path,
-                                search_path));
+    // What ships is what the path names: a layer that is not there fails the export rather than leaving an image
+    // without its rows.
+    if (const std::string why = missing_layers(search_path); !why.empty())
+      throw Error(Status::not_found, "cache", "export: " + why + "; nothing exported");
     for (const auto& info : layered.layers()) {
       auto m = out->merge_from(info.path, version());  // this version's tuning rows over older ones
       total.binaries_skipped += m.binaries_skipped;

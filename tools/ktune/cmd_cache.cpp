@@ -111,14 +111,8 @@ int stats(const Args& args, const std::string& cache) {
 int verify(const Args& args, const std::string& cache) {
   // A path with no cache file behind it (a typo, a dangling link) is no intact, signed cache: a shipping gate
   // that checked nothing, or only some of the layers it names, must not pass.
-  std::vector<std::string> missing;
-  const auto layers = cache_layers(cache);
-  for (const auto& l : layers)
-    if (!l.present) missing.push_back(l.path);
-  if (layers.empty() || !missing.empty()) {
-    const std::string why = layers.empty()
-                                ? fmt::format("the search path '{}' names no cache file: nothing to verify", cache)
-                                : fmt::format("no cache file at {}: nothing there to verify", fmt::join(missing, ", "));
+  if (std::string why = missing_layers(cache); !why.empty()) {
+    why += ": nothing there to verify";
     if (args.has("json")) {
       JsonObject out;
       out.num("checked", int64_t{0}).num("damaged", int64_t{0}).boolean("intact", false).str("error", why);

@@ -58,6 +58,10 @@ struct KTUNE_API CacheSignatureInfo {
 
 KTUNE_API std::string default_cache_path();
 KTUNE_API std::vector<CacheLayerSummary> cache_layers(const std::string& search_path);
+// "" when every layer search_path names is a file that is there; else one sentence saying which are not (a typo,
+// a dangling link) or that the path names none. What `cache verify` and cache_export refuse: a check or an
+// image of a layer that is not there checks or ships nothing of it.
+KTUNE_API std::string missing_layers(const std::string& search_path);
 KTUNE_API std::vector<CacheEntry> cache_list(const std::string& search_path, const std::string& family = "");
 KTUNE_API std::vector<CacheTuningEntry> cache_list_tuning(const std::string& search_path,
                                                           const std::string& family = "");
