@@ -73,7 +73,7 @@ print(sum(bool(rt.compile(fam, key, "sm_90a")) for fam, key in todo), "python-te
 PY
   # The caches go gzipped (CUBINs shrink ~3.5x), so the pack stays well inside the device tool's 64 MiB carry;
   # a run unpacks them first.
-  rm -f "$PACK"/*.compile-lock
+  rm -f "$PACK"/*.compile-lock "$PACK"/*.tune-lock
   gzip -f "$PACK"/*.db
   du -sh "$PACK"
   exit 0

@@ -29,7 +29,7 @@ if [[ ${1:-} == build ]]; then
   git checkout -- "${files[@]}"
   cmake --build "$B" -j 2 --target bench_sparse_mla >/dev/null
   for v in v2 v3; do KTUNE_LOG=error $A/$v prepare --cache $A/ab.db --arch sm_90a | tail -1; done
-  rm -f $A/*.compile-lock && gzip -f $A/ab.db && du -sh $A
+  rm -f $A/*.compile-lock $A/*.tune-lock && gzip -f $A/ab.db && du -sh $A
   exit 0
 fi
 : "${OUT:?set OUT to a folder for the results}"

@@ -145,6 +145,9 @@ std::vector<CacheIssue> cache_verify(const std::string& search_path) {
 
 int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_ktune, const std::string& family) {
   return cache_call([&] {
+    // A prune of a path with no cache behind it (a typo) would create an empty file and report 0 removed.
+    if (const std::string why = missing_layers(search_path); !why.empty())
+      throw Error(Status::not_found, "cache", "prune: " + why + "; nothing pruned");
     cache::LayeredCache layered(search_path, false);
     cache::CacheDb* db = layered.writable_layer();
     if (!db) throw Error(Status::cache_error, "cache", fmt::format("no writable layer in {}", search_path));
@@ -206,6 +209,8 @@ CacheMergeSummary cache_merge(const std::string& search_path, const std::string&
                     fmt::format("merge --from {}: --pubkey '{}' names no public key file to check it against", src,
                                 *public_key_paths));
     }
+    // The source is opened first, so a --from that is not a ktune cache (a typo) creates no destination file.
+    cache::detail::open_for_reading(src);
     cache::LayeredCache layered(search_path, false);
     cache::CacheDb* db = layered.writable_layer();
     if (!db) throw Error(Status::cache_error, "cache", layered.write_problem());

@@ -66,6 +66,9 @@ if [[ -f "$1/lib/libktune_host.so" ]]; then
   fi
 fi
 expect_failure "cache prune ?ro" "$tmp/ro.db" "$K" cache prune --cache "$tmp/ro.db?ro"
+# A verify of a search path with one layer missing fails although the other is intact.
+expect_failure "cache verify, one layer missing" "no cache file at $tmp/typo.db" "$K" cache verify \
+  --cache "$good:$tmp/typo.db"
 expect_failure "cache merge into ?ro" "$tmp/ro.db" "$K" cache merge --from "$good" --cache "$tmp/ro.db?ro"
 
 # Locked by another writer: the first result that cannot be stored fails the command within seconds (the lock

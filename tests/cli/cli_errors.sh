@@ -63,8 +63,13 @@ expect 2 "unknown option --family" -- cache export --family mxfp4_gemm --out "$t
 # A layer that is not there is checked by nobody: neither an export nor a verify of the path passes.
 expect 1 "no cache file at $tmp/typo.db" -- cache export --cache "$tmp/typo.db" --out "$tmp/typo-out.db"
 [[ ! -e "$tmp/typo-out.db" ]] || { echo "FAIL: an export of a missing layer wrote $tmp/typo-out.db"; fails=$((fails + 1)); }
-"$K" cache prune >/dev/null  # creates the (empty) cache file: a present layer beside the missing one
-expect 1 "no cache file at $tmp/typo.db: nothing there" -- cache verify --cache "$KTUNE_CACHE:$tmp/typo.db"
+expect 1 "no cache file at $tmp/typo.db: nothing there" -- cache verify --cache "$tmp/typo.db"
+# Nor does a prune or a merge into it, and neither leaves a file behind; a merge from a missing file neither.
+expect 1 "prune: no cache file at $tmp/typo.db; nothing pruned" -- cache prune --cache "$tmp/typo.db"
+expect 1 "$tmp/typo.db: the file does not exist" -- cache merge --cache "$tmp/new.db" --from "$tmp/typo.db"
+for f in typo.db new.db; do
+  [[ ! -e "$tmp/$f" ]] || { echo "FAIL: a refused cache command created $tmp/$f"; fails=$((fails + 1)); }
+done
 expect 2 "unknown option --family" -- cache merge --family xqa_decode --from "$tmp/x.db"
 expect 2 "unknown option --out" -- cache ls --out "$tmp/x.db"
 expect 2 "unknown option --stale-ktune" -- cache ls --stale-ktune

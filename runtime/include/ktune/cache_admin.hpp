@@ -80,7 +80,8 @@ struct KTUNE_API CacheLoadReport {
 };
 KTUNE_API CacheLoadReport cache_verify_loads(const std::string& search_path);
 // Removes, from the first writable layer, damaged entries and entries built by another compiler version
-// (stale_compiler: keep only the NVRTC version loaded now) or another ktune version. Returns the count.
+// (stale_compiler: keep only the NVRTC version loaded now) or another ktune version. Returns the count. A layer
+// of search_path that is not there is Error(not_found) and nothing is created.
 KTUNE_API int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_ktune,
                           const std::string& family = "");
 // Writes every intact entry of every layer into a new database at dest (refuses an existing file or link),
