@@ -1,6 +1,10 @@
 #include "autotune/workload_support.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -105,10 +109,35 @@ int gpu_copies(double copy_bytes, int max_copies, const char* who, const std::st
   return std::max(1, std::min({max_copies, for_l2, static_cast<int>(usable / copy_bytes)}));
 }
 
-int host_copies(size_t copy_bytes, int max_copies) {
+namespace {
+
+// Memory the kernel says a new allocation can have without swapping (MemAvailable), else the physical total.
+size_t host_available_bytes() {
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    std::fclose(f);
+    if (found) return size_t(kib) * 1024;
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
+}
+
+}  // namespace
+
+int host_copies(size_t copy_bytes, size_t other_bytes, int max_copies, const char* who, const std::string& what) {
+  const size_t available = host_available_bytes();
+  const double usable = 0.85 * double(available);
+  if (double(copy_bytes) + double(other_bytes) > usable)
+    throw Error(Status::unsupported, who,
+                fmt::format("{} needs {:.2f} GB of host memory for its inputs and outputs, {:.2f} GB available", what,
+                            (double(copy_bytes) + double(other_bytes)) / 1e9, available / 1e9));
   constexpr size_t kRotateBytes = size_t{64} << 20;
   const size_t for_llc = kRotateBytes / std::max<size_t>(copy_bytes, 1) + 1;
-  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(size_t(max_copies), for_llc)));
+  const size_t fit = size_t((usable - double(other_bytes)) / std::max(double(copy_bytes), 1.0));
+  return static_cast<int>(std::max<size_t>(1, std::min({size_t(max_copies), for_llc, fit})));
 }
 
 }  // namespace ktune::autotune::workload_support

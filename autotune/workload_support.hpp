@@ -55,8 +55,10 @@ internal::DeviceBuffer device_copy(const std::vector<T>& host, const char* what)
 int gpu_copies(double copy_bytes, int max_copies, const char* who, const std::string& what);
 
 // Rotating copies for a host workload: enough that their total exceeds 64 MiB (more than a CPU's last-level
-// cache), at most max_copies, at least one.
-int host_copies(size_t copy_bytes, int max_copies);
+// cache), at most max_copies, at least one, and no more than 85% of the memory the host has available holds beside
+// `other_bytes` (outputs, tables). When one copy does not fit, Error(unsupported, who) says so with `what` (the
+// bucket) and the sizes, before anything is allocated.
+int host_copies(size_t copy_bytes, size_t other_bytes, int max_copies, const char* who, const std::string& what);
 
 // A split call's device workspace, which only grows: `bytes` more than it holds reallocates it and points the
 // call's arguments (workspace, workspace_bytes) at the new buffer. `what` names the allocation in an error.

@@ -82,7 +82,8 @@ class Mxfp4HostWorkload final : public RotatingWorkload<Problem, Mxfp4Inputs, Mx
  private:
   void allocate() {
     const size_t we = in_.expert_weight_bytes, se = in_.expert_scale_bytes;
-    const int copies = ws::host_copies(in_.experts_used.size() * (we + se) + in_.a_bytes, kMaxCopies);
+    const int copies = ws::host_copies(p_.num_experts * (we + se) + in_.a_bytes, in_.c_bytes, kMaxCopies, kWho,
+                                       fmt::format("{} m{}", p_.key(), in_.rows));
     const Mxfp4WeightPools pools = mxfp4_weight_pools(kPoolBytes, seed_ + 1);
     for (int i = 0; i < copies; ++i) {
       Mxfp4HostCopy c;

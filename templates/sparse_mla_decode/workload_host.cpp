@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "autotune/host_workload.hpp"
 #include "autotune/rotating_workload.hpp"
 #include "autotune/workload_support.hpp"
@@ -22,6 +24,7 @@ namespace kc = ::ktune_common;
 namespace ws = workload_support;
 using mla::Problem;
 
+constexpr const char* kWho = "sparse_mla_decode host workload";
 constexpr int kMaxCopies = 4;
 constexpr int kPoolRows = 2048;  // distinct random cache rows, tiled over the whole cache
 
@@ -33,7 +36,7 @@ class SparseMlaHostWorkload final : public RotatingWorkload<Problem, MlaInputs, 
  public:
   SparseMlaHostWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
       : RotatingWorkload(rt, problem_key, [&](const Problem& p, uint64_t seed) {
-          return mla_inputs(p, buckets, "sparse_mla_decode host workload", seed);
+          return mla_inputs(p, buckets, kWho, seed);
         }) {
     allocate();
   }
@@ -59,7 +62,9 @@ class SparseMlaHostWorkload final : public RotatingWorkload<Problem, MlaInputs, 
 
  private:
   void allocate() {
-    const int copies = ws::host_copies(in_.kv_bytes + in_.q_bytes, kMaxCopies);
+    const size_t lse_bytes = size_t(in_.num_tokens) * p_.num_heads * sizeof(float);
+    const int copies = ws::host_copies(in_.kv_bytes + in_.q_bytes, in_.out_bytes + lse_bytes, kMaxCopies, kWho,
+                                       fmt::format("b{}", in_.batch));
     const std::vector<unsigned char> rows = mla_row_pool(p_, kPoolRows, seed_ + 1);
     for (int i = 0; i < copies; ++i) {
       SparseMlaHostCopy c;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "autotune/host_workload.hpp"
 #include "autotune/rotating_workload.hpp"
 #include "autotune/workload_support.hpp"
@@ -22,6 +24,7 @@ namespace kc = ::ktune_common;
 namespace ws = workload_support;
 using xqa::Problem;
 
+constexpr const char* kWho = "xqa_decode host workload";
 constexpr int kMaxCopies = 4;
 constexpr size_t kPoolElems = size_t{1} << 20;
 
@@ -33,7 +36,7 @@ class XqaHostWorkload final : public RotatingWorkload<Problem, XqaInputs, XqaHos
  public:
   XqaHostWorkload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets)
       : RotatingWorkload(rt, problem_key, [&](const Problem& p, uint64_t seed) {
-          return xqa_inputs(p, buckets, "xqa_decode host workload", seed);
+          return xqa_inputs(p, buckets, kWho, seed);
         }) {
     allocate();
   }
@@ -60,7 +63,9 @@ class XqaHostWorkload final : public RotatingWorkload<Problem, XqaInputs, XqaHos
  private:
   void allocate() {
     const int kvt = int(p_.kv_dtype), qt = int(p_.q_dtype);
-    const int copies = ws::host_copies(in_.kv_bytes + in_.q_bytes, kMaxCopies);
+    const size_t lse_bytes = p_.write_lse ? size_t(in_.args.num_tokens) * p_.num_q_heads * sizeof(float) : 0;
+    const int copies = ws::host_copies(in_.kv_bytes + in_.q_bytes, in_.out_bytes + lse_bytes, kMaxCopies, kWho,
+                                       fmt::format("b{} l{}", in_.batch, in_.seq_len));
     const auto kv_pool = ws::random_values(kvt, kPoolElems, seed_ + 1);
     const auto q_pool = ws::random_values(qt, kPoolElems, seed_ + 2);
     for (int i = 0; i < copies; ++i) {

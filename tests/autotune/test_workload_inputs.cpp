@@ -82,10 +82,21 @@ TEST_CASE("workload_support: a pool tiled over a buffer covers it exactly with w
 }
 
 TEST_CASE("workload_support: host copies exceed 64 MiB in total, within the cap", "[autotune]") {
-  CHECK(ws::host_copies(size_t{1} << 30, 4) == 1);
-  CHECK(ws::host_copies(size_t{40} << 20, 4) == 2);
-  CHECK(ws::host_copies(size_t{1} << 20, 4) == 4);
-  CHECK(ws::host_copies(0, 4) == 4);
+  CHECK(ws::host_copies(size_t{1} << 30, 0, 4, "w", "b1") == 1);
+  CHECK(ws::host_copies(size_t{40} << 20, 0, 4, "w", "b1") == 2);
+  CHECK(ws::host_copies(size_t{1} << 20, 0, 4, "w", "b1") == 4);
+  CHECK(ws::host_copies(0, 0, 4, "w", "b1") == 4);
+}
+
+TEST_CASE("workload_support: host inputs larger than the host's memory are refused before any allocation",
+          "[autotune]") {
+  // A petabyte of inputs (an explicit `ktune tune --arch host` of a huge bucket) is an error naming the bucket and
+  // the sizes, not std::bad_alloc or a machine driven into swap.
+  const size_t huge = size_t{1} << 50;
+  const std::string e = test::error_of([&] { ws::host_copies(huge, 0, 4, "xqa_decode host workload", "b4096 l131072"); });
+  CHECK_THAT(e, Catch::Matches("ktune xqa_decode host workload: b4096 l131072 needs 1125899\\.91 GB of host memory for "
+                               "its inputs and outputs, [0-9.]+ GB available"));
+  CHECK_FALSE(test::error_of([&] { ws::host_copies(1024, huge, 4, "w", "m8"); }).empty());  // outputs count too
 }
 
 TEST_CASE("xqa_decode tuning inputs: a shuffled table of every page, full requests, the problem's extras",
