@@ -238,6 +238,7 @@ class XqaHostForms(unittest.TestCase):
             self.assertIn(f"xqa_decode: {name}: expected no stride of 0", str(cm.exception))
         self.assertTrue((out_backing == 0xFFFF).all(), "a refused call wrote into out's memory")
 
+    @need_host
     def test_max_seq_len_takes_numpy_integers(self):
         key = ktune.xqa_problem(head_dim=64, num_q_heads=4, num_kv_heads=2, page_size=16)
         info = parse_key(key)

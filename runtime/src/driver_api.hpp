@@ -14,7 +14,8 @@ struct DriverApi {
 #define KTUNE_DRIVER_FUNCTIONS(X)                                                                           \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet) X(cuDeviceGetCount)  \
   X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid)                         \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent)            \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxGetState) X(cuCtxGetCurrent) \
+  X(cuCtxSetCurrent)                                                                                        \
   X(cuCtxGetId) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)                 \
   X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute) X(cuFuncGetAttribute)                   \
   X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)          \
@@ -53,8 +54,9 @@ uint64_t context_id(CUcontext ctx);
 uint64_t current_context_id(CUcontext* handle);
 
 // Device `ordinal`'s primary context, retained once per process and ordinal (the reference is held for the
-// process's life, so asking again per call or per thread never grows the driver's count). Error(invalid_argument)
-// for an ordinal this machine does not have.
+// process's life, so asking again per call or per thread never grows the driver's count), and retained again
+// when a primary context reset (cudaDeviceReset) has left it inactive, which re-creates it.
+// Error(invalid_argument) for an ordinal this machine does not have.
 CUcontext retained_primary_context(int ordinal);
 // The context retained_primary_context(ordinal) returned before, or null when it was not asked for yet (a
 // lookup without a driver call, for a hot path).

@@ -245,19 +245,29 @@ void use_device(int ordinal) {
 
 namespace detail {
 namespace {
+struct PrimaryContext {
+  CUdevice device = 0;
+  CUcontext context = nullptr;  // null: not retained yet
+};
 std::mutex g_primary_mutex;
-std::vector<CUcontext> g_primary;  // by ordinal; null: not retained yet
-}  // namespace
+std::vector<PrimaryContext> g_primary;  // by ordinal
 
-CUcontext known_primary_context(int ordinal) {
+PrimaryContext known_primary(int ordinal) {
   std::lock_guard<std::mutex> lock(g_primary_mutex);
   return ordinal >= 0 && static_cast<size_t>(ordinal) < g_primary.size() ? g_primary[static_cast<size_t>(ordinal)]
-                                                                         : nullptr;
+                                                                         : PrimaryContext{};
 }
+}  // namespace
+
+CUcontext known_primary_context(int ordinal) { return known_primary(ordinal).context; }
 
 CUcontext retained_primary_context(int ordinal) {
-  if (CUcontext known = known_primary_context(ordinal)) return known;
   const DriverApi& cu = driver();
+  if (const PrimaryContext known = known_primary(ordinal); known.context) {
+    unsigned flags = 0;
+    int active = 0;
+    if (cu.cuDevicePrimaryCtxGetState(known.device, &flags, &active) == CUDA_SUCCESS && active) return known.context;
+  }
   int count = 0;
   check_cu(cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (ordinal < 0 || ordinal >= count)
@@ -266,10 +276,18 @@ CUcontext retained_primary_context(int ordinal) {
   CUdevice dev = 0;
   check_cu(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
   std::lock_guard<std::mutex> lock(g_primary_mutex);
-  if (g_primary.size() <= static_cast<size_t>(ordinal)) g_primary.resize(static_cast<size_t>(ordinal) + 1, nullptr);
-  CUcontext& slot = g_primary[static_cast<size_t>(ordinal)];
-  if (!slot) check_cu(cu.cuDevicePrimaryCtxRetain(&slot, dev), "cuDevicePrimaryCtxRetain");
-  return slot;
+  if (g_primary.size() <= static_cast<size_t>(ordinal)) g_primary.resize(static_cast<size_t>(ordinal) + 1);
+  PrimaryContext& slot = g_primary[static_cast<size_t>(ordinal)];
+  unsigned flags = 0;
+  int active = 0;
+  // Not retained yet, or reset since (inactive): a retain (re-)creates it. Another thread may have done so while
+  // this one waited for the lock, so the state is read again under it.
+  if (!slot.context || cu.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) {
+    CUcontext ctx = nullptr;
+    check_cu(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    slot = PrimaryContext{dev, ctx};
+  }
+  return slot.context;
 }
 
 }  // namespace detail
