@@ -130,6 +130,11 @@ ktune_status ktune_warmup_run(ktune_runtime* runtime, const ktune_warmup_request
         std::lock_guard<std::mutex> lock(progress_mutex);
         o->progress(what.c_str(), done, total, o->progress_user);
       };
+    // A warmup's results are what it stores: with no writable layer (a read-only image, KTUNE_CACHE_READONLY=1)
+    // it would tune and report keys that no process ever finds, so it refuses up front, as `ktune warmup` does.
+    std::string why;
+    if (runtime->rt.writable_cache_layer(&why).empty())
+      throw ktune::Error(ktune::Status::cache_error, "warmup", "nothing could be stored: " + why);
     at::WarmupReport r = at::warmup(runtime->rt, preset, w);
     ktune::cache::Json arr = ktune::cache::Json::array();
     for (const auto& it : r.items) {

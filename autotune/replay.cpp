@@ -70,7 +70,10 @@ ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_toke
   };
   std::vector<Prepared> ops;
   for (const WorkItem& item : make_plan(preset, {host ? std::string("host") : rt.current_arch().str()})) {
-    if (!replayed(item, host, max_total_tokens)) continue;
+    if (!replayed(item, host, max_total_tokens)) {
+      report.skipped++;
+      continue;
+    }
     std::string pk;
     try {
       pk = family(item.family).problem_from_json(item.problem_json);

@@ -82,6 +82,7 @@ struct ReplayReport {
   RuntimeStats stats;
   int64_t tunings = 0;
   double load_all_ms = 0;        // preloading every op's kernel from the cache (what a server does at start)
+  int64_t skipped = 0;           // the preset's keys a replay does not run (no workload, or above the caps)
 };
 
 // Every op is called through the family's engine entry point with no forced config; the config the runtime

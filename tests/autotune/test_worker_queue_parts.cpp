@@ -132,3 +132,28 @@ TEST_CASE("C warmup options: devices and workers are checked before any work", "
   CHECK_THAT(ktune_last_error(), Catch::Contains("the arches must include host"));
   ktune_runtime_destroy(rt);
 }
+
+TEST_CASE("C warmup: a runtime with no writable cache layer is refused before anything is tuned",
+          "[autotune][capi]") {
+  // What it tuned could not be stored: it would report keys as tuned that no process ever finds.
+  test::TempDir dir;
+  const std::string db = dir.file("ro.db");
+  ktune_runtime_options ro;
+  ktune_runtime_options_default(&ro);
+  ro.cache_path = db.c_str();
+  ro.read_only = 1;
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
+  ktune_warmup_options o;
+  ktune_warmup_options_default(&o);
+  o.preset = "llama-3.1-8b";
+  o.arches = "host";
+  o.max_batch = 1;
+  o.max_seq_len = 128;
+  ktune_warmup_result r;
+  CHECK(ktune_warmup(rt, &o, &r) == KTUNE_ERROR_CACHE);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("ktune warmup: nothing could be stored"));
+  CHECK(r.keys == 0);
+  CHECK(r.tuned == 0);
+  ktune_runtime_destroy(rt);
+}

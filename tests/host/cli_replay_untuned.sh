@@ -96,4 +96,22 @@ want "$out" '(d["ops"][0]["source"], d["ops"][0]["config"])' "('default', '$defa
 text="$(replay)"
 echo "$text"
 grep -qF "| attn | $key | $default | default |" <<<"$text" || { echo "FAIL: the table names no chosen config"; exit 1; }
-echo "host replay: tuned, unusable-row and untuned caches replay with 0 compiles under KTUNE_JIT=0, chosen config named"
+
+# 4. A replay checks a cache and stores nothing: on an empty cache it compiles (exit 1) and a second replay fails
+#    the same way, with no file created. A replay that runs no op (every key above its caps) fails too.
+fresh="$tmp/fresh.db"
+for round in 1 2; do
+  if out="$("$ktune" replay --preset "$preset" --arch host --cache "$fresh" --json 2>/dev/null)"; then
+    echo "FAIL: replay $round of an empty cache exited 0: $out"; exit 1
+  fi
+  want "$out" '(d["compiles"] > 0, len(d["ops"]))' "(True, 1)" "replay $round of an empty cache"
+done
+[[ ! -e "$fresh" ]] || { echo "FAIL: replay created or filled $fresh"; exit 1; }
+big="$tmp/big.json"
+sed 's/"max": 256/"max": 1048576/; s/"min": 256/"min": 1048576/' "$preset" >"$big"
+if out="$(KTUNE_JIT=0 "$ktune" replay --preset "$big" --arch host 2>&1)"; then
+  echo "FAIL: a replay that ran no op exited 0: $out"; exit 1
+fi
+grep -qF "no op was replayed (1 of the preset's keys skipped" <<<"$out" || { echo "FAIL: $out"; exit 1; }
+echo "host replay: tuned, unusable-row and untuned caches replay with 0 compiles under KTUNE_JIT=0, chosen config named;"
+echo "  a replay stores nothing, and one that runs no op fails"

@@ -23,8 +23,9 @@ const char* kHelp = R"(usage: ktune replay --preset NAME|FILE [--arch host] [--k
   compiles, tunings and tuning misses. A cache with binaries but no tuning rows replays on the defaults.
   Needs a GPU, except with --arch host: the host CPU through the LLVM backend, over the buckets a host warmup
   tunes (batch x seq_len, or batch x topk, <= 8192; GEMM tokens <= 4). Honours KTUNE_JIT=0 (a missing binary
-  is then an error, never a compile). Exit 1 when anything was compiled or tuned.
-  --json prints {"compiles", "tunings", "tuning_misses", "ops": [{"key", "config", "source", ...}], ...}.
+  is then an error, never a compile). Opens the cache read-only: a binary it has to compile is never stored.
+  Exit 1 when anything was compiled or tuned, or when no op was replayed (every key skipped).
+  --json prints {"compiles", "tunings", "tuning_misses", "skipped", "ops": [{"key", "config", "source", ...}], ...}.
 )";
 
 }  // namespace
@@ -43,6 +44,9 @@ int cmd_replay(const std::vector<std::string>& argv) {
   if (arch.empty() && !make_gpu_current()) throw UsageError("replay needs a GPU (or --arch host for the host CPU)");
   RuntimeOptions o = RuntimeOptions::from_env();
   if (args.has("cache")) o.cache_path = args.get("cache");
+  // A replay checks a cache and changes nothing in it: what it has to compile is counted (and fails the replay),
+  // never stored, so a second replay cannot pass on the first one's binaries.
+  o.read_only = true;
   Runtime rt(o);
   const int64_t max_tokens = arch == "host" ? autotune::WarmupOptions{}.host_max_total_tokens : autotune::WarmupOptions{}.max_total_tokens;
   autotune::ReplayReport r = autotune::replay(rt, preset, max_tokens, !args.has("no-preload"), arch);
@@ -65,7 +69,8 @@ int cmd_replay(const std::vector<std::string>& argv) {
                            .set("preset", preset.name).set("compiles", r.stats.compiles).set("tunings", r.tunings)
                            .set("tuning_misses", r.stats.tuning_misses).set("cache_hits", r.stats.cache_hits)
                            .set("loads", r.stats.loads).set("load_all_ms", r.load_all_ms)
-                           .set("worst_first_over_steady", worst_ratio).set("ops", std::move(ops))
+                           .set("worst_first_over_steady", worst_ratio).set("skipped", r.skipped)
+                           .set("ops", std::move(ops))
                            .dump());
   } else {
     fmt::print("| op | key | config | source | first ms | steady ms | ratio |\n|---|---|---|---|---|---|---|\n");
@@ -73,10 +78,16 @@ int cmd_replay(const std::vector<std::string>& argv) {
       fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} |\n", fmt::join(op.labels, ", "), op.tuning_key,
                  op.config, op.source, op.first_call_ms, op.steady_call_ms,
                  op.steady_call_ms > 0 ? op.first_call_ms / op.steady_call_ms : 0);
-    fmt::print("ops {} | compiles {} | tunings {} | tuning misses {} | loaded {} kernels in {:.1f} ms | "
+    fmt::print("ops {} | skipped {} | compiles {} | tunings {} | tuning misses {} | loaded {} kernels in {:.1f} ms | "
                "worst first/steady {:.2f}\n",
-               r.ops.size(), r.stats.compiles, r.tunings, r.stats.tuning_misses, r.stats.loads, r.load_all_ms,
-               worst_ratio);
+               r.ops.size(), r.skipped, r.stats.compiles, r.tunings, r.stats.tuning_misses, r.stats.loads,
+               r.load_all_ms, worst_ratio);
+  }
+  // A replay that ran nothing proved nothing: every key was outside what it covers (see --help).
+  if (r.ops.empty()) {
+    fmt::print(stderr, "ktune replay: no op was replayed ({} of the preset's keys skipped: no {}workload, or above "
+                       "the replay's caps)\n", r.skipped, arch == "host" ? "host " : "");
+    return 1;
   }
   return r.stats.compiles == 0 && r.tunings == 0 ? 0 : 1;
 }

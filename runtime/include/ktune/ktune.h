@@ -245,7 +245,8 @@ typedef struct ktune_warmup_result {
 
 KTUNE_C_API void ktune_warmup_options_default(ktune_warmup_options* options);
 /* Returns KTUNE_OK when the warmup ran, even if some keys failed: check result->failed / compile_failed and
- * items_json. The runtime's allow_jit must be set (a warmup compiles). */
+ * items_json. The runtime's allow_jit must be set (a warmup compiles), and its cache must have a writable layer
+ * (else KTUNE_ERROR_CACHE naming the reason: nothing it tuned could be stored). */
 KTUNE_C_API ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* options,
                                       ktune_warmup_result* result);
 /* ktune_warmup with the tuning spread over worker processes (ktune_warmup_options keeps its layout, so callers
