@@ -192,7 +192,17 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
       if (!it->second.present) missing.insert(id);
       return it->second;
     };
-    const std::string def = fam.default_config(pk, arch);
+    std::string def;
+    try {
+      def = fam.default_config(pk, arch);
+    } catch (const Error& e) {  // the family runs no config of this problem on this arch (e.g. sm_70)
+      ++rejected;
+      k.set("problem", pk).set("error", e.what());
+      lines.push_back(fmt::format("REJECTED {} {} {}: {}", item.arch, item.family, fmt::join(item.labels, ","),
+                                  e.what()));
+      keys.push(std::move(k));
+      continue;
+    }
     const Binary& def_bin = lookup(def);
     k.set("key", tkey).set("default_config", def).set("default_binary", def_bin.present);
     if (!def_bin.present) k.set("default_binary_error", def_bin.detail);
