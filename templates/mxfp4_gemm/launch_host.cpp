@@ -77,7 +77,7 @@ void make_slabs(const Problem& p, int m, const int32_t* offsets, std::vector<int
 
 Mxfp4HostPlan mxfp4_gemm_host_plan(Runtime& rt, const Problem& p, int64_t m, int threads, const char* config) {
   p.validate();
-  if (m < 0) bad("m", ">= 0 rows", std::to_string(m));
+  if (m < 0 || m > INT32_MAX) bad("m", ">= 0 rows (at most 2^31 - 1)", std::to_string(m));
   const auto r = resolve(rt, p, m, threads, config);
   return Mxfp4HostPlan{r.config_key, r.source, r.tuning_key, r.threads};
 }

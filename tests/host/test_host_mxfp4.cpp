@@ -263,6 +263,10 @@ TEST_CASE("host mxfp4_gemm: plan sources and bad arguments naming the field", "[
   const Mxfp4HostPlan t = mxfp4_gemm_host_plan(rt, p, 40);
   CHECK(t.source == "tuned");
   CHECK(t.config == "bm8.tn1.kt4");
+  // Row counts past int32 are refused as the GPU plan refuses them, not folded into a wrapped tuning key.
+  CHECK_THROWS_WITH(mxfp4_gemm_host_plan(rt, p, int64_t{INT32_MAX} + 1),
+                    Catch::Contains("m: expected >= 0 rows (at most 2^31 - 1), got 2147483648"));
+  CHECK_THROWS_WITH(mxfp4_gemm_host_plan(rt, p, INT64_MAX), Catch::Contains("at most 2^31 - 1"));
 
   std::vector<uint16_t> a(size_t(20) * p.k, 0x3F80), c(size_t(20) * p.n);
   std::vector<int32_t> off = {0, 4, 8, 12, 16, 20};

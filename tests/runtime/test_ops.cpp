@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <string>
+#include <thread>
 
 #include "ktune/error.hpp"
 #include "ktune/family.hpp"
@@ -103,6 +104,19 @@ TEST_CASE("an op plans without a GPU when config and split count are forced", "[
   CHECK(plan.workspace_bytes > 0);
   a.config = "t64.s3";  // not a config key
   CHECK_THROWS_WITH(op.plan(a), Catch::Contains("config: expected a config key"));
+
+  // On a thread whose device is the host CPU, run() is the host call, which plans per call: plan() has no GPU
+  // launch to describe there and says so, as ktune_op_plan does.
+  std::string host_thread;
+  std::thread([&] {
+    use_device(kHostDevice);
+    try {
+      op.plan(a);
+    } catch (const Error& e) {
+      host_thread = std::string(status_name(e.status())) + ": " + e.what();
+    }
+  }).join();
+  CHECK_THAT(host_thread, Catch::StartsWith("unsupported: ") && Catch::Contains("this thread's device is the host CPU"));
 }
 
 TEST_CASE("programmatic dependent launch is an op setting the C++ and C ops accept", "[op][pdl]") {
