@@ -209,6 +209,39 @@ class OptionalTensorsChangedInPlace(unittest.TestCase):
         self.assertEqual(len(self.rec.launches), 1)
 
 
+class MaskForms(unittest.TestCase):
+    """uint16 mask pairs: [num_tokens, 2W] in either form, [batch, q_len_per_req, 2W] in the uniform form only.
+    The kernel reads one mask row per query token, so a 3-d [batch, 1, 2W] mask of a ragged call would be read
+    past its end."""
+
+    KEY_MASK = "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.mask"
+
+    def setUp(self):
+        self.op, self.rec = make_op(self.KEY_MASK)
+        self.t = tensors()
+        self.t["q"] = ft.empty(8, 32, 128, dtype=ft.bfloat16, device=DEV)  # 2 requests x 4 tokens
+        self.t["out"] = ft.empty(8, 32, 128, dtype=ft.bfloat16, device=DEV)
+        self.cu = ft.empty(3, dtype=ft.int32, device=DEV)
+
+    def call(self, mask, ragged):
+        t = self.t
+        self.op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=128, out=t["out"], mask=mask,
+                q_cu_seq_lens=self.cu if ragged else None)
+
+    def test_ragged_call_refuses_a_3d_mask_and_takes_the_row_forms(self):
+        with self.assertRaisesRegex(InvalidArgumentError, r"mask: expected uint16 pairs \[num_tokens, 2\] = \[8, 2\] "
+                                                          r"in the ragged form .* got \[2, 1, 2\]"):
+            self.call(ft.empty(2, 1, 2, dtype=ft.uint16, device=DEV), ragged=True)
+        with self.assertRaisesRegex(InvalidArgumentError, r"mask: .*ragged form"):
+            self.call(ft.empty(8, 1, 2, dtype=ft.uint16, device=DEV), ragged=True)
+        self.assertEqual(self.rec.launches, [])
+        # the forms that hold a row per query token
+        self.call(ft.empty(8, 2, dtype=ft.uint16, device=DEV), ragged=True)
+        self.call(ft.empty(8, 2, dtype=ft.uint16, device=DEV), ragged=False)
+        self.call(ft.empty(2, 4, 2, dtype=ft.uint16, device=DEV), ragged=False)
+        self.assertEqual([a["q_len_per_req"] for a in self.rec.launches], [1, 4, 4])
+
+
 class Workspace(unittest.TestCase):
     def setUp(self):
         self.op, self.rec = make_op(workspace_bytes=4096)
