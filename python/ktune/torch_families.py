@@ -11,7 +11,7 @@ import torch
 from . import _lib
 from .errors import invalid, refuse_broadcast
 from .runtime import runtime
-from .torch_ops import _OUT, _TAGS, _ensure_device, _ws_cache
+from .torch_ops import _OUT, _TAGS, _ensure_device, _scale_arg, _scale_of_op, _ws_cache
 # ---- shared helpers for the other families ------------------------------------------------------------------
 def _need_t(fam, name, t, shape, tags, what="", strided=False):
     """strided: rows may be strided (the last dimension contiguous), e.g. q sliced out of a wider buffer."""
@@ -70,6 +70,7 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     if lse is not None:
         _need_t(fam, "lse", lse, (T, info.num_heads), ("f32",))
     _same_device(fam, (q, kv_cache, indices, sinks, out, lse))
+    softmax_scale = _scale_of_op(fam, softmax_scale, 1.0 / math.sqrt(dq))
     if T == 0:
         return
     rt = runtime()
@@ -81,7 +82,7 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     a.num_tokens, a.num_pages = T, int(kv_cache.shape[0])
     if not q.is_contiguous():  # the library checks the strides (multiples of 8 elements)
         a.q_stride_token, a.q_stride_head = int(q.stride(0)), int(q.stride(1))
-    a.softmax_scale = float(softmax_scale) if softmax_scale is not None and softmax_scale >= 0 else 1.0 / math.sqrt(dq)
+    a.softmax_scale = softmax_scale
     cfg = _lib.cstr(config) if config else None
     a.config, a.num_splits = cfg, _lib.c_int("sparse_mla_decode: num_splits", num_splits)
     # The split count (so the workspace) depends on the device's SM count and on the config tuned for the key.
@@ -136,7 +137,7 @@ def sparse_mla_decode(problem: str, q, kv_cache, indices, *, sinks=None, softmax
     multiples of 8 elements apart, e.g. a slice of a wider buffer), kv_cache
     [pages, page_size, 656] uint8 (fp8_ds_mla) or [pages, page_size, rank+rope] bf16, indices [T, topk] int32
     (-1 = skip). Returns out [T, heads, rank] bf16, or (out, lse) with return_lse."""
-    scale = -1.0 if softmax_scale is None else float(softmax_scale)
+    scale = _scale_arg("sparse_mla_decode", softmax_scale)
     out, lse = torch.ops.ktune.sparse_mla_decode(q, kv_cache, indices, sinks, problem, scale, bool(return_lse),
                                                  num_splits, config or "")
     return (out, lse) if return_lse else out
