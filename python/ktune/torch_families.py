@@ -168,8 +168,13 @@ def _mxfp4_launch(a, weight_packed, weight_scales, bias, expert_offsets, c, prob
     _need_t(fam, "weight_packed", weight_packed, (wb,), ("u8",), " (bytes of the prepacked weight)")
     _need_t(fam, "weight_scales", weight_scales, (sb,), ("u8",), " (bytes of the prepacked scales)")
     if bias is not None:
-        shape = (info.num_experts, info.n) if bias.dim() == 2 else (info.n,)
-        _need_t(fam, "bias", bias, shape, (info.out_dtype,), " ([num_experts, n] or [n])")
+        # The kernels read bias[expert * n + col]: a grouped problem needs a row per expert.
+        if info.grouped:
+            _need_t(fam, "bias", bias, (info.num_experts, info.n), (info.out_dtype,),
+                    " ([num_experts, n] for a grouped problem)")
+        else:
+            shape = (1, info.n) if isinstance(bias, torch.Tensor) and bias.dim() == 2 else (info.n,)
+            _need_t(fam, "bias", bias, shape, (info.out_dtype,), " ([n] or [1, n])")
     if info.grouped:
         if expert_offsets is None:
             raise invalid(f"{fam}: expert_offsets: required for a grouped (MoE) problem ({info.key}): "
@@ -243,6 +248,9 @@ def mxfp4_gemm(problem: str, a, weight, *, bias=None, expert_offsets=None, out=N
     """C[m, n] = A[m, k] W[n, k]^T (+ bias) with W a prepacked MXFP4 weight (mxfp4_weight). Grouped problems
     (".e<E>.top<K>") take expert_offsets [E + 1] int32 on the device (rows sorted by expert). Returns C, or
     writes out= in place."""
+    from . import mxfp4
+    # the custom ops see only the packed bytes, so the weight's own shape is compared with the problem here
+    mxfp4.check_weight(mxfp4.canonical(problem), weight, "ktune.torch_ops.mxfp4_weight")
     if out is None:
         return torch.ops.ktune.mxfp4_gemm(a, weight.packed, weight.scales, bias, expert_offsets, problem,
                                           weight.layout_version, config or "")

@@ -15,6 +15,7 @@ import fake_torch_ops  # noqa: E402
 from fake_torch_ops import Launched  # noqa: E402
 
 import ktune  # noqa: E402
+from ktune import mxfp4  # noqa: E402
 from ktune.errors import InvalidArgumentError  # noqa: E402
 
 DEV = "cuda:0"
@@ -66,7 +67,7 @@ class XqaSoftmaxScale(FakeTorchCase):
                                                          1.0, 1.0, 1.0, 0.0, -1, 0, "", None, None, None, None, None,
                                                          None)
 
-    def test_bad_scales_are_refused_not_replaced_by_the_default(self):
+    def test_bad_scales_are_refused_not_replaced_by_the_default_and_good_ones_launch(self):
         for bad in (-0.125, -1.0, 0.0, float("inf"), float("nan")):
             with self.subTest(scale=bad):
                 with self.assertRaisesRegex(InvalidArgumentError,
@@ -77,8 +78,6 @@ class XqaSoftmaxScale(FakeTorchCase):
                 with self.assertRaisesRegex(InvalidArgumentError, r"softmax_scale: expected a finite value > 0"):
                     self.raw_op(bad)
         self.assertEqual(self.rec.scales, [])
-
-    def test_default_and_given_scales_launch(self):
         self.wrapper(None)
         self.wrapper(0.5)
         self.raw_op(-1.0)  # the custom op's "not given"
@@ -95,17 +94,60 @@ class MlaSoftmaxScale(FakeTorchCase):
                                                ft.empty(4, 64, 656, dtype=ft.uint8, device=DEV),
                                                ft.empty(2, 128, dtype=ft.int32, device=DEV), softmax_scale=scale)
 
-    def test_bad_scales_are_refused_before_the_device(self):
+    def test_bad_scales_are_refused_before_the_device_and_good_ones_pass(self):
         for bad in (-0.1, -1.0, 0.0, float("inf")):
             with self.subTest(scale=bad):
                 with self.assertRaisesRegex(InvalidArgumentError,
                                             r"sparse_mla_decode: softmax_scale: expected a finite value > 0, got"):
                     self.call(bad)
-
-    def test_default_and_given_scales_pass_the_checks(self):
         for ok in (None, 0.07):
             with self.assertRaises(Launched):
                 self.call(ok)
+
+
+@unittest.skipUnless("mxfp4_gemm" in ktune.families(), "this libktune has no mxfp4_gemm family")
+class Mxfp4Arguments(FakeTorchCase):
+    GROUPED = dict(n=256, k=1024, num_experts=8, top_k=2)
+
+    def weight(self, n, k, e):
+        wb, sb = mxfp4.packed_bytes(n, k, e)
+        return mxfp4.Mxfp4Weight(n, k, e, ft.empty(wb, dtype=ft.uint8, device=DEV),
+                                 ft.empty(sb, dtype=ft.uint8, device=DEV), mxfp4.layout_version())
+
+    def call(self, fields, weight=None, bias=None):
+        key = ktune.mxfp4_problem(**fields)
+        n, k, e = fields["n"], fields["k"], fields.get("num_experts", 1)
+        offsets = ft.empty(e + 1, dtype=ft.int32, device=DEV) if e > 1 else None
+        return self.families.mxfp4_gemm(key, ft.empty(4, k, dtype=ft.bfloat16, device=DEV),
+                                        weight if weight is not None else self.weight(n, k, e), bias=bias,
+                                        expert_offsets=offsets)
+
+    def test_grouped_problem_refuses_a_bias_of_one_row(self):
+        # the kernels read bias[expert * n + col]: a [n] bias would be read past its end for experts >= 1
+        with self.assertRaisesRegex(InvalidArgumentError, r"mxfp4_gemm: bias: expected shape \[8, 256\]"):
+            self.call(self.GROUPED, bias=ft.empty(256, dtype=ft.bfloat16, device=DEV))
+        with self.assertRaises(Launched):
+            self.call(self.GROUPED, bias=ft.empty(8, 256, dtype=ft.bfloat16, device=DEV))
+        dense = dict(n=256, k=512)  # one expert: [n] or [1, n]
+        for shape in ((256,), (1, 256)):
+            with self.assertRaises(Launched):
+                self.call(dense, bias=ft.empty(*shape, dtype=ft.bfloat16, device=DEV))
+        with self.assertRaisesRegex(InvalidArgumentError, r"mxfp4_gemm: bias: expected shape"):
+            self.call(dense, bias=ft.empty(2, 256, dtype=ft.bfloat16, device=DEV))
+
+    def test_a_weight_of_another_shape_with_the_same_bytes_is_refused(self):
+        self.assertEqual(mxfp4.packed_bytes(256, 1024, 8), mxfp4.packed_bytes(1024, 256, 8))
+        self.assertEqual(mxfp4.packed_bytes(256, 1024, 8), mxfp4.packed_bytes(512, 512, 8))
+        for n, k, e in ((1024, 256, 8), (512, 512, 8)):
+            with self.subTest(weight=(n, k, e)):
+                with self.assertRaisesRegex(InvalidArgumentError,
+                                            r"mxfp4_gemm: weight: expected n, k, num_experts = 256, 1024, 8 "
+                                            rf"\(the problem's\), got {n}, {k}, {e}"):
+                    self.call(self.GROUPED, weight=self.weight(n, k, e))
+        with self.assertRaisesRegex(InvalidArgumentError, r"mxfp4_gemm: weight: expected a ktune.mxfp4.Mxfp4Weight"):
+            self.call(self.GROUPED, weight=(1, 2))
+        with self.assertRaises(Launched):
+            self.call(self.GROUPED)
 
 
 if __name__ == "__main__":
