@@ -7,6 +7,7 @@ import ctypes
 import math
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -148,6 +149,34 @@ class Mxfp4Arguments(FakeTorchCase):
             self.call(self.GROUPED, weight=(1, 2))
         with self.assertRaises(Launched):
             self.call(self.GROUPED)
+
+
+class DecodePlanRuntime(FakeTorchCase):
+    """A DecodePlan made from an xqa_decode ops.Op runs on that op's runtime (its cache and JIT policy), not the
+    default one."""
+
+    def test_plan_op_is_built_on_the_given_ops_runtime(self):
+        from ktune import ops
+        tmp = tempfile.TemporaryDirectory(prefix="ktune-plan-rt-")
+        self.addCleanup(tmp.cleanup)
+        rt = ktune.Runtime(cache=os.path.join(tmp.name, "ktune.db"), read_only=False, allow_jit=False)
+        self.addCleanup(rt.close)
+        op = ops.Op("xqa_decode", XQA_KEY, rt)
+        self.assertIsNot(rt, ktune.runtime())
+        built = []
+        init = ops.XqaDecodeOp.__init__
+
+        def spy(self_, problem, rt_=None):  # the real op, then stop: no device here to allocate the buffers on
+            init(self_, problem, rt_)
+            built.append(self_)
+            raise Launched()
+
+        ops.XqaDecodeOp.__init__ = spy
+        self.addCleanup(setattr, ops.XqaDecodeOp, "__init__", init)
+        with self.assertRaises(Launched):
+            ktune.DecodePlan(op, batch=2, max_seq_len=128, max_pages_per_req=4, device=DEV)
+        self.assertEqual(len(built), 1)
+        self.assertIs(built[0]._op.runtime, rt)
 
 
 if __name__ == "__main__":
