@@ -319,19 +319,22 @@ class XqaDecodeOp:
             qdev = q.device
         ws = self._ws
         own_ws = None
-        if ws:
-            if workspace is None:
-                # from torch's caching allocator on the current stream: inside a CUDA-graph capture it comes from
-                # the graph's pool, so replays find it at the same address
-                # (held in `own_ws` until the launch is enqueued, so its block is not handed out again before)
-                own_ws = self._empty(ws, dtype=self._u8, device=qdev)
-                ws_ptr = own_ws.data_ptr()
-            elif workspace.nbytes < ws or workspace.device != qdev or not workspace.is_contiguous():
+        if workspace is not None:
+            # A given workspace is passed whatever the memo says: its size is the plan of when these facts were
+            # first seen, and the library may plan a split since (a config tuned in this process).
+            if not isinstance(workspace, self._tensor):
+                raise invalid(f"xqa_decode: workspace: expected a torch.Tensor or None, got {type(workspace).__name__}")
+            if workspace.nbytes < ws or workspace.device != qdev or not workspace.is_contiguous():
                 raise invalid(f"xqa_decode: workspace: expected a contiguous tensor of >= {ws} bytes on {qdev}, got "
                               f"{workspace.nbytes} bytes on {workspace.device}"
                               f"{'' if workspace.is_contiguous() else ', not contiguous'}")
-            else:
-                ws_ptr = workspace.data_ptr()
+            ws_ptr, ws = workspace.data_ptr(), workspace.nbytes
+        elif ws:
+            # from torch's caching allocator on the current stream: inside a CUDA-graph capture it comes from
+            # the graph's pool, so replays find it at the same address
+            # (held in `own_ws` until the launch is enqueued, so its block is not handed out again before)
+            own_ws = self._empty(ws, dtype=self._u8, device=qdev)
+            ws_ptr = own_ws.data_ptr()
         else:
             ws_ptr = None
         # q and out are new tensors at every eager step; the rest is written only when it changed
@@ -359,15 +362,17 @@ class XqaDecodeOp:
         status = op._run_on_device(op._handle, self._ref, self._stream(index), index)
         own_ws = None
         if status:
-            if workspace is None and not _replanned and _lib.workspace_refused(status):
+            if not _replanned and _lib.workspace_refused(status):
                 # The workspace memoized for these arguments was planned before the op planned again (a config
-                # tuned since): forget the memo and run the call once more, planned afresh.
+                # tuned since, which changes the plans of every fact seen): forget the memo and run the call once
+                # more, planned afresh. A given workspace then fits the new plan or is refused naming its size.
                 self._seen.clear()
                 self._facts = _UNSET
                 return self(q, kv_cache, block_tables, seq_lens, max_seq_len=max_seq_len, out=out, lse=lse,
                             q_cu_seq_lens=q_cu_seq_lens, mask=mask, sinks=sinks, softmax_scale=softmax_scale,
                             q_scale=q_scale, k_scale=k_scale, v_scale=v_scale, o_scale=o_scale, softcap=softcap,
-                            window_left=window_left, num_splits=num_splits, config=config, _replanned=True)
+                            window_left=window_left, workspace=workspace, num_splits=num_splits, config=config,
+                            _replanned=True)
             _lib.check(status, "ktune_op_run_on_device")
         return out if lse is None else (out, lse)
 

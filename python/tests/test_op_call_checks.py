@@ -270,6 +270,50 @@ class Workspace(unittest.TestCase):
             self.call(ft.empty(1, dtype=ft.uint8, device=DEV).expand(4096))
         self.assertEqual(self.rec.launches, [])
 
+    def test_a_given_workspace_is_passed_when_unsplit_and_serves_a_later_split(self):
+        # the memo says "unsplit" for these facts; the library plans a split later (a config tuned in this
+        # process) and then refuses a call without enough workspace, as the C op does
+        import ktune._lib as lib
+        op, rec = make_op(workspace_bytes=0)
+        t = tensors()
+        recorded, need = rec._run_on_device, [0]
+
+        def refusing(handle, ref, stream, device):
+            a = ref._obj
+            if need[0] and (not a.workspace or a.workspace_bytes < need[0]):
+                return 1
+            return recorded(handle, ref, stream, device)
+
+        rec._run_on_device = refusing
+        saved = lib.last_error
+        lib.last_error = lambda: "ktune xqa_decode: workspace: expected a device pointer of >= N bytes, got null"
+        self.addCleanup(setattr, lib, "last_error", saved)
+
+        def call(ws):
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=128, out=t["out"], workspace=ws)
+
+        ws = ft.empty(1 << 20, dtype=ft.uint8, device=DEV)
+        call(ws)
+        self.assertEqual((rec.launches[-1]["workspace"], rec.launches[-1]["workspace_bytes"]),
+                         (ws.data_ptr(), 1 << 20))
+        need[0] = rec.workspace_bytes = 4096
+        call(ws)
+        call(ws)
+        self.assertEqual(len(rec.launches), 3)
+        self.assertEqual(rec.launches[-1]["workspace"], ws.data_ptr())
+        # a plan that outgrows the buffer: planned afresh once, then refused naming the size it needs
+        need[0] = rec.workspace_bytes = 2 << 20
+        with self.assertRaisesRegex(InvalidArgumentError, r"workspace: expected a contiguous tensor of >= 2097152 "
+                                                          r"bytes on cuda:0, got 1048576 bytes"):
+            call(ws)
+        self.assertEqual(len(rec.launches), 3)
+        big = ft.empty(2 << 20, dtype=ft.uint8, device=DEV)
+        call(big)  # and the op is not stuck: the next call with a large enough buffer runs
+        self.assertEqual(rec.launches[-1]["workspace"], big.data_ptr())
+        with self.assertRaisesRegex(InvalidArgumentError, r"workspace: expected a contiguous tensor .* on cuda:0, got "
+                                                          r"2097152 bytes on cpu"):
+            call(ft.empty(2 << 20, dtype=ft.uint8, device="cpu"))
+
     def test_without_workspace_one_is_allocated_on_q_device(self):
         self.call(None)
         self.assertNotEqual(self.rec.launches[-1]["workspace"], None)
