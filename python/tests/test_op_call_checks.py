@@ -378,6 +378,43 @@ class Replanned(unittest.TestCase):
             lib.last_error = saved
 
 
+class Memo(unittest.TestCase):
+    """The facts memo: the plan depends on max_seq_len only through its power-of-two bucket, so an engine that
+    passes each step's true maximum reuses one entry per bucket; and the memo is bounded."""
+
+    def test_a_growing_max_seq_len_reuses_its_bucket_and_launches_its_own_value(self):
+        op, rec = make_op()
+        plans = []
+        plan = rec.plan
+        rec.plan = lambda ref: plans.append(ref._obj.max_seq_len) or plan(ref)
+        t = tensors(pages_per_req=64)  # up to 2048 tokens a request
+        lens = list(range(100, 2049)) + [2048, 2047, 129, 128, 1]
+        for n in lens:
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=n, out=t["out"])
+        self.assertEqual([a["max_seq_len"] for a in rec.launches], lens)
+        self.assertEqual(plans, [100, 129, 257, 513, 1025, 1])  # buckets 128, 256, 512, 1024, 2048, 1
+        self.assertEqual(len(op._seen), 6)
+        with self.assertRaisesRegex(InvalidArgumentError, r"max_seq_len: expected a 32-bit int"):
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=2**31, out=t["out"])  # no bucket of its own
+        with self.assertRaisesRegex(InvalidArgumentError, r"max_seq_len: expected a positive int"):
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=0, out=t["out"])
+        self.assertEqual(len(rec.launches), len(lens))
+        small = tensors(batch=1, pages_per_req=64)  # another plan between steps of one bucket
+        for tt, n in ((t, 300), (small, 301), (t, 302), (t, 303), (small, 304)):
+            op(tt["q"], tt["kv"], tt["bt"], tt["sl"], max_seq_len=n, out=tt["out"])
+        self.assertEqual([(a["batch"], a["num_pages"], a["max_seq_len"]) for a in rec.launches[-5:]],
+                         [(2, 128, 300), (1, 64, 301), (2, 128, 302), (2, 128, 303), (1, 64, 304)])
+
+    def test_the_memo_keeps_a_bounded_number_of_facts(self):
+        import ktune.ops as ops
+        op, rec = make_op()
+        for batch in range(1, ops._SEEN_MAX + 50):
+            t = tensors(batch=batch, pages_per_req=1)
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=32, out=t["out"])
+        self.assertEqual(len(op._seen), ops._SEEN_MAX)
+        self.assertEqual(len(rec.launches), ops._SEEN_MAX + 49)
+
+
 class StructWrites(unittest.TestCase):
     def test_a_write_that_fails_half_way_does_not_leave_stale_fields(self):
         op, rec = make_op()
