@@ -292,7 +292,11 @@ class DecodePlan:
                  device=None):
         import torch
         from .ops import XqaDecodeOp
-        self.op = op if isinstance(op, XqaDecodeOp) else XqaDecodeOp(_xqa_op(op)[1].key)
+        if isinstance(op, XqaDecodeOp):
+            self.op = op
+        else:  # on the runtime of the op given (its cache and JIT policy); a key's op is on the default runtime
+            handle, info = _xqa_op(op)
+            self.op = XqaDecodeOp(info.key, handle.runtime)
         info = self.info = self.op.info
         if not 1 <= int(batch) <= 65535:
             raise invalid(f"xqa_decode: batch: expected 1..65535, got {batch}")

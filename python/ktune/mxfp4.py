@@ -154,3 +154,16 @@ class Mxfp4Weight:
     packed: object   # uint8 tensor of packed_bytes()[0] bytes
     scales: object   # uint8 tensor of packed_bytes()[1] bytes
     layout_version: int
+
+
+def check_weight(info: Mxfp4Info, weight, made_by: str) -> None:
+    """Refuses a weight that is not an Mxfp4Weight of the problem's n, k and num_experts. The library takes those
+    from the problem: a weight of another shape would be read past its end (or, with the same byte count, as the
+    wrong matrix). `made_by` names the function that makes a weight for this path."""
+    if not isinstance(weight, Mxfp4Weight):
+        raise invalid(f"mxfp4_gemm: weight: expected a ktune.mxfp4.Mxfp4Weight ({made_by}), got "
+                      f"{type(weight).__name__}")
+    shape = (int(weight.n), int(weight.k), int(weight.num_experts))
+    if shape != (info.n, info.k, info.num_experts):
+        raise invalid(f"mxfp4_gemm: weight: expected n, k, num_experts = {info.n}, {info.k}, {info.num_experts} "
+                      f"(the problem's), got {shape[0]}, {shape[1]}, {shape[2]}")

@@ -55,15 +55,7 @@ def mxfp4_gemm(problem, a, weight, *, bias=None, expert_offsets=None, out=None, 
                       f"{getattr(a, 'shape', type(a).__name__)}")
     m = a.shape[0]
     _array("a", a, _STORAGE[info.a_dtype], (m, info.k), strided_rows=True)
-    if not isinstance(weight, mxfp4.Mxfp4Weight):
-        raise invalid(f"mxfp4_gemm: weight: expected a ktune.mxfp4.Mxfp4Weight (ktune.mxfp4_host.host_weight), got "
-                      f"{type(weight).__name__}")
-    # The library takes n, k and the experts from the problem: a weight of another shape would be read past its
-    # end (or, with the same byte count, as the wrong matrix).
-    shape = (int(weight.n), int(weight.k), int(weight.num_experts))
-    if shape != (info.n, info.k, info.num_experts):
-        raise invalid(f"mxfp4_gemm: weight: expected n, k, num_experts = {info.n}, {info.k}, {info.num_experts} "
-                      f"(the problem's), got {shape[0]}, {shape[1]}, {shape[2]}")
+    mxfp4.check_weight(info, weight, "ktune.mxfp4_host.host_weight")
     wb, sb = mxfp4.packed_bytes(info.n, info.k, info.num_experts)
     packed = _array("weight.packed", weight.packed, np.uint8)
     scales = _array("weight.scales", weight.scales, np.uint8)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import operator
 from typing import Optional
 
 from . import _lib
@@ -94,6 +95,28 @@ def _raw_stream_fn(torch):
 
 _UNSET = object()  # matches no facts: the next call is checked in full
 _SCALES = ("q_scale", "k_scale", "v_scale", "o_scale")
+_INT32_MAX = 2**31 - 1
+# Facts seen before, kept per op: an eager engine's ragged batches give a new shape at many steps, so the memo
+# keeps the most recently used ones only (a fact it forgot is checked in full again).
+_SEEN_MAX = 256
+_MSL = -4  # where max_seq_len is in a call's facts (see __call__)
+
+
+def _seq_key(v):
+    """max_seq_len as the memo of facts keys it. The plan depends on it only through its power-of-two bucket (the
+    library's bucket_pow2_ceil), so a valid value is keyed by that bucket: an engine passing each step's true
+    maximum reuses one memo entry per bucket. Anything the full check would refuse is keyed as itself in a tuple,
+    which equals no bucket, so it goes to that check."""
+    if v.__class__ is not int:
+        if v.__class__ is bool:
+            return (v,)
+        try:
+            v = operator.index(v)  # NumPy integers
+        except TypeError:
+            return (v,)
+    if 0 < v <= _INT32_MAX:
+        return 1 << (v - 1).bit_length()
+    return (v,)
 
 
 def _tensor_facts(t):
@@ -123,18 +146,18 @@ class XqaDecodeOp:
     The C side checks every pointer and scalar at every call. One argument struct per object: calls from several
     threads at once need an object each."""
 
-    __slots__ = ("info", "_op", "_args", "_ref", "_seen", "_facts", "_ws", "_qp", "_outp", "_rest", "_stream",
-                 "_tensor", "_empty", "_u8", "_tags", "_ensure_device", "_default_scale", "__weakref__")
+    __slots__ = ("info", "_op", "_args", "_ref", "_seen", "_facts", "_entry", "_ws", "_qp", "_outp", "_rest",
+                 "_stream", "_tensor", "_empty", "_u8", "_tags", "_ensure_device", "_default_scale", "__weakref__")
 
     # struct fields written from a call's persistent arguments (the engine's buffers, scales, window): written
     # only when they changed, since a ctypes field write costs several times a comparison
     _FIELDS = ("kv_cache", "k_cache", "v_cache", "block_tables", "seq_lens", "q_cu_seq_lens", "mask", "sinks", "lse",
                "workspace", "workspace_bytes", "softmax_scale", "softcap", "window_left", "q_scale", "k_scale",
                "v_scale", "o_scale", "q_scale_ptr", "k_scale_ptr", "v_scale_ptr", "o_scale_ptr")
-    # what the full check derives from a call's facts (shapes, strides, options)
-    _SHAPE_FIELDS = ("batch", "num_tokens", "q_len_per_req", "max_pages_per_req", "num_pages", "max_seq_len",
-                     "num_splits", "q_stride_token", "q_stride_head", "out_stride_token", "out_stride_head",
-                     "kv_page_stride")
+    # what the full check derives from a call's facts (shapes, strides, options); max_seq_len is not among them:
+    # the memo holds only its bucket, so each refresh writes the call's own value
+    _SHAPE_FIELDS = ("batch", "num_tokens", "q_len_per_req", "max_pages_per_req", "num_pages", "num_splits",
+                     "q_stride_token", "q_stride_head", "out_stride_token", "out_stride_head", "kv_page_stride")
 
     def __init__(self, problem, rt: Optional[Runtime] = None):
         import torch
@@ -159,8 +182,10 @@ class XqaDecodeOp:
         self._args = _lib._XqaArgs()
         _lib.lib().ktune_xqa_args_default(ctypes.byref(self._args))
         self._ref = ctypes.byref(self._args)
-        self._seen = {}  # facts -> (workspace bytes of its plan, its _SHAPE_FIELDS values, config bytes)
+        # facts (max_seq_len by its bucket) -> (workspace bytes of its plan, its _SHAPE_FIELDS values, config bytes)
+        self._seen = {}
         self._facts = _UNSET  # the facts whose shape fields self._args holds (_UNSET: none proven)
+        self._entry = None  # the memo entry whose shape fields self._args holds (None: none proven)
         self._ws = 0  # workspace bytes of their plan
         self._qp = self._outp = None  # the q and out addresses self._args holds
         self._rest = (_UNSET,) * len(self._FIELDS)  # the _FIELDS values self._args holds
@@ -237,6 +262,7 @@ class XqaDecodeOp:
                              k_cache=desc("k_cache", k_cache), v_cache=desc("v_cache", v_cache))
         entry = (None, tuple(getattr(a, name) for name in self._SHAPE_FIELDS), a._config)
         self._apply(entry)
+        self._args.max_seq_len = a.max_seq_len  # the plan reads it
         index = q.device.index
         _lib.check(self._ensure_device(index), "ktune_ensure_device")
         return (self._op.plan(self._ref)["workspace_bytes"],) + entry[1:]
@@ -249,21 +275,34 @@ class XqaDecodeOp:
         mine.config = entry[2]
 
     def _refresh(self, facts, *call):
-        """self._args's shape fields for a call whose facts differ from the last call's: from the memo when these
-        facts passed the full check before, else from the full check (raises on bad arguments). `facts` is None
-        when they could not be read (an argument that is not a tensor): the full check then names it."""
+        """self._args's shape fields (and max_seq_len) for a call whose facts differ from the last call's: from the
+        memo when facts of the same plan passed the full check before, else from the full check (raises on bad
+        arguments). `facts` is None when they could not be read (an argument that is not a tensor): the full
+        check then names it."""
         self._facts = _UNSET  # the shape fields are about to change: nothing is proven until this succeeds
+        applied, self._entry = self._entry, None
+        seen = self._seen
         try:
-            entry = None if facts is None else self._seen.get(facts)
+            # the memo's key: the facts with max_seq_len's bucket for its value (the last call's facts, compared
+            # first in __call__, keep the value: a step with the same one writes nothing)
+            key = None if facts is None else facts[:_MSL] + (_seq_key(facts[_MSL]),) + facts[_MSL + 1:]
+            entry = None if key is None else seen.get(key)
         except TypeError:  # an unhashable scalar (a list for max_seq_len...): the full check names it
-            facts = entry = None
+            key = entry = None
         if entry is None:
             entry = self._full_check(*call)
-            if facts is not None:
-                self._seen[facts] = entry
+            if key is not None:
+                if len(seen) >= _SEEN_MAX:
+                    del seen[next(iter(seen))]  # the least recently used
+                seen[key] = entry
         else:
-            self._apply(entry)
+            seen[key] = seen.pop(key)  # now the most recently used
+            if entry is not applied:  # a step of the same plan (max_seq_len grew) has its fields in place
+                self._apply(entry)
+            # a positive 32-bit int: only such a value has a bucket for its key
+            self._args.max_seq_len = operator.index(facts[_MSL])
         self._ws = entry[0]
+        self._entry = entry
         if facts is not None:
             self._facts = facts
 
@@ -302,6 +341,7 @@ class XqaDecodeOp:
             scale_facts, scale_values = None, (q_scale, k_scale, v_scale, o_scale, None, None, None, None)
         try:
             qdev = q.device
+            # max_seq_len at _MSL: the memo keys it by its bucket (_refresh)
             facts = (q.shape, q.stride(), q.dtype, qdev, out.shape, out.stride(), out.dtype, out.device,
                      (kv.shape, kv.is_contiguous(), kv.dtype, kv.device) if kv is not None else
                      _tensor_facts(k_cache) + _tensor_facts(v_cache),
@@ -319,19 +359,22 @@ class XqaDecodeOp:
             qdev = q.device
         ws = self._ws
         own_ws = None
-        if ws:
-            if workspace is None:
-                # from torch's caching allocator on the current stream: inside a CUDA-graph capture it comes from
-                # the graph's pool, so replays find it at the same address
-                # (held in `own_ws` until the launch is enqueued, so its block is not handed out again before)
-                own_ws = self._empty(ws, dtype=self._u8, device=qdev)
-                ws_ptr = own_ws.data_ptr()
-            elif workspace.nbytes < ws or workspace.device != qdev or not workspace.is_contiguous():
+        if workspace is not None:
+            # A given workspace is passed whatever the memo says: its size is the plan of when these facts were
+            # first seen, and the library may plan a split since (a config tuned in this process).
+            if not isinstance(workspace, self._tensor):
+                raise invalid(f"xqa_decode: workspace: expected a torch.Tensor or None, got {type(workspace).__name__}")
+            if workspace.nbytes < ws or workspace.device != qdev or not workspace.is_contiguous():
                 raise invalid(f"xqa_decode: workspace: expected a contiguous tensor of >= {ws} bytes on {qdev}, got "
                               f"{workspace.nbytes} bytes on {workspace.device}"
                               f"{'' if workspace.is_contiguous() else ', not contiguous'}")
-            else:
-                ws_ptr = workspace.data_ptr()
+            ws_ptr, ws = workspace.data_ptr(), workspace.nbytes
+        elif ws:
+            # from torch's caching allocator on the current stream: inside a CUDA-graph capture it comes from
+            # the graph's pool, so replays find it at the same address
+            # (held in `own_ws` until the launch is enqueued, so its block is not handed out again before)
+            own_ws = self._empty(ws, dtype=self._u8, device=qdev)
+            ws_ptr = own_ws.data_ptr()
         else:
             ws_ptr = None
         # q and out are new tensors at every eager step; the rest is written only when it changed
@@ -359,15 +402,17 @@ class XqaDecodeOp:
         status = op._run_on_device(op._handle, self._ref, self._stream(index), index)
         own_ws = None
         if status:
-            if workspace is None and not _replanned and _lib.workspace_refused(status):
+            if not _replanned and _lib.workspace_refused(status):
                 # The workspace memoized for these arguments was planned before the op planned again (a config
-                # tuned since): forget the memo and run the call once more, planned afresh.
+                # tuned since, which changes the plans of every fact seen): forget the memo and run the call once
+                # more, planned afresh. A given workspace then fits the new plan or is refused naming its size.
                 self._seen.clear()
                 self._facts = _UNSET
                 return self(q, kv_cache, block_tables, seq_lens, max_seq_len=max_seq_len, out=out, lse=lse,
                             q_cu_seq_lens=q_cu_seq_lens, mask=mask, sinks=sinks, softmax_scale=softmax_scale,
                             q_scale=q_scale, k_scale=k_scale, v_scale=v_scale, o_scale=o_scale, softcap=softcap,
-                            window_left=window_left, num_splits=num_splits, config=config, _replanned=True)
+                            window_left=window_left, workspace=workspace, num_splits=num_splits, config=config,
+                            _replanned=True)
             _lib.check(status, "ktune_op_run_on_device")
         return out if lse is None else (out, lse)
 

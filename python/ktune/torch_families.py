@@ -11,7 +11,7 @@ import torch
 from . import _lib
 from .errors import invalid, refuse_broadcast
 from .runtime import runtime
-from .torch_ops import _OUT, _TAGS, _ensure_device, _ws_cache
+from .torch_ops import _OUT, _TAGS, _ensure_device, _scale_arg, _scale_of_op, _ws_cache
 # ---- shared helpers for the other families ------------------------------------------------------------------
 def _need_t(fam, name, t, shape, tags, what="", strided=False):
     """strided: rows may be strided (the last dimension contiguous), e.g. q sliced out of a wider buffer."""
@@ -70,6 +70,7 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     if lse is not None:
         _need_t(fam, "lse", lse, (T, info.num_heads), ("f32",))
     _same_device(fam, (q, kv_cache, indices, sinks, out, lse))
+    softmax_scale = _scale_of_op(fam, softmax_scale, 1.0 / math.sqrt(dq))
     if T == 0:
         return
     rt = runtime()
@@ -81,7 +82,7 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     a.num_tokens, a.num_pages = T, int(kv_cache.shape[0])
     if not q.is_contiguous():  # the library checks the strides (multiples of 8 elements)
         a.q_stride_token, a.q_stride_head = int(q.stride(0)), int(q.stride(1))
-    a.softmax_scale = float(softmax_scale) if softmax_scale is not None and softmax_scale >= 0 else 1.0 / math.sqrt(dq)
+    a.softmax_scale = softmax_scale
     cfg = _lib.cstr(config) if config else None
     a.config, a.num_splits = cfg, _lib.c_int("sparse_mla_decode: num_splits", num_splits)
     # The split count (so the workspace) depends on the device's SM count and on the config tuned for the key.
@@ -136,7 +137,7 @@ def sparse_mla_decode(problem: str, q, kv_cache, indices, *, sinks=None, softmax
     multiples of 8 elements apart, e.g. a slice of a wider buffer), kv_cache
     [pages, page_size, 656] uint8 (fp8_ds_mla) or [pages, page_size, rank+rope] bf16, indices [T, topk] int32
     (-1 = skip). Returns out [T, heads, rank] bf16, or (out, lse) with return_lse."""
-    scale = -1.0 if softmax_scale is None else float(softmax_scale)
+    scale = _scale_arg("sparse_mla_decode", softmax_scale)
     out, lse = torch.ops.ktune.sparse_mla_decode(q, kv_cache, indices, sinks, problem, scale, bool(return_lse),
                                                  num_splits, config or "")
     return (out, lse) if return_lse else out
@@ -167,8 +168,13 @@ def _mxfp4_launch(a, weight_packed, weight_scales, bias, expert_offsets, c, prob
     _need_t(fam, "weight_packed", weight_packed, (wb,), ("u8",), " (bytes of the prepacked weight)")
     _need_t(fam, "weight_scales", weight_scales, (sb,), ("u8",), " (bytes of the prepacked scales)")
     if bias is not None:
-        shape = (info.num_experts, info.n) if bias.dim() == 2 else (info.n,)
-        _need_t(fam, "bias", bias, shape, (info.out_dtype,), " ([num_experts, n] or [n])")
+        # The kernels read bias[expert * n + col]: a grouped problem needs a row per expert.
+        if info.grouped:
+            _need_t(fam, "bias", bias, (info.num_experts, info.n), (info.out_dtype,),
+                    " ([num_experts, n] for a grouped problem)")
+        else:
+            shape = (1, info.n) if isinstance(bias, torch.Tensor) and bias.dim() == 2 else (info.n,)
+            _need_t(fam, "bias", bias, shape, (info.out_dtype,), " ([n] or [1, n])")
     if info.grouped:
         if expert_offsets is None:
             raise invalid(f"{fam}: expert_offsets: required for a grouped (MoE) problem ({info.key}): "
@@ -242,6 +248,9 @@ def mxfp4_gemm(problem: str, a, weight, *, bias=None, expert_offsets=None, out=N
     """C[m, n] = A[m, k] W[n, k]^T (+ bias) with W a prepacked MXFP4 weight (mxfp4_weight). Grouped problems
     (".e<E>.top<K>") take expert_offsets [E + 1] int32 on the device (rows sorted by expert). Returns C, or
     writes out= in place."""
+    from . import mxfp4
+    # the custom ops see only the packed bytes, so the weight's own shape is compared with the problem here
+    mxfp4.check_weight(mxfp4.canonical(problem), weight, "ktune.torch_ops.mxfp4_weight")
     if out is None:
         return torch.ops.ktune.mxfp4_gemm(a, weight.packed, weight.scales, bias, expert_offsets, problem,
                                           weight.layout_version, config or "")

@@ -56,6 +56,32 @@ def _split_cache(kv_cache):
 
 _ws_cache = {}
 
+# The custom ops' float for "softmax_scale not given" (their schema is a plain float): exactly this value means
+# the default; the wrappers never pass it for a given value, since they refuse every non-positive one first.
+NO_SOFTMAX_SCALE = -1.0
+
+
+def _scale_arg(fam, value):
+    """A caller's softmax_scale for the custom ops: None -> NO_SOFTMAX_SCALE; otherwise it must be a finite
+    value > 0 (the library's rule), so that no given value can be taken for "not given"."""
+    if value is None:
+        return NO_SOFTMAX_SCALE
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise invalid(f"{fam}: softmax_scale: expected a finite value > 0, got {value!r}")
+    return v
+
+
+def _scale_of_op(fam, value, default):
+    """A custom op's softmax_scale -> the one to launch with: the default for exactly NO_SOFTMAX_SCALE; any other
+    value must be a finite value > 0 (refused here, before anything reaches the device)."""
+    if value == NO_SOFTMAX_SCALE:
+        return default
+    return _scale_arg(fam, value)
+
 
 def _ensure_device(index):
     # PyTorch's device = its primary context; after the first call per device the library does one
@@ -86,8 +112,7 @@ def _launch(q, kv_cache, block_tables, seq_lens, q_cu_seq_lens, mask, sinks, out
             softmax_scale, q_scale, k_scale, v_scale, o_scale, softcap, window_left, num_splits, config, k_cache,
             v_cache, q_scale_t, k_scale_t, v_scale_t, o_scale_t):
     info = canonical(problem)
-    if softmax_scale is None or softmax_scale < 0:
-        softmax_scale = 1.0 / math.sqrt(info.head_dim)
+    softmax_scale = _scale_of_op("xqa_decode", softmax_scale, 1.0 / math.sqrt(info.head_dim))
     q_scale, k_scale = _scale_of(q_scale, q_scale_t), _scale_of(k_scale, k_scale_t)
     v_scale, o_scale = _scale_of(v_scale, v_scale_t), _scale_of(o_scale, o_scale_t)
     if isinstance(q, torch.Tensor) and q.device.type == "cuda":
@@ -182,7 +207,7 @@ def xqa_decode(problem: str, q, kv_cache, block_tables, seq_lens, *, max_seq_len
     a CUDA graph replays with its current value). `max_seq_len` is a host-known upper bound of seq_lens (no
     device data is read). Returns out, or (out, lse) when the problem writes LSE; with out= given, writes it
     (and lse) in place."""
-    scale = -1.0 if softmax_scale is None else float(softmax_scale)
+    scale = _scale_arg("xqa_decode", softmax_scale)
     kv, k_cache, v_cache = _split_cache(kv_cache)
     (qs, qt), (ks, kt), (vs, vt), (os_, ot) = (_split_scale(v) for v in (q_scale, k_scale, v_scale, o_scale))
     if out is None:

@@ -228,13 +228,18 @@ def build_args(info: XqaInfo, q, kv_cache, block_tables, seq_lens, q_cu_seq_lens
             raise invalid("xqa_decode: mask: the problem's mask is explicit, so a draft mask is required")
         w = mask_words(info.max_q_len)  # the problem's row stride, the same for every row
         if mask.dtype in ("u16", "i16"):
+            if len(mask.shape) == 3 and q_cu_seq_lens is not None:
+                # the kernel reads one row per query token; a [batch, 1, 2W] array holds batch rows only
+                raise invalid(f"xqa_decode: mask: expected uint16 pairs [num_tokens, {2 * w}] = [{num_tokens}, "
+                              f"{2 * w}] in the ragged form (q_cu_seq_lens given; [batch, q_len_per_req, {2 * w}] "
+                              f"is the uniform form only), got {_shape_text(mask.shape)}")
             shape = (batch, q_len_per_req, 2 * w) if len(mask.shape) == 3 else (num_tokens, 2 * w)
         else:
             shape = (num_tokens,) if w == 1 else (num_tokens, w)
         u32 = "[num_tokens]" if w == 1 else f"[num_tokens, {w}]"
         _need("mask", mask, shape, ("u16", "i16", "u32", "i32"),
               f" ({w} 32-bit word{'s' if w > 1 else ''} per query row for max_q_len {info.max_q_len}: uint32 {u32} "
-              f"or uint16 pairs [num_tokens, {2 * w}])")
+              f"or uint16 pairs [num_tokens, {2 * w}], uniform form also [batch, q_len_per_req, {2 * w}])")
     elif mask is not None:
         raise invalid(f"xqa_decode: mask: expected None (the problem's mask is {info.mask}), got an array")
     if info.sinks:

@@ -81,8 +81,8 @@ class Tensor:
     def size(self):
         return self.shape
 
-    def stride(self):
-        return self._strides
+    def stride(self, dim=None):
+        return self._strides if dim is None else self._strides[dim]
 
     def dim(self):
         return len(self._shape)

@@ -209,6 +209,39 @@ class OptionalTensorsChangedInPlace(unittest.TestCase):
         self.assertEqual(len(self.rec.launches), 1)
 
 
+class MaskForms(unittest.TestCase):
+    """uint16 mask pairs: [num_tokens, 2W] in either form, [batch, q_len_per_req, 2W] in the uniform form only.
+    The kernel reads one mask row per query token, so a 3-d [batch, 1, 2W] mask of a ragged call would be read
+    past its end."""
+
+    KEY_MASK = "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q4.mask"
+
+    def setUp(self):
+        self.op, self.rec = make_op(self.KEY_MASK)
+        self.t = tensors()
+        self.t["q"] = ft.empty(8, 32, 128, dtype=ft.bfloat16, device=DEV)  # 2 requests x 4 tokens
+        self.t["out"] = ft.empty(8, 32, 128, dtype=ft.bfloat16, device=DEV)
+        self.cu = ft.empty(3, dtype=ft.int32, device=DEV)
+
+    def call(self, mask, ragged):
+        t = self.t
+        self.op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=128, out=t["out"], mask=mask,
+                q_cu_seq_lens=self.cu if ragged else None)
+
+    def test_ragged_call_refuses_a_3d_mask_and_takes_the_row_forms(self):
+        with self.assertRaisesRegex(InvalidArgumentError, r"mask: expected uint16 pairs \[num_tokens, 2\] = \[8, 2\] "
+                                                          r"in the ragged form .* got \[2, 1, 2\]"):
+            self.call(ft.empty(2, 1, 2, dtype=ft.uint16, device=DEV), ragged=True)
+        with self.assertRaisesRegex(InvalidArgumentError, r"mask: .*ragged form"):
+            self.call(ft.empty(8, 1, 2, dtype=ft.uint16, device=DEV), ragged=True)
+        self.assertEqual(self.rec.launches, [])
+        # the forms that hold a row per query token
+        self.call(ft.empty(8, 2, dtype=ft.uint16, device=DEV), ragged=True)
+        self.call(ft.empty(8, 2, dtype=ft.uint16, device=DEV), ragged=False)
+        self.call(ft.empty(2, 4, 2, dtype=ft.uint16, device=DEV), ragged=False)
+        self.assertEqual([a["q_len_per_req"] for a in self.rec.launches], [1, 4, 4])
+
+
 class Workspace(unittest.TestCase):
     def setUp(self):
         self.op, self.rec = make_op(workspace_bytes=4096)
@@ -236,6 +269,50 @@ class Workspace(unittest.TestCase):
         with self.assertRaisesRegex(InvalidArgumentError, r"not contiguous"):
             self.call(ft.empty(1, dtype=ft.uint8, device=DEV).expand(4096))
         self.assertEqual(self.rec.launches, [])
+
+    def test_a_given_workspace_is_passed_when_unsplit_and_serves_a_later_split(self):
+        # the memo says "unsplit" for these facts; the library plans a split later (a config tuned in this
+        # process) and then refuses a call without enough workspace, as the C op does
+        import ktune._lib as lib
+        op, rec = make_op(workspace_bytes=0)
+        t = tensors()
+        recorded, need = rec._run_on_device, [0]
+
+        def refusing(handle, ref, stream, device):
+            a = ref._obj
+            if need[0] and (not a.workspace or a.workspace_bytes < need[0]):
+                return 1
+            return recorded(handle, ref, stream, device)
+
+        rec._run_on_device = refusing
+        saved = lib.last_error
+        lib.last_error = lambda: "ktune xqa_decode: workspace: expected a device pointer of >= N bytes, got null"
+        self.addCleanup(setattr, lib, "last_error", saved)
+
+        def call(ws):
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=128, out=t["out"], workspace=ws)
+
+        ws = ft.empty(1 << 20, dtype=ft.uint8, device=DEV)
+        call(ws)
+        self.assertEqual((rec.launches[-1]["workspace"], rec.launches[-1]["workspace_bytes"]),
+                         (ws.data_ptr(), 1 << 20))
+        need[0] = rec.workspace_bytes = 4096
+        call(ws)
+        call(ws)
+        self.assertEqual(len(rec.launches), 3)
+        self.assertEqual(rec.launches[-1]["workspace"], ws.data_ptr())
+        # a plan that outgrows the buffer: planned afresh once, then refused naming the size it needs
+        need[0] = rec.workspace_bytes = 2 << 20
+        with self.assertRaisesRegex(InvalidArgumentError, r"workspace: expected a contiguous tensor of >= 2097152 "
+                                                          r"bytes on cuda:0, got 1048576 bytes"):
+            call(ws)
+        self.assertEqual(len(rec.launches), 3)
+        big = ft.empty(2 << 20, dtype=ft.uint8, device=DEV)
+        call(big)  # and the op is not stuck: the next call with a large enough buffer runs
+        self.assertEqual(rec.launches[-1]["workspace"], big.data_ptr())
+        with self.assertRaisesRegex(InvalidArgumentError, r"workspace: expected a contiguous tensor .* on cuda:0, got "
+                                                          r"2097152 bytes on cpu"):
+            call(ft.empty(2 << 20, dtype=ft.uint8, device="cpu"))
 
     def test_without_workspace_one_is_allocated_on_q_device(self):
         self.call(None)
@@ -299,6 +376,43 @@ class Replanned(unittest.TestCase):
             self.assertEqual(len(rec.launches), 4)
         finally:
             lib.last_error = saved
+
+
+class Memo(unittest.TestCase):
+    """The facts memo: the plan depends on max_seq_len only through its power-of-two bucket, so an engine that
+    passes each step's true maximum reuses one entry per bucket; and the memo is bounded."""
+
+    def test_a_growing_max_seq_len_reuses_its_bucket_and_launches_its_own_value(self):
+        op, rec = make_op()
+        plans = []
+        plan = rec.plan
+        rec.plan = lambda ref: plans.append(ref._obj.max_seq_len) or plan(ref)
+        t = tensors(pages_per_req=64)  # up to 2048 tokens a request
+        lens = list(range(100, 2049)) + [2048, 2047, 129, 128, 1]
+        for n in lens:
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=n, out=t["out"])
+        self.assertEqual([a["max_seq_len"] for a in rec.launches], lens)
+        self.assertEqual(plans, [100, 129, 257, 513, 1025, 1])  # buckets 128, 256, 512, 1024, 2048, 1
+        self.assertEqual(len(op._seen), 6)
+        with self.assertRaisesRegex(InvalidArgumentError, r"max_seq_len: expected a 32-bit int"):
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=2**31, out=t["out"])  # no bucket of its own
+        with self.assertRaisesRegex(InvalidArgumentError, r"max_seq_len: expected a positive int"):
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=0, out=t["out"])
+        self.assertEqual(len(rec.launches), len(lens))
+        small = tensors(batch=1, pages_per_req=64)  # another plan between steps of one bucket
+        for tt, n in ((t, 300), (small, 301), (t, 302), (t, 303), (small, 304)):
+            op(tt["q"], tt["kv"], tt["bt"], tt["sl"], max_seq_len=n, out=tt["out"])
+        self.assertEqual([(a["batch"], a["num_pages"], a["max_seq_len"]) for a in rec.launches[-5:]],
+                         [(2, 128, 300), (1, 64, 301), (2, 128, 302), (2, 128, 303), (1, 64, 304)])
+
+    def test_the_memo_keeps_a_bounded_number_of_facts(self):
+        import ktune.ops as ops
+        op, rec = make_op()
+        for batch in range(1, ops._SEEN_MAX + 50):
+            t = tensors(batch=batch, pages_per_req=1)
+            op(t["q"], t["kv"], t["bt"], t["sl"], max_seq_len=32, out=t["out"])
+        self.assertEqual(len(op._seen), ops._SEEN_MAX)
+        self.assertEqual(len(rec.launches), ops._SEEN_MAX + 49)
 
 
 class StructWrites(unittest.TestCase):
