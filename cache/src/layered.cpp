@@ -391,8 +391,17 @@ std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, 
                                                      const std::string& device_fingerprint,
                                                      const std::string& ktune_version,
                                                      std::string* other_version) {
-  for (const auto& layer : layers_) {
-    if (!layer.db) continue;
+  // The writable layer first: a row this machine measured (a warmup, `ktune tune`, --retune) stands over a row a
+  // read-only image ships for the same key, so what a process tunes is what the next one runs; then the
+  // read-only layers in their order.
+  std::vector<const Layer*> order;
+  order.reserve(layers_.size());
+  for (const auto& layer : layers_)
+    if (layer.db && layer.db.get() == writable_) order.push_back(&layer);
+  for (const auto& layer : layers_)
+    if (layer.db && layer.db.get() != writable_) order.push_back(&layer);
+  for (const Layer* lp : order) {
+    const Layer& layer = *lp;
     try {
       std::string problem;
       if (auto t = layer.db->get_tuning_checked(family, problem_key, device_fingerprint, &problem)) {

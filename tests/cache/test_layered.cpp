@@ -155,6 +155,29 @@ TEST_CASE("layered: a tuning row of another ktune version is passed over for one
   CHECK(cache.damaged_seen() == 0);  // stale is not damaged
 }
 
+TEST_CASE("layered: the writable layer's tuning row stands over a read-only image's, whatever the order",
+          "[cache][layered]") {
+  // An image ahead of the user's cache in the search path (the documented `base.db?ro:user.db`): a key the user
+  // tuned again on this machine runs the user's winner, not the shipped one.
+  TempDir dir;
+  const std::string image = dir.file("image.db"), user = dir.file("user.db");
+  TuningRecord shipped = sample_tuning(4), mine = sample_tuning(4);
+  mine.winner_config = "t32.s1.w1";
+  CacheDb::open(image, {})->put_tuning(shipped);
+  {
+    LayeredCache cache(image + "?ro:" + user, false);
+    const auto& k = shipped;
+    REQUIRE(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint));
+    CHECK(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint)->winner_config == shipped.winner_config);
+    cache.put_tuning(mine);  // into user.db, the writable layer
+    REQUIRE(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint));
+    CHECK(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint)->winner_config == "t32.s1.w1");
+  }
+  // Read-only layers keep their order among themselves.
+  LayeredCache ro(user + "?ro:" + image + "?ro", true);
+  CHECK(ro.get_tuning(shipped.family, shipped.problem_key, shipped.device_fingerprint)->winner_config == "t32.s1.w1");
+}
+
 TEST_CASE("layered: read-only mode and unusable layers", "[cache][layered]") {
   TempDir dir;
   const std::string db = dir.file("a.db");

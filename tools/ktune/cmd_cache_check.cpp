@@ -131,26 +131,42 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
   o.read_only = true;
   Runtime rt(o);
 
-  // Tuning rows by (family, tuning key): the newest one of a matching device. Rows tuned by another ktune
-  // version are listed apart: the runtime does not use them (its kernels may differ), so their keys run the
+  // Tuning rows by (family, tuning key) of a matching device, the one a process would run. Rows tuned by another
+  // ktune version are listed apart: the runtime does not use them (its kernels may differ), so their keys run the
   // default until a warmup of this version tunes them again.
   std::map<std::string, CacheTuningEntry> rows, stale_rows;
-  const auto keep_newest = [&](const std::string& slot_key, const CacheTuningEntry& t) {
+  // The row a process would run where several layers hold one: the writable layer's, else the first layer's
+  // in the search path (LayeredCache::get_tuning).
+  std::map<std::string, size_t> layer_rank;
+  {
+    size_t next = 1;
+    bool writable_seen = false;
+    for (const auto& l : cache_layers(o.cache_path)) {
+      const bool is_writable = l.present && l.writable && !writable_seen;
+      writable_seen = writable_seen || is_writable;
+      layer_rank.emplace(l.path, is_writable ? 0 : next++);
+    }
+  }
+  const auto rank_of = [&](const std::string& layer) {
+    auto it = layer_rank.find(layer);
+    return it == layer_rank.end() ? layer_rank.size() + 1 : it->second;
+  };
+  const auto keep_served = [&](const std::string& slot_key, const CacheTuningEntry& t) {
     auto& slot = (t.ktune_version == version() ? rows : stale_rows)[slot_key];
-    if (slot.problem_key.empty() || t.tuned_at > slot.tuned_at) slot = t;
+    if (slot.problem_key.empty() || rank_of(t.layer) < rank_of(slot.layer)) slot = t;
   };
   for (const auto& t : cache_list_tuning(o.cache_path)) {
     // This host's rows are read below, under host keys: a host config never runs on a CUDA arch.
     const bool host_row = t.device_fingerprint.find(";cores=") != std::string::npos;
     if (host_row || !device.matches(t.device_fingerprint)) continue;
-    keep_newest(t.family + "\n" + t.problem_key, t);
+    keep_served(t.family + "\n" + t.problem_key, t);
   }
   std::string host_fp;
   if (std::find_if(arches.begin(), arches.end(), [](const Arch& a) { return a.host; }) != arches.end() &&
       Runtime::host_available()) {
     host_fp = rt.host_fingerprint();
     for (const auto& t : cache_list_tuning(o.cache_path))
-      if (t.device_fingerprint == host_fp) keep_newest("host\n" + t.family + "\n" + t.problem_key, t);
+      if (t.device_fingerprint == host_fp) keep_served("host\n" + t.family + "\n" + t.problem_key, t);
   }
 
   std::vector<std::string> arch_names;

@@ -95,7 +95,8 @@ class LayeredCache {
                                                 const std::string& ktune_version);
   // Into the writable layer; throws CacheError("no writable cache layer in KTUNE_CACHE=...") if there is none.
   bool put_binary(const BinaryRecord& r);
-  // First layer with an intact row; a damaged row is counted (damaged_seen) and skipped. With ktune_version
+  // The writable layer's intact row, else the first read-only layer's (what this machine tuned stands over what an
+  // image ships); a damaged row is counted (damaged_seen) and skipped. With ktune_version
   // non-empty only a row tuned by that version counts: a winner measured against another build's kernels is
   // passed over like a missing one (the search goes on to the next layer), as binaries of another version are;
   // the version of the first row passed over goes to *other_version when given.
