@@ -178,6 +178,15 @@ class TorchOps(unittest.TestCase):
                              torch.zeros(2, dtype=torch.int32), max_seq_len=8)
         self.assertIn("q:", c.exception.message)
 
+    def test_bad_softmax_scale_is_refused_not_replaced_by_the_default(self):
+        import ktune.torch_ops  # noqa: F401
+        key = ktune.xqa_problem(**gpu_problems.README_PROBLEM)
+        q = torch.zeros(2, 32, 64, dtype=torch.bfloat16)
+        for bad in (-0.125, -1.0, 0.0, float("nan")):
+            with self.assertRaisesRegex(ktune.InvalidArgumentError, "softmax_scale: expected a finite value > 0"):
+                ktune.torch_ops.xqa_decode(key, q, torch.zeros(1), torch.zeros(2, 1, dtype=torch.int32),
+                                           torch.zeros(2, dtype=torch.int32), max_seq_len=8, softmax_scale=bad)
+
 
 @skip_unless("gpu", HAVE_CUDA, "needs torch with CUDA")
 class TorchGpu(unittest.TestCase):
@@ -524,6 +533,9 @@ class TorchGpuFamilies(unittest.TestCase):
                 return r
 
             b = bias if info.grouped else bias[0]
+            if info.grouped:  # one bias row for every expert: the kernels would read past it
+                with self.assertRaisesRegex(ktune.InvalidArgumentError, "bias"):
+                    ktune.mxfp4_gemm(key, a, weight, bias=bias[0], expert_offsets=offsets)
             c = ktune.mxfp4_gemm(key, a, weight, bias=b, expert_offsets=offsets)
             torch.cuda.synchronize()
             ref = ref_of(a)

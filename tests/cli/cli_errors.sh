@@ -50,6 +50,11 @@ expect 2 "'sm_91' is not a GPU's compute capability" -- warmup --preset "$small"
 expect 2 "'sm_80a': the 'a' variant exists only from sm_90 on" -- compile --family xqa_decode --arch sm_80a
 # sm_90 ships binaries no Hopper runtime loads: a warning (cache check compiles nothing: exit 1, all missing).
 expect 1 "warning: --arch sm_90: .*looks up sm_90a" -- cache check --preset "$small" --arch sm_90
+# A warmup with nothing to do on the arches asked (the preset's only op is limited to another GPU) fails.
+other="$tmp/other-gpu.json"
+sed 's/"family": "xqa_decode",/"family": "xqa_decode", "arches": ["sm_120a"],/' "$small" >"$other"
+expect 1 "no op of preset small runs on the arches asked; nothing was compiled or tuned" -- \
+  warmup --preset "$other" --arch sm_90a
 # An arch the family runs no config on is a rejected key with the family's reason, beside the other arches' keys.
 expect 1 "REJECTED sm_70 xqa_decode attn: ktune xqa_decode: no default config fits .* on sm_70" -- \
   cache check --preset "$small" --arch sm_70,sm_90a

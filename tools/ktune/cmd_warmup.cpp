@@ -169,6 +169,13 @@ int cmd_warmup(const std::vector<std::string>& argv) {
     fmt::print(stderr, "ktune warmup: {}\n", unstored);
     return 1;
   }
+  // A warmup that found nothing to do on the arches asked (every op of the preset limited to others) stored
+  // nothing an image could ship: an arch typo or a preset meant for other GPUs, not a success.
+  if (r.keys == 0 && r.failed == 0 && r.compile_failed == 0) {
+    fmt::print(stderr, "ktune warmup: no op of preset {} runs on the arches asked; nothing was compiled or tuned\n",
+               preset.name);
+    return 1;
+  }
   return (r.failed || r.compile_failed) ? 1 : 0;
 }
 
