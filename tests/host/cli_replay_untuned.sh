@@ -91,7 +91,7 @@ want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0,
 sql "DELETE FROM tuning"
 out="$(replay --json)" || { echo "FAIL: replay of a cache without tuning rows exited $?: $out"; exit 1; }
 echo "replay (no tuning rows): $out"
-want "$out" '(d["compiles"], d["tunings"], len(d["ops"]))' "(0, 0, 1)" "untuned replay"
+want "$out" '(d["compiles"], d["tunings"], len(d["ops"]), d["untuned_ops"])' "(0, 0, 1, 1)" "untuned replay"
 want "$out" '(d["ops"][0]["source"], d["ops"][0]["config"])' "('default', '$default')" "untuned replay"
 text="$(replay)"
 echo "$text"

@@ -34,6 +34,7 @@ compiles=$(field compiles "$replay"); tunings=$(field tunings "$replay"); misses
 [[ "$compiles" == 0 ]] || { echo "FAIL: replay compiled $compiles kernels"; exit 1; }
 [[ "$tunings" == 0 ]] || { echo "FAIL: replay tuned $tunings keys"; exit 1; }
 [[ "$misses" == 0 ]] || { echo "FAIL: replay missed $misses tuned configs"; exit 1; }
+[[ "$(field untuned_ops "$replay")" == 0 ]] || { echo "FAIL: replay ran untuned ops"; exit 1; }
 ops=$(grep -o '"key"' <<<"$replay" | wc -l)
 [[ "$ops" == "$tuned" ]] || { echo "FAIL: replay ran $ops ops, warmup tuned $tuned"; exit 1; }
 printf 'host warmup: %s keys tuned, %s compiled in %.1f s; replay: %s ops, 0 compiles, 0 tunings in %.1f s\n' \

@@ -25,7 +25,8 @@ const char* kHelp = R"(usage: ktune replay --preset NAME|FILE [--arch host] [--k
   tunes (batch x seq_len, or batch x topk, <= 8192; GEMM tokens <= 4). Honours KTUNE_JIT=0 (a missing binary
   is then an error, never a compile). Opens the cache read-only: a binary it has to compile is never stored.
   Exit 1 when anything was compiled or tuned, or when no op was replayed (every key skipped).
-  --json prints {"compiles", "tunings", "tuning_misses", "skipped", "ops": [{"key", "config", "source", ...}], ...}.
+  --json prints {"compiles", "tunings", "tuning_misses" (lookups that found no row), "untuned_ops" (ops that ran
+  a default), "skipped", "ops": [{"key", "config", "source", ...}], ...}.
 )";
 
 }  // namespace
@@ -52,6 +53,8 @@ int cmd_replay(const std::vector<std::string>& argv) {
   autotune::ReplayReport r = autotune::replay(rt, preset, max_tokens, !args.has("no-preload"), arch);
 
   double worst_ratio = 0;
+  int64_t untuned = 0;  // ops that ran a default: no usable tuning row for their key (tuning_misses counts lookups)
+  for (const auto& op : r.ops) untuned += op.tuned ? 0 : 1;
   cache::Json ops = cache::Json::array();
   for (const auto& op : r.ops) {
     const double ratio = op.steady_call_ms > 0 ? op.first_call_ms / op.steady_call_ms : 0;
@@ -67,7 +70,8 @@ int cmd_replay(const std::vector<std::string>& argv) {
   if (args.has("json")) {
     fmt::print("{}\n", cache::Json::object()
                            .set("preset", preset.name).set("compiles", r.stats.compiles).set("tunings", r.tunings)
-                           .set("tuning_misses", r.stats.tuning_misses).set("cache_hits", r.stats.cache_hits)
+                           .set("tuning_misses", r.stats.tuning_misses).set("untuned_ops", untuned)
+                           .set("cache_hits", r.stats.cache_hits)
                            .set("loads", r.stats.loads).set("load_all_ms", r.load_all_ms)
                            .set("worst_first_over_steady", worst_ratio).set("skipped", r.skipped)
                            .set("ops", std::move(ops))
@@ -78,9 +82,9 @@ int cmd_replay(const std::vector<std::string>& argv) {
       fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} |\n", fmt::join(op.labels, ", "), op.tuning_key,
                  op.config, op.source, op.first_call_ms, op.steady_call_ms,
                  op.steady_call_ms > 0 ? op.first_call_ms / op.steady_call_ms : 0);
-    fmt::print("ops {} | skipped {} | compiles {} | tunings {} | tuning misses {} | loaded {} kernels in {:.1f} ms | "
-               "worst first/steady {:.2f}\n",
-               r.ops.size(), r.skipped, r.stats.compiles, r.tunings, r.stats.tuning_misses, r.stats.loads,
+    fmt::print("ops {} ({} untuned) | skipped {} | compiles {} | tunings {} | tuning misses {} | loaded {} kernels in "
+               "{:.1f} ms | worst first/steady {:.2f}\n",
+               r.ops.size(), untuned, r.skipped, r.stats.compiles, r.tunings, r.stats.tuning_misses, r.stats.loads,
                r.load_all_ms, worst_ratio);
   }
   // A replay that ran nothing proved nothing: every key was outside what it covers (see --help).
