@@ -41,11 +41,15 @@ const char* kWarmupHelp = R"(usage: ktune warmup --preset NAME|FILE [--arch A[,A
   what ("[dev 1] 12/71 KEY"). A worker that dies loses only the key it held, which another worker retakes;
   keys no worker is left for fail (rerun to resume).
   --workers N: the same with N host CPU workers, for the keys of --arch host (with or without a GPU).
+  --default-only: the compile phase builds each problem's default config only (a shipped image that needs
+  no tuning candidates); keys this process tunes still compile their candidates as they are measured, so
+  "compiled" counts the compile phase and "runtime_compiles" every compile of the run.
   --key-timeout: a worker that holds one key longer (s, m or h; compiles it had to do included) is taken for
   hung, killed, and its key retaken; default: no limit.
-  --json prints {"keys", "compiled", "cache_hits", "tuned", "already_done", "failed", ...}; with workers also
-  "workers", "workers_lost", "retaken" and "by_device" (keys tuned per worker: {"dev 0": 12, ...}); "failures"
-  lists what failed as the text form's lines do ([{"family", "arch", "key", "status"}]).
+  --json prints {"keys", "compiled", "runtime_compiles", "cache_hits", "tuned", "already_done", "failed", ...};
+  with workers also "workers", "workers_lost", "retaken" and "by_device" (keys tuned per worker:
+  {"dev 0": 12, ...}); "failures" lists what failed as the text form's lines do ([{"family", "arch", "key",
+  "status"}]).
   Exits 1 naming the path and the reason when no cache layer is writable or a binary could not be stored;
   refuses to run under KTUNE_JIT=0 (warmup compiles by design).
 )";
