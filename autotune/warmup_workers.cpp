@@ -7,6 +7,7 @@
 #include "autotune/worker_process.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
+#include "ktune_internal/tuning_store.hpp"
 
 namespace ktune::autotune {
 namespace {
@@ -81,14 +82,25 @@ void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<Po
     WarmupItem w = items[o.task];
     w.status = o.status;
     w.winner = o.winner;
+    // A key the budget left unqueued may have been tuned before (this run's workers check that only for the keys
+    // they take): reported as done earlier, as the in-process path does, not as work the budget cut.
+    if (o.status == "skipped: budget exhausted" && !opt.retune && !o.fingerprint.empty()) {
+      try {
+        if (auto row = internal::tuning_row(rt, w.family, w.tuning_key, o.fingerprint)) {
+          w.status = "done earlier";
+          w.winner = row->winner_config;
+        }
+      } catch (const std::exception&) {  // unreadable: stays reported as skipped
+      }
+    }
     w.ms = o.ms;
     w.device = o.device;
-    if (o.status == "tuned") {
+    if (w.status == "tuned") {
       report.tuned++;
       report.tune_ms += o.ms;
-    } else if (o.status == "done earlier") {
+    } else if (w.status == "done earlier") {
       report.already_done++;
-    } else if (o.status.rfind("skipped", 0) == 0) {
+    } else if (w.status.rfind("skipped", 0) == 0) {
       report.skipped++;
     } else {
       report.failed++;

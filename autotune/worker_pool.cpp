@@ -257,6 +257,7 @@ class Coordinator {
       for (size_t e : queue) {
         PoolOutcome o;
         o.task = entries_[e].task;
+        o.fingerprint = group.substr(group.find('\n') + 1);  // group = arch + "\n" + fingerprint
         o.status = report_.budget_exhausted
                        ? std::string("skipped: budget exhausted")
                        : fmt::format("failed: no worker for arch {} was left to tune it{}", group_arch_[group],

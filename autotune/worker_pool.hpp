@@ -51,6 +51,7 @@ struct PoolOutcome {
   std::string status;  // "tuned", "done earlier", "skipped: budget exhausted", "failed: ..."
   std::string winner;
   double ms = 0;
+  std::string fingerprint;  // the device fingerprint of the workers the task was queued for ("" before any hello)
 };
 
 struct PoolReport {

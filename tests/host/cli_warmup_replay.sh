@@ -63,7 +63,12 @@ grep -q "budget of 0.001s ran out: 2 keys not tuned" <<<"$out" ||
 warm="$("$ktune" warmup --preset llama-3.1-8b --arch host --max-batch 2 --max-seq-len 512 --json)"
 [[ "$(field tuned "$warm")" == 2 ]] && grep -q '"budget_exhausted": false' <<<"$warm" ||
   { echo "FAIL: the warmup after the budget did not tune the 2 keys: $warm"; exit 1; }
-echo "host budget: reported, then resumed"
+# With workers and a budget already used up, keys tuned before are done earlier, not skipped for the budget.
+warm="$("$ktune" warmup --preset llama-3.1-8b --arch host --max-batch 2 --max-seq-len 512 --workers 2 --budget 0.001s \
+  --json)"
+[[ "$(field already_done "$warm")" == 2 && "$(field skipped "$warm")" == 0 ]] ||
+  { echo "FAIL: a worker warmup out of budget counted tuned keys as skipped: $warm"; exit 1; }
+echo "host budget: reported, then resumed; tuned keys done earlier with workers out of budget"
 
 # A warmup killed outright takes its workers with it: a worker hung in a key (the stall hook) is not left
 # tuning on as an orphan.

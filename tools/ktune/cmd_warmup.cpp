@@ -161,9 +161,9 @@ int cmd_warmup(const std::vector<std::string>& argv) {
     if (r.workers > 0)
       fmt::print("workers: {} ({} lost, {} keys retaken); tuned per device: {}\n", r.workers, r.workers_lost,
                  r.retaken, tuned_by_device(r));
-    if (r.budget_exhausted) {
-      int left = 0;
-      for (const auto& it : r.items) left += it.status == "skipped: budget exhausted" ? 1 : 0;
+    int left = 0;
+    for (const auto& it : r.items) left += it.status == "skipped: budget exhausted" ? 1 : 0;
+    if (r.budget_exhausted && left > 0) {
       fmt::print("budget of {} ran out: {} keys not tuned (counted as skipped); the same command again resumes\n",
                  args.get("budget"), left);
     }

@@ -15,8 +15,8 @@ namespace ktune::internal {
 // Error(cache_error) when the write fails.
 bool store_tuning_row(Runtime& rt, const cache::TuningRecord& row);
 
-// The row Runtime::tuned_config (host_tuned_config) reads for (family, key) on `fingerprint`: the first cache
-// layer's row that this ktune version tuned, or nullopt. Reads the cache every call (no memo).
+// The row Runtime::tuned_config (host_tuned_config) reads for (family, key) on `fingerprint`: the writable layer's
+// row that this ktune version tuned, else the first read-only layer's, or nullopt. Reads the cache every call (no memo).
 std::optional<cache::TuningRecord> tuning_row(Runtime& rt, const std::string& family, const std::string& key,
                                               const std::string& fingerprint);
 
