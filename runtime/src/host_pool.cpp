@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfenv>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -65,6 +66,7 @@ struct HostPool::State {
   int pending = 0;  // helpers not finished yet
   // the current job
   const std::function<void(int, int)>* fn = nullptr;
+  const std::fenv_t* fp_env = nullptr;  // the caller's floating-point environment, which its helpers take on
   int items = 0, grain = 1;
   std::atomic<int> next{0};
   std::exception_ptr error;
@@ -117,7 +119,14 @@ struct HostPool::State {
       seen = generation;
       if (index >= helpers) continue;
       lock.unlock();
+      // The job runs under the caller's floating-point environment (rounding, flush-to-zero / denormals-are-zero
+      // in MXCSR on x86): a helper started by another thread would otherwise round or flush its items
+      // differently from the caller's, and one call's rows would disagree with each other.
+      std::fenv_t own;
+      std::fegetenv(&own);
+      std::fesetenv(fp_env);
       work();
+      std::fesetenv(&own);
       lock.lock();
       if (--pending == 0) done_cv.notify_all();
     }
@@ -153,12 +162,14 @@ void HostPool::run(int threads, int items, int grain, const std::function<void(i
   const int chunks = (items + grain - 1) / grain;
   const bool caller_works = caller_has_item_stack();
   int helpers = std::min({threads, chunks, 1024}) - (caller_works ? 1 : 0);
-  State& s = *s_;
-  std::lock_guard<std::mutex> run_lock(s.run_mutex);
-  if (helpers <= 0) {
+  if (helpers <= 0) {  // the caller alone: no shared state, so no wait behind another thread's job
     fn(0, items);
     return;
   }
+  State& s = *s_;
+  std::lock_guard<std::mutex> run_lock(s.run_mutex);
+  std::fenv_t fp_env;
+  std::fegetenv(&fp_env);
   {
     std::lock_guard<std::mutex> lock(s.m);
     while (s.workers < helpers && s.start_worker()) {
@@ -166,6 +177,7 @@ void HostPool::run(int threads, int items, int grain, const std::function<void(i
     helpers = std::min(helpers, s.workers);  // fewer threads than asked for still do the whole job
     if (helpers > 0) {
       s.fn = &fn;
+      s.fp_env = &fp_env;
       s.items = items;
       s.grain = grain;
       s.next.store(0);

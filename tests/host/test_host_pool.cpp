@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cfenv>
 #include <chrono>
 #include <csignal>
 #include <thread>
@@ -43,4 +44,48 @@ TEST_CASE("host pool: a forked child runs jobs on threads of its own", "[host][p
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(pooled_sum(4, 1000) == 499500);  // the parent's pool is untouched
+}
+
+TEST_CASE("host pool: every item of a job runs under the caller's floating-point environment", "[host][pool]") {
+  // Workers started by another thread keep no floating-point state of their own into a job: a caller that rounds
+  // toward zero gets that rounding on every item, and the default back on the next job.
+  constexpr int kItems = 64;
+  const auto rounded_up = [](int threads) {
+    std::atomic<int> up{0};
+    HostPool::instance().run(threads, kItems, 1, [&](int b, int e) {
+      for (int i = b; i < e; ++i) {
+        volatile float one = 1.0f, third = 3.0f;
+        const float q = one / third;  // 0x3EAAAAAB to nearest, 0x3EAAAAAA toward zero
+        up += q > 0.33333332f ? 1 : 0;
+      }
+    });
+    return up.load();
+  };
+  std::thread([] { HostPool::instance().run(4, 16, 1, [](int, int) {}); }).join();  // workers from another thread
+  REQUIRE(rounded_up(4) == kItems);
+  REQUIRE(std::fesetround(FE_TOWARDZERO) == 0);
+  const int toward_zero = rounded_up(4);
+  std::fesetround(FE_TONEAREST);
+  CHECK(toward_zero == 0);
+  CHECK(rounded_up(4) == kItems);
+}
+
+TEST_CASE("host pool: a job the caller runs alone does not wait for another thread's job", "[host][pool]") {
+  std::atomic<bool> started{false}, release{false}, other_done{false};
+  std::thread other([&] {
+    HostPool::instance().run(2, 2, 1, [&](int, int) {
+      started = true;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!release && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    });
+    other_done = true;
+  });
+  while (!started) std::this_thread::yield();
+  int ran = 0;
+  HostPool::instance().run(1, 5, 1, [&](int b, int e) { ran += e - b; });  // threads = 1: the caller alone
+  const bool finished_first = !other_done;  // the other job holds its items until `release` (or 5 s)
+  release = true;
+  other.join();
+  CHECK(ran == 5);
+  CHECK(finished_first);
 }
