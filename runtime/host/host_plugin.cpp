@@ -23,6 +23,7 @@
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -261,6 +262,11 @@ int compile(const ktune_host_file* source, const ktune_host_file* headers, size_
 
 // ---- loading: one LLJIT for the process, one JITDylib per object ----
 
+// Errors the JIT reports while it links an object (an unresolved symbol, a relocation it cannot apply, memory
+// it cannot make executable), on the thread whose lookup links it: lookup() returns them with its own error, so
+// the caller can tell an object's fault from the environment's, and nothing is printed to stderr.
+thread_local std::string t_session_errors;
+
 struct Jit {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::string error;
@@ -276,6 +282,24 @@ Jit& the_jit() {
     auto built = llvm::orc::LLJITBuilder().create();
     if (built) x->jit = std::move(*built);
     else x->error = llvm::toString(built.takeError());
+    if (x->jit)
+      x->jit->getExecutionSession().setErrorReporter([](llvm::Error e) {
+        if (!t_session_errors.empty()) t_session_errors += "; ";
+        t_session_errors += llvm::toString(std::move(e));
+      });
+    // Objects call into libm and libc (log2f, memset, ...). The process symbols resolve through the global
+    // scope only, which holds neither when libktune was loaded dlopen(RTLD_LOCAL) by a program that does not
+    // link libm itself: the two libraries are searched by their own handles as well.
+    if (x->jit) {
+      if (llvm::orc::JITDylibSP process = x->jit->getProcessSymbolsJITDylib()) {
+        for (const char* lib : {"libm.so.6", "libc.so.6"}) {
+          auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(
+              lib, x->jit->getDataLayout().getGlobalPrefix());
+          if (generator) process->addGenerator(std::move(*generator));
+          else llvm::consumeError(generator.takeError());  // not this C library: the global scope still serves
+        }
+      }
+    }
     return x;
   }();
   return *j;
@@ -311,7 +335,7 @@ int load(const void* object, size_t object_size, const char* name, void** handle
       std::string msg = llvm::toString(std::move(err));
       if (auto e2 = j.jit->getExecutionSession().removeJITDylib(*jd)) llvm::consumeError(std::move(e2));
       set_text(error, "ktune_host: cannot add the object of " + label + ": " + msg);
-      return 1;
+      return 2;  // the object itself is refused
     }
     *handle = new Loaded{&*jd};
     return 0;
@@ -331,9 +355,12 @@ void* lookup(void* handle, const char* symbol, char** error) {
       return nullptr;
     }
     std::lock_guard<std::mutex> lock(j.mutex);
+    t_session_errors.clear();
     auto addr = j.jit->lookup(*l->dylib, symbol);  // links (materializes) the object on first lookup
     if (!addr) {
-      set_text(error, "ktune_host: symbol '" + std::string(symbol) + "': " + llvm::toString(addr.takeError()));
+      std::string text = "ktune_host: symbol '" + std::string(symbol) + "': " + llvm::toString(addr.takeError());
+      if (!t_session_errors.empty()) text += " (" + t_session_errors + ")";
+      set_text(error, text);
       return nullptr;
     }
     return addr->toPtr<void*>();

@@ -51,8 +51,10 @@ typedef struct ktune_host_plugin_v1_t {
                  char** log);
 
   /* Links an object produced by compile() into the process (its own JIT dylib: the same symbol names in
-   * different objects never clash; undefined symbols resolve against the process, e.g. memcpy, log2f).
-   * `name` labels it in messages. Returns 0 and *handle, or non-zero and *error (free_buffer). */
+   * different objects never clash; undefined symbols resolve against the process and its libm and libc, e.g.
+   * memcpy, log2f). `name` labels it in messages. Returns 0 and *handle; 2 and *error (free_buffer) when the
+   * object itself is refused (not an object this LLVM can link); another non-zero value and *error when the
+   * JIT cannot take it for another reason (no JIT, no memory). */
   int (*load)(const void* object, size_t object_size, const char* name, void** handle, char** error);
 
   /* Address of `symbol` (unmangled, as written in the source: extern "C" names) in a loaded object, or NULL

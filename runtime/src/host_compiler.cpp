@@ -78,19 +78,51 @@ CompiledBinary compile_on_host(const GeneratedKernel& kernel, const std::vector<
   return out;
 }
 
+bool environment_refused(const std::string& link_error) {
+  for (const char* os_refusal : {"Permission denied", "Operation not permitted", "Cannot allocate memory"})
+    if (link_error.find(os_refusal) != std::string::npos) return true;
+  // "Symbols not found: [ log2f ]": a library symbol the process does not provide. An object's own symbols are
+  // ktune's (its binding and entry symbols): one of those missing is the object's fault.
+  const std::string marker = "Symbols not found: [";
+  for (size_t at = link_error.find(marker); at != std::string::npos; at = link_error.find(marker, at + 1)) {
+    const size_t begin = at + marker.size(), end = link_error.find(']', begin);
+    std::string names = link_error.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    for (size_t i = 0; i < names.size();) {
+      while (i < names.size() && (names[i] == ' ' || names[i] == ',')) ++i;
+      size_t j = i;
+      while (j < names.size() && names[j] != ' ' && names[j] != ',') ++j;
+      if (j > i && names.compare(i, 6, "ktune_") != 0) return true;
+      i = j;
+    }
+  }
+  return false;
+}
+
 void load_host_object(const std::vector<uint8_t>& object, const std::string& name, const BoundSymbols& symbols,
                       LoadedKernel* kernel) {
   const HostPlugin& hp = host_plugin();
   void* handle = nullptr;
   char* err = nullptr;
-  if (hp.api->load(object.data(), object.size(), name.c_str(), &handle, &err) != 0 || !handle)
-    throw UnloadableBinary(fmt::format("{}: the host object does not load: {}", name, take_text(hp, err)));
+  // A refused object, or one that does not link (a relocation the JIT cannot apply, a symbol of its own missing),
+  // is the binary's fault: UnloadableBinary, quarantined and dropped from the cache. What stops the JIT for every
+  // object alike -- no JIT, no memory, executable memory refused, a library symbol the process cannot resolve --
+  // is an Error, and the cached object is kept.
+  const int rc = hp.api->load(object.data(), object.size(), name.c_str(), &handle, &err);
+  if (rc == 2) throw UnloadableBinary(fmt::format("{}: the host object does not load: {}", name, take_text(hp, err)));
+  if (rc != 0 || !handle)
+    throw Error(Status::unsupported, "host",
+                fmt::format("{}: the host JIT cannot load it here (the cached object is kept): {}", name,
+                            take_text(hp, err)));
   kernel->module = handle;
   kernel->context = nullptr;
   auto fail = [&](const std::string& sym, const std::string& why) {
     hp.api->unload(handle);
     kernel->module = nullptr;
     kernel->functions.clear();
+    if (environment_refused(why))
+      throw Error(Status::unsupported, "host",
+                  fmt::format("{}: symbol {} cannot be linked in this process (the cached object is kept): {}", name,
+                              sym, why));
     throw UnloadableBinary(fmt::format("{}: symbol {} does not resolve: {}", name, sym, why));
   };
   // The binding symbol first: an object of another key must not even have its entry points looked up.

@@ -33,9 +33,14 @@ CompiledBinary compile_on_host(const GeneratedKernel& kernel, const std::vector<
 // Links an object into the process and resolves `symbols` (read from the row's entry_points): the kernel
 // symbols to function pointers, and the binding symbol, which must resolve too. Fills kernel->module (the
 // plugin's handle) and kernel->functions. Throws UnloadableBinary when the object does not link or lacks a
-// symbol, Error(no_compiler) without the plugin.
+// symbol, Error(unsupported) when the environment refuses every object alike (environment_refused), and
+// Error(no_compiler) without the plugin.
 void load_host_object(const std::vector<uint8_t>& object, const std::string& name, const BoundSymbols& symbols,
                       LoadedKernel* kernel);
 void unload_host_object(void* handle);
+
+// Whether a link error of the host JIT is the environment's, not the object's: the system refused memory or
+// execution, or a symbol outside ktune's own (a libm or libc function) could not be resolved.
+bool environment_refused(const std::string& link_error);
 
 }  // namespace ktune::detail
