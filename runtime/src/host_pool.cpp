@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cfenv>
+#include <cstdint>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -68,15 +69,16 @@ struct HostPool::State {
   const std::function<void(int, int)>* fn = nullptr;
   const std::fenv_t* fp_env = nullptr;  // the caller's floating-point environment, which its helpers take on
   int items = 0, grain = 1;
-  std::atomic<int> next{0};
+  // 64 bits: every helper takes one grain past the end before it stops, which could pass 2^31 - 1.
+  std::atomic<int64_t> next{0};
   std::exception_ptr error;
 
   void work() {
     for (;;) {
-      const int b = next.fetch_add(grain);
+      const int64_t b = next.fetch_add(grain);
       if (b >= items) return;
       try {
-        (*fn)(b, std::min(items, b + grain));
+        (*fn)(static_cast<int>(b), static_cast<int>(std::min<int64_t>(items, b + grain)));
       } catch (...) {
         std::lock_guard<std::mutex> lock(m);
         if (!error) error = std::current_exception();
@@ -159,7 +161,7 @@ void HostPool::run(int threads, int items, int grain, const std::function<void(i
   if (items <= 0) return;
   grain = std::max(1, grain);
   if (threads <= 0) threads = hardware_threads();
-  const int chunks = (items + grain - 1) / grain;
+  const int chunks = static_cast<int>((int64_t{items} + grain - 1) / grain);
   const bool caller_works = caller_has_item_stack();
   int helpers = std::min({threads, chunks, 1024}) - (caller_works ? 1 : 0);
   if (helpers <= 0) {  // the caller alone: no shared state, so no wait behind another thread's job

@@ -63,10 +63,11 @@ void check_offsets(const Problem& p, int m, const int32_t* offsets) {
 void make_slabs(const Problem& p, int m, const int32_t* offsets, std::vector<int>& slabs) {
   slabs.clear();
   const auto add_rows = [&](int e, int lo, int hi) {
-    for (int r = lo; r < hi; r += mxfp4::host_slab_rows()) {
+    // In 64 bits: the last slab's r + rows passes 2^31 - 1 when m is within a slab of it.
+    for (int64_t r = lo; r < hi; r += mxfp4::host_slab_rows()) {
       slabs.push_back(e);
-      slabs.push_back(r);
-      slabs.push_back(std::min(hi, r + mxfp4::host_slab_rows()));
+      slabs.push_back(static_cast<int>(r));
+      slabs.push_back(static_cast<int>(std::min<int64_t>(hi, r + mxfp4::host_slab_rows())));
     }
   };
   if (!p.grouped()) return add_rows(0, 0, m);

@@ -167,7 +167,10 @@ struct OpSpec<XqaDecodeFamily> : SpecBase<OpSpec<XqaDecodeFamily>, XqaDecodeFami
     if (p.write_lse) need_ptr(a.lse, "lse", 4);
     else need_null(a.lse, "lse", "problem does not write lse");
     if (p.sliding_window) {
-      if (a.window_left < 0) bad("window_left", ">= 0 (problem has a sliding window)", std::to_string(a.window_left));
+      // At most 2^30 (max_seq_len's bound; a wider window is no window): the kernels subtract it from a
+      // sequence position in 32 bits.
+      if (a.window_left < 0 || a.window_left > xqa::kMaxSeqLen)
+        bad("window_left", "0..2^30 (problem has a sliding window)", std::to_string(a.window_left));
     } else if (a.window_left != -1) {
       bad("window_left", "-1 (problem has no sliding window)", std::to_string(a.window_left));
     }

@@ -6,11 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cfenv>
 #include <chrono>
 #include <csignal>
+#include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "ktune_internal/host_pool.hpp"
 
@@ -88,4 +92,27 @@ TEST_CASE("host pool: a job the caller runs alone does not wait for another thre
   other.join();
   CHECK(ran == 5);
   CHECK(finished_first);
+}
+
+TEST_CASE("host pool: a job of items near 2^31 hands out only ranges inside it", "[host][pool]") {
+  // Each helper takes one grain past the end before it stops: with items near 2^31 that count must not wrap to a
+  // negative begin, which would run items that do not exist (3 grains of work, 4 threads: the fourth grain past
+  // the start is 2^31).
+  constexpr int kGrain = 1 << 29, kItems = 3 * kGrain;
+  std::mutex m;
+  std::vector<std::pair<int, int>> ranges;
+  HostPool::instance().run(4, kItems, kGrain, [&](int b, int e) {
+    std::lock_guard<std::mutex> lock(m);
+    ranges.emplace_back(b, e);
+  });
+  std::sort(ranges.begin(), ranges.end());
+  REQUIRE_FALSE(ranges.empty());
+  long long covered = 0;
+  for (const auto& [b, e] : ranges) {
+    CHECK(b == covered);
+    CHECK(e > b);
+    CHECK(e <= kItems);
+    covered = e;
+  }
+  CHECK(covered == kItems);
 }

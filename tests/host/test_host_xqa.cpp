@@ -248,6 +248,16 @@ TEST_CASE("host xqa_decode rejects bad arguments naming the field", "[host][xqa]
   b = a;
   b.num_tokens = 3;
   expect_field(b, "num_tokens");
+
+  // A sliding window wider than any sequence is refused rather than wrapped in the kernel's 32-bit arithmetic.
+  Problem windowed = p;
+  windowed.sliding_window = true;
+  b = a;
+  b.window_left = 2147483647;
+  CHECK_THROWS_WITH(xqa_decode_host(rt, windowed, b, 1),
+                    Catch::Contains("window_left: expected 0..2^30 (problem has a sliding window), got 2147483647"));
+  b.window_left = 1 << 30;
+  CHECK_NOTHROW(xqa_decode_host(rt, windowed, b, 1));
 }
 
 TEST_CASE("host xqa_decode takes strided q/out, the K/V pair and device-held scales", "[host][xqa][forms]") {

@@ -59,7 +59,7 @@ struct KTUNE_API XqaDecodeArgs {
   float softmax_scale = 0;                 // usually 1/sqrt(head_dim)
   float q_scale = 1, k_scale = 1, v_scale = 1, o_scale = 1;  // q_scale: FP8 Q only; o_scale: FP8 output only
   float softcap = 0;                       // > 0 iff problem.softcap
-  int window_left = -1;                    // >= 0 iff problem.sliding_window
+  int window_left = -1;                    // 0..2^30 iff problem.sliding_window, else -1
   const char* config = nullptr;            // force a config key (the tuner/benches); nullptr = tuned or default
   int num_splits = 0;                      // 0 = planned from batch and max_seq_len; else 1..1024 (forced)
 
