@@ -197,6 +197,16 @@ for cmd in info compile warmup tune replay presets cache prepack report; do
   done
 done
 
+# `presets --json` describes each preset (what the text form prints), not only its name.
+"$K" presets --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert [p["name"] for p in d["details"]] == d["presets"], "details and names differ"
+ds = {p["name"]: p for p in d["details"]}["deepseek-v3.2"]
+assert "sparse_mla_decode" in {op["family"] for op in ds["ops"]}, ds["ops"]
+assert ds["batch"][0] <= ds["batch"][1] and ds["seq_len"][0] <= ds["seq_len"][1] and ds["description"], ds
+' || { echo "FAIL: presets --json does not describe the presets"; fails=$((fails + 1)); }
+
 if [[ "$fails" != 0 ]]; then
   echo "cli errors: $fails failed"
   exit 1

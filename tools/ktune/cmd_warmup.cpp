@@ -188,15 +188,29 @@ int cmd_presets(const std::vector<std::string>& argv) {
     fmt::print(
         "usage: ktune presets [--json]\n"
         "  Lists the embedded model presets (each also as NAME-tpN for tensor parallelism N: docs/presets.md).\n"
-        "  --json: {{\"presets\": [names]}}.\n");
+        "  --json: {{\"presets\": [names], \"details\": [{{\"name\", \"description\", \"tp\", \"spec_tokens\",\n"
+        "  \"batch\": [min, max], \"seq_len\": [min, max], \"ops\": [{{\"label\", \"family\"}}]}}]}}.\n");
     return 0;
   }
   Args args(argv, {}, {"json"});
   std::vector<std::string> names = autotune::preset_names();
   if (args.has("json")) {
-    std::vector<std::string> q;
-    for (const auto& n : names) q.push_back(json_quote(n));
-    fmt::print("{}\n", JsonObject().raw("presets", json_array(q)).dump());
+    std::vector<std::string> q, details;
+    for (const auto& n : names) {
+      q.push_back(json_quote(n));
+      const autotune::Preset p = autotune::load_preset(n);
+      std::vector<std::string> ops;
+      for (const auto& op : p.ops) ops.push_back(JsonObject().str("label", op.label).str("family", op.family).dump());
+      const auto range = [](const autotune::BucketSpec& b) {
+        return json_array({std::to_string(b.min), std::to_string(b.max)});
+      };
+      details.push_back(JsonObject()
+                            .str("name", n).str("description", p.description).num("tp", p.tp)
+                            .num("spec_tokens", p.spec_tokens).raw("batch", range(p.batch))
+                            .raw("seq_len", range(p.seq_len)).raw("ops", json_array(ops))
+                            .dump());
+    }
+    fmt::print("{}\n", JsonObject().raw("presets", json_array(q)).raw("details", json_array(details)).dump());
     return 0;
   }
   for (const auto& n : names) {
