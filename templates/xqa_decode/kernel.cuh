@@ -156,8 +156,9 @@ __global__ void __launch_bounds__(Traits<S>::kThreads, Traits<S>::kMinBlocks)
 
   const int max_entry = (L + PS - 1) / PS;
   const int* bt = p.block_tables + (long long)b * p.max_pages_per_req;
-  if (S::kChecked && max_entry > p.max_pages_per_req) {
-    // seq_len needs more block-table entries than a row holds: report, and read nothing for this request.
+  if (S::kChecked && (long long)L > (long long)p.max_pages_per_req * PS) {
+    // seq_len needs more block-table entries than a row holds: report, and read nothing for this request. (Compared
+    // in 64 bits: max_entry's L + PS - 1 wraps for a seq_len within a page of 2^31, which would pass the check.)
     kc::report_bad_index(p.report, kc::kCheckSeqLen, b, L, (long long)p.max_pages_per_req * PS + 1);
     return;
   }

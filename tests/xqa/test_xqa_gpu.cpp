@@ -1213,6 +1213,15 @@ TEST_CASE("checked xqa_decode reports bad page indices and seq_lens instead of f
   CHECK(f->what == "seq_len");
   CHECK(f->where == 1u);
   CHECK(f->value == too_long);
+  // A seq_len within a page of 2^31: its page count in 32 bits wraps negative, which must not pass the check.
+  sl[1] = 2147483647;
+  dc.sl->upload(sl);
+  launch_once(bound);
+  f = rt.take_device_fault();
+  REQUIRE(f.has_value());
+  INFO(f->message());
+  CHECK(f->what == "seq_len");
+  CHECK(f->value == 2147483647);
   dc.sl->upload(dc.c.seq_lens);
 
   launch_once(bound);
