@@ -46,10 +46,19 @@ CacheLoadReport cache_verify_loads(const std::string& search_path) {
   report.targets = fmt::format("{}; {}", host ? fmt::format("host {} (LLVM {})", host->cpu_name, host->llvm_version)
                                                : "no host backend",
                                arch.empty() ? "no GPU" : "GPU 0 " + arch);
+  // The layers as a read-only runtime of this environment sees them: with KTUNE_TRUSTED_KEYS, a layer without a
+  // valid signature is refused there, and so it is here (nothing of it is loaded into this process).
+  RuntimeOptions options = RuntimeOptions::from_env();
+  options.read_only = true;
+  const cache::LayeredOptions layering = layered_options(options);
   try {
-    cache::LayeredCache layered(search_path, true);
+    cache::LayeredCache layered(search_path, layering);
     for (const auto& info : layered.layers()) {
       if (!info.present) continue;
+      if (info.refused) {
+        report.refused_layers.push_back(fmt::format("{}: {}", info.path, info.note));
+        continue;
+      }
       auto db = cache::detail::open_for_reading(info.path);
       for (const auto& b : db->list_binaries()) {
         const bool host_row = host && b.arch == "host" && b.compiler == "llvm" && b.compiler_version == host->target_id;
@@ -75,6 +84,8 @@ CacheLoadReport cache_verify_loads(const std::string& search_path) {
               unload_gpu_module(load_gpu_module(l.record, symbols, ctx)->module);
             }
           } catch (const UnloadableBinary& e) {
+            why = e.what();
+          } catch (const Error& e) {  // this machine cannot load it (e.g. executable memory refused): not checked
             why = e.what();
           }
         }

@@ -42,9 +42,9 @@ RuntimeOptions RuntimeOptions::from_env() {
   return o;
 }
 
-Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
-  std::string path = options.cache_path.empty() ? cache::LayeredCache::default_search_path() : options.cache_path;
-  options.cache_path = path;
+namespace detail {
+
+cache::LayeredOptions layered_options(const RuntimeOptions& options) {
   cache::LayeredOptions layered;
   layered.force_read_only = options.read_only;
   if (options.trusted_keys) {
@@ -60,6 +60,15 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
                               "sign your caches, or unset it to run without signature checks",
                               list));
   }
+  return layered;
+}
+
+}  // namespace detail
+
+Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
+  std::string path = options.cache_path.empty() ? cache::LayeredCache::default_search_path() : options.cache_path;
+  options.cache_path = path;
+  const cache::LayeredOptions layered = layered_options(options);
   cache = cache_call([&] { return std::make_unique<cache::LayeredCache>(path, layered); });
   for (const std::string& why : cache->refused()) log(LogLevel::warn, "cache layer not used: {}", why);
   for (const auto& layer : cache->layers()) {

@@ -105,6 +105,10 @@ struct RuntimeImplAccess {
 }  // namespace internal
 
 namespace detail {
+// The cache layering a runtime with `options` opens: read-only mode and, with trusted_keys, the public keys every
+// read-only layer must be signed by. Error(invalid_argument) naming KTUNE_TRUSTED_KEYS for an unusable key list.
+cache::LayeredOptions layered_options(const RuntimeOptions& options);
+
 // Loads a CUBIN on `ctx` and resolves `symbols` (binding symbol first). Throws UnloadableBinary when the
 // bytes or symbols are at fault, Error(cuda_error) otherwise.
 std::unique_ptr<LoadedKernel> load_gpu_module(const cache::BinaryRecord& rec, const BoundSymbols& symbols,

@@ -292,3 +292,31 @@ TEST_CASE("trust: the runtime loads nothing from an unsigned file at a writable 
   }
   CHECK(rt.stats().cache_hits == 0);
 }
+
+TEST_CASE("trust: cache verify --load loads nothing from a layer the runtime refuses under trusted keys",
+          "[attack][trust][hardening]") {
+  KTUNE_REQUIRE_NVRTC();
+  TempDir dir;
+  const std::string image = dir.file("image.db");
+  {
+    RuntimeOptions o;
+    o.cache_path = image;
+    Runtime(o).ensure_binary(ktune::test::scale_kernel(72), Arch::parse("sm_90a"));
+  }
+  const std::string key = dir.file("ship.key");
+  cache_keygen(key, key + ".pub");
+  {
+    ktune::test::EnvGuard trust("KTUNE_TRUSTED_KEYS", (key + ".pub").c_str());
+    const CacheLoadReport unsigned_report = cache_verify_loads(image + "?ro");
+    REQUIRE(unsigned_report.refused_layers.size() == 1);
+    CHECK_THAT(unsigned_report.refused_layers[0], Catch::Contains("unsigned"));
+    CHECK(unsigned_report.loaded + unsigned_report.failed + unsigned_report.not_loadable_here == 0);
+    cache_sign(image, key);
+    const CacheLoadReport signed_report = cache_verify_loads(image + "?ro");
+    CHECK(signed_report.refused_layers.empty());
+    CHECK(signed_report.loaded + signed_report.failed + signed_report.not_loadable_here == 1);
+  }
+  // Without trusted keys nothing is refused.
+  ktune::test::EnvGuard no_trust("KTUNE_TRUSTED_KEYS", nullptr);
+  CHECK(cache_verify_loads(image).refused_layers.empty());
+}

@@ -32,7 +32,8 @@ const char* kHelp = R"(usage: ktune cache <ls|show|stats|check|verify|prune|expo
                                           one of these keys over exactly its current rows (exit 1 otherwise).
                                           --load: also load every binary this machine can (host objects of this
                                           CPU, CUBINs of GPU 0's arch) as the runtime would; exit 1 naming those
-                                          that fail
+                                          that fail, and any layer the runtime refuses (KTUNE_TRUSTED_KEYS
+                                          without a valid signature, unusable), whose binaries are not loaded
   prune  [--stale-compiler] [--stale-ktune] [--family F] [--json]
                                           delete damaged entries (and stale ones) from the writable layer
   export --out FILE [--json]              all intact entries of all layers into one new self-contained FILE
@@ -150,9 +151,11 @@ int verify(const Args& args, const std::string& cache) {
       for (const auto& i : loads.failures)
         failed.push_back(JsonObject().str("layer", i.layer).str("digest", i.digest).str("name", i.name)
                              .str("problem", i.problem).dump());
+      std::vector<std::string> refused;
+      for (const auto& l : loads.refused_layers) refused.push_back(json_quote(l));
       out.num("loaded", loads.loaded).num("load_failed", loads.failed)
           .num("not_loadable_here", loads.not_loadable_here).str("load_targets", loads.targets)
-          .raw("load_failures", json_array(failed));
+          .raw("load_failures", json_array(failed)).raw("load_refused_layers", json_array(refused));
     }
     fmt::print("{}\n", out.dump());
   } else {
@@ -163,11 +166,13 @@ int verify(const Args& args, const std::string& cache) {
     if (load) {
       for (const auto& i : loads.failures)
         fmt::print("LOAD FAILED {} ({}) in {}: {}\n", i.name, i.digest, i.layer, i.problem);
+      for (const auto& l : loads.refused_layers)
+        fmt::print("LOAD SKIPPED layer {} (the runtime does not use it; nothing of it was loaded)\n", l);
       fmt::print("load check ({}): {} loaded, {} failed, {} not loadable on this machine\n", loads.targets,
                  loads.loaded, loads.failed, loads.not_loadable_here);
     }
   }
-  return issues.empty() && all_signed && loads.failed == 0 ? 0 : 1;
+  return issues.empty() && all_signed && loads.failed == 0 && loads.refused_layers.empty() ? 0 : 1;
 }
 
 int keygen(const Args& args) {

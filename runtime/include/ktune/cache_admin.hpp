@@ -77,6 +77,9 @@ struct KTUNE_API CacheLoadReport {
   int64_t loaded = 0, failed = 0, not_loadable_here = 0;
   std::vector<CacheIssue> failures;  // problem: why it does not load
   std::string targets;               // what was loadable: "host znver4 (LLVM 19.1.7); GPU 0 sm_90a"
+  // Layers the runtime does not use (unusable, or with KTUNE_TRUSTED_KEYS not validly signed): "path: why". Their
+  // binaries are not loaded, so nothing untrusted is linked into the process, and none of them counts as checked.
+  std::vector<std::string> refused_layers;
 };
 KTUNE_API CacheLoadReport cache_verify_loads(const std::string& search_path);
 // Removes, from the first writable layer, damaged entries and entries built by another compiler version
