@@ -46,6 +46,13 @@ struct OpSpec<Mxfp4GemmFamily> : SpecBase<OpSpec<Mxfp4GemmFamily>, Mxfp4GemmFami
     need_ptr(w.scales, "weight.scales", 16);
     if (a.m < 0 || (!p.grouped() && a.m < 1))
       bad("m", p.grouped() ? ">= 0 rows" : ">= 1 rows", std::to_string(a.m));
+    // Rows no config can launch (grid.y <= 65535 row tiles of at most 256 rows: shape.h) are refused here, before a
+    // module is loaded or compiled; the chosen config's own bound is checked at launch (mxfp4::gemm_dims).
+    const int64_t max_rows = (65535 - (p.grouped() ? p.num_experts : 0)) * int64_t{256};
+    if (a.m > max_rows)
+      bad("m", fmt::format("at most {} rows (65535 row tiles of at most 256 rows{})", max_rows,
+                           p.grouped() ? ", less one tile per expert" : ""),
+          std::to_string(a.m));
     need_rows_ptr(a.a, empty(a), "a", 16);
     need_rows_ptr(a.c, empty(a), "c", 4);
     const int lda = a.lda ? a.lda : p.k, ldc = a.ldc ? a.ldc : p.n;

@@ -84,6 +84,16 @@ TEST_CASE("op.run checks the run-time arguments before any driver call", "[op]")
   Mxfp4GemmArgs xa;
   xa.m = 4;
   CHECK_THROWS_WITH(xop.run(xa, nullptr), Catch::Contains("weight.layout_version"));
+  // Rows no config can launch are refused before any module is loaded or compiled.
+  alignas(16) static unsigned char device_stand_in[64];
+  xa.weight = Mxfp4Weight{mxfp4::packed_layout_version(), xp.n, xp.k, 1, device_stand_in, device_stand_in};
+  xa.a = device_stand_in;
+  xa.c = device_stand_in;
+  xa.m = 65535 * 256 + 1;
+  CHECK_THROWS_WITH(mxfp4_gemm_validate(xp, xa), Catch::Contains("m: expected at most 16776960 rows"));
+  CHECK_THROWS_WITH(xop.run(xa, nullptr), Catch::Contains("m: expected at most 16776960 rows"));
+  xa.m = 65535 * 256;
+  CHECK_NOTHROW(mxfp4_gemm_validate(xp, xa));
 }
 
 TEST_CASE("an op plans without a GPU when config and split count are forced", "[op]") {
