@@ -216,9 +216,26 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
         }
       }
     }
+    // In read-only mode, the layer a writable process of this search path would write to (the first layer not
+    // marked ?ro that is missing but creatable, or present, writable and unsigned) still comes first for tuning
+    // rows, so a read-only process (a replay, KTUNE_CACHE_READONLY=1) runs the rows a serving process runs.
+    if (options.force_read_only && !entry.read_only && !tuning_writer_decided_) {
+      if (!layer.info.present && !is_dangling_link(path)) {
+        tuning_writer_decided_ = can_create(path);  // created empty by a writer: no rows to put first
+      } else if (layer.db && can_write_existing(path)) {
+        try {
+          if (layer.db->signatures().empty()) {
+            tuning_first_ = layer.db.get();
+            tuning_writer_decided_ = true;
+          }
+        } catch (const CacheError&) {  // unreadable signatures: a writer would not take it either
+        }
+      }
+    }
     layer.info.open = layer.db != nullptr;
     layers_.push_back(std::move(layer));
   }
+  if (writable_) tuning_first_ = writable_;
 }
 
 LayeredCache::~LayeredCache() = default;
@@ -228,6 +245,12 @@ std::string LayeredCache::default_search_path() {
   // XDG base directories: $XDG_CACHE_HOME when absolute (the spec ignores relative ones), else ~/.cache.
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   return (xdg && xdg[0] == '/' ? std::string(xdg) : home_dir() + "/.cache") + "/ktune/ktune.db";
+}
+
+std::string LayeredCache::tuning_first_layer() const {
+  for (const auto& l : layers_)
+    if (l.db && l.db.get() == tuning_first_) return l.info.path;
+  return {};
 }
 
 std::vector<LayeredCache::LayerInfo> LayeredCache::layers() const {
@@ -397,9 +420,9 @@ std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, 
   std::vector<const Layer*> order;
   order.reserve(layers_.size());
   for (const auto& layer : layers_)
-    if (layer.db && layer.db.get() == writable_) order.push_back(&layer);
+    if (layer.db && layer.db.get() == tuning_first_) order.push_back(&layer);
   for (const auto& layer : layers_)
-    if (layer.db && layer.db.get() != writable_) order.push_back(&layer);
+    if (layer.db && layer.db.get() != tuning_first_) order.push_back(&layer);
   for (const Layer* lp : order) {
     const Layer& layer = *lp;
     try {

@@ -122,6 +122,10 @@ std::vector<CacheTuningEntry> cache_list_tuning(const std::string& search_path, 
   return out;
 }
 
+std::string cache_tuning_first_layer(const std::string& search_path) {
+  return cache_call([&] { return cache::LayeredCache(search_path, true).tuning_first_layer(); });
+}
+
 std::vector<CacheIssue> cache_verify(const std::string& search_path) {
   std::vector<CacheIssue> out;
   for_each_layer(search_path, true, [&](const cache::LayeredCache::LayerInfo& info, cache::CacheDb& db) {

@@ -173,7 +173,14 @@ TEST_CASE("layered: the writable layer's tuning row stands over a read-only imag
     REQUIRE(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint));
     CHECK(cache.get_tuning(k.family, k.problem_key, k.device_fingerprint)->winner_config == "t32.s1.w1");
   }
-  // Read-only layers keep their order among themselves.
+  // A read-only process of the same search path (a replay, KTUNE_CACHE_READONLY=1) runs the same row: the layer a
+  // writable process would write still comes first.
+  LayeredCache read_only_mode(image + "?ro:" + user, true);
+  REQUIRE(read_only_mode.get_tuning(shipped.family, shipped.problem_key, shipped.device_fingerprint));
+  CHECK(read_only_mode.get_tuning(shipped.family, shipped.problem_key, shipped.device_fingerprint)->winner_config ==
+        "t32.s1.w1");
+  CHECK(read_only_mode.tuning_first_layer() == user);
+  // Layers marked ?ro keep their order among themselves.
   LayeredCache ro(user + "?ro:" + image + "?ro", true);
   CHECK(ro.get_tuning(shipped.family, shipped.problem_key, shipped.device_fingerprint)->winner_config == "t32.s1.w1");
 }

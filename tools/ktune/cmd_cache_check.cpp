@@ -135,17 +135,13 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
   // ktune version are listed apart: the runtime does not use them (its kernels may differ), so their keys run the
   // default until a warmup of this version tunes them again.
   std::map<std::string, CacheTuningEntry> rows, stale_rows;
-  // The row a process would run where several layers hold one: the writable layer's, else the first layer's
-  // in the search path (LayeredCache::get_tuning).
+  // The row a process would run where several layers hold one: the writable layer's (or the one a writable
+  // process would write), else the first layer's in the search path (LayeredCache::get_tuning).
   std::map<std::string, size_t> layer_rank;
   {
+    const std::string first = cache_tuning_first_layer(o.cache_path);
     size_t next = 1;
-    bool writable_seen = false;
-    for (const auto& l : cache_layers(o.cache_path)) {
-      const bool is_writable = l.present && l.writable && !writable_seen;
-      writable_seen = writable_seen || is_writable;
-      layer_rank.emplace(l.path, is_writable ? 0 : next++);
-    }
+    for (const auto& l : cache_layers(o.cache_path)) layer_rank.emplace(l.path, l.path == first ? 0 : next++);
   }
   const auto rank_of = [&](const std::string& layer) {
     auto it = layer_rank.find(layer);

@@ -63,6 +63,9 @@ KTUNE_API std::vector<CacheLayerSummary> cache_layers(const std::string& search_
 // image of a layer that is not there checks or ships nothing of it.
 KTUNE_API std::string missing_layers(const std::string& search_path);
 KTUNE_API std::vector<CacheEntry> cache_list(const std::string& search_path, const std::string& family = "");
+// The layer whose tuning row a process of search_path runs where several layers hold one (the writable layer, or
+// the one a writable process would write), or "" when that is simply the first layer holding one.
+KTUNE_API std::string cache_tuning_first_layer(const std::string& search_path);
 KTUNE_API std::vector<CacheTuningEntry> cache_list_tuning(const std::string& search_path,
                                                           const std::string& family = "");
 // Integrity check of every layer (SQLite's own check plus every blob's SHA-256), and of every intact binary's

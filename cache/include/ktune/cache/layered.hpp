@@ -77,6 +77,8 @@ class LayeredCache {
   };
   std::vector<LayerInfo> layers() const;
   CacheDb* writable_layer() { return writable_; }
+  // The path of the layer whose tuning rows are searched first (see get_tuning), or "" when none is.
+  std::string tuning_first_layer() const;
   // "" when new entries can be stored (a writable layer is open) or the cache was opened read-only on purpose
   // (force_read_only). Otherwise one sentence naming the search path and why nothing can be stored: the layer
   // meant to receive new entries and why it could not be opened writable, or every layer and why it is not
@@ -95,8 +97,9 @@ class LayeredCache {
                                                 const std::string& ktune_version);
   // Into the writable layer; throws CacheError("no writable cache layer in KTUNE_CACHE=...") if there is none.
   bool put_binary(const BinaryRecord& r);
-  // The writable layer's intact row, else the first read-only layer's (what this machine tuned stands over what an
-  // image ships); a damaged row is counted (damaged_seen) and skipped. With ktune_version
+  // The writable layer's intact row (in read-only mode: the layer a writable process would write), else the first
+  // other layer's (what this machine tuned stands over what an image ships); a damaged row is counted
+  // (damaged_seen) and skipped. With ktune_version
   // non-empty only a row tuned by that version counts: a winner measured against another build's kernels is
   // passed over like a missing one (the search goes on to the next layer), as binaries of another version are;
   // the version of the first row passed over goes to *other_version when given.
@@ -134,6 +137,9 @@ class LayeredCache {
   bool force_read_only_ = false;
   std::vector<Layer> layers_;  // fixed after construction
   CacheDb* writable_ = nullptr;
+  // Searched first for tuning rows: the writable layer, or in read-only mode the layer a writer would take.
+  CacheDb* tuning_first_ = nullptr;
+  bool tuning_writer_decided_ = false;
   std::atomic<int64_t> damaged_seen_{0};
   std::atomic<int64_t> errors_seen_{0};
   mutable std::mutex problem_mu_;
