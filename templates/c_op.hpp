@@ -69,6 +69,11 @@ class FamilyCOp final : public COp {
     op_.run(to_args_(op_.problem(), read_c_args<CArgs>(c_args)), stream);
   }
   std::string plan_json(const void* c_args) const override {
+    // On a host thread ktune_op_run is the host call, which plans per call: a GPU plan would not describe it.
+    if (host_device_current())
+      throw Error(Status::unsupported, Family::kName,
+                  "plan: this thread's device is the host CPU, and ktune_op_plan describes the op's GPU launches (the "
+                  "host call plans per call: the family's *_host_plan)");
     return ktune::plan_json(op_.plan(to_args_(op_.problem(), read_c_args<CArgs>(c_args)))).dump();
   }
   void set_pdl(bool enable) const override { op_.set_pdl(enable); }

@@ -408,11 +408,6 @@ template <class Family>
 typename Op<Family>::Plan Op<Family>::plan(const Args& a) const {
   using Spec = pipeline::OpSpec<Family>;
   detail::OpState<Family>& st = detail::op_state(state_);
-  // On a host thread run() is the host call, which plans per call: a GPU plan would not describe it.
-  if (host_device_current())
-    throw Error(Status::unsupported, Spec::kFamily,
-                "plan: this thread's device is the host CPU, and an op's plan describes its GPU launches (the host "
-                "call plans per call: the family's *_host_plan)");
   Spec::validate_shape(st.plan_problem, a);
   pipeline::check_forced_splits<Spec>(a);
   const int splits = pipeline::forced_splits<Spec>(a);

@@ -64,8 +64,11 @@ class Op {
   // are unchanged. Off by default. Error(unsupported) for a family whose kernels do not wait (enable only).
   void set_pdl(bool enable) const;
 
-  // What run(args) would launch. Reads only the shape fields of `args` (the family's header says which) and its
-  // forced config / split count; needs a current context unless both are forced.
+  // What run(args) would launch on a GPU. Reads only the shape fields of `args` (the family's header says which)
+  // and its forced config / split count; needs a current context unless both are forced. On a thread where
+  // use_device(kHostDevice) is current it still describes the GPU launches (the free *_plan and *_workspace_bytes
+  // functions are built on it), not the host call, which plans per call (the family's *_host_plan);
+  // ktune_op_plan refuses there instead.
   Plan plan(const Args& args) const;
 
   // The problem's shared module on the current context (FamilyInfo::has_shared_module: the kernels no tile
