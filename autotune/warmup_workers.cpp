@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "autotune/tuner.hpp"
+#include "autotune/tuning_record.hpp"
 #include "autotune/worker_process.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -86,7 +88,11 @@ void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<Po
     // they take): reported as done earlier, as the in-process path does, not as work the budget cut.
     if (o.status == "skipped: budget exhausted" && !opt.retune && !o.fingerprint.empty()) {
       try {
-        if (auto row = internal::tuning_row(rt, w.family, w.tuning_key, o.fingerprint)) {
+        // As a worker would judge it: a GPU row measured on another NVRTC's binaries is tuned again.
+        auto row = internal::tuning_row(rt, w.family, w.tuning_key, o.fingerprint);
+        const bool host_row = w.arch == "host";
+        if (row && (host_row || !tuned_by_another_compiler(from_tuning_record(*row).compiler_version,
+                                                           nvrtc_version_or_empty()))) {
           w.status = "done earlier";
           w.winner = row->winner_config;
         }

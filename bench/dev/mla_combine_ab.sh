@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The 8-token sparse MLA call (128 heads, top-k 2048, fp8_ds_mla: 8 splits + combine) in three builds of
+# The 8-token sparse MLA call (128 heads, top-k 2048, fp8_ds_mla: 8 splits + combine) in four builds of
 # bench_sparse_mla, timed in one device call:
 #   v1  the combine loading one split at a time, launched on the plain stream (the library before both changes)
 #   v2  the same combine, launched programmatically dependent on the decode kernel (pipeline::within_call)
 #   v3  the library as it is: v2 with each thread's loads of 8 splits issued before it merges them
 #   v4  v3's combine launched on the plain stream (batched loads without the dependent launch)
-#   bash bench/dev/mla_combine_ab.sh build [BUILD_DIR]   CPU: three stripped binaries + ab.db.gz in .devbuild/mla_ab
+#   bash bench/dev/mla_combine_ab.sh build [BUILD_DIR]   CPU: four stripped binaries + ab.db.gz in .devbuild/mla_ab
 #                                                        (the tree is edited for v1, v2 and v4 and restored)
 #   bash bench/dev/mla_combine_ab.sh run                 GPU (carry .devbuild/mla_ab): two interleaved rounds of
 #                                                        `run --rows "T8 fp8" --own-only`, then Nsight Compute's

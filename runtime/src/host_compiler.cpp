@@ -82,7 +82,8 @@ bool environment_refused(const std::string& link_error) {
   for (const char* os_refusal : {"Permission denied", "Operation not permitted", "Cannot allocate memory"})
     if (link_error.find(os_refusal) != std::string::npos) return true;
   // "Symbols not found: [ log2f ]": a library symbol the process does not provide. An object's own symbols are
-  // ktune's (its binding and entry symbols): one of those missing is the object's fault.
+  // ktune's (its binding and entry symbols, its templates' mangled names: _ZN9ktune_xqa...): one of those missing
+  // is the object's fault.
   const std::string marker = "Symbols not found: [";
   for (size_t at = link_error.find(marker); at != std::string::npos; at = link_error.find(marker, at + 1)) {
     const size_t begin = at + marker.size(), end = link_error.find(']', begin);
@@ -91,7 +92,7 @@ bool environment_refused(const std::string& link_error) {
       while (i < names.size() && (names[i] == ' ' || names[i] == ',')) ++i;
       size_t j = i;
       while (j < names.size() && names[j] != ' ' && names[j] != ',') ++j;
-      if (j > i && names.compare(i, 6, "ktune_") != 0) return true;
+      if (j > i && names.substr(i, j - i).find("ktune") == std::string::npos) return true;
       i = j;
     }
   }

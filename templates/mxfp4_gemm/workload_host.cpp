@@ -82,8 +82,9 @@ class Mxfp4HostWorkload final : public RotatingWorkload<Problem, Mxfp4Inputs, Mx
  private:
   void allocate() {
     const size_t we = in_.expert_weight_bytes, se = in_.expert_scale_bytes;
-    const int copies = ws::host_copies(p_.num_experts * (we + se) + in_.a_bytes, in_.c_bytes, kMaxCopies, kWho,
-                                       fmt::format("{} m{}", p_.key(), in_.rows));
+    // The bytes a copy touches: the experts' pages no row routes to are zeroed by calloc and never written.
+    const int copies = ws::host_copies(in_.experts_used.size() * (we + se) + in_.a_bytes, in_.c_bytes, kMaxCopies,
+                                       kWho, fmt::format("{} m{}", p_.key(), in_.rows));
     const Mxfp4WeightPools pools = mxfp4_weight_pools(kPoolBytes, seed_ + 1);
     for (int i = 0; i < copies; ++i) {
       Mxfp4HostCopy c;

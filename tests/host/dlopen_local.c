@@ -38,16 +38,19 @@ int main(int argc, char** argv) {
     printf("FAIL: a C API symbol is missing from %s\n", argv[1]);
     return 1;
   }
-  char dir[] = "/tmp/ktune-dlopen-local-XXXXXX";
-  if (!mkdtemp(dir)) {
-    printf("FAIL: mkdtemp\n");
+  const int fresh = getenv("KTUNE_CACHE") == NULL;  /* else the cache KTUNE_CACHE names */
+  const char* tmp = getenv("TMPDIR");
+  char dir[4096];
+  char cache[sizeof dir + 16];
+  snprintf(dir, sizeof dir, "%s/ktune-dlopen-local-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (fresh && !mkdtemp(dir)) {
+    printf("FAIL: mkdtemp in %s\n", dir);
     return 1;
   }
-  char cache[sizeof dir + 16];
   snprintf(cache, sizeof cache, "%s/k.db", dir);
   ktune_runtime_options o;
   options_default(&o);
-  if (!getenv("KTUNE_CACHE")) o.cache_path = cache;
+  if (fresh) o.cache_path = cache;
   ktune_runtime* rt = NULL;
   if (create(&o, &rt) != KTUNE_OK) {
     printf("FAIL: ktune_runtime_create: %s\n", last_error());
@@ -94,6 +97,15 @@ int main(int argc, char** argv) {
     }
   }
   destroy(rt);
+  if (fresh) { /* the fresh cache: its file, WAL, lock files and folder */
+    static const char* const kSuffixes[] = {"", "-wal", "-shm", ".compile-lock", ".tune-lock"};
+    for (size_t i = 0; i < sizeof kSuffixes / sizeof kSuffixes[0]; ++i) {
+      char f[sizeof cache + 16];
+      snprintf(f, sizeof f, "%s%s", cache, kSuffixes[i]);
+      remove(f);
+    }
+    remove(dir);
+  }
   printf("ok: a host kernel linked and ran with libktune loaded RTLD_LOCAL and no libm in the program\n");
   return 0;
 }

@@ -167,7 +167,8 @@ int verify(const Args& args, const std::string& cache) {
       for (const auto& i : loads.failures)
         fmt::print("LOAD FAILED {} ({}) in {}: {}\n", i.name, i.digest, i.layer, i.problem);
       for (const auto& l : loads.refused_layers)
-        fmt::print("LOAD SKIPPED layer {} (the runtime does not use it; nothing of it was loaded)\n", l);
+        fmt::print("LOAD SKIPPED layer {} (a runtime of this environment serves none of its rows; nothing of it was "
+                   "loaded)\n", l);
       fmt::print("load check ({}): {} loaded, {} failed, {} not loadable on this machine\n", loads.targets,
                  loads.loaded, loads.failed, loads.not_loadable_here);
     }
