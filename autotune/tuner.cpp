@@ -137,17 +137,20 @@ std::string winner_in_cache(Runtime& rt, const std::string& family, const std::s
   try {
     const std::optional<cache::TuningRecord> row =
         internal::tuning_row(rt, family, tuning_key, rt.device_fingerprint());
-    if (!row) return winner;
+    if (!row || gpu_row_stands(*row)) return winner;
     measured_with = from_tuning_record(*row).compiler_version;
   } catch (const std::exception&) {
     // A read that fails or a row the tuner did not write (`ktune report` names why): the winner the runtime
     // uses stands, as it did before rows recorded their compiler.
     return winner;
   }
-  if (!tuned_by_another_compiler(measured_with, current)) return winner;
   log(LogLevel::info, "{} {}: tuned on binaries of NVRTC {}, this process compiles with NVRTC {}; tuning it again",
       family, tuning_key, measured_with, current);
   return {};
+}
+
+bool gpu_row_stands(const cache::TuningRecord& row) {
+  return !tuned_by_another_compiler(from_tuning_record(row).compiler_version, nvrtc_version_or_empty());
 }
 
 KeyClaim claim_key(Runtime& rt, const std::string& family, const std::string& tuning_key, bool host, bool retune,

@@ -16,6 +16,10 @@
 #include "ktune/family.hpp"
 #include "ktune/runtime.hpp"
 
+namespace ktune::cache {
+struct TuningRecord;
+}
+
 namespace ktune::autotune {
 
 struct TuneOptions {
@@ -72,6 +76,9 @@ inline constexpr double kTuningFlightWait_s = 600;
 // Whether a row whose candidates `row_compiler` compiled is to be tuned again by a process compiling with
 // `current`: both known ("" = not recorded / no compiler here) and different.
 KTUNE_API bool tuned_by_another_compiler(const std::string& row_compiler, const std::string& current);
+// Whether a stored GPU tuning row counts as done for this process: not measured on the binaries of another NVRTC
+// than the one it compiles with (host rows always count: their fingerprint names the LLVM version).
+KTUNE_API bool gpu_row_stands(const cache::TuningRecord& row);
 
 // Tunings performed in this process (replay asserts 0).
 KTUNE_API int64_t tunings_performed();

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "autotune/tuner.hpp"
-#include "autotune/tuning_record.hpp"
 #include "autotune/worker_process.hpp"
 #include "ktune/device.hpp"
 #include "ktune/error.hpp"
@@ -90,9 +89,7 @@ void tune_in_workers(Runtime& rt, const WarmupOptions& opt, const std::vector<Po
       try {
         // As a worker would judge it: a GPU row measured on another NVRTC's binaries is tuned again.
         auto row = internal::tuning_row(rt, w.family, w.tuning_key, o.fingerprint);
-        const bool host_row = w.arch == "host";
-        if (row && (host_row || !tuned_by_another_compiler(from_tuning_record(*row).compiler_version,
-                                                           nvrtc_version_or_empty()))) {
+        if (row && (w.arch == "host" || gpu_row_stands(*row))) {
           w.status = "done earlier";
           w.winner = row->winner_config;
         }

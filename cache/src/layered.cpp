@@ -236,6 +236,11 @@ void LayeredCache::open_layers(const std::string& search_path, const LayeredOpti
     layers_.push_back(std::move(layer));
   }
   if (writable_) tuning_first_ = writable_;
+  // get_tuning's search order, fixed with the layers: tuning_first_, then the other open layers in path order.
+  for (const auto& layer : layers_)
+    if (layer.db && layer.db.get() == tuning_first_) tuning_order_.push_back(&layer);
+  for (const auto& layer : layers_)
+    if (layer.db && layer.db.get() != tuning_first_) tuning_order_.push_back(&layer);
 }
 
 LayeredCache::~LayeredCache() = default;
@@ -416,14 +421,8 @@ std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, 
                                                      std::string* other_version) {
   // The writable layer first: a row this machine measured (a warmup, `ktune tune`, --retune) stands over a row a
   // read-only image ships for the same key, so what a process tunes is what the next one runs; then the
-  // read-only layers in their order.
-  std::vector<const Layer*> order;
-  order.reserve(layers_.size());
-  for (const auto& layer : layers_)
-    if (layer.db && layer.db.get() == tuning_first_) order.push_back(&layer);
-  for (const auto& layer : layers_)
-    if (layer.db && layer.db.get() != tuning_first_) order.push_back(&layer);
-  for (const Layer* lp : order) {
+  // read-only layers in their order (tuning_order_).
+  for (const Layer* lp : tuning_order_) {
     const Layer& layer = *lp;
     try {
       std::string problem;

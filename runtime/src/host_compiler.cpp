@@ -1,7 +1,9 @@
 #include "host_compiler.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -88,13 +90,10 @@ bool environment_refused(const std::string& link_error) {
   for (size_t at = link_error.find(marker); at != std::string::npos; at = link_error.find(marker, at + 1)) {
     const size_t begin = at + marker.size(), end = link_error.find(']', begin);
     std::string names = link_error.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-    for (size_t i = 0; i < names.size();) {
-      while (i < names.size() && (names[i] == ' ' || names[i] == ',')) ++i;
-      size_t j = i;
-      while (j < names.size() && names[j] != ' ' && names[j] != ',') ++j;
-      if (j > i && names.substr(i, j - i).find("ktune") == std::string::npos) return true;
-      i = j;
-    }
+    std::replace(names.begin(), names.end(), ',', ' ');
+    std::istringstream list(names);
+    for (std::string name; list >> name;)
+      if (name.find("ktune") == std::string::npos) return true;
   }
   return false;
 }

@@ -263,11 +263,13 @@ CUcontext known_primary_context(int ordinal) { return known_primary(ordinal).con
 
 CUcontext retained_primary_context(int ordinal) {
   const DriverApi& cu = driver();
-  if (const PrimaryContext known = known_primary(ordinal); known.context) {
+  // A primary context reset (cudaDeviceReset) leaves the retained context inactive.
+  const auto active = [&](CUdevice dev) {
     unsigned flags = 0;
-    int active = 0;
-    if (cu.cuDevicePrimaryCtxGetState(known.device, &flags, &active) == CUDA_SUCCESS && active) return known.context;
-  }
+    int on = 0;
+    return cu.cuDevicePrimaryCtxGetState(dev, &flags, &on) == CUDA_SUCCESS && on;
+  };
+  if (const PrimaryContext known = known_primary(ordinal); known.context && active(known.device)) return known.context;
   int count = 0;
   check_cu(cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (ordinal < 0 || ordinal >= count)
@@ -278,11 +280,9 @@ CUcontext retained_primary_context(int ordinal) {
   std::lock_guard<std::mutex> lock(g_primary_mutex);
   if (g_primary.size() <= static_cast<size_t>(ordinal)) g_primary.resize(static_cast<size_t>(ordinal) + 1);
   PrimaryContext& slot = g_primary[static_cast<size_t>(ordinal)];
-  unsigned flags = 0;
-  int active = 0;
-  // Not retained yet, or reset since (inactive): a retain (re-)creates it. Another thread may have done so while
-  // this one waited for the lock, so the state is read again under it.
-  if (!slot.context || cu.cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) {
+  // Not retained yet, or reset since: a retain (re-)creates it. Another thread may have done so while this one
+  // waited for the lock, so the state is read again under it.
+  if (!slot.context || !active(dev)) {
     CUcontext ctx = nullptr;
     check_cu(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     slot = PrimaryContext{dev, ctx};

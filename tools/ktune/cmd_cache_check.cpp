@@ -151,7 +151,8 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
     auto& slot = (t.ktune_version == version() ? rows : stale_rows)[slot_key];
     if (slot.problem_key.empty() || rank_of(t.layer) < rank_of(slot.layer)) slot = t;
   };
-  for (const auto& t : cache_list_tuning(o.cache_path)) {
+  const std::vector<CacheTuningEntry> tuning_rows = cache_list_tuning(o.cache_path);
+  for (const auto& t : tuning_rows) {
     // This host's rows are read below, under host keys: a host config never runs on a CUDA arch.
     const bool host_row = t.device_fingerprint.find(";cores=") != std::string::npos;
     if (host_row || !device.matches(t.device_fingerprint)) continue;
@@ -161,7 +162,7 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
   if (std::find_if(arches.begin(), arches.end(), [](const Arch& a) { return a.host; }) != arches.end() &&
       Runtime::host_available()) {
     host_fp = rt.host_fingerprint();
-    for (const auto& t : cache_list_tuning(o.cache_path))
+    for (const auto& t : tuning_rows)
       if (t.device_fingerprint == host_fp) keep_served("host\n" + t.family + "\n" + t.problem_key, t);
   }
 
@@ -180,15 +181,19 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
     Json labels = Json::array();
     for (const auto& l : item.labels) labels.push(l);
     k.set("arch", item.arch).set("family", item.family).set("labels", std::move(labels));
+    // A key the family refuses (its problem, or every config of it on this arch): named with the reason.
+    const auto reject = [&](const std::string& problem, const Error& e) {
+      ++rejected;
+      k.set("problem", problem).set("error", e.what());
+      lines.push_back(fmt::format("REJECTED {} {} {}: {}", item.arch, item.family, fmt::join(item.labels, ","),
+                                  e.what()));
+      keys.push(std::move(k));
+    };
     std::string pk;
     try {
       pk = family(item.family).problem_from_json(item.problem_json);
     } catch (const Error& e) {
-      ++rejected;
-      k.set("problem", item.problem_json).set("error", e.what());
-      lines.push_back(fmt::format("REJECTED {} {} {}: {}", item.arch, item.family, fmt::join(item.labels, ","),
-                                  e.what()));
-      keys.push(std::move(k));
+      reject(item.problem_json, e);
       continue;
     }
     const FamilyInfo& fam = family(item.family);
@@ -208,11 +213,7 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
     try {
       def = fam.default_config(pk, arch);
     } catch (const Error& e) {  // the family runs no config of this problem on this arch (e.g. sm_70)
-      ++rejected;
-      k.set("problem", pk).set("error", e.what());
-      lines.push_back(fmt::format("REJECTED {} {} {}: {}", item.arch, item.family, fmt::join(item.labels, ","),
-                                  e.what()));
-      keys.push(std::move(k));
+      reject(pk, e);
       continue;
     }
     const Binary& def_bin = lookup(def);

@@ -54,9 +54,9 @@ int cmd_replay(const std::vector<std::string>& argv) {
 
   double worst_ratio = 0;
   int64_t untuned = 0;  // ops that ran a default: no usable tuning row for their key (tuning_misses counts lookups)
-  for (const auto& op : r.ops) untuned += op.tuned ? 0 : 1;
   cache::Json ops = cache::Json::array();
   for (const auto& op : r.ops) {
+    untuned += op.tuned ? 0 : 1;
     const double ratio = op.steady_call_ms > 0 ? op.first_call_ms / op.steady_call_ms : 0;
     worst_ratio = std::max(worst_ratio, ratio);
     cache::Json labels = cache::Json::array();

@@ -140,6 +140,7 @@ class LayeredCache {
   // Searched first for tuning rows: the writable layer, or in read-only mode the layer a writer would take.
   CacheDb* tuning_first_ = nullptr;
   bool tuning_writer_decided_ = false;
+  std::vector<const Layer*> tuning_order_;  // get_tuning's search order (layers_ is fixed after construction)
   std::atomic<int64_t> damaged_seen_{0};
   std::atomic<int64_t> errors_seen_{0};
   mutable std::mutex problem_mu_;
