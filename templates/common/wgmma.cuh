@@ -9,8 +9,9 @@
 //   wg_desc_mn: descriptor of an MN-major 16-bit operand (N contiguous) in the same physical layout: rows are
 //     the K index (128 bytes = 64 N elements each), `lbo` bytes between 64-element blocks along N, `sbo` bytes
 //     between 8-row groups along K.
-//   wgmma_ss<N, kBF, kTransB>: D(64 x N, fp32) (+)= A(64 x 16, smem, K-major) * B, B (N x 16) K-major or, with
-//     kTransB, (16 x N) MN-major; operands bf16 (kBF) or fp16; `accumulate` = 0 overwrites D.
+//   wgmma_ss<N, kBF, kTransB, kTransA>: D(64 x N, fp32) (+)= A * B; A (64 x 16, smem) K-major or, with kTransA,
+//     (16 x 64) MN-major; B (N x 16) K-major or, with kTransB, (16 x N) MN-major; operands bf16 (kBF) or fp16;
+//     `accumulate` = 0 overwrites D.
 //   wgmma_rs<N, kBF, kTransB>: the same with A in registers, held per warp like the m16n8k16 A fragment of its
 //     16 rows.
 //   D is held per warp like m16n8 accumulators, per 8-column group j: d[4j + {0,1}] = (row g, columns
@@ -84,10 +85,11 @@ KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) 
 #define KT_WG_REGS_192 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}"
 #define KT_WG_REGS_224 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111}"
 #define KT_WG_REGS_256 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}"
-// IA, IB, IP, IT: the placeholders of da, db, accumulate and kTransB (they follow the N / 2 accumulators).
-#define KT_WGMMA_SS(SHAPE, TY, REGS, IA, IB, IP, IT, ...)                                                        \
+// IA, IB, IP, IT: the placeholders of da, db, accumulate and kTransB (they follow the N / 2 accumulators); TA:
+// the literal transpose flag of A.
+#define KT_WGMMA_SS(SHAPE, TY, TA, REGS, IA, IB, IP, IT, ...)                                                    \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IP ", 0;\nwgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY \
-               " " REGS ", %" IA ", %" IB ", p, 1, 1, 0, %" IT ";\n}"                                           \
+               " " REGS ", %" IA ", %" IB ", p, 1, 1, " TA ", %" IT ";\n}"                                      \
                : __VA_ARGS__                                                                                    \
                : "l"(da), "l"(db), "r"(accumulate), "n"(int(kTransB)))
 // A4: the four A registers' placeholders; IB, IP, IT as above.
@@ -111,10 +113,12 @@ KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) 
   X(224, "m64n224k16", KT_WG_REGS_224, "112", "113", "114", "115", "{%112,%113,%114,%115}", "116", "117", "118", KT_WG_D112(0)) \
   X(256, "m64n256k16", KT_WG_REGS_256, "128", "129", "130", "131", "{%128,%129,%130,%131}", "132", "133", "134", KT_WG_D128(0))
 
-#define KT_WG_SS_CASE(NN, SHAPE, REGS, IA, IB, IP, IT, A4, JB, JP, JT, ...)           \
-  if constexpr (N == NN) {                                                            \
-    if constexpr (kBF) KT_WGMMA_SS(SHAPE, "bf16", REGS, IA, IB, IP, IT, __VA_ARGS__); \
-    else KT_WGMMA_SS(SHAPE, "f16", REGS, IA, IB, IP, IT, __VA_ARGS__);                \
+#define KT_WG_SS_CASE(NN, SHAPE, REGS, IA, IB, IP, IT, A4, JB, JP, JT, ...)                         \
+  if constexpr (N == NN) {                                                                          \
+    if constexpr (kBF && kTransA) KT_WGMMA_SS(SHAPE, "bf16", "1", REGS, IA, IB, IP, IT, __VA_ARGS__); \
+    else if constexpr (kBF) KT_WGMMA_SS(SHAPE, "bf16", "0", REGS, IA, IB, IP, IT, __VA_ARGS__);       \
+    else if constexpr (kTransA) KT_WGMMA_SS(SHAPE, "f16", "1", REGS, IA, IB, IP, IT, __VA_ARGS__);    \
+    else KT_WGMMA_SS(SHAPE, "f16", "0", REGS, IA, IB, IP, IT, __VA_ARGS__);                           \
   }
 #define KT_WG_RS_CASE(NN, SHAPE, REGS, IA, IB, IP, IT, A4, JB, JP, JT, ...)           \
   if constexpr (N == NN) {                                                            \
@@ -122,7 +126,7 @@ KT_DEV unsigned long long wg_desc_mn(unsigned addr, unsigned lbo, unsigned sbo) 
     else KT_WGMMA_RS(SHAPE, "f16", REGS, A4, JB, JP, JT, __VA_ARGS__);                \
   }
 
-template <int N, bool kBF, bool kTransB>
+template <int N, bool kBF, bool kTransB, bool kTransA = false>
 KT_DEV void wgmma_ss(float* d, unsigned long long da, unsigned long long db, int accumulate) {
   static_assert(kWgmmaN<N>, "wgmma N: 8, 16, or a multiple of 32 up to 256");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -1,5 +1,5 @@
 // sparse_mla_decode, warp-specialized (config ".ws"): sm_90a, fp8_ds_mla cache, 64 heads per CTA, 64-slot tiles;
-// a 16-head form (t64.s2.g16.ws, decode_body_ws16 below) shares the producer and the epilogue.
+// a 16-head form (t64.s2.g16.ws, decode_body_ws16 below) shares the producer.
 //
 // The kernel in kernel.cuh runs every phase in the same eight warps, one after another between CTA barriers, and
 // the FP8 dequantization sits between the tensor-core phases (about a quarter of its time at 128 heads, fp8).
@@ -68,7 +68,7 @@ struct WsTraits {
 namespace ws {
 
 // Named barrier ids (0 is __syncthreads): K/V buffer b empty (the consumer warpgroups arrive; the producer waits);
-// 16 heads: the consumer warpgroup's own barrier (the rows' max exchange, P written).
+// 16 heads: the consumer warpgroup's own barrier (the heads' max exchange, P written).
 // The mbarriers at Shape::off_bar (byte offsets below; Shape reserves 3 + 2 * stages of them):
 //   P ready    128 arrivals of warpgroup 0, one phase per tile; warpgroup 1 waits with parity it & 1
 //              (warpgroup 0 cannot complete the next phase before warpgroup 1 has released P: never a phase ahead);
@@ -81,10 +81,11 @@ namespace ws {
 //   peer free b  paired kernel only: one arrival per consumer warp of the peer CTA once it is done with its
 //              buffer b (phase j / stages - 1 before the fill of tile j); the producer thread that copies this
 //              CTA's half into the peer waits on it.
-//   empty b    16 heads only (the slots of "peer free"): 128 arrivals of the consumer warpgroup once it is done
-//              with buffer b, waited on by buffer b's producer (phase j / stages - 1 before the fill of tile j).
-//              The consumer reads the buffer with ldmatrix, which racecheck tracks; it does not follow a named
-//              barrier's ordering from those reads to the producer's next stores, and an mbarrier it does.
+//   empty b    16 heads only (the slots of "peer free"): 128 arrivals of the consumer warpgroup once its wgmma
+//              are done with buffer b, waited on by buffer b's producer (phase j / stages - 1 before the fill of
+//              tile j). The producer waits on an mbarrier, as for "full", rather than a named barrier: the
+//              consumer's reads of the tile's slot list are generic, and racecheck follows an mbarrier's ordering
+//              from them to the producer's next stores, not a named barrier's.
 enum : int { kBarConsumer = 1, kBarEmpty = 3, kBarHalfStored = 3 + 4 };  // kBarEmpty + b: buffer b < stages (<= 4)
 enum : int { kMbarPReady = 0, kMbarStats = 8, kMbarPFree = 16, kMbarFull = 24 };
 template <int ST>
@@ -154,8 +155,7 @@ struct RowShare {
 // every tile (row c * 32 + pw * 8 + lr) and copies them (and their slots) into the same buffer of the peer CTA,
 // which does the other half. With half the items per thread, a tile's rows are converted into registers as soon
 // as they land, before the wait for a free buffer; only the stores remain between that wait and the hand-off.
-// kSolo (16 heads): producer pi of the two fills tiles pi, pi + 2, ... into buffer pi; the consumer reads the
-// buffer with ldmatrix (generic proxy), so no proxy fence precedes a hand-off.
+// kSolo (16 heads): producer pi of the two fills tiles pi, pi + 2, ... into buffer pi.
 template <class S, bool kPair>
 KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int ntiles, int token, int pw, int lane,
                        int pi = 0) {
@@ -279,7 +279,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
 #pragma unroll
       for (int u = 0; u < ROWS; ++u) convert(share[u], kvt, b, row_of(u));
     }
-    if constexpr (!WsTraits<S>::kSolo) kc::fence_proxy_async();  // the tile is read by wgmma (paired: bulk copy)
+    kc::fence_proxy_async();  // the tile is read by wgmma (paired: and by the bulk copy)
     if constexpr (kPair) {
       ws::bar_sync(ws::kBarHalfStored, 128);  // every row of this half is stored and fenced
       if (copier) {
@@ -314,42 +314,45 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
 // 16 heads per CTA (config t64.s2.g16.ws; tensor-parallel shards of 128 heads). Each cache row serves only 16
 // heads here, so loading and converting the rows is most of the work and the attention is small. Warpgroups 1
 // and 2 are producers that take turns, each filling its own K/V buffer from registers (produce_ws), so two
-// tiles' row loads can be in flight while warpgroup 0 runs the attention of a third. Warpgroup 0, four warps on
-// mma.sync, consumes the two buffers in turn:
-//   S = Q K^T: split along k: warp w takes k steps w * D / 64 .. of all 64 slots (eight 16x8 score blocks, chains
-//             of D / 64 mma), with its quarter of Q held in registers for the whole split, so Q is read from
-//             shared memory once per CTA rather than once per tile and warp (74 KB a tile at D = 576, a third of
-//             the consumer's shared-memory reads; the consumer's shared-memory latency is what the producers' work
-//             stretches). The four partial score tiles meet in shared memory (one barrier), each warp adding up
-//             the four for its slots 16 w .. 16 w + 15 in warp order;
-//   softmax:  on the accumulators; the rows' max over the four warps' slots through s_pmax and one barrier of
-//             the warpgroup; each warp keeps the sums of its own slots (added up in the epilogue);
-//   P V:      warp w owns output columns w * LAT / 4 .. for all 16 heads, P from shared memory (written by all
-//             four warps, one more barrier), V by ldmatrix.trans from the bf16 tile.
-// Then the buffer goes back to its producer (the mbarrier "empty b").
+// tiles' row loads can be in flight while warpgroup 0 runs the attention of a third. Warpgroup 0 runs it on
+// wgmma with the 64-head kernel's roles swapped: the tile's 64 slots are the M side and the 16 heads the N side,
+// so the tensor cores read K and V straight from the producer's buffer and no consumer warp spends issue slots
+// or registers on loading them (on mma.sync, ldmatrix of K, V and Q was most of the consumer's work):
+//   S^T = K Q^T      m64n16k16, A = the K/V tile (K-major), B = Q (K-major), D / 16 steps: warp w holds the
+//                    scores of slots 16 w .. 16 w + 15 for all 16 heads (the accumulator layout of common/wgmma.cuh
+//                    with rows = slots, columns = heads);
+//   softmax          per head over the tile's 64 slots: the max within a warp by shuffles, over the four warps
+//                    through s_pmax and one barrier of the warpgroup; each thread keeps the sums of its own slots
+//                    (added up in the epilogue); P^T (bf16, a K-major [head][slot] operand) to shared memory;
+//   O^T += V^T P^T   m64n16k16 per 64 output columns, A = the tile's latent part read MN-major (transposed), B = P.
+// Then the buffer goes back to its producer (the mbarrier "empty b"). O^T (output columns x heads, LAT / 8 fp32
+// per thread) goes through shared memory in the epilogue, so the output and the partials are stored as whole rows.
 template <class S>
 KT_DEV void decode_body_ws16(const Params& p) {
   constexpr Shape sh = WsTraits<S>::sh;
   constexpr int LAT = S::kLat, D = sh.dim, HG = S::kHeadsPerCta, TN = S::kTile;
   constexpr int H = S::kNumHeads, TOPK = S::kTopk, NTILES = (TOPK + TN - 1) / TN;
-  constexpr int NB = S::kStages;             // two K/V buffers, one per producer
-  constexpr int CW = LAT / 4, PCH = TN / 8;  // output columns per consumer warp; 16-byte chunks of a P row
-  constexpr int KS = D / 64;                  // k16 steps of Q K^T per consumer warp
-  static_assert(HG == 16 && TN == 64 && NB == 2 && CW % 16 == 0 && D % 64 == 0, "16-head warp-specialized shape");
+  constexpr int NB = S::kStages;  // two K/V buffers, one per producer
+  constexpr int MB = LAT / 64;    // 64-column blocks of O^T (the M of its wgmma)
+  constexpr int OS = LAT + 4;     // floats per head row of the staged O (the padding spreads a warp's stores)
+  constexpr int VPT = LAT / 128;  // output columns per thread in the epilogue
+  static_assert(HG == 16 && TN == 64 && NB == 2 && D % 64 == 0 && LAT % 128 == 0, "16-head warp-specialized shape");
+  static_assert(HG * OS * 4 <= sh.kv_tile_bytes, "the staged O fits a K/V buffer");
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-  const int g = lane >> 2, t4 = lane & 3, lr = lane & 7, lm = lane >> 3;
+  const int g = lane >> 2, t4 = lane & 3;
   const int h0 = blockIdx.x * HG, split = blockIdx.y, token = blockIdx.z;
   const SplitTiles tiles = split_tiles<NTILES>(p, split);
   const int t_begin = tiles.t_begin, ntiles = tiles.ntiles;
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem[];  // offset 0 of the window: 1024-aligned
   const unsigned sb = kc::smem_u32(smem);
   const int* s_slot = reinterpret_cast<const int*>(smem + sh.off_slot);
-  float* s_m = reinterpret_cast<float*>(smem + sh.off_stat) + HG;
+  float* s_m = reinterpret_cast<float*>(smem + sh.off_stat);  // per head: max, sum, the output's scale
   float* s_l = s_m + HG;
-  float* s_pmax = reinterpret_cast<float*>(smem + sh.off_s);  // [warp][row]
-  float* s_lpart = s_pmax + 4 * HG;                           // [warp][row]
+  float* s_fin = s_l + HG;
+  float* s_pmax = reinterpret_cast<float*>(smem + sh.off_s);  // [tile parity][warp][head]
+  float* s_lpart = s_pmax + 2 * 4 * HG;                       // [warp][head]
   const unsigned mb_full = sb + sh.off_bar + ws::kMbarFull, mb_empty = sb + sh.off_bar + ws::kMbarEmpty16<NB>;
   if (tid == 0)
 #pragma unroll
@@ -357,28 +360,33 @@ KT_DEV void decode_body_ws16(const Params& p) {
       kc::mbar_init(mb_full + 8 * b, 128);  // the producer that fills buffer b
       kc::mbar_init(mb_empty + 8 * b, 128);
     }
+  // Q by every thread, published to wgmma before the roles split (the barrier also publishes the mbarriers).
   issue_q_tile<H, HG, D>(p, sb + sh.off_q, token, h0, tid, ws::kAll);
   kc::cp_async_commit();
   kc::cp_async_wait<0>();
-  __syncthreads();  // Q and the mbarriers, before the roles split
+  kc::fence_proxy_async();
+  __syncthreads();
 
   if (wg > 0) {
     produce_ws<S, false>(p, smem, t_begin, ntiles, token, warp - 4 * wg, lane, wg - 1);
     return;
   }
   const auto consumer_sync = [] { ws::bar_sync(ws::kBarConsumer, 128); };
-  const unsigned sQ = sb + sh.off_q, sP = sb + sh.off_p;
   const float scale_log2 = p.softmax_scale * kc::kLog2e;
-  float o[1][CW / 8][4];
+  const unsigned long long dq = kc::wg_desc_k128(sb + sh.off_q), dp = kc::wg_desc_k128(sb + sh.off_p);
+  unsigned char* p_tile = smem + sh.off_p;
+  // This thread's accumulators hold slots (S^T) or output columns (O^T) 16 warp + g (+ 8) and heads
+  // head_of(c) = 8 (c / 2) + 2 t4 + c % 2 for c < 4, at d[4 (c / 2) + c % 2] (+ 2 for the row + 8).
+  auto head_of = [&](int c) { return 8 * (c >> 1) + 2 * t4 + (c & 1); };
+  float o[MB][8];
 #pragma unroll
-  for (int n = 0; n < CW / 8; ++n) o[0][n][0] = o[0][n][1] = o[0][n][2] = o[0][n][3] = 0.f;
-  float m_run[2] = {kc::neg_inf(), kc::neg_inf()}, l_run[2] = {0.f, 0.f};  // rows g, g + 8
-  unsigned qf[KS][4];  // this warp's k steps of Q (A fragments), for every tile
+  for (int i = 0; i < MB; ++i)
 #pragma unroll
-  for (int i = 0; i < KS; ++i)
-    kc::ldmatrix_x4(qf[i], sQ + tile_off(HG, (lm & 1) * 8 + lr, 2 * (KS * warp + i) + (lm >> 1)));
-  // Partial scores, [warp][score block][row half][lane]: each lane's float2 at the same place in every warp's part.
-  float2* s_part = reinterpret_cast<float2*>(smem + sh.off_part);
+    for (int r = 0; r < 8; ++r) o[i][r] = 0.f;
+  float m_run[4], l_run[4];  // per head c: the running max (the same in every thread) and this thread's sum
+#pragma unroll
+  for (int c = 0; c < 4; ++c) m_run[c] = kc::neg_inf(), l_run[c] = 0.f;
+  const int sl0 = 16 * warp + g;  // this thread's slots sl0 and sl0 + 8 of every tile
 
 #pragma unroll 1
   for (int it = 0; it < ntiles; ++it) {
@@ -386,90 +394,140 @@ KT_DEV void decode_body_ws16(const Params& p) {
     const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
     kc::mbar_wait(mb_full + 8 * b, (it / NB) & 1);
 
-    // ---- S = Q K^T over this warp's k steps, all 64 slots (in two halves of 32: registers); then the four parts
-    // ---- of this warp's 16 slots ----
+    // ---- S^T = K Q^T ----
+    float s[8];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float acc[TN / 16][4];
+    for (int r = 0; r < 8; ++r) s[r] = 0.f;
+    kc::wg_fence();
+    const unsigned long long dk = kc::wg_desc_k128(sK);
+#pragma unroll  // (with this loop rolled, ptxas serializes the wgmma: its warning C7520)
+    for (int kb = 0; kb < D / 64; ++kb)
 #pragma unroll
-      for (int n = 0; n < TN / 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+      for (int kk = 0; kk < 4; ++kk)
+        kc::wgmma_ss<HG, true, false>(s, dk + (unsigned)((kb * TN * 128 + kk * 32) >> 4),
+                                      dq + (unsigned)((kb * HG * 128 + kk * 32) >> 4), (kb | kk) != 0);
+    kc::wg_commit();
+    kc::wg_wait<0>();
+    kc::wg_hold(s);
+
+    // ---- online softmax per head over the tile's slots ----
+    const int* slots = s_slot + b * TN;
+    const bool masked[2] = {slots[sl0] < 0, slots[sl0 + 8] < 0};
+    float mx[4];
 #pragma unroll
-      for (int i = 0; i < KS; ++i) {
-        // k step ks = KS * warp + i; the four matrices (slots 16 pr + 0..7 | 8..15) x (chunks 2 ks | 2 ks + 1) are
-        // b0, b1 of score blocks 2 pr and 2 pr + 1
-        const unsigned k_addr = sK + tile_off(TN, 8 * (lm >> 1) + lr, 2 * (KS * warp + i) + (lm & 1));
-#pragma unroll
-        for (int pr = 0; pr < TN / 32; ++pr) {
-          unsigned bf[4];
-          kc::ldmatrix_x4(bf, k_addr + (half * TN / 32 + pr) * 16 * 128);
-          kc::mma_16816<true>(acc[2 * pr], qf[i], bf[0], bf[1]);
-          kc::mma_16816<true>(acc[2 * pr + 1], qf[i], bf[2], bf[3]);
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < TN / 16; ++n)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          s_part[((warp * (TN / 8) + half * TN / 16 + n) * 2 + h) * 32 + lane] =
-              make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
-    }
-    consumer_sync();  // every warp's part
-    float d[8];
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 4; ++c) {
+      mx[c] = kc::neg_inf();
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float2 sum = s_part[((2 * warp + n) * 2 + h) * 32 + lane];
-#pragma unroll
-        for (int w = 1; w < 4; ++w) {
-          const float2 v = s_part[((w * (TN / 8) + 2 * warp + n) * 2 + h) * 32 + lane];
-          sum.x += v.x;
-          sum.y += v.y;
-        }
-        d[4 * n + 2 * h] = sum.x;
-        d[4 * n + 2 * h + 1] = sum.y;
-      }
-
-    // ---- online softmax; P (all four warps' slots) to shared memory ----
-    float alpha[2];
-    softmax_regs<HG, TN, 16, 4>(d, s_slot + b * TN, warp, g, t4, scale_log2, m_run, l_run, alpha, s_pmax,
-                                smem + sh.off_p, consumer_sync);
-    consumer_sync();  // P complete
-
-    // ---- O = O * alpha + P V (this warp's columns) ----
-    rescale_o_rows(o, alpha[0], alpha[1]);
-#pragma unroll
-    for (int kk = 0; kk < TN / 16; ++kk) {
-      unsigned pa[4];
-      {
-        const int row = (lm & 1) * 8 + lr, ch = 2 * kk + (lm >> 1);
-        kc::ldmatrix_x4(pa, sP + (row * PCH + swzp<PCH>(row, ch)) * 16);
+        float& v = s[4 * (c >> 1) + 2 * h + (c & 1)];
+        v = masked[h] ? kc::neg_inf() : v * scale_log2;
+        mx[c] = fmaxf(mx[c], v);
       }
 #pragma unroll
-      for (int nq = 0; nq < CW / 16; ++nq) {
-        unsigned v[4];
-        kc::ldmatrix_x4_trans(v, sK + tile_off(TN, kk * 16 + (lm & 1) * 8 + lr, warp * CW / 8 + 2 * nq + (lm >> 1)));
-        kc::mma_16816<true>(o[0][2 * nq], pa, v[0], v[1]);
-        kc::mma_16816<true>(o[0][2 * nq + 1], pa, v[2], v[3]);
-      }
+      for (int x = 4; x < 32; x <<= 1) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], x));
     }
+    float* pmax = s_pmax + (it & 1) * 4 * HG;  // two copies: a warp may write tile it + 1's before others read
+    if (g == 0)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) pmax[warp * HG + head_of(c)] = mx[c];
+    consumer_sync();  // every warp's max; also: every warp's P V of the last tile has completed (P is free)
+    float alpha[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int hd = head_of(c);
+      const float tile_max = fmaxf(fmaxf(pmax[hd], pmax[HG + hd]), fmaxf(pmax[2 * HG + hd], pmax[3 * HG + hd]));
+      const kc::MaxStep st = kc::online_max_step(m_run[c], fmaxf(m_run[c], tile_max));
+      alpha[c] = st.alpha;
+      float sum = 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 4 * (c >> 1) + 2 * h + (c & 1), slot = sl0 + 8 * h;
+        s[r] = kc::fast_exp2(s[r] - st.m_use);
+        sum += s[r];
+        *reinterpret_cast<unsigned short*>(p_tile + hd * 128 + (((slot >> 3) ^ (hd & 7)) << 4) + (slot & 7) * 2) =
+            kc::float_to_bf16(s[r]);
+      }
+      l_run[c] = l_run[c] * alpha[c] + sum;
+    }
+    kc::fence_proxy_async();  // P is read by wgmma
+    consumer_sync();          // P complete
+
+    // ---- O^T = O^T * alpha + V^T P^T ----
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f || alpha[2] != 1.f || alpha[3] != 1.f)) {
+#pragma unroll
+      for (int i = 0; i < MB; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          o[i][4 * (c >> 1) + (c & 1)] *= alpha[c];
+          o[i][4 * (c >> 1) + 2 + (c & 1)] *= alpha[c];
+        }
+    }
+    kc::wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < TN / 16; ++kk)
+#pragma unroll
+      for (int i = 0; i < MB; ++i)
+        kc::wgmma_ss<HG, true, false, true>(o[i], kc::wg_desc_mn(sK + i * TN * 128 + kk * 16 * 128, TN * 128, 1024),
+                                            dp + (unsigned)((kk * 32) >> 4), 1);
+    kc::wg_commit();
+    kc::wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < MB; ++i) kc::wg_hold(o[i]);
     if (it + NB < ntiles) ws::mbar_arrive(mb_empty + 8 * b);
   }
 
-  // ---- epilogue: the rows' max (the same in every warp) and sums (added over the warps) ----
-  if (t4 == 0) {
-    s_lpart[warp * HG + g] = l_run[0];
-    s_lpart[warp * HG + g + 8] = l_run[1];
-    if (warp == 0) {
-      s_m[g] = m_run[0];
-      s_m[g + 8] = m_run[1];
+  // ---- epilogue: the heads' sums over every thread's slots; O^T through shared memory as [head][column] (the
+  // ---- K/V buffers are free: the producers store nothing after the last tile's hand-off) ----
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    float l = l_run[c];
+#pragma unroll
+    for (int x = 4; x < 32; x <<= 1) l += __shfl_xor_sync(0xffffffffu, l, x);
+    if (g == 0) {
+      s_lpart[warp * HG + head_of(c)] = l;
+      if (warp == 0) s_m[head_of(c)] = m_run[c];
+    }
+  }
+  float* s_o = reinterpret_cast<float*>(smem + sh.off_kv);
+#pragma unroll
+  for (int i = 0; i < MB; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        s_o[head_of(c) * OS + 64 * i + sl0 + 8 * h] = o[i][4 * (c >> 1) + 2 * h + (c & 1)];
+  consumer_sync();
+  const long long row0 = (long long)token * H + h0;
+  if (tid < HG) {
+    s_l[tid] = s_lpart[tid] + s_lpart[HG + tid] + s_lpart[2 * HG + tid] + s_lpart[3 * HG + tid];
+    if (p.num_splits == 1) {
+      const kc::RowFinal f =
+          kc::finalize_row(s_m[tid], s_l[tid], p.sinks != nullptr, p.sinks != nullptr ? p.sinks[h0 + tid] : 0.f, 1.f);
+      s_fin[tid] = f.scale;
+      if (p.lse != nullptr) p.lse[row0 + tid] = f.lse;
+    } else {
+      float* ml = p.workspace + (long long)p.num_tokens * H * p.num_splits * LAT + ((row0 + tid) * p.num_splits + split) * 2;
+      ml[0] = s_m[tid];
+      ml[1] = s_l[tid];
     }
   }
   consumer_sync();
-  if (tid < HG) s_l[tid] = s_lpart[tid] + s_lpart[HG + tid] + s_lpart[2 * HG + tid] + s_lpart[3 * HG + tid];
-  consumer_sync();
   kc::pdl_launch_dependents();  // the rows are consumed: the next kernel may take the SMs this grid frees
-  write_output<S>(p, o, s_m, s_l, h0, token, split, 0, warp * CW, g, t4, tid);
+#pragma unroll 1
+  for (int r = 0; r < HG; ++r) {
+    float v[VPT];
+    load_partial(s_o + r * OS + tid * VPT, v);
+    if (p.num_splits == 1) {
+      unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + tid * VPT;
+#pragma unroll
+      for (int x = 0; x < VPT; x += 2)
+        *reinterpret_cast<unsigned*>(orow + x) = kc::pack_bf16x2(v[x] * s_fin[r], v[x + 1] * s_fin[r]);
+    } else {
+      float* prow = p.workspace + ((row0 + r) * p.num_splits + split) * LAT + tid * VPT;
+#pragma unroll
+      for (int x = 0; x < VPT; x += 2) *reinterpret_cast<float2*>(prow + x) = make_float2(v[x], v[x + 1]);
+    }
+  }
 }
 
 template <class S, bool kPair>

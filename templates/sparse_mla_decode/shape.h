@@ -8,8 +8,8 @@ namespace ktune_mla {
 // A CTA has 8 or 16 warps (config "w"); in P.V each warp owns kv_lora_rank / warps output columns.
 // Warp-specialized shape (config ".ws", kernel_ws.cuh; sm_90a, fp8_ds_mla, 64 or 16 heads, 64-slot tiles): 12
 // warps = three warpgroups, `stages` bf16 K/V tiles that producer warpgroups fill straight from global memory (no
-// raw tile), P and the per-row rescale factors; with 16 heads also the consumer warps' partial row max and sums
-// and their partial scores.
+// raw tile), P and the per-row rescale factors; with 16 heads also the consumer warps' partial max (two tiles)
+// and sums per head.
 
 struct Shape {
   // inputs
@@ -32,7 +32,6 @@ struct Shape {
   int off_q, off_kv, off_raw, off_s, off_p, off_slot, off_idx, off_stat, off_bar, smem_total;
   int kv_tile_bytes, raw_tile_bytes, kv_buffers, slot_buffers, idx_buffers;
   int ws;           // 1: the warp-specialized shape (kernel_ws.cuh)
-  int off_part;     // ws, 16 heads: the consumer warps' partial scores (fp32, 4 warps x heads x tile)
 };
 
 KT_HD constexpr int mla_align16(int a) { return (a + 15) & ~15; }
@@ -115,9 +114,8 @@ KT_HD constexpr Shape make_shape(int lat, int rope, bool fp8, int heads_per_cta,
     s.slot_buffers = stages;
     s.off_slot = s.off_p + heads_per_cta * tile * 2;
     s.off_stat = s.off_slot + mla_align16(stages * tile * 4);
-    s.off_s = s.off_stat + mla_align16(3 * heads_per_cta * 4);  // 16 heads: 4 warps x (max, sum) per row
-    s.off_part = s.off_s + (heads_per_cta == 16 ? mla_align16(2 * 4 * heads_per_cta * 4) : 0);
-    s.off_bar = s.off_part + (heads_per_cta == 16 ? 4 * heads_per_cta * tile * 4 : 0);
+    s.off_s = s.off_stat + mla_align16(3 * heads_per_cta * 4);  // 16 heads: 4 warps x (2 maxima, sum) per head
+    s.off_bar = s.off_s + (heads_per_cta == 16 ? mla_align16(3 * 4 * heads_per_cta * 4) : 0);
     // mbarriers: P ready, stats, P free, and per stage full and (paired kernel) peer free / (16 heads) empty
     s.smem_total = s.off_bar + mla_align16(8 * (3 + 2 * stages));
     s.min_blocks = 1;
