@@ -303,7 +303,8 @@ __global__ void __launch_bounds__(K<Spec>::kThreads, K<Spec>::kS.min_blocks)
   // bq[j][2s + h] = the two bf16/fp16 of token m0 + 8j + lane/4 at k = 64c + 16s + 2(lane%4) + 8h (+0, +1),
   // the m16n8k16 B fragment of k16 step s; zero outside [m0, m1) x [0, k).
   // (stale registers of an off load: rows past m1 keep these zeros and are never stored; the upper half of a
-  // chunk past k keeps an earlier chunk's finite activations, which meet the prepack's zero codes there)
+  // chunk past k keeps activations of an earlier chunk of the same rows, which meet the prepack's zero codes
+  // there: x * 0 = 0 for finite x, NaN for an infinity (docs/mxfp4_gemm.md, Numerics))
   unsigned bq[kDirect ? kDepth : 1][kMT][8];
 #pragma unroll
   for (int d = 0; d < (kDirect ? kDepth : 1); ++d)
