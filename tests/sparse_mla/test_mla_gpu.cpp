@@ -143,6 +143,32 @@ std::vector<Combo> all_combos() {
     c.num_tokens = 64;
     v.push_back(c);
   }
+  // the other latent ranks and rope widths the problem accepts (everything above is r512.d64; an fp8_ds_mla row is
+  // a multiple of 16 bytes only at rank 512): the default kernel of each (the warp-specialized ones where they
+  // implement the shape) and, for the fp8 cache, one mma.sync config
+  for (int h : {16, 64, 128})
+    for (const auto& [rank, rope] : {std::pair<int, int>{256, 64}, {512, 128}, {128, 64}, {384, 128}})
+      for (KvFormat f : {KvFormat::Fp8DsMla, KvFormat::Bf16}) {
+        Problem p = make_problem(h, 512, 64, f);
+        p.kv_lora_rank = rank;
+        p.rope_dim = rope;
+        if (p.row_bytes() % 16 != 0) continue;
+        p.validate();
+        const std::string shape = std::string(f == KvFormat::Bf16 ? "bf16" : "fp8") + "_h" + std::to_string(h) +
+                                  "_r" + std::to_string(rank) + "_d" + std::to_string(rope);
+        Combo c;
+        c.p = p;
+        c.sinks = (rank / 128 + h) % 2 == 1;
+        c.name = "shape_" + shape;
+        v.push_back(c);
+        const char* alt = h == 16 ? "t32.s1.g16" : "t64.s1.g64";
+        if (f == KvFormat::Fp8DsMla && can_implement(p, Config::from_key(alt), kSm90a, default_limits(kSm90a)).empty()) {
+          c.config = alt;
+          c.sinks = !c.sinks;
+          c.name = "shape_" + shape + "_" + alt;
+          v.push_back(c);
+        }
+      }
   return v;
 }
 
