@@ -294,22 +294,18 @@ KT_DEV void softmax_tile(int t, const float* s_S, int ss, const int* slots, floa
   }
 }
 
-struct CtaBarrier {
-  KT_DEV void operator()() const { __syncthreads(); }
-};
-
 // The online softmax of one tile on the scores left in registers (the accumulator layout of wgmma and of an
 // m16n8k16 mma.sync tile): this thread's rows r0 and r0 + 8, columns wg * WN + 8 j + 2 t4 (+1) for j < WN / 8;
-// NWG column blocks (warpgroups of the P.V-by-wgmma path, each holding 4 of a row's 16-row groups; the 16-head
-// warp-specialized consumer's 4 warps) split the tile's columns. The row max needs every block's columns: each
-// block's quad-reduced partial goes through s_pmax[wg * HG + row] and one `bar` (the threads of all NWG blocks).
+// NWG column blocks (warpgroups of the P.V-by-wgmma path, each holding 4 of a row's 16-row groups) split the
+// tile's columns. The row max needs every block's columns: each block's quad-reduced partial goes through
+// s_pmax[wg * HG + row] and one CTA barrier.
 // The running max (m_run) is the same in every thread of a row; the running sum (l_run) covers this block's
 // columns only (the epilogue adds them up). Writes P (bf16) to p_tile (rows of TN, chunks swizzled by swzp) and
 // returns the rows' rescale factors in alpha.
-template <int HG, int TN, int WN, int NWG, class Barrier = CtaBarrier>
+template <int HG, int TN, int WN, int NWG>
 KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, int t4, float scale_log2,
                          float (&m_run)[2], float (&l_run)[2], float (&alpha)[2], float* s_pmax,
-                         unsigned char* p_tile, Barrier bar = Barrier{}) {
+                         unsigned char* p_tile) {
   float mx[2] = {kc::neg_inf(), kc::neg_inf()};
 #pragma unroll
   for (int j = 0; j < WN / 8; ++j)
@@ -330,7 +326,7 @@ KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, i
       s_pmax[wg * HG + r0] = mx[0];
       s_pmax[wg * HG + r0 + 8] = mx[1];
     }
-    bar();
+    __syncthreads();
   }
   float m_use[2], sum[2] = {0.f, 0.f};
 #pragma unroll

@@ -351,7 +351,7 @@ KT_DEV void decode_body_ws16(const Params& p) {
   float* s_m = reinterpret_cast<float*>(smem + sh.off_stat);  // per head: max, sum, the output's scale
   float* s_l = s_m + HG;
   float* s_fin = s_l + HG;
-  float* s_pmax = reinterpret_cast<float*>(smem + sh.off_s);  // [tile parity][warp][head]
+  float* s_pmax = reinterpret_cast<float*>(smem + sh.off_s);  // [tile parity][warp][head] (one copy would do)
   float* s_lpart = s_pmax + 2 * 4 * HG;                       // [warp][head]
   const unsigned mb_full = sb + sh.off_bar + ws::kMbarFull, mb_empty = sb + sh.off_bar + ws::kMbarEmpty16<NB>;
   if (tid == 0)
@@ -426,7 +426,7 @@ KT_DEV void decode_body_ws16(const Params& p) {
 #pragma unroll
       for (int x = 4; x < 32; x <<= 1) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], x));
     }
-    float* pmax = s_pmax + (it & 1) * 4 * HG;  // two copies: a warp may write tile it + 1's before others read
+    float* pmax = s_pmax + (it & 1) * 4 * HG;
     if (g == 0)
 #pragma unroll
       for (int c = 0; c < 4; ++c) pmax[warp * HG + head_of(c)] = mx[c];
@@ -476,8 +476,10 @@ KT_DEV void decode_body_ws16(const Params& p) {
     if (it + NB < ntiles) ws::mbar_arrive(mb_empty + 8 * b);
   }
 
-  // ---- epilogue: the heads' sums over every thread's slots; O^T through shared memory as [head][column] (the
-  // ---- K/V buffers are free: the producers store nothing after the last tile's hand-off) ----
+  // ---- epilogue: the heads' sums over every thread's slots; O^T through shared memory as [head][column], in
+  // ---- K/V buffer 0: the producers store nothing after the last tile's hand-off, and the barrier below waits
+  // ---- for every warp's last P V (a warp's wgmma.wait_group covers its own wgmma only; the last tile's V may
+  // ---- sit in buffer 0) ----
 #pragma unroll
   for (int c = 0; c < 4; ++c) {
     float l = l_run[c];
@@ -489,6 +491,7 @@ KT_DEV void decode_body_ws16(const Params& p) {
     }
   }
   float* s_o = reinterpret_cast<float*>(smem + sh.off_kv);
+  consumer_sync();
 #pragma unroll
   for (int i = 0; i < MB; ++i)
 #pragma unroll

@@ -8,8 +8,8 @@ namespace ktune_mla {
 // A CTA has 8 or 16 warps (config "w"); in P.V each warp owns kv_lora_rank / warps output columns.
 // Warp-specialized shape (config ".ws", kernel_ws.cuh; sm_90a, fp8_ds_mla, 64 or 16 heads, 64-slot tiles): 12
 // warps = three warpgroups, `stages` bf16 K/V tiles that producer warpgroups fill straight from global memory (no
-// raw tile), P and the per-row rescale factors; with 16 heads also the consumer warps' partial max (two tiles)
-// and sums per head.
+// raw tile), P and (64 heads) the per-row rescale factors; with 16 heads the consumer warps' partial max (two
+// tiles) and sums per head.
 
 struct Shape {
   // inputs
@@ -133,8 +133,7 @@ KT_HD constexpr const char* shape_error(const Shape& s) {
     if ((s.heads_per_cta != 64 && s.heads_per_cta != 16) || s.tile != 64)
       return "ws: needs 64 or 16 heads per CTA and 64-slot tiles";
     if (s.stages != 2) return "ws: needs 2 stages (two bf16 K/V tiles)";
-    if (s.lat != 256 && s.lat != 512)
-      return "ws: kv_lora_rank must be 256 or 512 (each consumer warp owns 1/8 or 1/4 of the output columns)";
+    if (s.lat != 512) return "ws: kv_lora_rank must be 512 (the rank of every fp8_ds_mla row of whole 16-byte chunks)";
     return nullptr;
   }
   if (s.heads_per_cta != 16 && s.heads_per_cta != 32 && s.heads_per_cta != 64)

@@ -145,7 +145,7 @@ std::vector<Combo> all_combos() {
   }
   // the other latent ranks and rope widths the problem accepts (everything above is r512.d64; an fp8_ds_mla row is
   // a multiple of 16 bytes only at rank 512): the default kernel of each (the warp-specialized ones where they
-  // implement the shape) and, for the fp8 cache, one mma.sync config
+  // implement the shape) and, for the fp8 cache, the first other config of its search space
   for (int h : {16, 64, 128})
     for (const auto& [rank, rope] : {std::pair<int, int>{256, 64}, {512, 128}, {128, 64}, {384, 128}})
       for (KvFormat f : {KvFormat::Fp8DsMla, KvFormat::Bf16}) {
@@ -161,14 +161,26 @@ std::vector<Combo> all_combos() {
         c.sinks = (rank / 128 + h) % 2 == 1;
         c.name = "shape_" + shape;
         v.push_back(c);
-        const char* alt = h == 16 ? "t32.s1.g16" : "t64.s1.g64";
-        if (f == KvFormat::Fp8DsMla && can_implement(p, Config::from_key(alt), kSm90a, default_limits(kSm90a)).empty()) {
-          c.config = alt;
-          c.sinks = !c.sinks;
-          c.name = "shape_" + shape + "_" + alt;
-          v.push_back(c);
-        }
+        if (f != KvFormat::Fp8DsMla) continue;
+        const Config def = default_config(p, kSm90a);
+        const auto space = search_space(p, kSm90a);
+        const auto alt = std::find_if(space.begin(), space.end(), [&](const Config& x) { return !(x == def); });
+        REQUIRE(alt != space.end());
+        c.config = alt->key();
+        c.sinks = !c.sinks;
+        c.name = "shape_" + shape + "_" + c.config;
+        v.push_back(c);
       }
+  // the 16-head warp-specialized kernel with an odd number of tiles in one split (1 and 3 tiles of 64 slots):
+  // the last tile in K/V buffer 0, which the epilogue then reuses
+  for (int topk : {40, 150}) {
+    Combo c;
+    c.p = make_problem(16, topk, 64, KvFormat::Fp8DsMla);
+    c.config = "t64.s2.g16.ws";
+    c.name = "h16_ws_odd_tiles_k" + std::to_string(topk);
+    c.sinks = topk == 40;
+    v.push_back(c);
+  }
   return v;
 }
 
