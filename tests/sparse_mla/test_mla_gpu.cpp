@@ -68,7 +68,7 @@ const Arch kSm90a{9, 0, 'a'};
 
 std::vector<Combo> all_combos() {
   std::vector<Combo> v;
-  for (int h : {16, 64, 128})
+  for (int h : {16, 32, 64, 128})
     for (int topk : {512, 2048})
       for (int page : {64, 256})
         for (KvFormat f : {KvFormat::Fp8DsMla, KvFormat::Bf16})
@@ -207,7 +207,11 @@ void precompile(Runtime& rt, const std::vector<Problem>& problems, const std::ve
   test::precompile_jobs(rt, jobs, arch, compiled, failed);
 }
 
-const Problem kCheckedProblem = make_problem(64, 512, 64, KvFormat::Fp8DsMla, 1, true);
+// Checked problems: the default kernel of each (64 heads fp8: `.ws`; 16 heads fp8: the 16-head `.ws`; 128 heads
+// fp8: the paired `.wsp`; 128 heads bf16: the wgmma kernel), each with its own index checks.
+const std::vector<Problem> kCheckedProblems = {
+    make_problem(64, 512, 64, KvFormat::Fp8DsMla, 1, true), make_problem(16, 512, 64, KvFormat::Fp8DsMla, 1, true),
+    make_problem(128, 512, 64, KvFormat::Fp8DsMla, 1, true), make_problem(128, 512, 64, KvFormat::Bf16, 1, true)};
 
 void precompile_all(Runtime& rt, const Arch& arch, int* compiled, int* failed) {
   std::vector<Problem> ps;
@@ -216,8 +220,10 @@ void precompile_all(Runtime& rt, const Arch& arch, int* compiled, int* failed) {
     ps.push_back(c.p);
     cs.push_back(c.config);
   }
-  ps.push_back(kCheckedProblem);
-  cs.push_back("");
+  for (const Problem& p : kCheckedProblems) {
+    ps.push_back(p);
+    cs.push_back("");
+  }
   for (const test::MlaOracleCase& oc : test::mla_oracle_cases()) {
     ps.push_back(oc.problem);
     cs.push_back("");
@@ -420,32 +426,35 @@ TEST_CASE("sparse_mla_decode reads q through token and head strides", "[gpu][spa
 TEST_CASE("checked sparse_mla_decode reports an out-of-range slot and skips it", "[gpu][sparse_mla]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
-  test::MlaCaseOptions o;
-  o.seed = test::run_seed("sparse_mla checked");
-  o.num_tokens = 3;
-  o.all_skip_token = -1;
-  DevCase dc(test::make_mla_case(kCheckedProblem, o));
-  const int64_t slots = dc.c.num_pages * kCheckedProblem.page_size;
-  dc.c.indices[1 * kCheckedProblem.topk + 17] = static_cast<int32_t>(slots + 5);  // past the cache
-  dc.c.indices[2 * kCheckedProblem.topk + 3] = -7;                                // negative, not -1
-  dc.idx->upload(dc.c.indices);
-  const test::MlaRef ref = test::mla_reference(dc.c);  // skips both
-  (void)rt.take_device_fault();
-  dc.ensure_workspace(sparse_mla_decode_workspace_bytes(rt, kCheckedProblem, o.num_tokens));
-  dc.poison();
-  sparse_mla_decode(rt, kCheckedProblem, dc.args(), nullptr);
-  test::sync();
-  const auto fault = rt.take_device_fault();
-  REQUIRE(fault.has_value());
-  INFO(fault->message());
-  CHECK(fault->what == "top-k index");
-  CHECK(((fault->where == 1 && fault->value == slots + 5) || (fault->where == 2 && fault->value == -7)));
-  CHECK(fault->limit == slots);
-  std::string line;
-  const bool ok = passes(dc.compare(ref), &line);
-  INFO(line);
-  CHECK(ok);
-  CHECK_FALSE(rt.take_device_fault().has_value());
+  for (const Problem& p : kCheckedProblems) {
+    INFO(p.key() << " " << default_config(p, rt.current_arch()).key());
+    test::MlaCaseOptions o;
+    o.seed = test::run_seed(("sparse_mla checked " + p.key()).c_str());
+    o.num_tokens = 3;
+    o.all_skip_token = -1;
+    DevCase dc(test::make_mla_case(p, o));
+    const int64_t slots = dc.c.num_pages * p.page_size;
+    dc.c.indices[1 * p.topk + 17] = static_cast<int32_t>(slots + 5);  // past the cache
+    dc.c.indices[2 * p.topk + 3] = -7;                                // negative, not -1
+    dc.idx->upload(dc.c.indices);
+    const test::MlaRef ref = test::mla_reference(dc.c);  // skips both
+    (void)rt.take_device_fault();
+    dc.ensure_workspace(sparse_mla_decode_workspace_bytes(rt, p, o.num_tokens));
+    dc.poison();
+    sparse_mla_decode(rt, p, dc.args(), nullptr);
+    test::sync();
+    const auto fault = rt.take_device_fault();
+    REQUIRE(fault.has_value());
+    INFO(fault->message());
+    CHECK(fault->what == "top-k index");
+    CHECK(((fault->where == 1 && fault->value == slots + 5) || (fault->where == 2 && fault->value == -7)));
+    CHECK(fault->limit == slots);
+    std::string line;
+    const bool ok = passes(dc.compare(ref), &line);
+    INFO(line);
+    CHECK(ok);
+    CHECK_FALSE(rt.take_device_fault().has_value());
+  }
 }
 
 TEST_CASE("a second sparse_mla_decode launch of the same key compiles and loads nothing", "[gpu][sparse_mla]") {
