@@ -614,6 +614,10 @@ TEST_CASE("xqa_decode takes strided q/out, the K/V pair and device-held scales",
       make_problem(64, 8, 2, 16, Layout::Nhd, E4, E4, E4, 1, MaskKind::None, false, false, false, true),
       make_problem(128, 16, 2, 64, Layout::Nhd, FP, E4, FP, 2, MaskKind::Explicit, true, false, false, true),
       make_problem(256, 8, 8, 16, Layout::Hnd, BF, E4, BF, 1, MaskKind::None, false, false, false, false),
+      // the sm_90a wgmma default of q16 x group 4 (t32.s2.w4.wg), and 256 query rows of one kv head (q16 x group
+      // 16, fp16, d64: t32.s3.w8)
+      make_problem(128, 32, 8, 32, Layout::Hnd, BF, BF, BF, 16, MaskKind::Causal, false, false, false, true),
+      make_problem(64, 16, 1, 16, Layout::Nhd, FP, FP, FP, 16, MaskKind::Causal, false, false, false, false),
   };
   const test::XqaKvForm forms[] = {test::XqaKvForm::combined, test::XqaKvForm::separate, test::XqaKvForm::v_before_k,
                                    test::XqaKvForm::stacked, test::XqaKvForm::views};
