@@ -4,7 +4,9 @@
 //
 // [gpu][mxfp4]: M {1, 7, 16, 64, 100, 200, 1000, 4096} x (N, K) {(8192, 8192), (5760, 2880), (2880, 2880)} x
 //   bias on/off with the launch's own config (100 and 200: the 128- and 256-row buckets' wgmma defaults); every config of the search space on a small ragged shape (N, K tails);
-//   fp16 activations/outputs; non-default lda/ldc; grouped (MoE) with uneven and empty experts; NaN scales.
+//   fp16 activations/outputs (every config on the small shape, dense and grouped); bf16 in / fp16 out and fp16 in /
+//   bf16 out; non-default lda/ldc; grouped (MoE) with uneven and empty experts, and with 40 and 128 experts (more
+//   than one 32-expert pass of the kernel's expert search); NaN scales.
 //   Data are fresh every run (the seed is printed; KTUNE_TEST_SEED replays it): random e2m1 codes, e8m0 scales
 //   in 2^-7..2^5 (and, for the few-token paths, 2^-10..2^0 alone and with rare larger scales), N(0,1) activations. Outputs are poisoned (0xFF: NaN) and every element is checked to be
 //   written. Rows checked against the reference: all when M <= 16, else 16 random rows (first and last
@@ -21,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/mxfp4.h"
@@ -116,16 +119,21 @@ void check_result(const CaseResult& r, const std::string& what) {
   CHECK(r.rel < 5e-3);
 }
 
-Problem problem(int n, int k, int e = 1, int top_k = 1, DType t = kc::kBF16) {
+// Activations of dtype a, outputs (and bias) of dtype out.
+Problem problem_dtypes(int n, int k, int e, int top_k, DType a, DType out) {
   Problem p;
   p.n = n;
   p.k = k;
   p.num_experts = e;
   p.top_k = top_k;
-  p.a_dtype = t;
-  p.out_dtype = t;
+  p.a_dtype = a;
+  p.out_dtype = out;
   p.validate();
   return p;
+}
+
+Problem problem(int n, int k, int e = 1, int top_k = 1, DType t = kc::kBF16) {
+  return problem_dtypes(n, k, e, top_k, t, t);
 }
 
 // Uneven grouped row offsets (test::mxfp4_random_offsets) with expert 0 empty.
@@ -136,8 +144,32 @@ std::vector<int> random_offsets_first_empty(int experts, int total_hint, std::mt
   return off;
 }
 
+// Grouped row offsets from per-expert row counts.
+std::vector<int> offsets_from_counts(const std::vector<int>& counts) {
+  std::vector<int> off(counts.size() + 1, 0);
+  for (size_t e = 0; e < counts.size(); ++e) off[e + 1] = off[e] + counts[e];
+  return off;
+}
+
 // The small shape where every search-space config is checked.
 const Problem kSmall = problem(100, 96);
+const Problem kSmallFp16 = problem(100, 96, 1, 1, kc::kFP16);
+
+// Grouped over 8 experts: empty, 17, empty, 1, 72, 200, 150, 110: the wgmma tiles see experts shorter than a tile
+// (their N cut to the rows: 32, 64, 96, 128, 160, 224) and ones longer than bm128 and bm192 (a full tile, then a
+// short one).
+const std::vector<int> kUnevenOffsets = {0, 0, 17, 17, 18, 90, 290, 440, 550};
+
+// More than 32 experts: the kernel finds a CTA's expert 32 experts at a time (kernel.cuh cta_rows), carrying the
+// tile count and the last row end from one pass to the next. The gpt-oss-120b preset's 128 experts, and a small
+// shape with 40 (a second, partial pass).
+const Problem kMoe128 = problem(5760, 2880, 128, 4);
+const Problem kSmall40 = problem(100, 96, 40, 2);
+
+// Activation and output dtypes that differ (a, out), dense on N = K = 2880 and grouped on the small shape.
+const std::pair<DType, DType> kMixedDtypes[] = {{kc::kBF16, kc::kFP16}, {kc::kFP16, kc::kBF16}};
+Problem mixed_dense(const std::pair<DType, DType>& d) { return problem_dtypes(2880, 2880, 1, 1, d.first, d.second); }
+Problem mixed_grouped(const std::pair<DType, DType>& d) { return problem_dtypes(100, 96, 8, 2, d.first, d.second); }
 
 }  // namespace
 
@@ -226,9 +258,7 @@ TEST_CASE("mxfp4_gemm grouped (MoE): uneven and empty experts, one launch", "[gp
   {
     const Problem p = problem(kSmall.n, kSmall.k, 8, 2);
     const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
-    // empty, 17, empty, 1, 72, 200, 150, 110: the wgmma tiles see experts shorter than a tile (their N cut to the
-    // rows: 32, 64, 96, 128, 160, 224) and ones longer than bm128 and bm192 (a full tile, then a short one)
-    std::vector<int> off = {0, 0, 17, 17, 18, 90, 290, 440, 550};
+    std::vector<int> off = kUnevenOffsets;
     for (const Config& c : search_space(p, arch)) {
       const std::string key = c.key();
       check_result(run_case(p, W, off.back(), true, rng, key.c_str(), off), "grouped small " + key);
@@ -241,7 +271,7 @@ TEST_CASE("mxfp4_gemm grouped (MoE): uneven and empty experts, one launch", "[gp
     // The wgmma weight ring, grouped: a long K with a tail and an N tail (see the dense case), experts as above.
     const Problem p = problem(200, 1632, 8, 2);
     const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
-    const std::vector<int> off = {0, 0, 17, 17, 18, 90, 290, 440, 550};
+    const std::vector<int>& off = kUnevenOffsets;
     for (const Config& c : search_space(p, arch))
       if (c.wgmma) {
         const std::string key = c.key();
@@ -278,6 +308,121 @@ TEST_CASE("mxfp4_gemm few tokens: model-like scales (folded decode) and chunks m
       const Weight W = make_weight(p.n, p.k, p.num_experts, rng, -1, -1, scales);
       std::vector<int> off = random_offsets_first_empty(p.num_experts, 64, rng);
       check_result(run_case(p, W, off.back(), true, rng, nullptr, off), tag + "grouped 5760x2880 rows " + std::to_string(off.back()));
+    }
+  }
+}
+
+TEST_CASE("mxfp4_gemm grouped with more than 32 experts: the expert search's later passes", "[gpu][mxfp4]") {
+  KTUNE_REQUIRE_GPU();
+  std::mt19937_64 rng(run_seed() + 5);
+  const Arch arch = runtime().current_arch();
+  {
+    // gpt-oss-120b's 128 experts (top 4) with the launch's own config: about 1, 8 and 64 rows per expert routed
+    // at random (the few-row s0 tile, the bm16 ring and the 128-row wgmma tile on sm_90a), four passes each.
+    const Problem& p = kMoe128;
+    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+    for (int hint : {128, 1024, 8192}) {
+      const std::vector<int> off = random_offsets_first_empty(p.num_experts, hint, rng);
+      const int m = off.back();
+      const Mxfp4GemmPlan plan = mxfp4_gemm_plan(runtime(), p, m);
+      check_result(run_case(p, W, m, hint != 1024, rng, nullptr, off),
+                   "grouped e128 rows " + std::to_string(m) + " " + plan.config);
+    }
+  }
+  {
+    const Problem& p = kSmall40;
+    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+    // Rows only in experts 33..39 (the first pass finds nothing): 17, empty, 1, 72, 200, 5, 130 rows, experts
+    // shorter than every tile and longer than the 128- and 192-row ones.
+    std::vector<int> counts(size_t(p.num_experts), 0);
+    const std::vector<int> tail = {17, 0, 1, 72, 200, 5, 130};
+    std::copy(tail.begin(), tail.end(), counts.begin() + 33);
+    const std::vector<int> late = offsets_from_counts(counts);
+    // Rows spread over all 40 (random, some empty; expert 0 and 33 empty), the last expert of the first pass (31)
+    // and the first of the second (32) not: the second pass starts after the first one's tiles.
+    std::vector<int> spread = random_offsets_first_empty(p.num_experts, 2000, rng);
+    for (size_t e = 0; e + 1 < spread.size(); ++e) counts[e] = spread[e + 1] - spread[e];
+    counts[0] = counts[33] = 0;
+    counts[31] = std::max(counts[31], 3);
+    counts[32] = std::max(counts[32], 5);
+    spread = offsets_from_counts(counts);
+    for (const Config& c : search_space(p, arch)) {
+      const std::string key = c.key();
+      check_result(run_case(p, W, late.back(), true, rng, key.c_str(), late), "grouped e40 experts 33.. only " + key);
+      check_result(run_case(p, W, spread.back(), false, rng, key.c_str(), spread),
+                   "grouped e40 spread rows " + std::to_string(spread.back()) + " " + key);
+    }
+  }
+}
+
+TEST_CASE("mxfp4_gemm fp16 activations: every search-space config, dense and grouped", "[gpu][mxfp4]") {
+  KTUNE_REQUIRE_GPU();
+  std::mt19937_64 rng(run_seed() + 6);
+  const Arch arch = runtime().current_arch();
+  {
+    const Weight W = make_weight(kSmallFp16.n, kSmallFp16.k, 1, rng);
+    for (const Config& c : search_space(kSmallFp16, arch))
+      for (int m : {1, 37, 300}) {
+        const std::string key = c.key();
+        check_result(run_case(kSmallFp16, W, m, m != 37, rng, key.c_str()),
+                     "fp16 small m " + std::to_string(m) + " " + key);
+      }
+  }
+  {
+    const Problem p = problem(kSmall.n, kSmall.k, 8, 2, kc::kFP16);
+    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+    for (const Config& c : search_space(p, arch)) {
+      const std::string key = c.key();
+      check_result(run_case(p, W, kUnevenOffsets.back(), true, rng, key.c_str(), kUnevenOffsets),
+                   "fp16 grouped small " + key);
+    }
+  }
+}
+
+TEST_CASE("mxfp4_gemm padded lda/ldc with the launch's own config, dense and grouped", "[gpu][mxfp4]") {
+  KTUNE_REQUIRE_GPU();
+  std::mt19937_64 rng(run_seed() + 7);
+  {
+    // lda padded by a multiple of 8 (16-byte rows), ldc by an odd count (rows of C 2-byte aligned only).
+    const Weight W = make_weight(kSmall.n, kSmall.k, 1, rng);
+    struct Pad {
+      int m, lda, ldc;
+    };
+    for (const Pad pad : {Pad{1, 8, 3}, Pad{16, 24, 5}, Pad{200, 40, 7}}) {
+      const std::string config = mxfp4_gemm_plan(runtime(), kSmall, pad.m).config;
+      check_result(run_case(kSmall, W, pad.m, true, rng, nullptr, {}, pad.lda, pad.ldc),
+                   "padded m " + std::to_string(pad.m) + " lda +" + std::to_string(pad.lda) + " ldc +" +
+                       std::to_string(pad.ldc) + " " + config);
+    }
+  }
+  {
+    const Problem p = problem(kSmall.n, kSmall.k, 8, 2);
+    const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+    const int m = kUnevenOffsets.back();
+    const std::string config = mxfp4_gemm_plan(runtime(), p, m).config;
+    check_result(run_case(p, W, m, true, rng, nullptr, kUnevenOffsets, 24, 5), "grouped padded " + config);
+  }
+}
+
+TEST_CASE("mxfp4_gemm activation and output dtypes that differ (bf16 in fp16 out, fp16 in bf16 out)",
+          "[gpu][mxfp4]") {
+  KTUNE_REQUIRE_GPU();
+  std::mt19937_64 rng(run_seed() + 8);
+  for (const auto& d : kMixedDtypes) {
+    {
+      const Problem p = mixed_dense(d);
+      const Weight W = make_weight(p.n, p.k, 1, rng);
+      for (int m : {1, 16, 128}) {
+        const std::string config = mxfp4_gemm_plan(runtime(), p, m).config;
+        check_result(run_case(p, W, m, m != 16, rng, nullptr), p.key() + " m " + std::to_string(m) + " " + config);
+      }
+    }
+    {
+      const Problem p = mixed_grouped(d);
+      const Weight W = make_weight(p.n, p.k, p.num_experts, rng);
+      const int m = kUnevenOffsets.back();
+      const std::string config = mxfp4_gemm_plan(runtime(), p, m).config;
+      check_result(run_case(p, W, m, true, rng, nullptr, kUnevenOffsets), p.key() + " grouped " + config);
     }
   }
 }
@@ -384,11 +529,21 @@ TEST_CASE("precompile the mxfp4_gemm test kernels", "[.][mxfp4_precompile]") {
     const GeneratedKernel g = generate(p, c, arch);
     if (sources.insert(g.source).second) jobs.push_back({g.config_key, [g] { return g; }});
   };
-  for (const Problem& p : {kSmall, problem(100, 96, 5, 2), problem(2880, 2880, 1, 1, kc::kFP16)}) {
+  // Every search-space config (the binary depends on the dtypes, dense or grouped, and the config only).
+  for (const Problem& p : {kSmall, problem(100, 96, 5, 2), problem(2880, 2880, 1, 1, kc::kFP16), kSmallFp16,
+                           problem(100, 96, 8, 2, kc::kFP16), kSmall40}) {
     for (const Config& c : search_space(p, arch)) add(p, c);
   }
-  for (const Problem& p : {problem(8192, 8192), problem(5760, 2880), problem(2880, 2880), problem(5760, 2880, 8, 2),
-                           problem(2880, 2880, 1, 1, kc::kFP16), problem(100, 96), problem(100, 96, 5, 2)})
+  // The launch's defaults. The hint is dense rows or grouped rows per expert (launch.cpp: the bucket times top_k
+  // over the experts, a power of two wherever a GPU test takes a grouped default: there experts / top_k is too).
+  std::vector<Problem> defaults = {problem(8192, 8192), problem(5760, 2880), problem(2880, 2880),
+                                   problem(5760, 2880, 8, 2), problem(2880, 2880, 1, 1, kc::kFP16), problem(100, 96),
+                                   problem(100, 96, 5, 2), problem(100, 96, 8, 2), kMoe128};
+  for (const auto& d : kMixedDtypes) {
+    defaults.push_back(mixed_dense(d));
+    defaults.push_back(mixed_grouped(d));
+  }
+  for (const Problem& p : defaults)
     for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}) add(p, default_config(p, arch, m));
   int compiled = 0, failed = 0;
   test::precompile_jobs(rt, jobs, arch, &compiled, &failed);
