@@ -52,7 +52,7 @@ void Problem::validate() const {
   if (k < 32 || k > kMaxK || k % 32 != 0)
     fail("k", "expected a positive multiple of 32 (one e8m0 scale per 32 values) up to " + num(kMaxK) + ", got " + num(k));
   if (num_experts < 1 || num_experts > kMaxExperts)
-    fail("num_experts", "expected 1..." + num(kMaxExperts) + ", got " + num(num_experts));
+    fail("num_experts", "expected 1.." + num(kMaxExperts) + ", got " + num(num_experts));
   if (top_k < 1 || top_k > num_experts)
     fail("top_k", "expected 1..num_experts (" + num(num_experts) + "), got " + num(top_k));
   if (a_dtype != kc::kBF16 && a_dtype != kc::kFP16)
