@@ -164,6 +164,14 @@ BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool lo
   try {
     std::optional<StoredBinary> row = locked ? load_binary_locked(db, digest) : load_binary(db, digest);
     if (!row || row->hidden) return BinaryLookup{};
+    if (row->record.digest != digest) {  // the digest index led to another row: damage, never that row's binary
+      BinaryLookup out;
+      out.status = LookupStatus::damaged;
+      out.record.digest = digest;
+      out.detail = fmt::format("the row found under digest {} is stored under {} (the digest index is damaged)",
+                               digest, row->record.digest);
+      return out;
+    }
     return check_binary(db, std::move(*row), expect);
   } catch (const SqliteFailure& e) {
     if (!e.corrupt()) throw;
@@ -243,7 +251,8 @@ bool CacheDb::put_binary_row(const BinaryRecord& r, bool lowest_row_digest_wins)
         // Rows outside a signed-row restriction are not damaged for this purpose: the restriction is about
         // serving, and a restricted CacheDb is read-only anyway. Another writer's intact row (hidden under
         // serve_only_rows_stored_here) is kept too: it is only not served here.
-        damaged = detail::check_binary(*impl_, std::move(*old), &same_key).status != LookupStatus::hit;
+        damaged = old->record.digest != r.digest ||
+                  detail::check_binary(*impl_, std::move(*old), &same_key).status != LookupStatus::hit;
         // Two intact rows under one digest (the same key compiled on two hosts: blobs differ in NVRTC's
         // per-process symbol names, and in created_at and compile_ms): a merge keeps the one whose row digest
         // sorts first, so the file does not depend on the order its sources came in.

@@ -66,7 +66,8 @@ struct StoredBinary {
   bool hidden = false;
 };
 
-// Reads the row (blob included) under the lock. nullopt when absent. Throws SqliteFailure.
+// Reads the row (blob included) under the lock. nullopt when absent. Throws SqliteFailure. The row may carry
+// another digest than the one asked for (a damaged index): lookup_binary refuses it.
 std::optional<StoredBinary> load_binary(CacheDb::Impl& db, const std::string& digest);
 // The same for a caller that already holds db.mu.
 std::optional<StoredBinary> load_binary_locked(CacheDb::Impl& db, const std::string& digest);
@@ -79,7 +80,8 @@ BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool lo
 // INSERT ... ON CONFLICT DO UPDATE of one whole tuning row (row digest computed here; tuned_at as given).
 // Caller holds db.mu and a write transaction. Returns the row digest written ("" in a v1 file).
 std::string upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row);
-// The row stored under the key, as written (row digest included, unchecked), or nullopt; db.mu held.
+// The row stored under the key, as written (row digest included, unchecked), or nullopt (also when the row the
+// key's index leads to carries another key: a damaged index); db.mu held.
 std::optional<TuningRecord> find_tuning_locked(CacheDb::Impl& db, const std::string& family,
                                                const std::string& problem_key, const std::string& device_fingerprint);
 // Under own_rows_only, remembers a row digest this CacheDb stored. Caller holds db.mu.

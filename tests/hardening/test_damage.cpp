@@ -4,6 +4,7 @@
 // the file — never a wrong binary.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -334,6 +335,84 @@ TEST_CASE("hardening: random byte flips anywhere in the file never yield a wrong
   }
   WARN("150 files with 1-4 random bit flips: " << refused << " refused at open, " << not_hit
                                                << " lookups not served; 0 wrong hits");
+}
+
+// Index cells hold a record: a header (its size, then one serial type per column) and the body (the key columns,
+// then the rowid). Finds the one cell whose body is `body` (the key columns' text and a one-byte rowid, 2..127)
+// and turns key column `column` (text of `len` bytes, serial type 2 len + 13) into a blob of the same length
+// (2 len + 12), as one flipped bit does: the entry then sorts elsewhere, and a lookup by its key can land on a
+// neighbouring entry's row.
+bool blobify_index_column(std::vector<char>& bytes, const std::string& body, size_t header_size, size_t column,
+                          size_t len) {
+  int changed = 0;
+  for (size_t p = header_size; p + body.size() <= bytes.size(); ++p) {
+    char& type = bytes[p - header_size + 1 + column];
+    if (std::equal(body.begin(), body.end(), bytes.begin() + static_cast<std::ptrdiff_t>(p)) &&
+        bytes[p - header_size] == static_cast<char>(header_size) && type == static_cast<char>(2 * len + 13)) {
+      type = static_cast<char>(2 * len + 12);
+      ++changed;
+    }
+  }
+  return changed == 1;
+}
+
+TEST_CASE("hardening: an index entry damaged so that a lookup lands on another row never serves that row",
+          "[hardening][damage]") {
+  TempDir dir;
+  const std::string good = dir.file("good.db");
+  std::vector<BinaryRecord> recs;
+  std::vector<TuningRecord> tunings;
+  {
+    auto db = CacheDb::open(good, {});
+    for (int i = 0; i < 8; ++i) {
+      recs.push_back(sample_record(i));
+      tunings.push_back(sample_tuning(i));
+      db->put_binary(recs.back());
+      db->put_tuning(tunings.back());
+    }
+    db->use_rollback_journal();
+  }
+  const auto bytes = read_bytes(good);
+  OpenOptions ro;
+  ro.read_only = true;
+  int damaged_binaries = 0, damaged_tunings = 0;
+  // Rows 1..8 in insertion order: record i and tuning row i have rowid i + 1 (one byte from rowid 2).
+  for (int i = 1; i < 8; ++i) {
+    std::vector<char> bad = bytes;
+    const char rowid = static_cast<char>(i + 1);
+    // the digest index (digest, rowid) and the tuning key index (family, problem_key, fingerprint, rowid)
+    REQUIRE(blobify_index_column(bad, recs[i].digest + rowid, 3, 0, recs[i].digest.size()));
+    const TuningRecord& t = tunings[i];
+    REQUIRE(blobify_index_column(bad, t.family + t.problem_key + t.device_fingerprint + rowid, 5, 1,
+                                 t.problem_key.size()));
+    const std::string path = dir.file("index" + std::to_string(i) + ".db");
+    write_bytes(path, bad);
+    auto db = CacheDb::open(path, ro);
+    for (const auto& r : recs) {
+      const BinaryLookup l = db->get_binary(r.digest);
+      INFO("binary " << r.digest << " with entry " << i << " damaged: " << l.detail);
+      if (l.status == LookupStatus::hit) {
+        CHECK(l.record.blob == r.blob);
+        CHECK(same_metadata(l.record, r));
+      } else {
+        CHECK(l.record.blob.empty());
+        damaged_binaries += l.status == LookupStatus::damaged;
+      }
+    }
+    for (const auto& t : tunings) {
+      std::string problem;
+      const auto got = db->get_tuning_checked(t.family, t.problem_key, t.device_fingerprint, &problem);
+      INFO("tuning " << t.problem_key << " with entry " << i << " damaged: " << problem);
+      if (got) {
+        CHECK(got->problem_key == t.problem_key);
+        CHECK(got->winner_config == t.winner_config);
+      } else {
+        damaged_tunings += !problem.empty();
+      }
+    }
+  }
+  WARN("entries made blobs one at a time: " << damaged_binaries << " binary and " << damaged_tunings
+                                            << " tuning lookups reported damaged, none served another row");
 }
 
 TEST_CASE("hardening: a non-SQLite file at the cache path is reported and skipped", "[hardening][damage]") {
