@@ -210,9 +210,16 @@ BinaryLookup CacheDb::find_binary_any_compiler_version(const std::string& source
       if (!skip_blobs.count(s.text(1))) candidates.emplace_back(s.int64(2), s.text(0));
   }
   std::sort(candidates.begin(), candidates.end(), std::greater<>());
+  // A candidate must carry the columns it was selected by: a damaged index can list another row's digest.
+  BinaryExpectation same_source;
+  same_source.source_digest = source_digest;
+  same_source.arch = arch;
+  same_source.compiler = compiler;
+  same_source.options = options;
+  same_source.ktune_version = ktune_version;
   BinaryLookup damaged;
   for (const auto& [created_at, d] : candidates) {
-    BinaryLookup l = detail::lookup_binary(*impl_, d);
+    BinaryLookup l = detail::lookup_binary(*impl_, d, false, &same_source);
     if (l.status == LookupStatus::hit) return l;
     if (l.status == LookupStatus::damaged && damaged.status != LookupStatus::damaged) damaged = std::move(l);
   }

@@ -415,6 +415,43 @@ TEST_CASE("hardening: an index entry damaged so that a lookup lands on another r
                                             << " tuning lookups reported damaged, none served another row");
 }
 
+TEST_CASE("hardening: a source index entry that points at another row never serves that row as a match",
+          "[hardening][damage]") {
+  TempDir dir;
+  const std::string good = dir.file("good.db");
+  const BinaryRecord filler = sample_record(0, "13.0.88", "src9");  // rowid 1 (stored without a body byte)
+  const BinaryRecord wanted = sample_record(1, "13.0.88", "src0");  // rowid 2
+  const BinaryRecord other = sample_record(2, "13.0.88", "src1");   // rowid 3: another kernel source
+  {
+    auto db = CacheDb::open(good, {});
+    for (const BinaryRecord* r : {&filler, &wanted, &other}) db->put_binary(*r);
+    db->use_rollback_journal();
+  }
+  // binaries_by_source holds (source_digest, arch, compiler, options, ktune_version, rowid): point src0's entry
+  // at rowid 3, the src1 row, which is intact in itself.
+  std::vector<char> bad = read_bytes(good);
+  const std::string key = wanted.source_digest + wanted.arch + wanted.compiler + wanted.options + wanted.ktune_version;
+  int changed = 0;
+  for (size_t p = 0; p + key.size() < bad.size(); ++p)
+    if (std::equal(key.begin(), key.end(), bad.begin() + static_cast<std::ptrdiff_t>(p)) && bad[p + key.size()] == 2) {
+      bad[p + key.size()] = 3;
+      ++changed;
+    }
+  REQUIRE(changed == 1);
+  const std::string path = dir.file("redirected.db");
+  write_bytes(path, bad);
+  OpenOptions ro;
+  ro.read_only = true;
+  auto db = CacheDb::open(path, ro);
+  const BinaryLookup l =
+      db->find_binary_any_compiler_version(wanted.source_digest, wanted.arch, wanted.compiler, wanted.options,
+                                           wanted.ktune_version);
+  INFO(l.detail);
+  CHECK(l.status != LookupStatus::hit);
+  CHECK(l.record.blob.empty());
+  CHECK(db->get_binary(other.digest).status == LookupStatus::hit);  // the row itself is intact
+}
+
 TEST_CASE("hardening: a non-SQLite file at the cache path is reported and skipped", "[hardening][damage]") {
   TempDir dir;
   const std::string path = dir.file("ktune.db");
