@@ -130,6 +130,7 @@ std::optional<StoredBinary> load_binary_locked(CacheDb::Impl& db, const std::str
   s.bind(1, digest);
   if (!s.step()) return std::nullopt;
   StoredBinary row;
+  row.asked_digest = digest;
   read_row_columns(s, row.record, row.blob_size);
   row.hidden = db.own_rows_only && !db.own_rows.count(row.record.row_digest);
   row.record.blob = s.blob(16);
@@ -140,7 +141,11 @@ BinaryLookup check_binary(const CacheDb::Impl& db, StoredBinary&& row, const Bin
   BinaryLookup out;
   out.record = std::move(row.record);
   auto& r = out.record;
-  if (static_cast<int64_t>(r.blob.size()) != row.blob_size) {
+  if (r.digest != row.asked_digest) {
+    out.detail = fmt::format("the row found under digest {} is stored under {} (the digest index is damaged)",
+                             row.asked_digest, r.digest);
+    r.digest = row.asked_digest;
+  } else if (static_cast<int64_t>(r.blob.size()) != row.blob_size) {
     out.detail = fmt::format("blob is {} bytes but {} were written", r.blob.size(), row.blob_size);
   } else {
     std::string actual = sha256_hex(r.blob.data(), r.blob.size());
@@ -164,14 +169,6 @@ BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool lo
   try {
     std::optional<StoredBinary> row = locked ? load_binary_locked(db, digest) : load_binary(db, digest);
     if (!row || row->hidden) return BinaryLookup{};
-    if (row->record.digest != digest) {  // the digest index led to another row: damage, never that row's binary
-      BinaryLookup out;
-      out.status = LookupStatus::damaged;
-      out.record.digest = digest;
-      out.detail = fmt::format("the row found under digest {} is stored under {} (the digest index is damaged)",
-                               digest, row->record.digest);
-      return out;
-    }
     return check_binary(db, std::move(*row), expect);
   } catch (const SqliteFailure& e) {
     if (!e.corrupt()) throw;
@@ -258,8 +255,7 @@ bool CacheDb::put_binary_row(const BinaryRecord& r, bool lowest_row_digest_wins)
         // Rows outside a signed-row restriction are not damaged for this purpose: the restriction is about
         // serving, and a restricted CacheDb is read-only anyway. Another writer's intact row (hidden under
         // serve_only_rows_stored_here) is kept too: it is only not served here.
-        damaged = old->record.digest != r.digest ||
-                  detail::check_binary(*impl_, std::move(*old), &same_key).status != LookupStatus::hit;
+        damaged = detail::check_binary(*impl_, std::move(*old), &same_key).status != LookupStatus::hit;
         // Two intact rows under one digest (the same key compiled on two hosts: blobs differ in NVRTC's
         // per-process symbol names, and in created_at and compile_ms): a merge keeps the one whose row digest
         // sorts first, so the file does not depend on the order its sources came in.

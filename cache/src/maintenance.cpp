@@ -266,7 +266,9 @@ CacheDb::MergeResult CacheDb::merge_rows_from(CacheDb& source, const std::string
         detail::find_tuning_locked(*impl_, t.family, t.problem_key, t.device_fingerprint);
     const bool exists = ours.has_value();
     // A damaged row of ours is replaced by any intact one; otherwise the rule decides (tx rolls back: no change).
-    if (exists && detail::check_tuning_row(*impl_, *ours).empty() && !tuning_row_wins(t, *ours, prefer_ktune_version))
+    if (exists &&
+        detail::check_tuning_lookup(*impl_, *ours, t.family, t.problem_key, t.device_fingerprint).empty() &&
+        !tuning_row_wins(t, *ours, prefer_ktune_version))
       continue;
     detail::upsert_tuning_locked(*impl_, t);
     tx.commit();

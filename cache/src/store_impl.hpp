@@ -61,18 +61,20 @@ std::string check_expectation(const BinaryRecord& r, const BinaryExpectation& e)
 struct StoredBinary {
   BinaryRecord record;
   int64_t blob_size = 0;  // the column, to compare with the blob actually read
+  // The digest the row was selected by: a damaged index can lead the SELECT to another, intact row, whose own
+  // digest check_binary then finds different.
+  std::string asked_digest;
   // own_rows_only and the row's stored row digest is not one this CacheDb wrote: not served (a miss). A row
   // whose columns were forged to carry an own digest still fails its row-digest check in check_binary.
   bool hidden = false;
 };
 
-// Reads the row (blob included) under the lock. nullopt when absent. Throws SqliteFailure. The row may carry
-// another digest than the one asked for (a damaged index): lookup_binary refuses it.
+// Reads the row (blob included) under the lock. nullopt when absent. Throws SqliteFailure.
 std::optional<StoredBinary> load_binary(CacheDb::Impl& db, const std::string& digest);
 // The same for a caller that already holds db.mu.
 std::optional<StoredBinary> load_binary_locked(CacheDb::Impl& db, const std::string& digest);
-// hit, or damaged with the mismatch in detail (blob emptied): blob size, blob sha256, row digest, signed-row
-// restriction, then the caller's expectation (if any). Hashes outside any lock.
+// hit, or damaged with the mismatch in detail (blob emptied): the digest asked for, blob size, blob sha256, row
+// digest, signed-row restriction, then the caller's expectation (if any). Hashes outside any lock.
 BinaryLookup check_binary(const CacheDb::Impl& db, StoredBinary&& row, const BinaryExpectation* expect = nullptr);
 // load + check; a row SQLite reports corrupt is `damaged`, not an exception. `locked`: db.mu is already held.
 BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool locked = false,
@@ -80,10 +82,14 @@ BinaryLookup lookup_binary(CacheDb::Impl& db, const std::string& digest, bool lo
 // INSERT ... ON CONFLICT DO UPDATE of one whole tuning row (row digest computed here; tuned_at as given).
 // Caller holds db.mu and a write transaction. Returns the row digest written ("" in a v1 file).
 std::string upsert_tuning_locked(CacheDb::Impl& db, const TuningRecord& row);
-// The row stored under the key, as written (row digest included, unchecked), or nullopt (also when the row the
-// key's index leads to carries another key: a damaged index); db.mu held.
+// The row the key leads to, as written (row digest included, unchecked: check_tuning_lookup), or nullopt; db.mu
+// held.
 std::optional<TuningRecord> find_tuning_locked(CacheDb::Impl& db, const std::string& family,
                                                const std::string& problem_key, const std::string& device_fingerprint);
+// Empty when a row found by (family, problem_key, device_fingerprint) is intact and carries that key (a damaged
+// index can lead the SELECT to another, intact row); else why not.
+std::string check_tuning_lookup(const CacheDb::Impl& db, const TuningRecord& r, const std::string& family,
+                                const std::string& problem_key, const std::string& device_fingerprint);
 // Under own_rows_only, remembers a row digest this CacheDb stored. Caller holds db.mu.
 void note_own_row_locked(CacheDb::Impl& db, const std::string& row_digest);
 // Every tuning row with its integrity problem ("" when intact), ordered by primary key. Caller holds db.mu.

@@ -59,21 +59,21 @@ std::vector<std::pair<TuningRecord, std::string>> list_tuning_checked_locked(Cac
   return out;
 }
 
-// Whether a row read by its key carries that key: a damaged index can lead a keyed SELECT to another row.
-bool tuning_key_is(const TuningRecord& r, const std::string& family, const std::string& problem_key,
-                   const std::string& device_fingerprint) {
-  return r.family == family && r.problem_key == problem_key && r.device_fingerprint == device_fingerprint;
-}
-
 std::optional<TuningRecord> find_tuning_locked(CacheDb::Impl& db, const std::string& family,
                                                const std::string& problem_key, const std::string& device_fingerprint) {
   Stmt s(db.conn, fmt::format("SELECT {} FROM tuning WHERE family = ? AND problem_key = ? AND device_fingerprint = ?",
                               select_columns(db.schema_version)));
   s.bind(1, family).bind(2, problem_key).bind(3, device_fingerprint);
   if (!s.step()) return std::nullopt;
-  TuningRecord r = read_tuning(s);
-  if (!tuning_key_is(r, family, problem_key, device_fingerprint)) return std::nullopt;  // damaged index: not ours
-  return r;
+  return read_tuning(s);
+}
+
+std::string check_tuning_lookup(const CacheDb::Impl& db, const TuningRecord& r, const std::string& family,
+                                const std::string& problem_key, const std::string& device_fingerprint) {
+  if (r.family != family || r.problem_key != problem_key || r.device_fingerprint != device_fingerprint)
+    return fmt::format("the row found is stored under {} {} {} (the key index is damaged)", r.family, r.problem_key,
+                       r.device_fingerprint);
+  return check_tuning_row(db, r);
 }
 
 }  // namespace detail
@@ -82,24 +82,18 @@ std::optional<TuningRecord> CacheDb::get_tuning_checked(const std::string& famil
                                                         const std::string& device_fingerprint,
                                                         std::string* problem) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  Stmt s(impl_->conn, fmt::format("SELECT {} FROM tuning WHERE family = ? AND problem_key = ? AND "
-                                  "device_fingerprint = ?",
-                                  select_columns(impl_->schema_version)));
-  s.bind(1, family).bind(2, problem_key).bind(3, device_fingerprint);
-  if (!s.step()) return std::nullopt;
-  TuningRecord r = read_tuning(s);
+  std::optional<TuningRecord> found = detail::find_tuning_locked(*impl_, family, problem_key, device_fingerprint);
+  if (!found) return std::nullopt;
+  const TuningRecord& r = *found;
   if (impl_->own_rows_only && !impl_->own_rows.count(r.row_digest)) return std::nullopt;  // not stored here
-  std::string why = detail::tuning_key_is(r, family, problem_key, device_fingerprint)
-                        ? detail::check_tuning_row(*impl_, r)
-                        : fmt::format("the row found is stored under {} {} {} (the key index is damaged)", r.family,
-                                      r.problem_key, r.device_fingerprint);
+  const std::string why = detail::check_tuning_lookup(*impl_, r, family, problem_key, device_fingerprint);
   if (!why.empty()) {
     if (problem)
       *problem = fmt::format("ktune cache {}: tuning row {} {} {} is damaged: {}", impl_->path, family, problem_key,
                              device_fingerprint, why);
     return std::nullopt;
   }
-  return r;
+  return found;
 }
 
 std::optional<TuningRecord> CacheDb::get_tuning(const std::string& family, const std::string& problem_key,

@@ -337,6 +337,14 @@ TEST_CASE("hardening: random byte flips anywhere in the file never yield a wrong
                                                << " lookups not served; 0 wrong hits");
 }
 
+// Offsets of every occurrence of `pattern` in `bytes`.
+std::vector<size_t> occurrences(const std::vector<char>& bytes, const std::string& pattern) {
+  std::vector<size_t> out;
+  for (auto it = bytes.begin(); (it = std::search(it, bytes.end(), pattern.begin(), pattern.end())) != bytes.end(); ++it)
+    out.push_back(static_cast<size_t>(it - bytes.begin()));
+  return out;
+}
+
 // Index cells hold a record: a header (its size, then one serial type per column) and the body (the key columns,
 // then the rowid). Finds the one cell whose body is `body` (the key columns' text and a one-byte rowid, 2..127)
 // and turns key column `column` (text of `len` bytes, serial type 2 len + 13) into a blob of the same length
@@ -345,10 +353,10 @@ TEST_CASE("hardening: random byte flips anywhere in the file never yield a wrong
 bool blobify_index_column(std::vector<char>& bytes, const std::string& body, size_t header_size, size_t column,
                           size_t len) {
   int changed = 0;
-  for (size_t p = header_size; p + body.size() <= bytes.size(); ++p) {
+  for (size_t p : occurrences(bytes, body)) {
+    if (p < header_size) continue;
     char& type = bytes[p - header_size + 1 + column];
-    if (std::equal(body.begin(), body.end(), bytes.begin() + static_cast<std::ptrdiff_t>(p)) &&
-        bytes[p - header_size] == static_cast<char>(header_size) && type == static_cast<char>(2 * len + 13)) {
+    if (bytes[p - header_size] == static_cast<char>(header_size) && type == static_cast<char>(2 * len + 13)) {
       type = static_cast<char>(2 * len + 12);
       ++changed;
     }
@@ -430,14 +438,11 @@ TEST_CASE("hardening: a source index entry that points at another row never serv
   // binaries_by_source holds (source_digest, arch, compiler, options, ktune_version, rowid): point src0's entry
   // at rowid 3, the src1 row, which is intact in itself.
   std::vector<char> bad = read_bytes(good);
-  const std::string key = wanted.source_digest + wanted.arch + wanted.compiler + wanted.options + wanted.ktune_version;
-  int changed = 0;
-  for (size_t p = 0; p + key.size() < bad.size(); ++p)
-    if (std::equal(key.begin(), key.end(), bad.begin() + static_cast<std::ptrdiff_t>(p)) && bad[p + key.size()] == 2) {
-      bad[p + key.size()] = 3;
-      ++changed;
-    }
-  REQUIRE(changed == 1);
+  const std::string entry =
+      wanted.source_digest + wanted.arch + wanted.compiler + wanted.options + wanted.ktune_version + char(2);
+  const std::vector<size_t> at = occurrences(bad, entry);
+  REQUIRE(at.size() == 1);
+  bad[at[0] + entry.size() - 1] = 3;
   const std::string path = dir.file("redirected.db");
   write_bytes(path, bad);
   OpenOptions ro;
