@@ -2,10 +2,13 @@
 // --fdevice-time-trace: prints "front_ms nvvm_ms ptxas_ms wall_ms" (front end, NVVM optimizer + code
 // generation, ptxas) for bench/dev/mla_compile_parts.sh. Templates come from an include directory, so a
 // modified copy of templates/ can be timed against the shipped one.
-//   nvrtc_phases SOURCE.cu TEMPLATES_DIR ENTRY [ARCH]
+//   nvrtc_phases SOURCE.cu TEMPLATES_DIR ENTRY [ARCH [OPTION...]]
+// Options after ARCH are added to the runtime's (e.g. -Xptxas=-O2, to time settings that change the CUBIN);
+// with KTUNE_PHASES_CUBIN=FILE set, the CUBIN is written there.
 #include <nvrtc.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -42,13 +45,14 @@ int main(int argc, char** argv) {
   if (!mkdtemp(trace_dir)) return 1;
   const std::string trace = std::string("--fdevice-time-trace=") + trace_dir + "/t";
   // The runtime's options (runtime/src/nvrtc_compiler.cpp: nvrtc_options + nvrtc_speed_options).
-  const char* opts[] = {arch.c_str(), "--std=c++17", "--device-as-default-execution-space", "-DKTUNE_NVRTC=1",
-                        "-std=c++17", "--minimal", include.c_str(), trace.c_str()};
+  std::vector<const char*> opts = {arch.c_str(), "--std=c++17", "--device-as-default-execution-space",
+                                   "-DKTUNE_NVRTC=1", "-std=c++17", "--minimal", include.c_str(), trace.c_str()};
+  for (int i = 5; i < argc; ++i) opts.push_back(argv[i]);
   nvrtcProgram prog;
   if (!ok(nvrtcCreateProgram(&prog, src.c_str(), "kernel.cu", 0, nullptr, nullptr), "create")) return 1;
   if (!ok(nvrtcAddNameExpression(prog, argv[3]), "name expression")) return 1;
   const auto t0 = std::chrono::steady_clock::now();
-  const nvrtcResult r = nvrtcCompileProgram(prog, sizeof(opts) / sizeof(opts[0]), opts);
+  const nvrtcResult r = nvrtcCompileProgram(prog, int(opts.size()), opts.data());
   const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (r != NVRTC_SUCCESS) {
     size_t n = 0;
@@ -57,6 +61,13 @@ int main(int argc, char** argv) {
     nvrtcGetProgramLog(prog, log.data());
     std::fprintf(stderr, "nvrtc_phases: compile failed:\n%s\n", log.c_str());
     return 1;
+  }
+  if (const char* out = std::getenv("KTUNE_PHASES_CUBIN")) {
+    size_t n = 0;
+    nvrtcGetCUBINSize(prog, &n);
+    std::string cubin(n, '\0');
+    nvrtcGetCUBIN(prog, cubin.data());
+    std::ofstream(out, std::ios::binary) << cubin;
   }
   nvrtcDestroyProgram(&prog);
   // The trace is Chrome's JSON, one complete event per phase or function: {"args":{...},"dur":<us>,"name":...}.
