@@ -100,6 +100,10 @@ const std::vector<Row>& rows() {
                                            "bm256.tn1.wn4.wk1.s4.d4.wg", "bm256.tn1.wn8.wk1.s4.d4.wg",
                                            "bm64.tn1.wn4.wk1.s4.d4.wg", "bm128.tn2.wn4.wk1.s4.d2",
                                            "bm256.tn1.wn4.wk2.s3.d4.wg", "bm128.tn1.wn4.wk4.s3.d4.wg"};
+  // FP16 activations, many rows: mma.sync tiles with at most 128 accumulators (FP16 doubles them), and the
+  // 16-row ring tile that was the default here before.
+  const std::vector<std::string> fp16_big = {"bm16.tn1.wn4.wk1.s3.d2", "bm64.tn2.wn4.wk1.s4.d2", "bm64.tn2.wn2.wk1.s4.d2",
+                                             "bm64.tn1.wn4.wk2.s6.d4", "bm32.tn2.wn4.wk1.s6.d2", "bm32.tn1.wn4.wk2.s6.d4"};
   const std::vector<std::string> equal = {"bm64.tn1.wn4.wk1.s4.d4.wg", "bm128.tn1.wn8.wk1.s4.d4.wg",
                                           "bm192.tn1.wn4.wk1.s3.d4.wg"};
   static const std::vector<Row> r = {
@@ -111,6 +115,7 @@ const std::vector<Row>& rows() {
       {"dense 8192x8192 M=256", "n8192.k8192.bf16-bf16", 256, mid},
       {"dense 8192x8192 M=512", "n8192.k8192.bf16-bf16", 512, mid},
       {"dense 8192x8192 M=4096", "n8192.k8192.bf16-bf16", 4096, big},
+      {"dense 8192x8192 fp16 M=4096", "n8192.k8192.fp16-fp16", 4096, fp16_big},
       {"moe gate_up 5760x2880 E128 1 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 32, moe1},
       {"moe down 2880x2880 E128 1 tok/exp", "n2880.k2880.e128.top4.bf16-bf16", 32, moe1},
       {"moe gate_up 5760x2880 E128 4 tok/exp", "n5760.k2880.e128.top4.bf16-bf16", 128, moe1},

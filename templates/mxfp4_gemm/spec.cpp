@@ -202,6 +202,19 @@ const Config& pick(const std::vector<DefaultRow>& table, int64_t rows) {
   return table.back().config;
 }
 
+// The table's tile for `rows`, or else the tile of the nearest smaller bucket that fits the problem: FP16
+// activations double the mma.sync accumulators, so the widest BF16 tile (bm128.tn2) does not fit them and the
+// tile of the bucket below (bm64.tn2) serves them instead of the ring fallback's 16-row tile, which would read the
+// weight 4x as often. Falls back to the table's first tile when none fits (default_config then checks).
+Config pick_fitting(const std::vector<DefaultRow>& table, int64_t rows, const Problem& p, const Arch& arch,
+                    const DeviceLimits& lim) {
+  size_t i = 0;
+  while (i + 1 < table.size() && rows > table[i].max_rows) ++i;
+  for (size_t j = i + 1; j-- > 0;)
+    if (can_implement(p, table[j].config, arch, lim).empty()) return table[j].config;
+  return table.front().config;
+}
+
 // mma.sync (sm_80+), more than 16 rows, dense or grouped.
 const std::vector<DefaultRow>& mma_tiles() {
   static const std::vector<DefaultRow> t = {
@@ -275,7 +288,7 @@ Config default_config(const Problem& p, const Arch& arch, int64_t m_hint) {
   Config c;
   if (hopper_bf16 && rows >= 32) c = pick(p.grouped() ? grouped_wgmma_tiles() : dense_wgmma_tiles(), rows);
   else if (rows <= 16) c = p.grouped() ? pick(grouped_few_row_tiles(), rows) : dense_few_token_tile(p, rows);
-  else c = pick(mma_tiles(), rows);
+  else c = pick_fitting(mma_tiles(), rows, p, arch, lim);
   // The smallest ring tile fits every problem can_implement accepts on sm_80+.
   if (!can_implement(p, c, arch, lim).empty()) c = Config::from_key("bm16.tn1.wn4.wk1.s3.d2");
   const std::string why = can_implement(p, c, arch, lim);

@@ -76,6 +76,17 @@ TEST_CASE("mxfp4_gemm problem and config keys round-trip", "[mxfp4]") {
       CHECK(can_implement(Problem::from_key(pk), c, sm90, default_limits(sm90)).empty());
     }
   CHECK(f.search_space(moe, sm90, default_limits(sm90)).front() == f.default_config(moe, sm90));
+  // FP16 activations from 1024 rows: bm128.tn2 would need 256 accumulators, so the tile of the bucket below
+  // (64..1023 rows), not the 16-row ring fallback that reads the weight 4x as often.
+  const std::string dense16 = f.problem_from_json(R"({"n":8192,"k":8192,"a_dtype":"fp16"})");
+  for (const Arch& a : {sm90, Arch::parse("sm_80")})
+    for (int64_t m : {1024, 4096}) {
+      const Config c = default_config(Problem::from_key(dense16), a, m);
+      INFO(a.str() << " fp16 m " << m << " -> " << c.key());
+      CHECK(c.bm >= 64);
+      CHECK(c == default_config(Problem::from_key(dense16), a, 1000));
+      CHECK(can_implement(Problem::from_key(dense16), c, a, default_limits(a)).empty());
+    }
   // The generated source depends on dtypes + form only: same binary for every dense bf16 shape.
   const GeneratedKernel g1 = generate(Problem::from_key(dense), Config{}, sm90);
   const GeneratedKernel g2 = generate(Problem::from_key("n2880.k2880.bf16-bf16"), Config{}, sm90);
