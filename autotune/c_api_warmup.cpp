@@ -66,25 +66,22 @@ ktune_status ktune_warmup_workers(ktune_runtime* runtime, const ktune_warmup_opt
   return ktune_warmup_run(runtime, &request, out);
 }
 
-void ktune_warmup_request_default(ktune_warmup_request* request) {
-  if (!request) return;
-  *request = ktune_warmup_request{};
-  request->struct_size = sizeof(ktune_warmup_request);
+ktune_status ktune_warmup_request_init(ktune_warmup_request* request, size_t struct_size) {
+  ktune_warmup_request defaults{};
+  defaults.struct_size = sizeof(ktune_warmup_request);
+  return init_c_struct(request, struct_size, defaults, "ktune_warmup_request_init");
 }
 
 ktune_status ktune_warmup_run(ktune_runtime* runtime, const ktune_warmup_request* request, ktune_warmup_result* out) {
   if (!runtime) return invalid("ktune_warmup: runtime must not be NULL");
   if (!request) return invalid("ktune_warmup: request must not be NULL");
-  if (request->struct_size != sizeof(ktune_warmup_request)) {
-    static thread_local std::string msg;
-    msg = "ktune_warmup: request.struct_size: expected " + std::to_string(sizeof(ktune_warmup_request)) +
-          " (sizeof ktune_warmup_request of this library; start it from ktune_warmup_request_default), got " +
-          std::to_string(request->struct_size);
-    return invalid(msg.c_str());
-  }
-  const ktune_warmup_options* o = request->options;
-  const char* devices = request->devices;
-  const int host_workers = request->host_workers;
+  if (ktune_status st = check_struct_size(request, request->struct_size, sizeof(ktune_warmup_request), {},
+                                          "ktune_warmup", "request", "ktune_warmup_request_default"))
+    return st;
+  const ktune_warmup_request req = ktune::read_c_args<ktune_warmup_request>(request);
+  const ktune_warmup_options* o = req.options;
+  const char* devices = req.devices;
+  const int host_workers = req.host_workers;
   if (!o) return invalid("ktune_warmup: options must not be NULL");
   if (!out) return invalid("ktune_warmup: result must not be NULL");
   if (!o->preset || !*o->preset) return invalid("ktune_warmup: options.preset: expected a preset name or file, got none");
@@ -123,7 +120,7 @@ ktune_status ktune_warmup_run(ktune_runtime* runtime, const ktune_warmup_request
       w.devices = at::parse_device_list(devices, static_cast<int>(ktune::system_info().devices.size()),
                                         "devices");
     w.host_workers = host_workers;
-    w.retune = request->retune != 0;
+    w.retune = req.retune != 0;
     std::mutex progress_mutex;  // the callback is never entered by two threads at once
     if (o->progress)
       w.progress = [&](const std::string& what, size_t done, size_t total) {

@@ -14,6 +14,7 @@
 #include "ktune/family.hpp"
 #include "ktune/op.hpp"
 #include "ktune/runtime.hpp"
+#include "ktune_internal/c_api.hpp"
 
 namespace ktune {
 
@@ -40,21 +41,6 @@ const Problem& problem_for_key(const char* key, Parse parse) {
     filled = true;
   }
   return last;
-}
-
-// A C argument struct as this library reads it. The caller's struct_size was checked against the known sizes;
-// an older, shorter struct is copied with its missing tail zero (a field added at the end means "as before"
-// when zero, ktune.h).
-template <class CArgs>
-CArgs read_c_args(const void* c_args) {
-  static_assert(std::is_trivially_copyable_v<CArgs>, "C argument structs are plain data");
-  CArgs full;
-  std::memset(&full, 0, sizeof full);
-  uint32_t size = 0;
-  std::memcpy(&size, c_args, sizeof size);
-  std::memcpy(&full, c_args, size < sizeof full ? size : sizeof full);
-  full.struct_size = sizeof full;
-  return full;
 }
 
 template <class Family, class CArgs>

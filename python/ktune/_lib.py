@@ -231,13 +231,13 @@ def _optional_signatures():
     S = c.c_int
     U8 = c.POINTER(c.c_uint8)
     return {
-        "ktune_sparse_mla_args_default": ([c.POINTER(_MlaArgs)], None),
+        "ktune_sparse_mla_args_init": ([c.POINTER(_MlaArgs), c.c_size_t], S),
         "ktune_sparse_mla_decode_workspace_bytes": ([P, c.c_char_p, S, c.c_char_p, S, c.POINTER(c.c_size_t)], S),
         "ktune_sparse_mla_decode_plan": ([P, c.c_char_p, S, c.c_char_p, S, c.POINTER(c.c_char_p)], S),
         "ktune_sparse_mla_decode": ([P, c.c_char_p, c.POINTER(_MlaArgs), P], S),
         "ktune_sparse_mla_decode_host": ([P, c.c_char_p, c.POINTER(_MlaArgs), S], S),
         "ktune_sparse_mla_decode_host_plan": ([P, c.c_char_p, S, c.c_char_p, S, S, c.POINTER(c.c_char_p)], S),
-        "ktune_mxfp4_args_default": ([c.POINTER(_Mxfp4Args)], None),
+        "ktune_mxfp4_args_init": ([c.POINTER(_Mxfp4Args), c.c_size_t], S),
         "ktune_mxfp4_layout_version": ([], S),
         "ktune_mxfp4_packed_bytes": ([S, S, S, S, c.POINTER(c.c_size_t)], S),
         "ktune_mxfp4_prepack_host": ([U8, U8, S, S, S, U8, U8], S),
@@ -247,7 +247,7 @@ def _optional_signatures():
         "ktune_mxfp4_gemm_host": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), S], S),
         "ktune_mxfp4_grouped_gemm_host": ([P, c.c_char_p, c.POINTER(_Mxfp4Args), S], S),
         # the xqa_decode engine helpers (ktune.engine)
-        "ktune_xqa_mask_args_default": ([c.POINTER(_XqaMaskArgs)], None),
+        "ktune_xqa_mask_args_init": ([c.POINTER(_XqaMaskArgs), c.c_size_t], S),
         "ktune_xqa_mask_words": ([P, c.POINTER(S)], S),
         "ktune_xqa_pack_mask": ([P, c.POINTER(_XqaMaskArgs), P], S),
         "ktune_xqa_q_cu_seq_lens": ([P, P, S, P, P], S),
@@ -277,7 +277,7 @@ def _declare(lib):
         "ktune_runtime_destroy": ([P], None),
         "ktune_runtime_stats": ([P, c.POINTER(_Stats)], S),
         "ktune_compile": ([P, c.c_char_p, c.c_char_p, c.c_char_p, c.c_char_p, c.POINTER(c.c_int)], S),
-        "ktune_xqa_args_default": ([c.POINTER(_XqaArgs)], None),
+        "ktune_xqa_args_init": ([c.POINTER(_XqaArgs), c.c_size_t], S),
         "ktune_xqa_decode_workspace_bytes": ([P, c.c_char_p, S, S, c.POINTER(c.c_size_t)], S),
         "ktune_xqa_decode": ([P, c.c_char_p, c.POINTER(_XqaArgs), P], S),
         "ktune_use_device": ([S], S),
@@ -298,7 +298,7 @@ def _declare(lib):
         "ktune_warmup_options_default": ([c.POINTER(_WarmupOptions)], None),
         "ktune_warmup": ([P, c.POINTER(_WarmupOptions), c.POINTER(_WarmupResult)], S),
         "ktune_warmup_workers": ([P, c.POINTER(_WarmupOptions), c.c_char_p, c.c_int, c.POINTER(_WarmupResult)], S),
-        "ktune_warmup_request_default": ([c.POINTER(_WarmupRequest)], None),
+        "ktune_warmup_request_init": ([c.POINTER(_WarmupRequest), c.c_size_t], S),
         "ktune_warmup_run": ([P, c.POINTER(_WarmupRequest), c.POINTER(_WarmupResult)], S),
     }
     for name, (args, res) in _optional_signatures().items():
@@ -317,7 +317,25 @@ def _declare(lib):
             continue
         f.argtypes = args
         f.restype = res
+    _define_struct_defaults(lib)
     return missing
+
+
+def _define_struct_defaults(lib):
+    """What ktune.h's *_default(s) macros are in C, *_init(s, sizeof *s), as callables of the same names on the
+    loaded library: lib.ktune_xqa_args_default(ctypes.byref(a)) fills `a` at its ctypes size (the library
+    refuses and never writes past a size it does not take)."""
+    structs = {"ktune_xqa_args": _XqaArgs, "ktune_sparse_mla_args": _MlaArgs, "ktune_mxfp4_args": _Mxfp4Args,
+               "ktune_xqa_mask_args": _XqaMaskArgs, "ktune_warmup_request": _WarmupRequest}
+    for name, cls in structs.items():
+        init = getattr(lib, name + "_init", None)
+        if init is None:  # a family this library lacks: its calls are missing too (require() names them)
+            continue
+
+        def fill(ref, _init=init, _size=ctypes.sizeof(cls), _name=name + "_init"):
+            check(_init(ref, _size), _name)
+
+        setattr(lib, name + "_default", fill)
 
 
 def lib():

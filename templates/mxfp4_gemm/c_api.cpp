@@ -28,7 +28,7 @@ ktune_status mxfp4_call(ktune_runtime* runtime, const char* problem_key, const k
       throw ktune::Error(ktune::Status::invalid_argument, "mxfp4_gemm",
                          std::string("problem_key: expected a ") + (grouped ? "grouped (num_experts > 1)" : "dense") +
                              " problem for " + fn + ", got '" + problem_key + "'");
-    const ktune::Mxfp4GemmArgs d = ktune::mxfp4::args_from_c(p, *a);
+    const ktune::Mxfp4GemmArgs d = ktune::mxfp4::args_from_c(p, ktune::read_c_args<ktune_mxfp4_args>(a));
     if (threads >= 0) ktune::mxfp4_gemm_host(runtime->rt, p, d, threads);
     else ktune::mxfp4_gemm(runtime->rt, p, d, stream);
   });
@@ -46,12 +46,12 @@ ktune_status ktune_mxfp4_unpack_host(const uint8_t* packed_weight, const uint8_t
 }
 
 
-void ktune_mxfp4_args_default(ktune_mxfp4_args* args) {
-  if (!args) return;
-  *args = ktune_mxfp4_args{};
-  args->struct_size = sizeof(ktune_mxfp4_args);
-  args->family_id = ktune::c_family_id("mxfp4_gemm");
-  args->layout_version = ktune::mxfp4::packed_layout_version();
+ktune_status ktune_mxfp4_args_init(ktune_mxfp4_args* args, size_t struct_size) {
+  ktune_mxfp4_args defaults{};
+  defaults.struct_size = sizeof(ktune_mxfp4_args);
+  defaults.family_id = ktune::c_family_id("mxfp4_gemm");
+  defaults.layout_version = ktune::mxfp4::packed_layout_version();
+  return init_c_struct(args, struct_size, defaults, "ktune_mxfp4_args_init");
 }
 
 int ktune_mxfp4_layout_version(void) { return ktune::mxfp4::packed_layout_version(); }

@@ -24,12 +24,12 @@ const ktune::mla::Problem& mla_problem(const char* key) {
 
 extern "C" {
 
-void ktune_sparse_mla_args_default(ktune_sparse_mla_args* a) {
-  if (!a) return;
+ktune_status ktune_sparse_mla_args_init(ktune_sparse_mla_args* a, size_t struct_size) {
   const ktune::SparseMlaDecodeArgs d;
-  *a = ktune_sparse_mla_args{sizeof(ktune_sparse_mla_args), ktune::c_family_id("sparse_mla_decode"), d.q, d.kv_cache, d.indices, d.sinks, d.out, d.lse, d.workspace, d.workspace_bytes,
+  const ktune_sparse_mla_args defaults{sizeof(ktune_sparse_mla_args), ktune::c_family_id("sparse_mla_decode"), d.q, d.kv_cache, d.indices, d.sinks, d.out, d.lse, d.workspace, d.workspace_bytes,
                              d.num_tokens, d.num_pages, d.softmax_scale, d.config, d.num_splits,
                              d.q_stride_token, d.q_stride_head};
+  return init_c_struct(a, struct_size, defaults, "ktune_sparse_mla_args_init", kOlderSizes);
 }
 
 ktune_status ktune_sparse_mla_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int num_tokens,

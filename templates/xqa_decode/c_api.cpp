@@ -29,15 +29,15 @@ const ktune::xqa::Problem& xqa_problem(const char* key) {
 
 extern "C" {
 
-void ktune_xqa_args_default(ktune_xqa_args* a) {
-  if (!a) return;
+ktune_status ktune_xqa_args_init(ktune_xqa_args* a, size_t struct_size) {
   ktune::XqaDecodeArgs d;
-  *a = ktune_xqa_args{sizeof(ktune_xqa_args), ktune::c_family_id("xqa_decode"), d.q, d.kv_cache, d.block_tables, d.seq_lens, d.q_cu_seq_lens, d.mask, d.sinks, d.out, d.lse,
+  const ktune_xqa_args defaults{sizeof(ktune_xqa_args), ktune::c_family_id("xqa_decode"), d.q, d.kv_cache, d.block_tables, d.seq_lens, d.q_cu_seq_lens, d.mask, d.sinks, d.out, d.lse,
                       d.workspace, d.workspace_bytes, d.batch, d.num_tokens, d.q_len_per_req, d.max_pages_per_req,
                       d.num_pages, d.max_seq_len, d.softmax_scale, d.q_scale, d.k_scale, d.v_scale, d.o_scale,
                       d.softcap, d.window_left, d.config, d.num_splits, d.q_stride_token, d.q_stride_head,
                       d.out_stride_token, d.out_stride_head, d.k_cache, d.v_cache, d.kv_page_stride,
                       d.q_scale_ptr, d.k_scale_ptr, d.v_scale_ptr, d.o_scale_ptr};
+  return init_c_struct(a, struct_size, defaults, "ktune_xqa_args_init", kOlderSizes);
 }
 
 ktune_status ktune_xqa_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int batch,

@@ -26,11 +26,11 @@ const ktune::XqaDecodeOp* xqa_op(const ktune_op* op, const char* fn) {
 
 extern "C" {
 
-void ktune_xqa_mask_args_default(ktune_xqa_mask_args* a) {
-  if (!a) return;
+ktune_status ktune_xqa_mask_args_init(ktune_xqa_mask_args* a, size_t struct_size) {
   ktune::xqa::DraftMaskArgs d;
-  *a = ktune_xqa_mask_args{sizeof(ktune_xqa_mask_args), ktune::c_family_id(kMaskArgsFamily), d.bool_mask,
-                           d.q_cu_seq_lens, d.out, static_cast<int>(d.source), d.batch, d.q_len, d.rows};
+  const ktune_xqa_mask_args defaults{sizeof(ktune_xqa_mask_args), ktune::c_family_id(kMaskArgsFamily), d.bool_mask,
+                                     d.q_cu_seq_lens, d.out, static_cast<int>(d.source), d.batch, d.q_len, d.rows};
+  return init_c_struct(a, struct_size, defaults, "ktune_xqa_mask_args_init");
 }
 
 ktune_status ktune_xqa_mask_words(const ktune_op* op, int* words) {
@@ -44,10 +44,11 @@ ktune_status ktune_xqa_pack_mask(const ktune_op* op, const ktune_xqa_mask_args* 
   if (!a) return invalid("ktune_xqa_pack_mask: args must not be NULL");
   if (ktune_status st = check_args_header(a, kMaskArgsFamily, sizeof(*a), "ktune_xqa_pack_mask")) return st;
   return guarded([&] {
+    const ktune_xqa_mask_args c = ktune::read_c_args<ktune_xqa_mask_args>(a);
     ktune::xqa::DraftMaskArgs d;
-    d.bool_mask = a->bool_mask, d.q_cu_seq_lens = a->q_cu_seq_lens, d.out = a->out;
-    d.source = static_cast<ktune::xqa::DraftMaskSource>(a->source);
-    d.batch = a->batch, d.q_len = a->q_len, d.rows = a->rows;
+    d.bool_mask = c.bool_mask, d.q_cu_seq_lens = c.q_cu_seq_lens, d.out = c.out;
+    d.source = static_cast<ktune::xqa::DraftMaskSource>(c.source);
+    d.batch = c.batch, d.q_len = c.q_len, d.rows = c.rows;
     ktune::xqa::pack_draft_mask(*xqa_op(op, "ktune_xqa_pack_mask"), d, stream);
   });
 }

@@ -122,9 +122,26 @@ TEST_CASE("C warmup options: devices and workers are checked before any work", "
   CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("options must not be NULL"));
   q.options = &o;
-  q.struct_size = sizeof(ktune_warmup_request) + 8;  // a newer caller's struct: not misread
+  // A newer caller's longer request: read up to this library's fields while its own are zero, refused naming
+  // the byte once one is set, and a size that is no form of the struct refused before any field is read.
+  struct NewerRequest {
+    ktune_warmup_request known;
+    int64_t future_field;
+  } newer;
+  REQUIRE(ktune_warmup_request_init(&newer.known, sizeof newer) == KTUNE_OK);
+  CHECK(newer.known.struct_size == sizeof newer);
+  CHECK(newer.future_field == 0);
+  newer.known.options = &o;
+  newer.known.host_workers = 2;  // o.arches is still sm_90a: the request's own checks ran
+  CHECK(ktune_warmup_run(rt, &newer.known, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("the arches must include host"));
+  newer.future_field = 1;
+  CHECK(ktune_warmup_run(rt, &newer.known, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("byte " + std::to_string(sizeof(ktune_warmup_request))) &&
+                                     Catch::Contains("does not know"));
+  q.struct_size = sizeof(ktune_warmup_request) - 4;
   CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
-  CHECK_THAT(ktune_last_error(), Catch::Contains("request.struct_size: expected " +
+  CHECK_THAT(ktune_last_error(), Catch::Contains("request.struct_size: expected one of " +
                                                  std::to_string(sizeof(ktune_warmup_request))));
   q.struct_size = sizeof(ktune_warmup_request);
   q.host_workers = 2;  // o.arches is still sm_90a

@@ -14,7 +14,7 @@
 typedef void (*options_default_fn)(ktune_runtime_options*);
 typedef ktune_status (*create_fn)(const ktune_runtime_options*, ktune_runtime**);
 typedef void (*destroy_fn)(ktune_runtime*);
-typedef void (*args_default_fn)(ktune_xqa_args*);
+typedef ktune_status (*args_init_fn)(ktune_xqa_args*, size_t);
 typedef ktune_status (*host_fn)(ktune_runtime*, const char*, const ktune_xqa_args*, int);
 typedef const char* (*last_error_fn)(void);
 
@@ -31,10 +31,10 @@ int main(int argc, char** argv) {
   options_default_fn options_default = (options_default_fn)dlsym(lib, "ktune_runtime_options_default");
   create_fn create = (create_fn)dlsym(lib, "ktune_runtime_create");
   destroy_fn destroy = (destroy_fn)dlsym(lib, "ktune_runtime_destroy");
-  args_default_fn args_default = (args_default_fn)dlsym(lib, "ktune_xqa_args_default");
+  args_init_fn args_init = (args_init_fn)dlsym(lib, "ktune_xqa_args_init");
   host_fn run = (host_fn)dlsym(lib, "ktune_xqa_decode_host");
   last_error_fn last_error = (last_error_fn)dlsym(lib, "ktune_last_error");
-  if (!options_default || !create || !destroy || !args_default || !run || !last_error) {
+  if (!options_default || !create || !destroy || !args_init || !run || !last_error) {
     printf("FAIL: a C API symbol is missing from %s\n", argv[1]);
     return 1;
   }
@@ -66,7 +66,10 @@ int main(int argc, char** argv) {
   int32_t block_tables[B * PER_REQ] = {0, 1, 2, 3, 4, 5, 6, 7};
   int32_t seq_lens[B] = {100, 70};
   ktune_xqa_args a;
-  args_default(&a);
+  if (args_init(&a, sizeof a) != KTUNE_OK) {
+    printf("FAIL: ktune_xqa_args_init: %s\n", last_error());
+    return 1;
+  }
   a.q = q;
   a.kv_cache = kv;
   a.block_tables = block_tables;

@@ -196,6 +196,65 @@ TEST_CASE("ktune_op_prepare and ktune_op_run refuse what they cannot run, naming
     CHECK_THAT(ktune_last_error(), Catch::Contains("args.struct_size"));
   }
   {
+    // A caller built against that older header: its *_default fills its own, shorter struct (nothing written
+    // past it) and stamps its size, and every call reads that struct with the missing tail zero.
+    struct OlderXqaArgs {
+      unsigned char fields[offsetof(ktune_xqa_args, q_stride_token)];
+      uint64_t canary;
+    } old_caller;
+    old_caller.canary = 0x0123456789abcdefull;
+    REQUIRE(ktune_xqa_args_init(reinterpret_cast<ktune_xqa_args*>(&old_caller), sizeof old_caller.fields) ==
+            KTUNE_OK);
+    CHECK(old_caller.canary == 0x0123456789abcdefull);
+    ktune_xqa_args seen;
+    std::memcpy(&seen, old_caller.fields, sizeof old_caller.fields);
+    CHECK(seen.struct_size == offsetof(ktune_xqa_args, q_stride_token));
+    CHECK(seen.family_id == ktune_family_id("xqa_decode"));
+    ktune_xqa_args_default(&a);
+    CHECK(seen.softmax_scale == a.softmax_scale);
+    CHECK(seen.q_scale == a.q_scale);
+    seen.batch = 2, seen.max_seq_len = 4096, seen.config = "t64.s3.w4", seen.num_splits = 3;
+    std::memcpy(old_caller.fields, &seen, sizeof old_caller.fields);
+    const char* plan = nullptr;
+    REQUIRE(ktune_op_plan(op, old_caller.fields, &plan) == KTUNE_OK);
+    CHECK_THAT(plan, Catch::Contains("\"num_splits\":3"));
+    // A size that is no form of the struct, or none at all, is refused and nothing is written.
+    CHECK(ktune_xqa_args_init(reinterpret_cast<ktune_xqa_args*>(&old_caller), 12) == KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(ktune_last_error(), Catch::Contains("struct_size") && Catch::Contains("12"));
+    CHECK(ktune_xqa_args_init(nullptr, sizeof(ktune_xqa_args)) == KTUNE_ERROR_INVALID_ARGUMENT);
+  }
+  {
+    // A caller built against a newer header (a field appended): filled with its unknown tail zero, taken while
+    // that field is zero ("as before"), refused, naming the byte, once it is set (never silently ignored).
+    struct NewerXqaArgs {
+      ktune_xqa_args known;
+      int64_t future_field;
+      uint64_t canary;
+    } newer;
+    std::memset(&newer, 0xAB, sizeof newer);
+    newer.canary = 0x0123456789abcdefull;
+    const size_t newer_size = offsetof(NewerXqaArgs, canary);
+    REQUIRE(ktune_xqa_args_init(&newer.known, newer_size) == KTUNE_OK);
+    CHECK(newer.known.struct_size == newer_size);
+    CHECK(newer.future_field == 0);
+    CHECK(newer.canary == 0x0123456789abcdefull);
+    newer.known.batch = 2, newer.known.max_seq_len = 4096, newer.known.config = "t64.s3.w4";
+    newer.known.num_splits = 2;
+    const char* plan = nullptr;
+    REQUIRE(ktune_op_plan(op, &newer, &plan) == KTUNE_OK);
+    CHECK_THAT(plan, Catch::Contains("\"num_splits\":2"));
+    newer.future_field = 7;
+    CHECK(ktune_op_plan(op, &newer, &plan) == KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(ktune_last_error(), Catch::Contains("byte " + std::to_string(sizeof(ktune_xqa_args))) &&
+                                       Catch::Contains("does not know"));
+    CHECK(ktune_xqa_decode(rt, "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q1.none", &newer.known, nullptr) ==
+          KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(ktune_last_error(), Catch::Contains("does not know"));
+    newer.known.struct_size = 1u << 20;  // an uninitialized size: refused before the bytes past the header
+    CHECK(ktune_op_plan(op, &newer, &plan) == KTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(ktune_last_error(), Catch::Contains("args.struct_size"));
+  }
+  {
     // The same for sparse_mla_decode's struct before its q strides: garbage past it would be a bad q stride.
     ktune_sparse_mla_args mla_old;
     std::memset(&mla_old, 0xAB, sizeof mla_old);

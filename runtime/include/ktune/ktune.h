@@ -99,7 +99,8 @@ typedef struct ktune_xqa_args {
   const float* o_scale_ptr;
 } ktune_xqa_args;
 
-KTUNE_C_API void ktune_xqa_args_default(ktune_xqa_args* args);
+KTUNE_C_API ktune_status ktune_xqa_args_init(ktune_xqa_args* args, size_t struct_size);
+#define ktune_xqa_args_default(args) ktune_xqa_args_init((args), sizeof *(args))
 KTUNE_C_API ktune_status ktune_xqa_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key, int batch,
                                                           int max_seq_len, size_t* bytes);
 /* Enqueues on `stream` (a CUstream; NULL = legacy default stream). No sync, no allocation, graph-capturable. */
@@ -111,11 +112,18 @@ KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* pr
  * call needs; ktune_op_run then checks only the run-time arguments and launches on `stream`: no string is parsed,
  * no cache row read, no compiler run (after the first call of a shape, which loads its module). `args` is the
  * family's argument struct (ktune_xqa_args, ktune_sparse_mla_args, ktune_mxfp4_args) started from its
- * *_args_default, which sets struct_size and family_id: a struct of another family, or of a size this library
- * does not know, is KTUNE_ERROR_INVALID_ARGUMENT, never misread. Argument structs grow at their end only, and a
- * new field means "as before" when zero: a caller built against an older, shorter struct (its struct_size) is
- * accepted by every call taking the struct and read with the missing tail zero. An op is thread-safe and must be freed before
- * its runtime is destroyed. On a thread whose device is KTUNE_HOST_DEVICE, ktune_op_run is the host call. */
+ * *_args_default, which sets struct_size and family_id: a struct of another family is KTUNE_ERROR_INVALID_ARGUMENT,
+ * never misread. An op is thread-safe and must be freed before its runtime is destroyed. On a thread whose
+ * device is KTUNE_HOST_DEVICE, ktune_op_run is the host call.
+ *
+ * Structs that begin with struct_size (the argument structs, ktune_xqa_mask_args, ktune_warmup_request) grow at
+ * their end only, and a new field means "as before" when zero. Their *_default(s) is a macro for
+ * *_init(s, sizeof *s): the library fills the defaults of a struct of the CALLER's size and stamps that size, so
+ * a caller built against an older header gets its shorter struct filled (nothing written past it) and read with
+ * the missing tail zero, and a caller built against a newer header gets its unknown fields zeroed; a call taking
+ * the struct refuses a set field that this library does not know (KTUNE_ERROR_INVALID_ARGUMENT naming the byte)
+ * rather than ignore it, and a size that is neither this library's, an older form's nor a longer struct of at
+ * most 4096 bytes. Bindings without sizeof call *_init with their struct's size. */
 typedef struct ktune_op ktune_op;
 KTUNE_C_API ktune_status ktune_op_prepare(ktune_runtime* runtime, const char* family, const char* problem,
                                           ktune_op** out);
@@ -168,7 +176,8 @@ typedef struct ktune_xqa_mask_args {
   int rows;                       /* uniform: batch * q_len; ragged: 0..batch * max_q_len (0: nothing done) */
 } ktune_xqa_mask_args;
 
-KTUNE_C_API void ktune_xqa_mask_args_default(ktune_xqa_mask_args* args);
+KTUNE_C_API ktune_status ktune_xqa_mask_args_init(ktune_xqa_mask_args* args, size_t struct_size);
+#define ktune_xqa_mask_args_default(args) ktune_xqa_mask_args_init((args), sizeof *(args))
 /* W of the op's problem. */
 KTUNE_C_API ktune_status ktune_xqa_mask_words(const ktune_op* op, int* words);
 /* Writes the W words of every query row: row start_b + i for query i of request b (uniform start_b = b * q_len,
@@ -271,7 +280,8 @@ typedef struct ktune_warmup_request {
                                           tuning row too, replacing it (`ktune warmup --retune`); 0 (default):
                                           those keys count as already_done */
 } ktune_warmup_request;
-KTUNE_C_API void ktune_warmup_request_default(ktune_warmup_request* request);
+KTUNE_C_API ktune_status ktune_warmup_request_init(ktune_warmup_request* request, size_t struct_size);
+#define ktune_warmup_request_default(request) ktune_warmup_request_init((request), sizeof *(request))
 KTUNE_C_API ktune_status ktune_warmup_run(ktune_runtime* runtime, const ktune_warmup_request* request,
                                           ktune_warmup_result* result);
 /* Inverse of ktune_mxfp4_prepack_host (tests, tools): packed (host) -> canonical w_packed [E, n, k/2] (low
@@ -303,7 +313,8 @@ typedef struct ktune_mxfp4_args {
   const char* config;             /* NULL: tuned or default */
 } ktune_mxfp4_args;
 
-KTUNE_C_API void ktune_mxfp4_args_default(ktune_mxfp4_args* args);
+KTUNE_C_API ktune_status ktune_mxfp4_args_init(ktune_mxfp4_args* args, size_t struct_size);
+#define ktune_mxfp4_args_default(args) ktune_mxfp4_args_init((args), sizeof *(args))
 KTUNE_C_API int ktune_mxfp4_layout_version(void);
 /* Bytes of the packed weight (which = 0) or packed scales (which = 1) for n x k x num_experts. */
 KTUNE_C_API ktune_status ktune_mxfp4_packed_bytes(int n, int k, int num_experts, int which, size_t* bytes);
@@ -351,7 +362,8 @@ typedef struct ktune_sparse_mla_args {
   int64_t q_stride_token, q_stride_head;
 } ktune_sparse_mla_args;
 
-KTUNE_C_API void ktune_sparse_mla_args_default(ktune_sparse_mla_args* args);
+KTUNE_C_API ktune_status ktune_sparse_mla_args_init(ktune_sparse_mla_args* args, size_t struct_size);
+#define ktune_sparse_mla_args_default(args) ktune_sparse_mla_args_init((args), sizeof *(args))
 /* Workspace bytes for num_tokens with a forced config (NULL: tuned/default) and split count (0: planned). */
 KTUNE_C_API ktune_status ktune_sparse_mla_decode_workspace_bytes(ktune_runtime* runtime, const char* problem_key,
                                                                  int num_tokens, const char* config, int num_splits,

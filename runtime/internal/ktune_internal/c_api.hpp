@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ktune/error.hpp"
@@ -26,6 +27,25 @@ struct ktune_op {
   std::unique_ptr<ktune::COp> op;
 };
 
+
+namespace ktune {
+
+// A C struct that begins with struct_size, as this library reads it, after check_struct_size took the caller's
+// size: an older, shorter struct is copied with its missing tail zero (a field added at the end means "as
+// before" when zero, ktune.h), a newer, longer one up to this library's fields (the rest was checked to be zero).
+template <class CStruct>
+CStruct read_c_args(const void* c_struct) {
+  static_assert(std::is_trivially_copyable_v<CStruct>, "C structs are plain data");
+  CStruct full;
+  std::memset(&full, 0, sizeof full);
+  uint32_t size = 0;
+  std::memcpy(&size, c_struct, sizeof size);
+  std::memcpy(&full, c_struct, size < sizeof full ? size : sizeof full);
+  full.struct_size = sizeof full;
+  return full;
+}
+
+}  // namespace ktune
 
 namespace ktune::capi {
 
@@ -57,9 +77,48 @@ inline ktune_status invalid(const char* what) {
   return KTUNE_ERROR_INVALID_ARGUMENT;
 }
 
+// The sizes a C struct that begins with struct_size may have. Structs grow at their end, and a field added means
+// "as before" when zero, so a caller's struct is taken at this library's size, at one of the older sizes it
+// had (read with the missing tail zero), or longer (a caller built against a newer header) as long as the bytes
+// this library does not know are all zero; a newer field that is set is refused rather than ignored. A size
+// past kMaxStructBytes is not a ktune struct (an uninitialized struct_size): refused before anything past the
+// header is read.
+constexpr uint32_t kMaxStructBytes = 4096;
+
+inline std::string size_list(uint32_t size, const std::vector<uint32_t>& older_sizes) {
+  std::string s = std::to_string(size);
+  for (uint32_t o : older_sizes) s += ", " + std::to_string(o);
+  return s;
+}
+
+// Checks the struct_size a caller stamped on `p` (`what`: "args", "request"); names the struct's *_default.
+inline ktune_status check_struct_size(const void* p, uint32_t struct_size, uint32_t size,
+                                      const std::vector<uint32_t>& older_sizes, const char* fn, const char* what,
+                                      const char* default_fn) {
+  static thread_local std::string msg;
+  if (struct_size == size) return KTUNE_OK;
+  for (uint32_t s : older_sizes)
+    if (struct_size == s) return KTUNE_OK;
+  if (struct_size > size && struct_size <= kMaxStructBytes) {
+    const auto* bytes = static_cast<const unsigned char*>(p);
+    for (uint32_t i = size; i < struct_size; ++i)
+      if (bytes[i] != 0)
+        return invalid((msg = std::string(fn) + ": " + what + ": byte " + std::to_string(i) + " of a " +
+                              std::to_string(struct_size) + "-byte struct is set, in a field of a newer ktune that " +
+                              "this library (" + ktune::version() + ", " + std::to_string(size) +
+                              " bytes) does not know; it would be ignored")
+                           .c_str());
+    return KTUNE_OK;
+  }
+  return invalid((msg = std::string(fn) + ": " + what + ".struct_size: expected one of " +
+                        size_list(size, older_sizes) + " (the sizes of this library's struct and its older forms) or " +
+                        "a newer, longer struct up to " + std::to_string(kMaxStructBytes) +
+                        " bytes; start it from " + default_fn + ", got " + std::to_string(struct_size))
+                     .c_str());
+}
+
 // Every C argument struct begins with {struct_size, family_id} (set by its *_args_default). A struct of another
-// family or of a size this library does not know (neither `size` nor one of the older sizes) is refused before
-// any field is read.
+// family, or of a size check_struct_size refuses, is refused before any field is read.
 inline ktune_status check_args_header(const void* args, const char* family, uint32_t id, uint32_t size,
                                       const char* fn, const std::vector<uint32_t>& older_sizes = {}) {
   uint32_t header[2];
@@ -69,19 +128,37 @@ inline ktune_status check_args_header(const void* args, const char* family, uint
     return invalid((msg = std::string(fn) + ": args.family_id: expected " + std::to_string(id) + " (" + family +
                           "; start the struct from its *_args_default), got " + std::to_string(header[1]))
                        .c_str());
-  if (header[0] == size) return KTUNE_OK;
-  for (uint32_t s : older_sizes)
-    if (header[0] == s) return KTUNE_OK;
-  std::string older;
-  for (uint32_t s : older_sizes) older += " or " + std::to_string(s);
-  return invalid((msg = std::string(fn) + ": args.struct_size: expected " + std::to_string(size) + " (sizeof the " +
-                        family + " argument struct of this library)" + older + ", got " + std::to_string(header[0]))
-                     .c_str());
+  return check_struct_size(args, header[0], size, older_sizes, fn, "args", "its *_args_default");
 }
 inline ktune_status check_args_header(const void* args, const char* family, uint32_t size, const char* fn,
                                       const std::vector<uint32_t>& older_sizes = {}) {
   return check_args_header(args, family, ktune::c_family_id(family), size, fn, older_sizes);
 }
 
+// A *_init(s, struct_size) call (what the header's *_default macros expand to, with the caller's own sizeof):
+// fills the caller's struct of `struct_size` bytes from this library's defaults `d`. A shorter struct (an older
+// header) gets only its own fields, a longer one (a newer header) its unknown tail zero ("as before"), and the
+// struct is stamped with the caller's size, so the calls taking it read exactly the caller's struct.
+template <class CStruct>
+ktune_status init_c_struct(CStruct* s, size_t struct_size, const CStruct& d, const char* fn,
+                           const std::vector<uint32_t>& older_sizes = {}) {
+  static_assert(std::is_trivially_copyable_v<CStruct>, "C structs are plain data");
+  static thread_local std::string msg;
+  if (!s) return invalid((msg = std::string(fn) + ": the struct must not be NULL").c_str());
+  const uint32_t size = sizeof(CStruct);
+  bool known = struct_size == size || (struct_size > size && struct_size <= kMaxStructBytes);
+  for (uint32_t o : older_sizes) known = known || struct_size == o;
+  if (!known)
+    return invalid((msg = std::string(fn) + ": struct_size: expected one of " + size_list(size, older_sizes) +
+                          " or a newer, longer struct up to " + std::to_string(kMaxStructBytes) + " bytes, got " +
+                          std::to_string(struct_size))
+                       .c_str());
+  auto* bytes = reinterpret_cast<unsigned char*>(s);
+  std::memcpy(bytes, &d, struct_size < size ? struct_size : size);
+  if (struct_size > size) std::memset(bytes + size, 0, struct_size - size);
+  const uint32_t stamp = static_cast<uint32_t>(struct_size);
+  std::memcpy(bytes, &stamp, sizeof stamp);  // struct_size is every such struct's first field
+  return KTUNE_OK;
+}
 
 }  // namespace ktune::capi
