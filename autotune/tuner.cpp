@@ -182,6 +182,7 @@ std::vector<CompileJobResult> compile_all(Runtime& rt, const std::vector<Compile
         EnsureResult r = rt.ensure_binary(fam.generate(j.problem_key, j.config, j.arch), j.arch);
         results[i].compiled = r.compiled;
         results[i].compile_ms = r.compile_ms;
+        results[i].not_stored = std::move(r.not_stored);
       } catch (const std::exception& e) {
         results[i].error = e.what();
       }

@@ -98,6 +98,7 @@ struct CompileJobResult {
   bool compiled = false;
   std::string error;
   double compile_ms = 0;
+  std::string not_stored;  // compiled, but not stored in the cache: why (EnsureResult::not_stored)
 };
 KTUNE_API std::vector<CompileJobResult> compile_all(Runtime& rt, const std::vector<CompileJob>& jobs, int threads,
                                                     const std::function<void(size_t done, size_t total)>& progress = {});

@@ -143,6 +143,12 @@ WarmupReport warmup(Runtime& rt, const Preset& preset_in, const WarmupOptions& o
       report.compile_failed++;
       log(LogLevel::warn, "compile failed: {}/{}/{}/{}: {}", jobs[i].family, jobs[i].arch.str(), jobs[i].problem_key,
           jobs[i].config, results[i].error);
+    } else if (!results[i].not_stored.empty()) {
+      // A warmup's work is what it stores: a binary the cache did not take is compiled again by the next
+      // process (or refused under KTUNE_JIT=0), so it counts as a failed compile job, never as done.
+      report.compile_failed++;
+      log(LogLevel::warn, "compiled but not stored: {}/{}/{}/{}: {}", jobs[i].family, jobs[i].arch.str(),
+          jobs[i].problem_key, jobs[i].config, results[i].not_stored);
     } else if (results[i].compiled) {
       report.compiled++;
     } else {

@@ -72,10 +72,20 @@ ktune_status ktune_compile(ktune_runtime* runtime, const char* family, const cha
     ktune::Arch a = ktune::Arch::parse(arch);
     std::string problem = f.canonical_problem(problem_key);
     std::string config = config_key ? std::string(config_key) : f.default_config(problem, a);
-    bool any = runtime->rt.ensure_binary(f.generate(problem, config, a), a).compiled;
-    for (const std::string& shared : ktune::shared_module_configs(f, problem, a))
-      any = runtime->rt.ensure_binary(f.generate(problem, shared, a), a).compiled || any;
+    bool any = false;
+    std::string not_stored;  // the first module the cache did not take, and why
+    auto ensure = [&](const std::string& cfg) {
+      ktune::EnsureResult r = runtime->rt.ensure_binary(f.generate(problem, cfg, a), a);
+      any = any || r.compiled;
+      if (!r.not_stored.empty() && not_stored.empty()) not_stored = r.name + ": " + r.not_stored;
+    };
+    ensure(config);
+    for (const std::string& shared : ktune::shared_module_configs(f, problem, a)) ensure(shared);
     if (compiled) *compiled = any ? 1 : 0;
+    // What ktune_compile promises is a cache entry: a binary kept in this process's memory only is not one.
+    if (!not_stored.empty())
+      throw ktune::Error(ktune::Status::cache_error, "compile",
+                         "compiled, but not stored in the cache (usable in this process only): " + not_stored);
   });
 }
 

@@ -1,11 +1,13 @@
 // The pieces of the multi-device warmup that need no process: --devices lists, the worker messages, and the C
 // options' checks.
 #include <catch2/catch.hpp>
+#include <sqlite3.h>
 
 #include "autotune/device_list.hpp"
 #include "autotune/worker_protocol.hpp"
 #include "ktune/error.hpp"
 #include "ktune/ktune.h"
+#include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
@@ -147,6 +149,43 @@ TEST_CASE("C warmup options: devices and workers are checked before any work", "
   q.host_workers = 2;  // o.arches is still sm_90a
   CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("the arches must include host"));
+  ktune_runtime_destroy(rt);
+}
+
+TEST_CASE("C warmup: binaries the cache does not take count as failed compile jobs, never as done",
+          "[autotune][capi]") {
+  // A writable cache whose every binary insert fails (a trigger standing in for a full disk or a lock held
+  // past the wait): the warmup compiles, but a binary kept in memory only is compiled again by the next process.
+  KTUNE_REQUIRE_NVRTC();
+  test::TempDir dir;
+  const std::string db = dir.file("full.db");
+  ktune_runtime_options ro;
+  ktune_runtime_options_default(&ro);
+  ro.cache_path = db.c_str();
+  ktune_runtime* rt = nullptr;
+  REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);  // creates the cache file and its tables
+  {
+    sqlite3* c = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &c) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(c, "CREATE TRIGGER disk_full BEFORE INSERT ON binaries BEGIN "
+                            "SELECT RAISE(ABORT, 'database or disk is full'); END",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(c);
+  }
+  ktune_warmup_options o;
+  ktune_warmup_options_default(&o);
+  o.preset = "llama-3.1-8b";
+  o.arches = "sm_90a";
+  o.max_batch = 1;
+  o.max_seq_len = 128;
+  o.all_candidates = 0;
+  ktune_warmup_result r;
+  REQUIRE(ktune_warmup(rt, &o, &r) == KTUNE_OK);
+  INFO("jobs " << r.compile_jobs << ", compiled " << r.compiled << ", hits " << r.cache_hits << ", failed "
+                << r.compile_failed);
+  CHECK(r.compile_jobs > 0);
+  CHECK(r.compiled == 0);
+  CHECK(r.compile_failed == r.compile_jobs);
   ktune_runtime_destroy(rt);
 }
 

@@ -76,6 +76,25 @@ TEST_CASE("C API ktune_compile builds a config and the problem's shared module, 
   REQUIRE(ktune_runtime_stats(rt, &s) == KTUNE_OK);
   CHECK(s.compiles == 2);
   ktune_runtime_destroy(rt);
+
+  // On a runtime that cannot store (read-only): the compile happens, but a cache entry is what ktune_compile
+  // promises, so it is KTUNE_ERROR_CACHE naming why, in this call and the next (the binary lives in memory).
+  o.read_only = 1;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  const char* other = "d128.h32.kv8.p32.hnd.bf16-bf16-bf16.q2.causal";
+  compiled = -1;
+  CHECK(ktune_compile(rt, "xqa_decode", other, nullptr, "sm_90a", &compiled) == KTUNE_ERROR_CACHE);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("not stored") && Catch::Contains("read-only"));
+  CHECK(compiled == 1);
+  CHECK(ktune_compile(rt, "xqa_decode", other, nullptr, "sm_90a", &compiled) == KTUNE_ERROR_CACHE);
+  CHECK(compiled == 0);
+  CHECK(ktune_compile(rt, "xqa_decode", problem, nullptr, "sm_90a", &compiled) == KTUNE_OK);  // stored before
+  ktune_runtime_destroy(rt);
+  o.read_only = 0;
+  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
+  CHECK(ktune_compile(rt, "xqa_decode", other, nullptr, "sm_90a", &compiled) == KTUNE_OK);
+  CHECK(compiled == 1);  // nothing of it had been stored
+  ktune_runtime_destroy(rt);
 }
 
 TEST_CASE("C API xqa_decode validates before touching the GPU", "[capi][xqa]") {

@@ -57,7 +57,9 @@ KTUNE_C_API ktune_status ktune_runtime_stats(const ktune_runtime* runtime, ktune
 
 /* Compiles (or finds in the cache) family/problem/config for arch ("sm_90a"), and the problem's shared module
  * where the family has one (its split-KV combine and helpers). config_key NULL => default. Needs no GPU.
- * *compiled (may be NULL) is set to 1 if a compile happened. */
+ * *compiled (may be NULL) is set to 1 if a compile happened. A binary compiled but not stored (no writable
+ * cache layer, a failed write) is KTUNE_ERROR_CACHE naming why: this process keeps it in memory, and *compiled
+ * is set, but the next process would compile it again. */
 KTUNE_C_API ktune_status ktune_compile(ktune_runtime* runtime, const char* family, const char* problem_key,
                                        const char* config_key, const char* arch, int* compiled);
 
@@ -254,7 +256,7 @@ typedef struct ktune_warmup_result {
 
 KTUNE_C_API void ktune_warmup_options_default(ktune_warmup_options* options);
 /* Returns KTUNE_OK when the warmup ran, even if some keys failed: check result->failed / compile_failed and
- * items_json. The runtime's allow_jit must be set (a warmup compiles), and its cache must have a writable layer
+ * items_json (compile_failed counts the binaries compiled but not stored in the cache, too). The runtime's allow_jit must be set (a warmup compiles), and its cache must have a writable layer
  * (else KTUNE_ERROR_CACHE naming the reason: nothing it tuned could be stored). */
 KTUNE_C_API ktune_status ktune_warmup(ktune_runtime* runtime, const ktune_warmup_options* options,
                                       ktune_warmup_result* result);
