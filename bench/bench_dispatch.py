@@ -7,7 +7,7 @@ caller at least: this xqa_decode call is decode + combine), and PyTorch SDPA (cu
 each on the legacy default stream (torch's default) and on a side stream.
 Llama-3.1-8B decode, B1, L512 (bench_dispatch.cpp's shape). Prints a table, writes JSON (--json).
 
-  PYTHONPATH=python KTUNE_LIBRARY=build/lib/libktune.so.0 python3 bench/bench_dispatch.py [--calls 300] [--json F]
+  PYTHONPATH=python KTUNE_LIBRARY=build/lib/libktune.so python3 bench/bench_dispatch.py [--calls 300] [--json F]
 """
 import argparse
 import ctypes

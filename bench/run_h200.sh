@@ -50,7 +50,10 @@ if [[ "${1:-}" == "--pack" ]]; then
   for t in ktune ktune_tests ktune_stress bench_xqa bench_runtime bench_sparse_mla bench_mxfp4 bench_autotune bench_dispatch bench_pdl; do
     if [[ -x $B/bin/$t ]]; then strip --strip-unneeded -o "$PACK/bin/$t" "$B/bin/$t"; else echo "no $B/bin/$t"; fi
   done
-  strip --strip-unneeded -o "$PACK/lib/libktune.so.0" "$(readlink -f "$B/lib/libktune.so.0")"
+  # The library goes under its SONAME, the name the pack's binaries load (PLIB below finds it by that name).
+  soname=$(readelf -d "$B/lib/libktune.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]$/\1/p')
+  [[ -n $soname ]] || { echo "no SONAME in $B/lib/libktune.so"; exit 1; }
+  strip --strip-unneeded -o "$PACK/lib/$soname" "$(readlink -f "$B/lib/libktune.so")"
   export LD_LIBRARY_PATH=$PWD/$PACK/lib:${LD_LIBRARY_PATH:-} KTUNE_LOG=error
   export KTUNE_CACHE=$PWD/$PACK/all.db
   "$B/bin/ktune_tests" "[xqa_precompile],[mla_precompile],[mxfp4_precompile]" | tail -2
@@ -60,7 +63,7 @@ if [[ "${1:-}" == "--pack" ]]; then
   [[ -x $B/bin/bench_runtime ]] && "$B/bin/bench_runtime" prepare --cache "$PACK/runtime.db" --arch sm_90a | tail -1
   "$B/bin/ktune" warmup --preset llama-3.1-8b --max-batch 64 --max-seq-len 16384 --arch sm_90a \
     --cache "$PACK/warmup.db" --json | tail -1
-  export KTUNE_LIBRARY=$PWD/$PACK/lib/libktune.so.0
+  export KTUNE_LIBRARY=$PWD/$PACK/lib/$soname
   "$B/bin/ktune" warmup --preset llama-3.1-8b --arch sm_90a --max-batch 4 --max-seq-len 1024 --cache "$PACK/py.db" \
     --json | tail -1
   PYDB=$PACK/py.db PYTHONPATH=python:python/tests python3 - <<'PY'
@@ -87,6 +90,7 @@ for z in "$P"/*.db.gz; do
   if [[ -e $z && ! -e ${z%.gz} ]]; then gunzip -k "$z"; fi
 done
 K=$P/bin/ktune
+PLIB=$(echo "$P"/lib/libktune.so.*)  # the pack's library, under its SONAME
 T=$P/bin/ktune_tests
 export LD_LIBRARY_PATH=$P/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
@@ -201,7 +205,7 @@ part_devices() {
     --json "$OUT/devices_compare.json"
   cat "$OUT/devices_compare.txt"
   fresh_db "$P/warmup.db" "$WORK/pydev.db"
-  step devices_python 120 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CLI="$K" \
+  step devices_python 120 env PYTHONPATH=python KTUNE_LIBRARY="$PLIB" KTUNE_CLI="$K" \
     KTUNE_CACHE="$WORK/pydev.db" python3 -c "
 import ktune
 r = ktune.warmup(preset='llama-3.1-8b', max_batch=4, max_seq_len=1024, devices=[0], progress=False)
@@ -212,7 +216,7 @@ part_python() {
   fresh_db "$P/py.db" "$WORK/py.db"
   rm -rf "$WORK/py" && python3 -m pip install --no-index --no-deps --quiet --target "$WORK/py" ./python
   # The installed package, not the checkout's: the tests run from /tmp with PYTHONPATH at the install.
-  step python_gpu 200 env -C /tmp PYTHONPATH="$WORK/py" KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CACHE="$WORK/py.db" \
+  step python_gpu 200 env -C /tmp PYTHONPATH="$WORK/py" KTUNE_LIBRARY="$PLIB" KTUNE_CACHE="$WORK/py.db" \
     KTUNE_TEST_REQUIRE=gpu \
     KTUNE_EXPECT_NO_JIT=1 KTUNE_LOG=warn python3 -m unittest discover -s "$PWD/python/tests" -t "$PWD/python/tests" -v
   grep -E "^(Ran |OK|FAILED)" "$OUT/python_gpu.txt" | tail -3
@@ -282,7 +286,7 @@ part_shipping() {
 part_dispatch() {
   step dispatch_cpp 120 "$P/bin/bench_dispatch" --json "$OUT/dispatch_cpp.json"
   grep -E "^\|" "$OUT/dispatch_cpp.txt"
-  step dispatch_py 120 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" python3 bench/bench_dispatch.py \
+  step dispatch_py 120 env PYTHONPATH=python KTUNE_LIBRARY="$PLIB" python3 bench/bench_dispatch.py \
     --json "$OUT/dispatch_py.json"
   grep -E "^\||identical" "$OUT/dispatch_py.txt"
   step dispatch_pdl 120 "$P/bin/bench_pdl" --json "$OUT/dispatch_pdl.json"
@@ -291,13 +295,13 @@ part_dispatch() {
 
 part_engine() {
   fresh_db "$P/py.db" "$WORK/engine.db"  # its own copy: the example compiles its kernels into it
-  step engine_decode 240 env PYTHONPATH=python KTUNE_LIBRARY="$P/lib/libktune.so.0" KTUNE_CACHE="$WORK/engine.db" \
+  step engine_decode 240 env PYTHONPATH=python KTUNE_LIBRARY="$PLIB" KTUNE_CACHE="$WORK/engine.db" \
     python3 examples/engine_decode.py --steps 50 --json "$OUT/engine_decode.json"
   grep -E "^\||engine_decode" "$OUT/engine_decode.txt"
 }
 
 part_readme() {
-  mkdir -p build/lib && cp "$P/lib/libktune.so.0" build/lib/libktune.so.0
+  mkdir -p build/lib && cp "$PLIB" build/lib/ && ln -sf "$(basename "$PLIB")" build/lib/libktune.so
   step readme_story 300 bash tests/readme/readme_story.sh
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A platform wheel of the Python package that carries this build's libktune.so.0 (+ libktune_host.so when
+# A platform wheel of the Python package that carries this build's libktune under its SONAME (+ libktune_host.so when
 # built) in ktune/lib/, stripped: `pip install` of it needs no KTUNE_LIBRARY and no system library.
 #   tools/build_wheel.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, dist) -> OUT_DIR/ktune-<v>-py3-none-<plat>.whl
 # Offline: the package's in-tree build backend needs nothing from an index.

@@ -18,7 +18,7 @@
           tensors: a candidate to replace most reads, if it sees every change); needs torch (CUDA for the
           device move).
 
-  PYTHONPATH=python KTUNE_LIBRARY=build/lib/libktune.so.0 python3 bench/dev/py_call_costs.py [op|costs|guards]
+  PYTHONPATH=python KTUNE_LIBRARY=build/lib/libktune.so python3 bench/dev/py_call_costs.py [op|costs|guards]
       [--tensors torch|fake|fake-cheap] [--calls 2000] [--reps 21] [--clock wall|cpu] [--compare OPS_PY]
 """
 import argparse

@@ -1,11 +1,12 @@
 """A minimal PEP 517 / PEP 660 build backend using only the standard library (no setuptools, no network).
 
 Builds a pure-Python wheel (py3-none-any) of the `ktune` package beside this folder. With KTUNE_WHEEL_BUNDLE=1
-it builds a platform wheel instead (py3-none-<platform>) that carries libktune.so.0 and, when built, the LLVM
-host plugin libktune_host.so in ktune/lib/, where ktune._lib looks first after $KTUNE_LIBRARY, and the ktune CLI in
-ktune/bin/ (the worker processes of ktune.warmup(devices=...) run it; it finds ktune/lib/ by its RPATH); they
-come from KTUNE_WHEEL_LIBDIR (default <checkout>/build/lib) and its ../bin/, stripped of debug info (`strip`). The
-metadata below must match pyproject.toml's [project] table (checked by python/tests/test_packaging.py)."""
+it builds a platform wheel instead (py3-none-<platform>) that carries libktune under its SONAME (ktune/_soname.py,
+e.g. libktune.so.0.1) and, when built, the LLVM host plugin libktune_host.so in ktune/lib/, where ktune._lib looks
+first after $KTUNE_LIBRARY, and the ktune CLI in ktune/bin/ (the worker processes of ktune.warmup(devices=...) run
+it; it finds ktune/lib/ by its RPATH); they come from KTUNE_WHEEL_LIBDIR (default <checkout>/build/lib) and its
+../bin/, stripped of debug info (`strip`). The metadata below must match pyproject.toml's [project] table (checked
+by python/tests/test_packaging.py)."""
 
 import base64
 import hashlib
@@ -38,6 +39,15 @@ def _version():
     return m.group(1)
 
 
+def _soname():
+    """The SONAME the package binds (ktune/_soname.py), read as text: the backend never imports the package."""
+    with open(os.path.join(PKG, "_soname.py"), encoding="utf-8") as f:
+        m = re.search(r'^SONAME = "(libktune\.so\.[0-9.]+)"$', f.read(), re.M)
+    if not m:
+        raise RuntimeError("ktune_build: SONAME not found in ktune/_soname.py")
+    return m.group(1)
+
+
 def _metadata():
     lines = ["Metadata-Version: 2.1", f"Name: {NAME}", f"Version: {_version()}", f"Summary: {SUMMARY}",
              f"Requires-Python: {REQUIRES_PYTHON}"]
@@ -48,7 +58,7 @@ def _metadata():
     return "\n".join(lines) + "\n"
 
 
-BUNDLED_LIBS = ("libktune.so.0", "libktune_host.so")  # the second is optional (no LLVM 19: not built)
+HOST_PLUGIN = "libktune_host.so"  # optional (no LLVM 19: not built)
 # The CLI, for warmup worker processes (beside lib/, where libktune looks for it); optional like the host plugin.
 BUNDLED_CLI = ("../bin/ktune", "bin/ktune")
 
@@ -69,14 +79,16 @@ def _wheel_file():
 
 
 def _bundled_libs():
-    """[(arcname, bytes)] of the stripped libraries for ktune/lib/; raises when libktune.so.0 is missing."""
+    """[(arcname, bytes)] of the stripped libraries for ktune/lib/; raises when libktune (by its SONAME, the file
+    the CLI's DT_NEEDED names) is missing."""
     libdir = os.environ.get("KTUNE_WHEEL_LIBDIR") or os.path.join(os.path.dirname(ROOT), "build", "lib")
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in BUNDLED_LIBS:
+        soname = _soname()
+        for name in (soname, HOST_PLUGIN):
             src = os.path.join(libdir, name)
             if not os.path.exists(src):
-                if name == BUNDLED_LIBS[0]:
+                if name == soname:
                     raise RuntimeError(f"ktune_build: KTUNE_WHEEL_BUNDLE=1 but {src} does not exist "
                                        "(build libktune first, or set KTUNE_WHEEL_LIBDIR to its lib/ folder)")
                 continue
@@ -130,7 +142,7 @@ def _write_wheel(wheel_directory, entries):
     with zipfile.ZipFile(os.path.join(wheel_directory, name), "w", zipfile.ZIP_DEFLATED) as z:
         for arc, data in entries:
             info = zipfile.ZipInfo(arc, stamp)
-            info.external_attr = (0o755 if arc.endswith((".so", ".so.0")) else 0o644) << 16
+            info.external_attr = (0o755 if re.search(r"\.so(\.[0-9]+)*$", arc) else 0o644) << 16
             if arc == f"{NAME}/{BUNDLED_CLI[1]}":  # pip keeps the executable bit only of a regular file's mode
                 info.external_attr = (stat.S_IFREG | 0o755) << 16
             info.compress_type = zipfile.ZIP_DEFLATED

@@ -41,8 +41,8 @@ class Packaging(unittest.TestCase):
             self.assertRegex(name, r"^ktune-[0-9.]+-py3-none-any\.whl$")
             with zipfile.ZipFile(os.path.join(d, name)) as z:
                 names = set(z.namelist())
-                for mod in ("__init__", "_lib", "errors", "runtime", "xqa", "host", "numerics", "torch_ops",
-                            "torch_families", "mla", "host_mla", "mxfp4", "engine"):
+                for mod in ("__init__", "_lib", "_soname", "errors", "runtime", "xqa", "host", "numerics",
+                            "torch_ops", "torch_families", "mla", "host_mla", "mxfp4", "engine"):
                     self.assertIn(f"ktune/{mod}.py", names)
                 self.assertFalse(any("__pycache__" in n for n in names))
                 di = [n for n in names if n.endswith(".dist-info/RECORD")][0].rsplit("/", 1)[0]
@@ -64,10 +64,12 @@ class Packaging(unittest.TestCase):
         import sysconfig
         b = load_backend()
         elf = shutil.which("true") or "/bin/true"
+        soname = b._soname()  # the file the CLI's DT_NEEDED names, so bin/ktune finds it by its RPATH
+        self.assertRegex(soname, r"^libktune\.so\.[0-9]+(\.[0-9]+)?$")
         with tempfile.TemporaryDirectory() as d:
             libdir = os.path.join(d, "lib")
             os.makedirs(libdir)
-            shutil.copyfile(elf, os.path.join(libdir, "libktune.so.0"))
+            shutil.copyfile(elf, os.path.join(libdir, soname))
             old = {k: os.environ.get(k) for k in ("KTUNE_WHEEL_BUNDLE", "KTUNE_WHEEL_LIBDIR")}
             os.environ.update(KTUNE_WHEEL_BUNDLE="1", KTUNE_WHEEL_LIBDIR=libdir)
             try:
@@ -75,13 +77,14 @@ class Packaging(unittest.TestCase):
                 plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
                 self.assertEqual(name, f"ktune-{b._version()}-py3-none-{plat}.whl")
                 with zipfile.ZipFile(os.path.join(d, "out", name)) as z:
-                    self.assertIn("ktune/lib/libktune.so.0", z.namelist())
+                    self.assertIn(f"ktune/lib/{soname}", z.namelist())
+                    self.assertEqual(z.getinfo(f"ktune/lib/{soname}").external_attr >> 16 & 0o777, 0o755)
                     self.assertNotIn("ktune/lib/libktune_host.so", z.namelist())  # optional: absent here
                     wheel = z.read(f"ktune-{b._version()}.dist-info/WHEEL").decode()
                     self.assertIn("Root-Is-Purelib: false", wheel)
                     self.assertIn(f"Tag: py3-none-{plat}", wheel)
-                os.remove(os.path.join(libdir, "libktune.so.0"))
-                with self.assertRaisesRegex(RuntimeError, "libktune.so.0 does not exist"):
+                os.remove(os.path.join(libdir, soname))
+                with self.assertRaisesRegex(RuntimeError, f"{soname} does not exist"):
                     b.build_wheel(os.path.join(d, "out2"))
             finally:
                 for k, v in old.items():

@@ -37,7 +37,7 @@ grep -q -- "-lktune" <<<"$flags"
 # shellcheck disable=SC2086  # the flags are words
 cc -std=c11 -o "$tmp/consumer_pc" "$src/examples/consumer/main.c" $flags
 "$tmp/consumer_pc" "$tmp/c.db" | grep -q "compiled=0 compiles=0 cache_hits=2"
-for f in "$tmp/prefix/lib/libktune.so.0" "$tmp/prefix/bin/ktune"; do
+for f in "$tmp/prefix/lib/libktune.so" "$tmp/prefix/bin/ktune"; do
   if readelf -S "$(readlink -f "$f")" | grep -q "\.debug_info"; then
     echo "FAIL: $f was installed with debug info (expected a stripped install)"
     exit 1

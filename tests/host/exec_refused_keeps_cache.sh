@@ -14,7 +14,7 @@ source "$(dirname "$0")/../support/skip.sh"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export KTUNE_CACHE="$tmp/host.db"
-lib="$build/lib/libktune.so.0"
+lib="$build/lib/libktune.so"
 count() { "$ktune" cache ls --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["count"])'; }
 
 "$ktune" compile --family xqa_decode --arch host --problem d64.h4.kv2.p32.hnd.bf16-bf16-bf16.q1.none >/dev/null

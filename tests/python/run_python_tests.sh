@@ -16,7 +16,7 @@ rm -rf "$venv"
 "$py" -m venv --system-site-packages "$venv"
 PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install --no-index --no-deps --quiet "$src/python"
 
-export KTUNE_LIBRARY="$build/lib/libktune.so.0"
+export KTUNE_LIBRARY="$build/lib/libktune.so"  # the link to this build's library, whatever its SONAME
 export KTUNE_LOG=${KTUNE_LOG:-error}
 cd "$build"  # not the checkout: the tests import the installed package
 "$venv/bin/python" -c "import ktune, sys; print('ktune', ktune.version(), 'from', ktune.__file__, 'lib', ktune.library_path())"

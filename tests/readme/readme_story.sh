@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's new-user story on a GPU machine, run from the README's own text:
-#   1. set-up: `tools/setup.sh` (skipped when build/lib/libktune.so.0 is already there: the H200 machine has no
+#   1. set-up: `tools/setup.sh` (skipped when build/lib/libktune.so is already there: the H200 machine has no
 #      network for apt, so bench/run_h200.sh readme brings a build made by that same command on the CPU machine)
 #   2. the shell block under "## Python (PyTorch engines)", extracted from README.md and run as written
 #      (`python3 -m pip install --no-index ./python`, `export KTUNE_LIBRARY=...`)
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 db=${XDG_CACHE_HOME:-$HOME/.cache}/ktune/ktune.db
 echo "readme story: default cache $db: $( [[ -e $db ]] && echo "exists, $(du -k "$db" | cut -f1) KiB" || echo absent)"
-if [[ ! -f build/lib/libktune.so.0 ]]; then
+if [[ ! -f build/lib/libktune.so ]]; then
   tools/setup.sh
 fi
 block=$(python3 - <<'PY'
