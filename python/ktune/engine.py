@@ -21,7 +21,7 @@ import threading
 from typing import Optional
 
 from . import _lib
-from .errors import invalid, refuse_readonly
+from .errors import invalid, refuse_readonly, same_device
 
 # DraftMaskSource of ktune/xqa_helpers.hpp
 _SOURCES = {"bool": 0, "causal": 1, "full": 2}
@@ -183,9 +183,7 @@ def xqa_pack_mask(bool_mask, op, *, q_cu_seq_lens=None, out=None, source: str = 
         if not (out.is_contiguous() if _is_torch(out) else out.flags["C_CONTIGUOUS"]):
             raise invalid("xqa_decode: out: expected a contiguous array (the words are written densely)")
         refuse_readonly("xqa_decode: out", out)
-    for name, x in (("bool_mask", bool_mask), ("q_cu_seq_lens", q_cu_seq_lens)):
-        if x is not None and _on_cuda(x) != _on_cuda(out):
-            raise invalid(f"xqa_decode: {name}: expected the device of out, got another one")
+    same_device("xqa_decode", (("out", out), ("bool_mask", bool_mask), ("q_cu_seq_lens", q_cu_seq_lens)))
     L = _lib.require("ktune_xqa_pack_mask")
     a = _lib._XqaMaskArgs()
     L.ktune_xqa_mask_args_default(ctypes.byref(a))
@@ -219,8 +217,7 @@ def q_cu_seq_lens(q_lens, op, *, out=None):
     else:
         _need_int32_vector("out", out, batch + 1)
         refuse_readonly("xqa_decode: out", out)
-    if _on_cuda(q_lens) != _on_cuda(out):
-        raise invalid("xqa_decode: out: expected the device of q_lens, got another one")
+    same_device("xqa_decode", (("q_lens", q_lens), ("out", out)))
     L = _lib.require("ktune_xqa_q_cu_seq_lens")
     args = (handle._handle, _ptr(q_lens), _lib.c_int("xqa_decode: batch", batch), _ptr(out))
     if _on_cuda(out):

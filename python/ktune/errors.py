@@ -98,6 +98,28 @@ def refuse_broadcast(where, shape, strides):
                       f"make it contiguous first), got shape {list(shape)} and strides {tuple(strides)}")
 
 
+def device_name(a):
+    """The device an array lives on, as torch spells it ("cuda:1", "cpu"): a torch tensor's device; a NumPy array
+    (no torch device) is host memory, "cpu"."""
+    d = getattr(a, "device", None)
+    return "cpu" if d is None else str(d)
+
+
+def same_device(where, named):
+    """Raises invalid unless the arrays of `named`, (argument name, array) pairs with None skipped, all live on the
+    device of the first array: CUDA tensors on another device index are refused like host arrays, the error naming
+    the first argument off that device and both devices. `where` is the family ("xqa_decode")."""
+    ref_name = want = None
+    for name, a in named:
+        if a is None:
+            continue
+        dev = device_name(a)
+        if want is None:
+            ref_name, want = name, dev
+        elif dev != want:
+            raise invalid(f"{where}: {name}: expected the device of {ref_name} ({want}), got {dev}")
+
+
 def refuse_readonly(where, a):
     """Raises invalid for a NumPy output array that is not writeable (a read-only view, np.broadcast_to, a
     frombuffer over bytes): the library would write into memory the caller marked read-only. `where` is

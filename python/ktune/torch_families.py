@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _lib
-from .errors import invalid, refuse_broadcast
+from .errors import invalid, refuse_broadcast, same_device
 from .runtime import runtime
 from .torch_ops import _OUT, _TAGS, _ensure_device, _scale_arg, _scale_of_op, _ws_cache
 # ---- shared helpers for the other families ------------------------------------------------------------------
@@ -32,12 +32,6 @@ def _need_t(fam, name, t, shape, tags, what="", strided=False):
     if t.device.type != "cuda":
         raise invalid(f"{fam}: {name}: expected a CUDA tensor (no CPU-tensor path for this op; CPU data: NumPy arrays "
                       f"run on the host backend), got {t.device}")
-
-
-def _same_device(fam, tensors):
-    devs = {str(t.device) for t in tensors if t is not None}
-    if len(devs) > 1:
-        raise invalid(f"{fam}: every tensor must live on one device, got {', '.join(sorted(devs))}")
 
 
 def _ptr(t):
@@ -69,7 +63,8 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     _need_t(fam, "out", out, (T, info.num_heads, info.kv_lora_rank), ("bf16",))
     if lse is not None:
         _need_t(fam, "lse", lse, (T, info.num_heads), ("f32",))
-    _same_device(fam, (q, kv_cache, indices, sinks, out, lse))
+    same_device(fam, (("q", q), ("kv_cache", kv_cache), ("indices", indices), ("sinks", sinks), ("out", out),
+                      ("lse", lse)))
     softmax_scale = _scale_of_op(fam, softmax_scale, 1.0 / math.sqrt(dq))
     if T == 0:
         return
@@ -183,7 +178,8 @@ def _mxfp4_launch(a, weight_packed, weight_scales, bias, expert_offsets, c, prob
     elif expert_offsets is not None:
         raise invalid(f"{fam}: expert_offsets: expected None for a dense problem ({info.key})")
     _need_t(fam, "c", c, (m, info.n), (info.out_dtype,))
-    _same_device(fam, (a, weight_packed, weight_scales, bias, expert_offsets, c))
+    same_device(fam, (("a", a), ("weight_packed", weight_packed), ("weight_scales", weight_scales), ("bias", bias),
+                      ("expert_offsets", expert_offsets), ("c", c)))
     if m == 0:
         return
     rt = runtime()

@@ -19,6 +19,7 @@ import ktune
 from ktune.xqa import parse_key
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fake_torch as ft  # noqa: E402
 import gpu_problems  # noqa: E402
 from gating import skip_unless  # noqa: E402
 from xqa_reference import make_case, reference, rel_l2  # noqa: E402
@@ -166,6 +167,46 @@ class EngineHost(unittest.TestCase):
         with self.assertRaisesRegex(ktune.InvalidArgumentError, "out: expected a writeable array"):
             ktune.q_cu_seq_lens(np.array([1, 2], dtype=np.int32), key, out=cu)
         self.assertTrue((frozen == POISON).all() and (cu == 0).all(), "a read-only output was written")
+
+
+class TorchTensor(ft.Tensor):
+    """A fake_torch tensor that ktune.engine takes for a torch tensor (it tells them by their class's module). Holds
+    no memory: only calls refused before anything reaches the library may be made with it."""
+    __module__ = "torch"
+
+
+def fake(*shape, dtype, device):
+    return TorchTensor(shape, dtype, device)
+
+
+class EngineDevices(unittest.TestCase):
+    """Every array of a helper call lives on the device of `out` (q_lens for q_cu_seq_lens): one on another CUDA
+    device than out is refused naming the argument and both devices, as one on the host is, before anything
+    reaches the library."""
+
+    def test_pack_mask_inputs_on_another_cuda_device_are_refused(self):
+        key = explicit_key(4)
+        out = fake(8, 1, dtype=ft.int32, device="cuda:0")
+        for dev, got in (("cuda:1", r" \(cuda:0\), got cuda:1"), ("cpu", "")):
+            with self.subTest(device=dev):
+                with self.assertRaisesRegex(ktune.InvalidArgumentError,
+                                            "xqa_decode: bool_mask: expected the device of out" + got):
+                    ktune.xqa_pack_mask(fake(8, 4, dtype=ft.uint8, device=dev), key, out=out)
+                cu = fake(3, dtype=ft.int32, device=dev)
+                with self.assertRaisesRegex(ktune.InvalidArgumentError,
+                                            "xqa_decode: q_cu_seq_lens: expected the device of out" + got):
+                    ktune.xqa_pack_mask(fake(8, 4, dtype=ft.uint8, device="cuda:0"), key, q_cu_seq_lens=cu, out=out)
+        with self.assertRaisesRegex(ktune.InvalidArgumentError, "bool_mask: expected the device of out"):
+            ktune.xqa_pack_mask(np.ones((8, 4), dtype=np.bool_), key, out=out)
+
+    def test_q_cu_seq_lens_out_on_another_cuda_device_is_refused(self):
+        key = explicit_key(4)
+        q_lens = fake(2, dtype=ft.int32, device="cuda:1")
+        for dev, got in (("cuda:0", r" \(cuda:1\), got cuda:0"), ("cpu", "")):
+            with self.subTest(device=dev):
+                with self.assertRaisesRegex(ktune.InvalidArgumentError,
+                                            "xqa_decode: out: expected the device of q_lens" + got):
+                    ktune.q_cu_seq_lens(q_lens, key, out=fake(3, dtype=ft.int32, device=dev))
 
 
 @unittest.skipIf(torch is None, "torch is not installed")

@@ -114,6 +114,15 @@ class MlaSoftmaxScale(FakeTorchCase):
             with self.assertRaises(Launched):
                 self.call(ok)
 
+    def test_a_tensor_on_another_cuda_device_is_named(self):
+        key = ktune.mla_problem(num_heads=16, kv_lora_rank=512, rope_dim=64, topk=128, page_size=64,
+                                kv_dtype="fp8_ds_mla")
+        with self.assertRaisesRegex(InvalidArgumentError,
+                                    r"sparse_mla_decode: kv_cache: expected the device of q \(cuda:0\), got cuda:1"):
+            self.families.sparse_mla_decode(key, ft.empty(2, 16, 576, dtype=ft.bfloat16, device=DEV),
+                                            ft.empty(4, 64, 656, dtype=ft.uint8, device="cuda:1"),
+                                            ft.empty(2, 128, dtype=ft.int32, device=DEV))
+
 
 @unittest.skipUnless("mxfp4_gemm" in ktune.families(), "this libktune has no mxfp4_gemm family")
 class Mxfp4Arguments(FakeTorchCase):
@@ -158,6 +167,11 @@ class Mxfp4Arguments(FakeTorchCase):
             self.call(self.GROUPED, weight=(1, 2))
         with self.assertRaises(Launched):
             self.call(self.GROUPED)
+
+    def test_a_tensor_on_another_cuda_device_is_named(self):
+        with self.assertRaisesRegex(InvalidArgumentError,
+                                    r"mxfp4_gemm: bias: expected the device of a \(cuda:0\), got cuda:1"):
+            self.call(self.GROUPED, bias=ft.empty(8, 256, dtype=ft.bfloat16, device="cuda:1"))
 
 
 class DecodePlanRuntime(FakeTorchCase):
