@@ -11,7 +11,7 @@ import torch
 from . import _lib
 from .errors import invalid, refuse_broadcast, same_device
 from .runtime import runtime
-from .torch_ops import _OUT, _TAGS, _ensure_device, _scale_arg, _scale_of_op, _ws_cache
+from .torch_ops import _OUT, _TAGS, _ensure_device, _scale_arg, _scale_of_op, runtime_caches
 # ---- shared helpers for the other families ------------------------------------------------------------------
 def _need_t(fam, name, t, shape, tags, what="", strided=False):
     """strided: rows may be strided (the last dimension contiguous), e.g. q sliced out of a wider buffer."""
@@ -81,21 +81,22 @@ def _mla_launch(q, kv_cache, indices, sinks, out, lse, problem, softmax_scale, n
     cfg = _lib.cstr(config) if config else None
     a.config, a.num_splits = cfg, _lib.c_int("sparse_mla_decode: num_splits", num_splits)
     # The split count (so the workspace) depends on the device's SM count and on the config tuned for the key.
-    k = ("mla", id(rt), q.device.index, info.key, T, config, num_splits)
+    caches = runtime_caches(rt)
+    k = ("mla", q.device.index, info.key, T, config, num_splits)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     for attempt in range(2):
-        ws_bytes = _ws_cache.get(k)
+        ws_bytes = caches.workspace.get(k)
         if ws_bytes is None:
             n = ctypes.c_size_t(0)
             _lib.check(L.ktune_sparse_mla_decode_workspace_bytes(rt.handle, info.key.encode(), T, cfg,
                                                                  int(num_splits), ctypes.byref(n)),
                        "ktune_sparse_mla_decode_workspace_bytes")
-            ws_bytes = _ws_cache[k] = n.value
+            ws_bytes = caches.remember_workspace(k, n.value)
         ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
         a.workspace, a.workspace_bytes = (ws.data_ptr(), ws_bytes) if ws is not None else (None, 0)
         status = L.ktune_sparse_mla_decode(rt.handle, info.key.encode(), ctypes.byref(a), ctypes.c_void_p(stream))
         if status and attempt == 0 and _lib.workspace_refused(status):
-            _ws_cache.pop(k, None)  # planned before a config was tuned in this process: size it again
+            caches.workspace.pop(k, None)  # planned before a config was tuned in this process: size it again
             continue
         _lib.check(status, "ktune_sparse_mla_decode")
         break

@@ -12,6 +12,7 @@ The convenience wrapper is ktune.xqa_decode / ktune.torch_ops.xqa_decode."""
 import ctypes
 import math
 import threading
+import weakref
 from typing import Optional, Tuple
 
 import torch
@@ -54,8 +55,6 @@ def _split_cache(kv_cache):
     return kv_cache, None, None
 
 
-_ws_cache = {}
-
 # The custom ops' float for "softmax_scale not given" (their schema is a plain float): exactly this value means
 # the default; the wrappers never pass it for a given value, since they refuse every non-positive one first.
 NO_SOFTMAX_SCALE = -1.0
@@ -89,22 +88,58 @@ def _ensure_device(index):
     _lib.check(_lib.lib().ktune_ensure_device(int(index)), "ktune_ensure_device")
 
 
-# One op per (runtime, problem) and thread: an op writes each call's arguments into its one ctypes struct, and
-# ctypes releases the GIL during the launch, so two threads sharing an op could launch each other's arguments.
-_ops = threading.local()
+class RuntimeCaches:
+    """One thread's per-call caches for one runtime, the default: its prepared XqaDecodeOps by problem key (one op
+    per problem and thread: an op writes each call's arguments into its one ctypes struct, and ctypes releases the
+    GIL during the launch, so two threads sharing an op could launch each other's arguments) and workspace sizes by
+    launch shape (at most WORKSPACE_SIZES; past that the oldest is forgotten and asked of the library again).
+    An op holds its runtime, so these never outlive the runtime's place as the default: a thread that finds another
+    default runtime starts new caches and empties every thread's caches of other runtimes, so a runtime that
+    set_runtime replaced is freed once its caller lets go of it."""
+
+    __slots__ = ("rt", "ops", "workspace", "__weakref__")
+    WORKSPACE_SIZES = 256
+
+    def __init__(self, rt):
+        self.rt, self.ops, self.workspace = rt, {}, {}
+
+    def remember_workspace(self, k, nbytes):
+        sizes = self.workspace
+        if len(sizes) >= self.WORKSPACE_SIZES:
+            sizes.pop(next(iter(sizes)))  # the oldest (dicts keep insertion order)
+        sizes[k] = nbytes
+        return nbytes
+
+
+_local = threading.local()  # .caches: this thread's RuntimeCaches (dropped with the thread)
+_all_caches = weakref.WeakSet()  # every thread's, to empty those of a replaced runtime
+_all_caches_lock = threading.Lock()
+
+
+def runtime_caches(rt):
+    """This thread's RuntimeCaches of `rt`, the default runtime (one attribute read and compare when unchanged)."""
+    c = getattr(_local, "caches", None)
+    if c is not None and c.rt is rt:
+        return c
+    c = _local.caches = RuntimeCaches(rt)
+    with _all_caches_lock:
+        for other in list(_all_caches):
+            if other.rt is not rt:  # a thread mid-call keeps what it holds; its next call starts anew
+                other.rt, other.ops, other.workspace = None, {}, {}
+        _all_caches.add(c)
+    return c
 
 
 def prepared_op(key):
-    """This thread's XqaDecodeOp of `key` on the default runtime, made once per thread (ktune.ops)."""
+    """This thread's XqaDecodeOp of `key` on the default runtime, made once per thread and runtime (ktune.ops)."""
     rt = runtime()
-    ops = getattr(_ops, "by_key", None)
-    if ops is None:
-        ops = _ops.by_key = {}
-    k = (id(rt), key)
-    op = ops.get(k)
-    if op is None or op._op.runtime is not rt:
+    c = getattr(_local, "caches", None)
+    if c is None or c.rt is not rt:
+        c = runtime_caches(rt)
+    op = c.ops.get(key)
+    if op is None:
         from .ops import XqaDecodeOp
-        op = ops[k] = XqaDecodeOp(key, rt)
+        op = c.ops[key] = XqaDecodeOp(key, rt)
     return op
 
 

@@ -4,11 +4,14 @@ before each launch replaced, so a call either is refused naming the argument or 
 
 import contextlib
 import ctypes
+import gc
 import math
 import os
 import sys
 import tempfile
+import threading
 import unittest
+import weakref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fake_torch as ft  # noqa: E402
@@ -200,6 +203,70 @@ class DecodePlanRuntime(FakeTorchCase):
             ktune.DecodePlan(op, batch=2, max_seq_len=128, max_pages_per_req=4, device=DEV)
         self.assertEqual(len(built), 1)
         self.assertIs(built[0]._op.runtime, rt)
+
+
+class OpCachesFollowTheDefaultRuntime(FakeTorchCase):
+    """The torch ops' per-thread caches (prepared XqaDecodeOps, workspace sizes) hold the default runtime's only:
+    the first op call after set_runtime(new), on any thread, empties every thread's caches of the old runtime, so
+    the old one is freed once nothing else holds it. Real ops (ktune_op_prepare) over fake_torch: nothing launches."""
+
+    def setUp(self):
+        super().setUp()
+        tmp = tempfile.TemporaryDirectory(prefix="ktune-op-caches-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.addCleanup(ktune.set_runtime, ktune.runtime())
+
+    def runtime(self, name):
+        return ktune.Runtime(cache=os.path.join(self.dir, name), allow_jit=False)
+
+    def test_a_replaced_runtime_is_not_kept_alive(self):
+        old = self.runtime("old.db")
+        ktune.set_runtime(old)
+        mine = self.torch_ops.prepared_op(XQA_KEY)
+        self.assertIs(self.torch_ops.prepared_op(XQA_KEY), mine)
+        # another thread makes its own op on the old runtime, then stays alive without calling again
+        made, go_on, seen = threading.Event(), threading.Event(), []
+
+        def other_thread():
+            op = self.torch_ops.prepared_op(XQA_KEY)
+            seen.append(op is not mine and op._op.runtime is ktune.runtime())
+            del op
+            made.set()
+            go_on.wait(60)
+            seen.append(self.torch_ops.prepared_op(XQA_KEY)._op.runtime is ktune.runtime())
+
+        t = threading.Thread(target=other_thread)
+        t.start()
+        self.addCleanup(t.join)
+        self.addCleanup(go_on.set)
+        self.assertTrue(made.wait(60))
+        gone = weakref.ref(old)
+        del old, mine
+        ktune.set_runtime(self.runtime("new.db"))
+        self.assertIs(self.torch_ops.prepared_op(XQA_KEY)._op.runtime, ktune.runtime())
+        gc.collect()
+        self.assertIsNone(gone(), "the replaced runtime is still held by the op caches")
+        go_on.set()
+        t.join(60)
+        self.assertEqual(seen, [True, True])  # its own op each time, on the default runtime of the moment
+
+    def test_workspace_sizes_are_bounded_and_kept_per_runtime(self):
+        rt = self.runtime("ws.db")
+        ktune.set_runtime(rt)
+        caches = self.torch_ops.runtime_caches(rt)
+        self.assertIs(self.torch_ops.runtime_caches(rt), caches)
+        cap = caches.WORKSPACE_SIZES
+        shape = lambda T: ("mla", 0, XQA_KEY, T, None, 0)  # noqa: E731
+        for T in range(cap + 50):  # an eager engine: a new num_tokens at many steps
+            caches.remember_workspace(shape(T), 1024 * T)
+        self.assertEqual(len(caches.workspace), cap)
+        self.assertNotIn(shape(0), caches.workspace)  # the oldest went first
+        self.assertEqual(caches.workspace[shape(cap + 49)], 1024 * (cap + 49))
+        other = self.runtime("ws2.db")
+        ktune.set_runtime(other)
+        self.assertEqual(self.torch_ops.runtime_caches(other).workspace, {})
+        self.assertEqual(caches.workspace, {})  # emptied: its runtime is no longer the default
 
 
 if __name__ == "__main__":
