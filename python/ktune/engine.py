@@ -49,10 +49,14 @@ def _xqa_op(op):
         info = canonical(op)
         rt = default_runtime()
         with _KEYED_LOCK:  # a plain C op: no torch needed for the NumPy forms
-            # One op per (runtime, key): after set_runtime (or its runtime's close) the helpers follow the
-            # default runtime instead of calling an op that belongs to another, or to none.
+            # One op per key on the default runtime: after set_runtime (or its runtime's close) the helpers follow
+            # the default runtime instead of calling an op that belongs to another, or to none. An op holds its
+            # runtime, so a new one drops the ops of every other runtime (a replaced runtime is freed once its
+            # caller lets go of it).
             cached = _KEYED_OPS.get(info.key)
             if cached is None or cached.runtime is not rt or cached._handle is None:
+                for k in [k for k, o in _KEYED_OPS.items() if o.runtime is not rt]:
+                    del _KEYED_OPS[k]
                 cached = _KEYED_OPS[info.key] = Op("xqa_decode", info.key, rt)
         return cached, info
     raise invalid(f"xqa_decode: op: expected an XqaDecodeOp, an xqa_decode ops.Op or a problem key, got "

@@ -128,6 +128,31 @@ class EngineHost(unittest.TestCase):
             ktune.set_runtime(before)
         np.testing.assert_array_equal(ktune.q_cu_seq_lens(q_lens, key), want)
 
+    def test_a_replaced_runtime_is_not_kept_alive_by_the_helpers(self):
+        # The helpers' ops (one per key) hold their runtime: after set_runtime, the next helper call drops the old
+        # runtime's ops of every key, not only those of the key it is called with.
+        import gc
+        import tempfile
+        import weakref
+        q_lens = np.array([3, 0, 4], dtype=np.int32)
+        before = ktune.runtime()
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                old = ktune.Runtime(cache=os.path.join(d, "old.db"))
+                ktune.set_runtime(old)
+                for max_q_len in (4, 16):
+                    ktune.q_cu_seq_lens(q_lens, explicit_key(max_q_len))
+                gone = weakref.ref(old)
+                del old
+                new = ktune.Runtime(cache=os.path.join(d, "new.db"))
+                ktune.set_runtime(new)
+                ktune.q_cu_seq_lens(q_lens, explicit_key(4))
+                gc.collect()
+                self.assertIsNone(gone(), "the replaced runtime is still held by the helpers' ops")
+            finally:
+                ktune.set_runtime(before)
+            new.close()
+
     def test_errors_name_the_argument(self):
         key = explicit_key(4)
         with self.assertRaisesRegex(ktune.InvalidArgumentError, r"q_lens\[1\]"):
