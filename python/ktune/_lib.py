@@ -1,13 +1,15 @@
 """ctypes binding of the ktune C API (runtime/include/ktune/ktune.h) and discovery of libktune.so.
 
 Search order for the library (the first that loads wins; docs/python.md):
-  1. $KTUNE_LIBRARY: a path to libktune.so[.0], or a directory holding it
+  1. $KTUNE_LIBRARY: a path to the library (taken as given), or a directory holding it
   2. ktune/lib/ inside this package (a wheel may bundle the library there)
   3. $KTUNE_PREFIX/lib and $KTUNE_PREFIX/lib64 (a `cmake --install` prefix)
   4. a source checkout's build trees, when the package runs from python/ of the checkout:
      <checkout>/build/lib, then <checkout>/build-*/lib (newest first)
   5. sys.prefix/lib, /usr/local/lib, /usr/lib/x86_64-linux-gnu, /usr/lib
-  6. the dynamic loader's own path (LD_LIBRARY_PATH, ld.so.cache): "libktune.so.0"
+  6. the dynamic loader's own path (LD_LIBRARY_PATH, ld.so.cache)
+In a directory only the SONAME (ktune/_soname.py: the ABI this binding is written for) is looked for: a plain
+libktune.so link may lead to another minor version, whose structs may differ.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import os
 import sys
 import threading
 
+from ._soname import SONAME
 from .errors import KtuneError, error_for_status
 
-_NAMES = ("libktune.so.0", "libktune.so")
+_NAMES = (SONAME,)
 
 
 class Owned:
@@ -162,7 +165,7 @@ def _candidates():
     for d in (os.path.join(sys.prefix, "lib"), "/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib"):
         for n in _NAMES:
             yield os.path.join(d, n)
-    yield "libktune.so.0"  # the loader's path
+    yield SONAME  # the loader's path
 
 
 _lock = threading.Lock()
