@@ -2,7 +2,9 @@
 //
 // [gpu][xqa]: a fixed, seeded sample of the specialization matrix (head_dim x GQA ratio x page size x
 //   layout x KV dtype x q_len {1,2,3,4,7,16} x mask x sinks x window x softcap x lse x config) plus targeted edge
-//   cases (among them draft trees: q_len 32/48/64, causal and two-word explicit masks, up to 1024 rows a kv head). The kernels are a fixed list (so `[xqa_precompile]` can put them into a cache ahead of time); the
+//   cases (among them draft trees: q_len 32/48/64, causal and two-word explicit masks, up to 1024 rows a kv head;
+//   the wgmma configs). The kernels are a fixed list (so `[xqa_precompile]` can put them into a cache ahead of
+//   time); the
 //   data are fresh every run: seq_lens (1..64K, not page-aligned), uniform/ragged form, zero-length padding
 //   requests, shuffled block tables, NaN-filled unused pages, poisoned outputs/workspace, planned and forced
 //   split counts. The run seed is printed; KTUNE_TEST_SEED=<seed> replays it.
@@ -196,6 +198,20 @@ std::vector<Combo> edge_combos() {
       [](Combo& c) { c.batch = 2; c.min_seq_len = 9000; c.max_seq_len = 14000; c.short_fraction = 0; c.zero_fraction = 0; c.forced_splits = 5; });
   add("wg_rows128_m4_e4m3_out", make_problem(128, 64, 8, 64, H, BF, BF, E4, 16, CA, false, false, false, true), "t64.s2.w4.m4.wg",
       [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2000; });
+  // bf16 on the wgmma path at head_dim 64 (one 64-column swizzle block a row): 64 rows on one warpgroup, 128 rows
+  // on two with a mask and every flag, and 256 rows over four .m4 row groups with split-KV
+  add("wg_d64_bf16_q16g4", make_problem(64, 32, 8, 32, H, BF, BF, BF, 16, CA, false, false, false, true), "t32.s2.w4.wg",
+      [](Combo& c) { c.batch = 5; c.ragged = 0; c.zero_fraction = 0.2; c.max_seq_len = 3000; });
+  add("wg_d64_bf16_rows128_mask", make_problem(64, 64, 8, 64, N, BF, BF, BF, 16, EX, true, true, true, true), "t64.s3.w8.wg",
+      [](Combo& c) { c.batch = 4; c.ragged = 1; c.zero_fraction = 0.25; c.max_seq_len = 2500; c.window_left = 500; });
+  add("wg_d64_bf16_rows256_m4_split", make_problem(64, 64, 8, 32, H, BF, BF, BF, 32, CA, true, false, false, true), "t32.s3.w4.m4.wg",
+      [](Combo& c) { c.batch = 2; c.min_seq_len = 4000; c.max_seq_len = 6000; c.short_fraction = 0; c.zero_fraction = 0; c.forced_splits = 6; });
+  // 1024 rows a kv head (q64 x group 16), bf16 KV at head_dim 128 over eight 128-row .m8 groups: mma.sync (the
+  // sm_90a default, forced so that it stays covered) and two warpgroups on wgmma with split-KV
+  add("tree_q64_rows1024_bf16_m8", make_problem(128, 32, 2, 32, H, BF, BF, BF, 64, EX, false, false, false, true), "t32.s3.w4.m8",
+      [](Combo& c) { c.batch = 2; c.ragged = 1; c.zero_fraction = 0.0; c.max_seq_len = 1500; });
+  add("tree_q64_rows1024_bf16_m8_wg", make_problem(128, 16, 1, 16, N, BF, BF, BF, 64, CA, true, false, false, true), "t32.s2.w8.m8.wg",
+      [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2000; c.forced_splits = 4; });
   // the bench problems (default configs)
   add("bench_bf16_q1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 1, NO, false, false, false, false), "",
       [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
