@@ -3,8 +3,8 @@
 // [gpu][xqa]: a fixed, seeded sample of the specialization matrix (head_dim x GQA ratio x page size x
 //   layout x KV dtype x q_len {1,2,3,4,7,16} x mask x sinks x window x softcap x lse x config) plus targeted edge
 //   cases (among them draft trees: q_len 32/48/64, causal and two-word explicit masks, up to 1024 rows a kv head;
-//   the wgmma configs). The kernels are a fixed list (so `[xqa_precompile]` can put them into a cache ahead of
-//   time); the
+//   the wgmma configs; output dtypes other than Q's). The kernels are a fixed list (so `[xqa_precompile]` can put
+//   them into a cache ahead of time); the
 //   data are fresh every run: seq_lens (1..64K, not page-aligned), uniform/ragged form, zero-length padding
 //   requests, shuffled block tables, NaN-filled unused pages, poisoned outputs/workspace, planned and forced
 //   split counts. The run seed is printed; KTUNE_TEST_SEED=<seed> replays it.
@@ -212,6 +212,23 @@ std::vector<Combo> edge_combos() {
       [](Combo& c) { c.batch = 2; c.ragged = 1; c.zero_fraction = 0.0; c.max_seq_len = 1500; });
   add("tree_q64_rows1024_bf16_m8_wg", make_problem(128, 16, 1, 16, N, BF, BF, BF, 64, CA, true, false, false, true), "t32.s2.w8.m8.wg",
       [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2000; c.forced_splits = 4; });
+  // an output dtype other than Q's (the problem takes any of bf16, fp16, e4m3 for any Q; the sample draws out = Q or
+  // e4m3 for 16-bit Q): bf16 <-> fp16 on mma.sync with 16-bit and FP8 KV and on the wgmma path (64 and 128 rows),
+  // and e4m3 from fp16 Q on the wgmma path
+  add("mixed_bf16_to_fp16", make_problem(128, 32, 8, 32, H, BF, BF, FP, 4, CA, false, false, false, true), "",
+      [](Combo& c) { c.batch = 4; c.ragged = 1; c.zero_fraction = 0.2; c.max_seq_len = 3000; });
+  add("mixed_fp16_to_bf16", make_problem(64, 24, 4, 16, N, FP, FP, BF, 2, EX, true, false, false, true), "",
+      [](Combo& c) { c.batch = 5; c.ragged = 0; c.max_seq_len = 2500; });
+  add("mixed_bf16q_fp8kv_to_fp16", make_problem(128, 16, 2, 64, N, BF, E4, FP, 1, NO, false, true, false, true), "",
+      [](Combo& c) { c.batch = 4; c.max_seq_len = 4000; c.window_left = 900; });
+  add("mixed_fp16q_fp8kv_to_bf16", make_problem(256, 16, 4, 32, H, FP, E4, BF, 3, CA, true, false, true, false), "",
+      [](Combo& c) { c.batch = 4; c.ragged = 1; c.zero_fraction = 0.25; c.max_seq_len = 2000; });
+  add("wg_mixed_bf16_to_fp16", make_problem(128, 32, 8, 16, N, BF, BF, FP, 16, EX, true, false, false, true), "t32.s2.w4.wg",
+      [](Combo& c) { c.batch = 4; c.ragged = 1; c.zero_fraction = 0.2; c.max_seq_len = 2500; });
+  add("wg_mixed_fp16_to_bf16_rows128", make_problem(128, 64, 8, 32, H, FP, FP, BF, 16, CA, false, true, false, true), "t32.s2.w8.wg",
+      [](Combo& c) { c.batch = 3; c.ragged = 0; c.max_seq_len = 2500; c.window_left = 700; });
+  add("wg_mixed_fp16_to_e4m3_d64", make_problem(64, 32, 8, 32, H, FP, FP, E4, 16, CA, false, false, false, true), "t32.s3.w4.wg",
+      [](Combo& c) { c.batch = 4; c.ragged = 0; c.zero_fraction = 0.25; c.max_seq_len = 2500; });
   // the bench problems (default configs)
   add("bench_bf16_q1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 1, NO, false, false, false, false), "",
       [](Combo& c) { c.batch = 8; c.max_seq_len = 8192; });
