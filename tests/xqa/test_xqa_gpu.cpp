@@ -4,7 +4,7 @@
 //   layout x KV dtype x q_len {1,2,3,4,7,16} x mask x sinks x window x softcap x lse x config) plus targeted edge
 //   cases (among them draft trees: q_len 32/48/64, causal and two-word explicit masks, up to 1024 rows a kv head;
 //   the wgmma configs; output dtypes other than Q's). The kernels are a fixed list (so `[xqa_precompile]` can put
-//   them into a cache ahead of time); the
+//   them into a cache ahead of time, with the checked kernels of the [checked] tests); the
 //   data are fresh every run: seq_lens (1..64K, not page-aligned), uniform/ragged form, zero-length padding
 //   requests, shuffled block tables, NaN-filled unused pages, poisoned outputs/workspace, planned and forced
 //   split counts. The run seed is printed; KTUNE_TEST_SEED=<seed> replays it.
@@ -251,6 +251,31 @@ std::vector<Combo> all_combos() {
   return v;
 }
 
+// The kernels of the [checked] tests, marked checked (RuntimeOptions::checked upgrades an unchecked problem to the
+// same key), so that `[xqa_precompile]` puts them into the cache too. The page-index and seq_len faults run on
+// every entry but the last: the bf16 q1 default, FP8 KV (q4 causal, e4m3 pages converted in the ring) and the
+// wgmma path (q16 x group 4: 64 rows a CTA, tiles of 32 tokens over pages of 64); the last is the
+// q_cu_seq_lens test's (bf16 q4 causal, default config).
+std::vector<Combo> checked_combos() {
+  const DType BF = kc::kBF16, E4 = kc::kE4M3;
+  const Layout H = Layout::Hnd, N = Layout::Nhd;
+  std::vector<Combo> v;
+  auto add = [&](const char* name, Problem p, const char* cfg) {
+    Combo c;
+    c.name = name;
+    c.p = p;
+    c.p.checked = true;
+    c.config = cfg;
+    v.push_back(c);
+  };
+  add("checked_bf16_q1", make_problem(128, 32, 8, 32, H, BF, BF, BF, 1, MaskKind::None, false, false, false, false), "");
+  add("checked_fp8kv_q4", make_problem(128, 32, 8, 16, N, BF, E4, BF, 4, MaskKind::Causal, false, false, false, false), "");
+  add("checked_wg_q16g4", make_problem(128, 32, 8, 64, H, BF, BF, BF, 16, MaskKind::Causal, false, false, false, false),
+      "t32.s2.w4.wg");
+  add("checked_q_cu", make_problem(128, 32, 8, 32, H, BF, BF, BF, 4, MaskKind::Causal, false, false, false, false), "");
+  return v;
+}
+
 // The process's runtime for these tests: options from the environment (KTUNE_CACHE, KTUNE_JIT, ...).
 Runtime& test_runtime() {
   static Runtime rt(RuntimeOptions::from_env());
@@ -335,9 +360,11 @@ struct DevCase {
     return a;
   }
 
-  // Poisons the outputs, runs p over this case (with its workspace, if any) and waits: throws on any CUDA error.
-  void poisoned_launch(Runtime& rt, const Problem& p, int max_seq_len) {
-    const XqaDecodeArgs a = args(max_seq_len);
+  // Poisons the outputs, runs p over this case (with its workspace, if any; config null = resolved) and waits:
+  // throws on any CUDA error.
+  void poisoned_launch(Runtime& rt, const Problem& p, int max_seq_len, const char* config = nullptr) {
+    XqaDecodeArgs a = args(max_seq_len);
+    a.config = config;
     poison();
     xqa_decode(rt, p, a, nullptr);
     test::sync();
@@ -409,7 +436,8 @@ TEST_CASE("xqa_decode kernels of the GPU tests compile into the cache", "[.][xqa
   Runtime& rt = test_runtime();
   int compiled = 0, failed = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<Combo> combos = all_combos();
+  std::vector<Combo> combos = all_combos();
+  for (Combo& c : checked_combos()) combos.push_back(std::move(c));
   precompile(rt, combos, arch, &compiled, &failed);
   std::printf("xqa precompile: %zu combos (their config modules and shared modules) for %s, %d compiled, %d failed, "
               "%.1f s\n", combos.size(), arch.str().c_str(), compiled, failed,
@@ -1188,93 +1216,101 @@ TEST_CASE("xqa_decode argument errors name the field and need no GPU", "[xqa]") 
 // Checked kernels (docs/reliability.md): a block-table entry outside the cache and a seq_len longer than a
 // block-table row are recorded in the runtime's fault record and skipped; the launch completes without a
 // CUDA error, and a clean launch afterwards finds no fault. Both ways of asking for checks are covered: a
-// problem marked checked, and RuntimeOptions::checked (KTUNE_CHECKED=1) upgrading an unchecked problem.
+// problem marked checked, and RuntimeOptions::checked (KTUNE_CHECKED=1) upgrading an unchecked problem; each on
+// the mma.sync path with 16-bit and FP8 KV and on the wgmma path (checked_combos).
 TEST_CASE("checked xqa_decode reports bad page indices and seq_lens instead of faulting", "[gpu][xqa][checked]") {
   KTUNE_REQUIRE_GPU();
   RuntimeOptions opts = RuntimeOptions::from_env();
   const bool via_option = GENERATE(false, true);
   opts.checked = via_option;
   Runtime rt(opts);
-  Problem p = make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false,
-                           false, false, false);
-  p.checked = !via_option;
-  Problem unchecked = p;
-  unchecked.checked = false;
-  test::XqaRandomOptions o;
-  o.batch = 4;
-  o.min_seq_len = 100;
-  o.max_seq_len = 1500;
-  o.seed = test::run_seed("xqa checked");
-  DevCase dc(test::make_xqa_case(unchecked, o));
-  const int bound = std::max(1, dc.c.max_seq_len);
-  dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound));
-  auto launch_once = [&](int max_seq_len) {
-    dc.poisoned_launch(rt, p, max_seq_len);  // throws on any CUDA error: a checked kernel must not fault
-  };
+  std::vector<Combo> combos = checked_combos();
+  combos.pop_back();  // the q_cu_seq_lens test's
+  for (const Combo& cb : combos) {
+    Problem p = cb.p;
+    p.checked = !via_option;
+    Problem unchecked = p;
+    unchecked.checked = false;
+    const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
+    INFO(cb.name << ": " << p.key() << " / " << (cfg ? cfg : "default"));
+    test::XqaRandomOptions o;
+    o.batch = 4;
+    o.min_seq_len = 100;
+    o.max_seq_len = 1500;
+    o.seed = test::run_seed(("xqa checked " + cb.name).c_str());
+    DevCase dc(test::make_xqa_case(unchecked, o));
+    const int bound = std::max(1, dc.c.max_seq_len);
+    dc.ensure_workspace(xqa_decode_workspace_bytes(rt, p, o.batch, bound, cfg));
+    auto launch_once = [&](int max_seq_len) {
+      dc.poisoned_launch(rt, p, max_seq_len, cfg);  // throws on any CUDA error: a checked kernel must not fault
+    };
 
-  // Clean data: right answer, no fault.
-  launch_once(bound);
-  const test::XqaRefResult ref = test::xqa_reference(unchecked, dc.c.host_params());
-  const Outcome clean = check(unchecked, dc.compare(ref));
-  INFO(clean.line);
-  CHECK(clean.ok);
-  CHECK_FALSE(rt.take_device_fault().has_value());
+    // Clean data: right answer, no fault.
+    launch_once(bound);
+    const test::XqaRefResult ref = test::xqa_reference(unchecked, dc.c.host_params());
+    const Outcome clean = check(unchecked, dc.compare(ref));
+    INFO(clean.line);
+    CHECK(clean.ok);
+    CHECK_FALSE(rt.take_device_fault().has_value());
+    const std::vector<unsigned char> clean_out = dc.out->download<unsigned char>(dc.out_bytes);
 
-  // A page number past the end of the cache in request 2's first block-table entry.
-  std::vector<int> bt = dc.c.block_tables;
-  const int bad_page = int(dc.c.num_pages) + 7;
-  bt[size_t(2) * dc.c.max_pages_per_req] = bad_page;
-  dc.bt->upload(bt);
-  launch_once(bound);
-  std::optional<DeviceFault> f = rt.take_device_fault();
-  REQUIRE(f.has_value());
-  INFO(f->message());
-  CHECK(f->what == "page index");
-  CHECK(f->where == 2u);
-  CHECK(f->value == bad_page);
-  CHECK(f->limit == dc.c.num_pages);
-  CHECK_FALSE(rt.take_device_fault().has_value());  // taking it cleared the record
-  dc.bt->upload(dc.c.block_tables);
+    // A page number past the end of the cache in request 2's first block-table entry.
+    std::vector<int> bt = dc.c.block_tables;
+    const int bad_page = int(dc.c.num_pages) + 7;
+    bt[size_t(2) * dc.c.max_pages_per_req] = bad_page;
+    dc.bt->upload(bt);
+    launch_once(bound);
+    std::optional<DeviceFault> f = rt.take_device_fault();
+    REQUIRE(f.has_value());
+    INFO(f->message());
+    CHECK(f->what == "page index");
+    CHECK(f->where == 2u);
+    CHECK(f->value == bad_page);
+    CHECK(f->limit == dc.c.num_pages);
+    CHECK_FALSE(rt.take_device_fault().has_value());  // taking it cleared the record
+    dc.bt->upload(dc.c.block_tables);
 
-  // A seq_len that needs more pages than a block-table row holds (request 1).
-  std::vector<int> sl = dc.c.seq_lens;
-  const int too_long = dc.c.max_pages_per_req * p.page_size + 5;
-  sl[1] = too_long;
-  dc.sl->upload(sl);
-  // The host bound stays what the caller promised (a larger one is refused on the host, naming
-  // max_pages_per_req); only the device data disagrees with it, which is what the host cannot see.
-  launch_once(bound);
-  f = rt.take_device_fault();
-  REQUIRE(f.has_value());
-  INFO(f->message());
-  CHECK(f->what == "seq_len");
-  CHECK(f->where == 1u);
-  CHECK(f->value == too_long);
-  // A seq_len within a page of 2^31: its page count in 32 bits wraps negative, which must not pass the check.
-  sl[1] = 2147483647;
-  dc.sl->upload(sl);
-  launch_once(bound);
-  f = rt.take_device_fault();
-  REQUIRE(f.has_value());
-  INFO(f->message());
-  CHECK(f->what == "seq_len");
-  CHECK(f->value == 2147483647);
-  dc.sl->upload(dc.c.seq_lens);
+    // A seq_len that needs more pages than a block-table row holds (request 1).
+    std::vector<int> sl = dc.c.seq_lens;
+    const int too_long = dc.c.max_pages_per_req * p.page_size + 5;
+    sl[1] = too_long;
+    dc.sl->upload(sl);
+    // The host bound stays what the caller promised (a larger one is refused on the host, naming
+    // max_pages_per_req); only the device data disagrees with it, which is what the host cannot see.
+    launch_once(bound);
+    f = rt.take_device_fault();
+    REQUIRE(f.has_value());
+    INFO(f->message());
+    CHECK(f->what == "seq_len");
+    CHECK(f->where == 1u);
+    CHECK(f->value == too_long);
+    // A seq_len within a page of 2^31: its page count in 32 bits wraps negative, which must not pass the check.
+    sl[1] = 2147483647;
+    dc.sl->upload(sl);
+    launch_once(bound);
+    f = rt.take_device_fault();
+    REQUIRE(f.has_value());
+    INFO(f->message());
+    CHECK(f->what == "seq_len");
+    CHECK(f->value == 2147483647);
+    dc.sl->upload(dc.c.seq_lens);
 
-  launch_once(bound);
-  CHECK_FALSE(rt.take_device_fault().has_value());
-  std::printf("checked xqa_decode (%s): bad page and long seq_len reported, 0 CUDA errors\n",
-              via_option ? "RuntimeOptions::checked" : "problem.checked");
+    // Clean data again: the bits of the first clean launch (same kernel, same data), no fault.
+    launch_once(bound);
+    CHECK_FALSE(rt.take_device_fault().has_value());
+    CHECK(dc.out->download<unsigned char>(dc.out_bytes) == clean_out);
+    std::printf("checked xqa_decode %s (%s): bad page and long seq_len reported, 0 CUDA errors\n", cb.name.c_str(),
+                via_option ? "RuntimeOptions::checked" : "problem.checked");
+  }
 }
 
 TEST_CASE("checked xqa_decode reports q_cu_seq_lens entries outside the query tokens and touches nothing for them",
           "[gpu][xqa][checked]") {
   KTUNE_REQUIRE_GPU();
   Runtime rt(RuntimeOptions::from_env());
-  Problem p = make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 4, MaskKind::Causal, false,
-                           false, false, false);
+  const Problem p = checked_combos().back().p;  // bf16 q4 causal, checked, default config
   Problem unchecked = p;
-  p.checked = true;
+  unchecked.checked = false;
   // Four requests of 4 tokens, passed in the ragged form (q_cu_seq_lens = 0, 4, 8, 12, 16 in device memory): the
   // same rows as the uniform form, so its reference applies, and every offset below is chosen, not drawn.
   test::XqaRandomOptions o;
