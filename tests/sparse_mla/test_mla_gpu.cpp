@@ -5,7 +5,8 @@
 // random page placement (a shuffled subset of a larger cache whose other pages are NaN), random -1s, one token
 // with only -1s, poisoned outputs (NaN) and workspace, planned and forced split counts, LSE checked; plus
 // alternative tile configs (up to 4 per problem), an odd topk with MTP (max_q_len 2, also on the warp-specialized
-// kernel: the fp8 default at 64 and 128 heads on sm_90a) and the checked variant reporting a bad slot.
+// kernel: the fp8 default at 64 and 128 heads on sm_90a) and the checked variant reporting a bad slot; every config
+// of the sm_90a search space of a small bf16 and a small fp8 problem.
 // [.][mla_precompile]: compiles every kernel these tests use into $KTUNE_CACHE for $KTUNE_MLA_ARCH (default
 // sm_90a); needs no GPU.
 //
@@ -184,6 +185,25 @@ std::vector<Combo> all_combos() {
   return v;
 }
 
+// Every config of the sm_90a search space of two small problems (128 heads: the paired warp-specialized kernel is
+// in the fp8 space; topk 200: a partial last tile; MTP positions), one per cache format: the matrix above runs 4
+// configs a problem, this covers the rest of the space.
+std::vector<Combo> sweep_combos() {
+  std::vector<Combo> v;
+  for (KvFormat f : {KvFormat::Fp8DsMla, KvFormat::Bf16}) {
+    const Problem p = make_problem(128, 200, 64, f, 2);
+    for (const Config& cfg : search_space(p, kSm90a)) {
+      Combo c;
+      c.p = p;
+      c.config = cfg.key();
+      c.num_tokens = 6;
+      c.name = std::string("sweep_") + (f == KvFormat::Bf16 ? "bf16" : "fp8") + "_" + c.config;
+      v.push_back(c);
+    }
+  }
+  return v;
+}
+
 Runtime& test_runtime() {
   static Runtime rt(RuntimeOptions::from_env());
   return rt;
@@ -216,10 +236,11 @@ const std::vector<Problem> kCheckedProblems = {
 void precompile_all(Runtime& rt, const Arch& arch, int* compiled, int* failed) {
   std::vector<Problem> ps;
   std::vector<std::string> cs;
-  for (const Combo& c : all_combos()) {
-    ps.push_back(c.p);
-    cs.push_back(c.config);
-  }
+  for (const std::vector<Combo>& combos : {all_combos(), sweep_combos()})
+    for (const Combo& c : combos) {
+      ps.push_back(c.p);
+      cs.push_back(c.config);
+    }
   for (const Problem& p : kCheckedProblems) {
     ps.push_back(p);
     cs.push_back("");
@@ -292,6 +313,41 @@ bool passes(const test::MlaCompare& r, std::string* line) {
   return r.rel_l2 < 1e-2 && r.max_row_rel < 3e-2 && r.lse_max_ratio < 1 && r.nonfinite == 0 && r.lse_bad == 0;
 }
 
+struct RunOutcome {
+  bool ok = false;
+  std::string head, line;  // what ran; the comparison (or what was thrown)
+  test::MlaCompare r;
+};
+
+// One launch of dc's case (config null: resolved; splits 0: planned) on poisoned outputs and workspace, checked
+// against ref; prints one line.
+RunOutcome run_case(Runtime& rt, const std::string& name, const Problem& p, const char* cfg, int splits, DevCase& dc,
+                    const test::MlaRef& ref) {
+  RunOutcome res;
+  SparseMlaDecodePlan plan;
+  try {
+    plan = sparse_mla_decode_plan(rt, p, dc.c.opt.num_tokens, cfg, splits);
+    dc.ensure_workspace(plan.workspace_bytes);
+    dc.poison();
+    SparseMlaDecodeArgs a = dc.args();
+    a.config = cfg;
+    a.num_splits = splits;
+    sparse_mla_decode(rt, p, a, nullptr);
+    test::sync();
+    res.r = dc.compare(ref);
+    res.ok = passes(res.r, &res.line);
+  } catch (const std::exception& e) {
+    res.line = std::string("threw: ") + e.what();
+  }
+  char head[300];
+  std::snprintf(head, sizeof(head), "%-28s %-40s %-11s T%d splits %d (%s)", name.c_str(), p.key().c_str(),
+                plan.config.c_str(), dc.c.opt.num_tokens, plan.num_splits, splits ? "forced" : "planned");
+  res.head = head;
+  std::printf("%s %s %s\n", head, res.line.c_str(), res.ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return res;
+}
+
 }  // namespace
 
 TEST_CASE("sparse_mla_decode kernels of the GPU tests compile into the cache", "[.][mla_precompile]") {
@@ -337,34 +393,15 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over its GPU matrix", "[
     const test::MlaRef ref = test::mla_reference(dc.c);
     const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
     for (int mode = 0; mode < 2; ++mode) {
-      const int splits = mode == 0 ? 0 : forced;
-      std::string line;
-      bool ok = false;
-      SparseMlaDecodePlan plan;
-      try {
-        plan = sparse_mla_decode_plan(rt, cb.p, o.num_tokens, cfg, splits);
-        dc.ensure_workspace(plan.workspace_bytes);
-        dc.poison();
-        SparseMlaDecodeArgs a = dc.args();
-        a.config = cfg;
-        a.num_splits = splits;
-        sparse_mla_decode(rt, cb.p, a, nullptr);
-        test::sync();
-        const test::MlaCompare r = dc.compare(ref);
-        ok = passes(r, &line);
-        if (ok) worst = std::max(worst, r.rel_l2);
-        worst_lse = std::max(worst_lse, r.lse_max_ratio);
-      } catch (const std::exception& e) {
-        line = std::string("threw: ") + e.what();
-      }
+      const RunOutcome res = run_case(rt, cb.name, cb.p, cfg, mode == 0 ? 0 : forced, dc, ref);
       ++runs;
-      char head[300];
-      std::snprintf(head, sizeof(head), "%-28s %-40s %-11s T%d splits %d (%s)", cb.name.c_str(), cb.p.key().c_str(),
-                    plan.config.c_str(), o.num_tokens, plan.num_splits, splits ? "forced" : "planned");
-      std::printf("%s %s %s\n", head, line.c_str(), ok ? "PASS" : "FAIL");
-      std::fflush(stdout);
-      if (ok) ++passed;
-      else failures.push_back(std::string(head) + " " + line);
+      worst_lse = std::max(worst_lse, res.r.lse_max_ratio);
+      if (res.ok) {
+        ++passed;
+        worst = std::max(worst, res.r.rel_l2);
+      } else {
+        failures.push_back(res.head + " " + res.line);
+      }
     }
   }
   std::printf("SPARSE MLA GPU MATRIX: %d/%d runs passed, worst rel error %.2e, worst lse %.2f of its bound, %.1f s, "
@@ -374,6 +411,57 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference over its GPU matrix", "[
               (unsigned long long)seed);
   for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
   CHECK(failures.empty());
+}
+
+// Every config of the sm_90a search space (sweep_combos) against the matrix's reference. Each problem gets two
+// cases, with sinks and an all -1 token, and without; each config runs planned splits on one and forced splits on
+// the other, alternating, so that every config sees both.
+TEST_CASE("sparse_mla_decode matches the fp64 reference on every sm_90a config of a bf16 and an fp8 problem",
+          "[gpu][sparse_mla]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const uint64_t seed = test::run_seed("sparse_mla config sweep");
+  INFO("seed " << seed);
+  const auto t0 = std::chrono::steady_clock::now();
+  test::MlaRng rng(seed);
+  const std::vector<Combo> combos = sweep_combos();
+  std::string problem_key;
+  std::unique_ptr<DevCase> cases[2];
+  test::MlaRef refs[2];
+  int runs = 0, passed = 0;
+  size_t index = 0;
+  std::vector<std::string> failures;
+  for (const Combo& cb : combos) {
+    if (cb.p.key() != problem_key) {  // a new problem: fresh data and its reference
+      problem_key = cb.p.key();
+      for (int k = 0; k < 2; ++k) {
+        test::MlaCaseOptions o;
+        o.seed = rng.next();
+        o.num_tokens = cb.num_tokens;
+        o.all_skip_token = k == 0 ? rng.range(0, o.num_tokens - 1) : -1;
+        o.skip_fraction = rng.uniform() < 0.5 ? 0.1 : 0.5;
+        o.sinks = k == 0;
+        cases[k] = std::make_unique<DevCase>(test::make_mla_case(cb.p, o));
+        refs[k] = test::mla_reference(cases[k]->c);
+      }
+    }
+    const int forced = rng.range(2, 9);
+    const size_t i = index++;
+    if (!test::in_test_shard(i) || !test::in_test_match(cb.name, cb.config)) continue;
+    for (int mode = 0; mode < 2; ++mode) {
+      const int k = (mode + int(i)) % 2;
+      const RunOutcome res = run_case(rt, cb.name, cb.p, cb.config.c_str(), mode == 0 ? 0 : forced, *cases[k], refs[k]);
+      ++runs;
+      if (res.ok) ++passed;
+      else failures.push_back(res.head + " " + res.line);
+    }
+  }
+  std::printf("SPARSE MLA CONFIG SWEEP: %d/%d runs passed (%zu configs), %.1f s, seed %llu\n", passed, runs,
+              combos.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              (unsigned long long)seed);
+  for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
+  CHECK(failures.empty());
+  CHECK(runs > 0);  // a KTUNE_TEST_MATCH or shard that selects nothing is not a pass
 }
 
 // q read through token and head strides (a wider NaN-filled buffer: padded heads and rows) by every kernel of
