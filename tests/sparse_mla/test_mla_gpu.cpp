@@ -6,7 +6,7 @@
 // with only -1s, poisoned outputs (NaN) and workspace, planned and forced split counts, LSE checked; plus
 // alternative tile configs (up to 4 per problem), an odd topk with MTP (max_q_len 2, also on the warp-specialized
 // kernel: the fp8 default at 64 and 128 heads on sm_90a) and the checked variant reporting a bad slot; every config
-// of the sm_90a search space of a small bf16 and a small fp8 problem.
+// of the sm_90a search space of a small bf16 and a small fp8 problem; a null lse (out bit for bit as with one).
 // [.][mla_precompile]: compiles every kernel these tests use into $KTUNE_CACHE for $KTUNE_MLA_ARCH (default
 // sm_90a); needs no GPU.
 //
@@ -298,10 +298,11 @@ struct DevCase {
     lse->poison(0xFF);
     if (ws) ws->poison(0xFF);
   }
-  test::MlaCompare compare(const test::MlaRef& ref) const {
+  // with_lse false: out only (a launch given no lse)
+  test::MlaCompare compare(const test::MlaRef& ref, bool with_lse = true) const {
     const auto o = out->download<uint16_t>(out_elems);
     const auto l = lse->download<float>(rows);
-    return test::mla_compare(c, ref, o.data(), l.data());
+    return test::mla_compare(c, ref, o.data(), with_lse ? l.data() : nullptr);
   }
 };
 
@@ -319,10 +320,10 @@ struct RunOutcome {
   test::MlaCompare r;
 };
 
-// One launch of dc's case (config null: resolved; splits 0: planned) on poisoned outputs and workspace, checked
-// against ref; prints one line.
+// One launch of dc's case (config null: resolved; splits 0: planned; with_lse false: lse null) on poisoned
+// outputs and workspace, checked against ref; prints one line.
 RunOutcome run_case(Runtime& rt, const std::string& name, const Problem& p, const char* cfg, int splits, DevCase& dc,
-                    const test::MlaRef& ref) {
+                    const test::MlaRef& ref, bool with_lse = true) {
   RunOutcome res;
   SparseMlaDecodePlan plan;
   try {
@@ -332,16 +333,18 @@ RunOutcome run_case(Runtime& rt, const std::string& name, const Problem& p, cons
     SparseMlaDecodeArgs a = dc.args();
     a.config = cfg;
     a.num_splits = splits;
+    if (!with_lse) a.lse = nullptr;
     sparse_mla_decode(rt, p, a, nullptr);
     test::sync();
-    res.r = dc.compare(ref);
+    res.r = dc.compare(ref, with_lse);
     res.ok = passes(res.r, &res.line);
   } catch (const std::exception& e) {
     res.line = std::string("threw: ") + e.what();
   }
   char head[300];
-  std::snprintf(head, sizeof(head), "%-28s %-40s %-11s T%d splits %d (%s)", name.c_str(), p.key().c_str(),
-                plan.config.c_str(), dc.c.opt.num_tokens, plan.num_splits, splits ? "forced" : "planned");
+  std::snprintf(head, sizeof(head), "%-28s %-40s %-11s T%d splits %d (%s)%s", name.c_str(), p.key().c_str(),
+                plan.config.c_str(), dc.c.opt.num_tokens, plan.num_splits, splits ? "forced" : "planned",
+                with_lse ? "" : " lse null");
   res.head = head;
   std::printf("%s %s %s\n", head, res.line.c_str(), res.ok ? "PASS" : "FAIL");
   std::fflush(stdout);
@@ -462,6 +465,47 @@ TEST_CASE("sparse_mla_decode matches the fp64 reference on every sm_90a config o
   for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
   CHECK(failures.empty());
   CHECK(runs > 0);  // a KTUNE_TEST_MATCH or shard that selects nothing is not a pass
+}
+
+// lse may be null (not written): every kernel of the matrix (one case per config and cache format, planned and
+// forced splits: the split path writes the LSE in the combine) gives the same out, bit for bit, with and without
+// it, and the run with it matches the reference.
+TEST_CASE("sparse_mla_decode with a null lse writes the same out, bit for bit", "[gpu][sparse_mla]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const uint64_t seed = test::run_seed("sparse_mla null lse");
+  INFO("seed " << seed);
+  test::MlaRng rng(seed);
+  std::set<std::string> seen;
+  int kernels = 0;
+  std::vector<std::string> failures;
+  for (const Combo& cb : all_combos()) {
+    const std::string cfg_key = cb.config.empty() ? default_config(cb.p, rt.current_arch()).key() : cb.config;
+    const std::string kernel = cfg_key + (cb.p.kv_format == KvFormat::Bf16 ? " bf16" : " fp8");
+    if (!seen.insert(kernel).second) continue;
+    ++kernels;
+    test::MlaCaseOptions o;
+    o.seed = rng.next();
+    o.num_tokens = cb.num_tokens > 0 ? std::min(cb.num_tokens, 8) : 3;
+    o.all_skip_token = rng.range(0, o.num_tokens - 1);
+    o.sinks = cb.sinks;
+    DevCase dc(test::make_mla_case(cb.p, o));
+    const test::MlaRef ref = test::mla_reference(dc.c);
+    const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
+    for (int splits : {0, rng.range(2, 9)}) {
+      const RunOutcome with = run_case(rt, cb.name, cb.p, cfg, splits, dc, ref);
+      const std::vector<uint16_t> want = dc.out->download<uint16_t>(dc.out_elems);
+      const RunOutcome without = run_case(rt, cb.name, cb.p, cfg, splits, dc, ref, false);
+      const bool same = dc.out->download<uint16_t>(dc.out_elems) == want;
+      if (!with.ok) failures.push_back(with.head + " " + with.line);
+      if (!without.ok || !same)
+        failures.push_back(without.head + " " + without.line + (same ? "" : ", out differs from the run with lse"));
+    }
+  }
+  std::printf("sparse_mla null lse: %d kernels, %zu failures\n", kernels, failures.size());
+  for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
+  CHECK(failures.empty());
+  CHECK(kernels > 0);
 }
 
 // q read through token and head strides (a wider NaN-filled buffer: padded heads and rows) by every kernel of
