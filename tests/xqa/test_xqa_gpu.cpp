@@ -276,6 +276,57 @@ std::vector<Combo> checked_combos() {
   return v;
 }
 
+// The problems of the single-problem [gpu] tests below whose kernels the matrix does not hold.
+Problem graph_replay_problem() {
+  return make_problem(128, 16, 4, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 4, MaskKind::Causal, true, false,
+                      false, true);
+}
+
+Problem prepared_op_problem() {
+  return make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 4, MaskKind::Causal, true, false,
+                      false, true);
+}
+
+// The q1 problem the tuned-op test remembers a tuned config for (either of the two it picks from).
+Problem tuned_op_problem() {
+  return make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false, false,
+                      false, false);
+}
+const char* const kTunedOpConfigs[] = {"t32.s3.w2", "t64.s3.w4"};
+
+std::vector<Problem> forms_problems() {
+  const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
+  return {
+      make_problem(128, 32, 8, 32, Layout::Hnd, BF, BF, BF, 4, MaskKind::Causal, false, false, false, true),
+      make_problem(64, 8, 2, 16, Layout::Nhd, E4, E4, E4, 1, MaskKind::None, false, false, false, true),
+      make_problem(128, 16, 2, 64, Layout::Nhd, FP, E4, FP, 2, MaskKind::Explicit, true, false, false, true),
+      make_problem(256, 8, 8, 16, Layout::Hnd, BF, E4, BF, 1, MaskKind::None, false, false, false, false),
+      // the sm_90a wgmma default of q16 x group 4 (t32.s2.w4.wg), and 256 query rows of one kv head (q16 x group
+      // 16, fp16, d64: t32.s3.w8)
+      make_problem(128, 32, 8, 32, Layout::Hnd, BF, BF, BF, 16, MaskKind::Causal, false, false, false, true),
+      make_problem(64, 16, 1, 16, Layout::Nhd, FP, FP, FP, 16, MaskKind::Causal, false, false, false, false),
+  };
+}
+
+// The kernels of the other GPU tests, so that `[xqa_precompile]` puts them into the cache too: the graph replay,
+// the prepared op, the tuned op, the argument forms (default configs) and the oracle dump's cases.
+std::vector<Combo> other_test_combos() {
+  std::vector<Combo> v;
+  auto add = [&](const std::string& name, const Problem& p, const char* cfg) {
+    Combo c;
+    c.name = name;
+    c.p = p;
+    c.config = cfg;
+    v.push_back(c);
+  };
+  add("graph_replay", graph_replay_problem(), "");
+  add("prepared_op", prepared_op_problem(), "");
+  for (const char* cfg : kTunedOpConfigs) add("tuned_op", tuned_op_problem(), cfg);
+  for (const Problem& p : forms_problems()) add("forms", p, "");
+  for (const test::OracleCase& oc : test::oracle_cases()) add("oracle_" + oc.name, oc.problem, "");
+  return v;
+}
+
 // The process's runtime for these tests: options from the environment (KTUNE_CACHE, KTUNE_JIT, ...).
 Runtime& test_runtime() {
   static Runtime rt(RuntimeOptions::from_env());
@@ -438,6 +489,7 @@ TEST_CASE("xqa_decode kernels of the GPU tests compile into the cache", "[.][xqa
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Combo> combos = all_combos();
   for (Combo& c : checked_combos()) combos.push_back(std::move(c));
+  for (Combo& c : other_test_combos()) combos.push_back(std::move(c));
   precompile(rt, combos, arch, &compiled, &failed);
   std::printf("xqa precompile: %zu combos (their config modules and shared modules) for %s, %d compiled, %d failed, "
               "%.1f s\n", combos.size(), arch.str().c_str(), compiled, failed,
@@ -602,8 +654,7 @@ TEST_CASE("xqa_decode replays from a captured CUDA graph with new seq_lens", "[g
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
   const auto& cu = detail::driver();
-  const Problem p = make_problem(128, 16, 4, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 4, MaskKind::Causal,
-                                 true, false, false, true);
+  const Problem p = graph_replay_problem();
   test::XqaRandomOptions o;
   o.batch = 4;
   o.min_seq_len = 500;
@@ -669,17 +720,7 @@ TEST_CASE("xqa_decode takes strided q/out, the K/V pair and device-held scales",
   Runtime& rt = test_runtime();
   const auto& cu = detail::driver();
   const uint64_t seed = test::run_seed("xqa forms");
-  const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
-  const std::vector<Problem> problems = {
-      make_problem(128, 32, 8, 32, Layout::Hnd, BF, BF, BF, 4, MaskKind::Causal, false, false, false, true),
-      make_problem(64, 8, 2, 16, Layout::Nhd, E4, E4, E4, 1, MaskKind::None, false, false, false, true),
-      make_problem(128, 16, 2, 64, Layout::Nhd, FP, E4, FP, 2, MaskKind::Explicit, true, false, false, true),
-      make_problem(256, 8, 8, 16, Layout::Hnd, BF, E4, BF, 1, MaskKind::None, false, false, false, false),
-      // the sm_90a wgmma default of q16 x group 4 (t32.s2.w4.wg), and 256 query rows of one kv head (q16 x group
-      // 16, fp16, d64: t32.s3.w8)
-      make_problem(128, 32, 8, 32, Layout::Hnd, BF, BF, BF, 16, MaskKind::Causal, false, false, false, true),
-      make_problem(64, 16, 1, 16, Layout::Nhd, FP, FP, FP, 16, MaskKind::Causal, false, false, false, false),
-  };
+  const std::vector<Problem> problems = forms_problems();
   const test::XqaKvForm forms[] = {test::XqaKvForm::combined, test::XqaKvForm::separate, test::XqaKvForm::v_before_k,
                                    test::XqaKvForm::stacked, test::XqaKvForm::views};
   uint64_t i = 0;
@@ -773,8 +814,7 @@ TEST_CASE("xqa_decode takes strided q/out, the K/V pair and device-held scales",
 TEST_CASE("a prepared xqa op matches the one-shot call bit for bit, through C++ and ktune_op_run", "[gpu][xqa][op]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
-  const Problem p = make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 4, MaskKind::Causal,
-                                 true, false, false, true);
+  const Problem p = prepared_op_problem();
   test::XqaRandomOptions o;
   o.batch = 3;
   o.max_seq_len = 2500;
@@ -835,8 +875,7 @@ TEST_CASE("a prepared xqa op replays from a CUDA graph and follows a newly tuned
   KTUNE_REQUIRE_GPU();
   Runtime rt(RuntimeOptions::from_env());
   const auto& cu = detail::driver();
-  const Problem p = make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None,
-                                 false, false, false, false);
+  const Problem p = tuned_op_problem();
   test::XqaRandomOptions o;
   o.batch = 2;
   o.max_seq_len = 1500;
@@ -850,7 +889,7 @@ TEST_CASE("a prepared xqa op replays from a CUDA graph and follows a newly tuned
   const XqaDecodePlan first = op.plan(a);
 
   // A tuned winner the runtime learns after the op planned: the next call resolves again and runs it.
-  const std::string tuned = first.config == "t32.s3.w2" ? "t64.s3.w4" : "t32.s3.w2";
+  const std::string tuned = first.config == kTunedOpConfigs[0] ? kTunedOpConfigs[1] : kTunedOpConfigs[0];
   rt.remember_tuned_config("xqa_decode", tuning_key(p.key(), {{"b", bucket_pow2_ceil(a.batch)},
                                                               {"l", bucket_pow2_ceil(a.max_seq_len)}}), tuned);
   const XqaDecodePlan second = op.plan(a);
