@@ -5,7 +5,9 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <set>
 #include <string>
 
 #include "ktune/error.hpp"
@@ -15,6 +17,19 @@
 
 namespace {
 using namespace ktune::capi;
+}  // namespace
+
+namespace {
+
+// A path that stays valid for the life of the process: options filled on one thread may be used on another, after
+// the first has exited, or after a later fill with other environment values. One copy per distinct path.
+const char* interned(const std::string& s) {
+  static std::mutex mutex;
+  static std::set<std::string>* paths = new std::set<std::string>;  // never freed: callers may hold its pointers
+  std::lock_guard<std::mutex> lock(mutex);
+  return paths->insert(s).first->c_str();
+}
+
 }  // namespace
 
 extern "C" {
@@ -27,10 +42,8 @@ const char* ktune_status_name(ktune_status status) {
 
 void ktune_runtime_options_default(ktune_runtime_options* options) {
   if (!options) return;
-  static thread_local std::string path;
   ktune::RuntimeOptions o = ktune::RuntimeOptions::from_env();
-  path = o.cache_path;
-  options->cache_path = path.empty() ? nullptr : path.c_str();
+  options->cache_path = o.cache_path.empty() ? nullptr : interned(o.cache_path);
   options->read_only = o.read_only;
   options->allow_jit = o.allow_jit;
 }

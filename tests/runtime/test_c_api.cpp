@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "ktune/ktune.h"
 #include "nvrtc_api.hpp"
@@ -36,6 +38,26 @@ TEST_CASE("C API reports errors as status + message", "[capi]") {
   CHECK(std::string(ktune_status_name(KTUNE_ERROR_JIT_DISABLED)) == "jit_disabled");
   CHECK(std::string(ktune_version()).size() > 0);
   ktune_runtime_destroy(rt);
+}
+
+TEST_CASE("C API default options keep their cache_path after later fills and on other threads", "[capi]") {
+  // An engine may fill options on one thread and create the runtime on another, or fill two sets in turn.
+  const char* old_env = std::getenv("KTUNE_CACHE");
+  const std::string saved = old_env ? old_env : "";
+  const std::string first = "/tmp/ktune-options-first-" + std::string(64, 'a') + ".db";
+  const std::string second = "/tmp/ktune-options-second-" + std::string(64, 'b') + ".db";
+  ktune_runtime_options a, b, c;
+  setenv("KTUNE_CACHE", first.c_str(), 1);
+  ktune_runtime_options_default(&a);
+  setenv("KTUNE_CACHE", second.c_str(), 1);
+  ktune_runtime_options_default(&b);
+  std::thread([&] { ktune_runtime_options_default(&c); }).join();
+  if (old_env) setenv("KTUNE_CACHE", saved.c_str(), 1);
+  else unsetenv("KTUNE_CACHE");
+  REQUIRE(a.cache_path != nullptr);
+  CHECK(std::string(a.cache_path) == first);
+  CHECK(std::string(b.cache_path) == second);
+  CHECK(std::string(c.cache_path) == second);  // filled on a thread that has exited since
 }
 
 TEST_CASE("C API with KTUNE_JIT off reports jit_disabled on a miss", "[capi]") {

@@ -48,7 +48,8 @@ KTUNE_C_API const char* ktune_last_error(void);
 KTUNE_C_API const char* ktune_version(void);
 KTUNE_C_API const char* ktune_status_name(ktune_status status);
 
-/* Fills defaults from the environment (KTUNE_CACHE, KTUNE_CACHE_READONLY, KTUNE_JIT). */
+/* Fills defaults from the environment (KTUNE_CACHE, KTUNE_CACHE_READONLY, KTUNE_JIT). The cache_path it sets
+ * points to storage of the library that lives as long as the process (any thread may use the options). */
 KTUNE_C_API void ktune_runtime_options_default(ktune_runtime_options* options);
 /* options may be NULL (environment defaults). */
 KTUNE_C_API ktune_status ktune_runtime_create(const ktune_runtime_options* options, ktune_runtime** out);
