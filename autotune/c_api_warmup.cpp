@@ -13,6 +13,7 @@
 #include "ktune/device.hpp"
 #include "ktune/ktune.h"
 #include "ktune_internal/c_api.hpp"
+#include "ktune_internal/context.hpp"
 
 namespace {
 using namespace ktune::capi;
@@ -97,7 +98,11 @@ ktune_status ktune_warmup_run(ktune_runtime* runtime, const ktune_warmup_request
     return invalid("ktune_warmup: options.device and devices: expected one of them (device -1 with devices)");
   *out = ktune_warmup_result{};
   static thread_local std::string items;
+  // options.device switches this thread to that GPU for the warmup only: the caller's own context (or none, or
+  // the host device) is current again when ktune_warmup returns, whatever the outcome.
+  std::optional<ktune::internal::CallerDeviceScope> caller_device;
   if (o->device >= 0) {
+    caller_device.emplace();
     ktune_status s = ktune_ensure_device(o->device);
     if (s != KTUNE_OK) return s;
   }

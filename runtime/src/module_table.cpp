@@ -234,6 +234,27 @@ thread_local bool t_host_device = false;  // use_device(kHostDevice) on this thr
 bool host_device_current() { return t_host_device; }
 
 
+namespace internal {
+
+CallerDeviceScope::CallerDeviceScope() : host_(t_host_device) {
+  std::string why;
+  if (const detail::DriverApi* cu = detail::try_driver(&why)) {
+    CUcontext c = nullptr;
+    if (cu->cuCtxGetCurrent(&c) == CUDA_SUCCESS) {
+      context_ = c;
+      known_ = true;
+    }
+  }
+}
+
+CallerDeviceScope::~CallerDeviceScope() {
+  // No throw from a destructor: a failed switch back leaves the call's device current, which is all it can do.
+  if (known_) (void)detail::driver().cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  t_host_device = host_;
+}
+
+}  // namespace internal
+
 void use_device(int ordinal) {
   if (ordinal == kHostDevice) {  // needs no driver: the host CPU
     t_host_device = true;

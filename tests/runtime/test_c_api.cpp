@@ -6,6 +6,7 @@
 
 #include "ktune/ktune.h"
 #include "nvrtc_api.hpp"
+#include "support/gpu.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 
@@ -58,6 +59,41 @@ TEST_CASE("C API default options keep their cache_path after later fills and on 
   CHECK(std::string(a.cache_path) == first);
   CHECK(std::string(b.cache_path) == second);
   CHECK(std::string(c.cache_path) == second);  // filled on a thread that has exited since
+}
+
+TEST_CASE("C warmup with options.device leaves the caller's own context current", "[gpu][capi]") {
+  KTUNE_REQUIRE_GPU();
+  const ktune::detail::DriverApi& cu = ktune::detail::driver();
+  ktune::test::TempDir dir;
+  const std::string db = dir.file("w.db");
+  std::thread([&] {
+    ktune_runtime_options ro;
+    ktune_runtime_options_default(&ro);
+    ro.cache_path = db.c_str();
+    ktune_runtime* rt = nullptr;
+    REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
+    ktune_warmup_options o;
+    ktune_warmup_options_default(&o);
+    o.preset = "no-such-preset";  // the warmup fails after it made device 0 current
+    o.device = 0;
+    ktune_warmup_result r;
+    CUcontext cur = nullptr;
+    CU_CHECK(cu.cuCtxGetCurrent(&cur));
+    REQUIRE(cur == nullptr);  // a new thread: no context
+    CHECK(ktune_warmup(rt, &o, &r) != KTUNE_OK);
+    CU_CHECK(cu.cuCtxGetCurrent(&cur));
+    CHECK(cur == nullptr);
+    CUcontext own = nullptr;  // an engine's own context, current
+    CU_CHECK(ktune::test::context_lifecycle().create(&own, nullptr, 0, 0));
+    CHECK(ktune_warmup(rt, &o, &r) != KTUNE_OK);
+    CU_CHECK(cu.cuCtxGetCurrent(&cur));
+    CHECK(cur == own);
+    CHECK(ktune_use_device(KTUNE_HOST_DEVICE) == KTUNE_OK);  // the host CPU as the thread's device
+    CHECK(ktune_warmup(rt, &o, &r) != KTUNE_OK);
+    CHECK(ktune::host_device_current());
+    ktune_runtime_destroy(rt);
+    CU_CHECK(ktune::test::context_lifecycle().destroy(own));
+  }).join();
 }
 
 TEST_CASE("C API with KTUNE_JIT off reports jit_disabled on a miss", "[capi]") {

@@ -238,7 +238,8 @@ typedef struct ktune_warmup_options {
   int all_candidates;   /* nonzero (default): compile every candidate config, not only the default */
   double budget_s;      /* 0: no budget; else stop starting new tuning keys after this many seconds */
   int jobs;             /* parallel compiles, 0: cores */
-  int device;           /* -1 (default): whatever context is current; >= 0: that GPU (ktune_ensure_device) */
+  int device;           /* -1 (default): whatever context is current; >= 0: that GPU's primary context, for the
+                           warmup only (the caller's context, or none, is current again when it returns) */
   /* NULL or called as work completes: what = "compile" (done/total compile jobs) or the tuning key just
    * finished (done/total keys); may be called from compile worker threads, never concurrently. */
   void (*progress)(const char* what, size_t done, size_t total, void* user);

@@ -23,6 +23,22 @@ struct DeviceFacts {
 // how to make a context current.
 const DeviceFacts& device_facts(void* ctx, const char* family);
 
+// What the calling thread had current when constructed (its CUDA context, none, or the host CPU as its device),
+// made current again when destroyed: for a call that switches devices on the caller's behalf (ktune_warmup's
+// options.device), so the caller's own context is current again when the call returns or throws.
+class CallerDeviceScope {
+ public:
+  CallerDeviceScope();
+  ~CallerDeviceScope();
+  CallerDeviceScope(const CallerDeviceScope&) = delete;
+  CallerDeviceScope& operator=(const CallerDeviceScope&) = delete;
+
+ private:
+  void* context_ = nullptr;  // the CUcontext current at construction (may be none)
+  bool host_ = false;        // the thread's device was the host CPU (use_device(kHostDevice))
+  bool known_ = false;       // context_ was read (false without a driver: then nothing can switch it)
+};
+
 // current_context(), or that Error when none is current.
 inline void* require_context(const char* family) {
   void* ctx = current_context();
