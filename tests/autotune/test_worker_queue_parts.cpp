@@ -7,6 +7,7 @@
 #include "autotune/worker_protocol.hpp"
 #include "ktune/error.hpp"
 #include "ktune/ktune.h"
+#include "support/c_runtime.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 
@@ -159,11 +160,7 @@ TEST_CASE("C warmup: binaries the cache does not take count as failed compile jo
   KTUNE_REQUIRE_NVRTC();
   test::TempDir dir;
   const std::string db = dir.file("full.db");
-  ktune_runtime_options ro;
-  ktune_runtime_options_default(&ro);
-  ro.cache_path = db.c_str();
-  ktune_runtime* rt = nullptr;
-  REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);  // creates the cache file and its tables
+  ktune_runtime* rt = test::c_runtime(db);  // creates the cache file and its tables
   {
     sqlite3* c = nullptr;
     REQUIRE(sqlite3_open(db.c_str(), &c) == SQLITE_OK);
@@ -194,12 +191,7 @@ TEST_CASE("C warmup: a runtime with no writable cache layer is refused before an
   // What it tuned could not be stored: it would report keys as tuned that no process ever finds.
   test::TempDir dir;
   const std::string db = dir.file("ro.db");
-  ktune_runtime_options ro;
-  ktune_runtime_options_default(&ro);
-  ro.cache_path = db.c_str();
-  ro.read_only = 1;
-  ktune_runtime* rt = nullptr;
-  REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
+  ktune_runtime* rt = test::c_runtime(db, /*read_only=*/true);
   ktune_warmup_options o;
   ktune_warmup_options_default(&o);
   o.preset = "llama-3.1-8b";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/error_of.hpp"
+#include "support/c_runtime.hpp"
 #include "support/temp_dir.hpp"
 #include "common/mxfp4.h"
 #include "ktune/error.hpp"
@@ -368,13 +369,8 @@ TEST_CASE("mxfp4_gemm C API: sizes, prepack, argument errors", "[mxfp4][c_api]")
   REQUIRE(ktune_mxfp4_args_init(&newer.known, sizeof newer) == KTUNE_OK);
   CHECK(newer.known.layout_version == ktune_mxfp4_layout_version());
   CHECK(newer.future_field == 0);
-  ktune_runtime_options ro;
-  ktune_runtime_options_default(&ro);
   test::TempDir dir;
-  const std::string db = dir.file("c.db");
-  ro.cache_path = db.c_str();
-  ktune_runtime* rt = nullptr;
-  REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
+  ktune_runtime* rt = test::c_runtime(dir.file("c.db"));
   CHECK(ktune_mxfp4_gemm(rt, "n64.k64.e4.top2.bf16-bf16", &newer.known, nullptr) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(std::string(ktune_last_error()), Catch::Contains("expected a dense"));
   newer.future_field = 3;

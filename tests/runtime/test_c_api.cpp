@@ -6,6 +6,7 @@
 
 #include "ktune/ktune.h"
 #include "nvrtc_api.hpp"
+#include "support/c_runtime.hpp"
 #include "support/gpu.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
@@ -67,11 +68,7 @@ TEST_CASE("C warmup with options.device leaves the caller's own context current"
   ktune::test::TempDir dir;
   const std::string db = dir.file("w.db");
   std::thread([&] {
-    ktune_runtime_options ro;
-    ktune_runtime_options_default(&ro);
-    ro.cache_path = db.c_str();
-    ktune_runtime* rt = nullptr;
-    REQUIRE(ktune_runtime_create(&ro, &rt) == KTUNE_OK);
+    ktune_runtime* rt = ktune::test::c_runtime(db);
     ktune_warmup_options o;
     ktune_warmup_options_default(&o);
     o.preset = "no-such-preset";  // the warmup fails after it made device 0 current

@@ -14,6 +14,7 @@
 #include "ktune/mxfp4_gemm.hpp"
 #include "ktune/sparse_mla_decode.hpp"
 #include "ktune/xqa_decode.hpp"
+#include "support/c_runtime.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace ktune;
@@ -26,15 +27,7 @@ RuntimeOptions temp_options(const test::TempDir& dir) {
   return o;
 }
 
-ktune_runtime* c_runtime(const test::TempDir& dir, const std::string& db) {
-  ktune_runtime_options o;
-  ktune_runtime_options_default(&o);
-  o.cache_path = db.c_str();
-  ktune_runtime* rt = nullptr;
-  REQUIRE(ktune_runtime_create(&o, &rt) == KTUNE_OK);
-  (void)dir;
-  return rt;
-}
+ktune_runtime* c_runtime(const test::TempDir&, const std::string& db) { return test::c_runtime(db); }
 
 }  // namespace
 
