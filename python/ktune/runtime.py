@@ -69,7 +69,9 @@ class Runtime(_lib.Owned):
 
     def compile(self, family: str, problem: str, arch: str, config: Optional[str] = None) -> bool:
         """Compiles (or finds in the cache) one config of `problem` for `arch` ("sm_90a", "host"), and the problem's
-        shared module where the family has one (its split-KV combine and helpers); True if anything compiled."""
+        shared module where the family has one (its split-KV combine and helpers); True if anything compiled.
+        A binary the cache did not take (a read-only runtime, a failed write) raises CacheError naming why: this
+        process keeps it in memory, but the next one would compile it again."""
         compiled = ctypes.c_int(0)
         _lib.check(_lib.lib().ktune_compile(self.handle, _lib.cstr(family), _lib.cstr(problem_key(family, problem)),
                                             _lib.cstr(config), _lib.cstr(arch), ctypes.byref(compiled)),
@@ -319,6 +321,9 @@ def warmup(preset: str, *, arch: Union[None, str, Sequence[str]] = None, kv_dtyp
     rep.budget_exhausted = bool(rep.budget_exhausted)
     if check and (rep.failed or rep.compile_failed):
         bad = [f"{i['arch']} {i['key']}: {i['status']}" for i in rep.items if i["status"].startswith("failed")]
+        if rep.compile_failed:  # compile jobs carry no item of their own: the reasons are in the log
+            bad.append(f"{rep.compile_failed} compile job(s) did not compile or were not stored in the cache "
+                       "(the warnings logged above name each one and why)")
         raise error_for_status(3, f"ktune.warmup: {rep.failed} key(s) and {rep.compile_failed} compile(s) failed: "
-                               + "; ".join(bad[:5]))
+                               + "; ".join(bad[:6]))
     return rep

@@ -352,10 +352,36 @@ EnsureResult Runtime::ensure_binary(const GeneratedKernel& kernel, const Arch& a
   r.digest = rec->digest;
   r.compiled = compiled;
   r.compile_ms = compiled ? rec->compile_ms : 0;
-  std::lock_guard<std::mutex> lock(impl_->binaries_mutex);
-  if (auto it = impl_->not_stored_by_digest.find(rec->digest); it != impl_->not_stored_by_digest.end())
-    r.not_stored = it->second;
+  {
+    std::lock_guard<std::mutex> lock(impl_->binaries_mutex);
+    if (auto it = impl_->not_stored_by_digest.find(rec->digest); it != impl_->not_stored_by_digest.end())
+      r.not_stored = it->second;
+  }
+  // ensure_binary promises a cache entry: a binary an earlier call kept in memory only (a lock held past the
+  // wait, a full disk) is offered to the cache again, since the cause may have passed.
+  if (!r.not_stored.empty() && !compiled) r.not_stored = impl_->retry_store(*rec);
   return r;
+}
+
+std::string Runtime::Impl::retry_store(const cache::BinaryRecord& rec) {
+  std::string why;
+  if (cache->writable_layer()) {
+    try {
+      cache->put_binary(rec);
+    } catch (const cache::CacheError& e) {
+      why = e.what();
+    }
+  } else {
+    why = no_writable_layer_reason();
+  }
+  std::lock_guard<std::mutex> lock(binaries_mutex);
+  if (why.empty()) {
+    not_stored_by_digest.erase(rec.digest);
+    log(LogLevel::info, "{}: stored in the cache on a later try", rec.name);
+  } else {
+    not_stored_by_digest[rec.digest] = why;
+  }
+  return why;
 }
 
 RuntimeStats Runtime::stats() const {

@@ -91,6 +91,9 @@ struct Runtime::Impl {
   // Never use this blob again in this process; delete it from the writable layer if it is there.
   void quarantine(const cache::BinaryRecord& rec, const std::string& why);
   std::string no_writable_layer_reason() const;
+  // Offers a binary that an earlier call compiled but could not store to the cache again; "" once it is stored,
+  // else why not (and not_stored_by_digest says so).
+  std::string retry_store(const cache::BinaryRecord& rec);
   BinaryPtr lookup_or_compile(const GeneratedKernel& kernel, const Arch& arch, const detail::BinaryKey& key,
                               const std::vector<std::string>& options, bool* compiled);
   void dump(const GeneratedKernel& kernel, const detail::BinaryKey& key, const std::vector<uint8_t>& blob);

@@ -183,7 +183,22 @@ TEST_CASE("C warmup: binaries the cache does not take count as failed compile jo
   CHECK(r.compile_jobs > 0);
   CHECK(r.compiled == 0);
   CHECK(r.compile_failed == r.compile_jobs);
+  // Once the cause has passed, the same runtime stores what it kept in memory: the next warmup fails nothing.
+  {
+    sqlite3* c = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &c) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(c, "DROP TRIGGER disk_full", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(c);
+  }
+  REQUIRE(ktune_warmup(rt, &o, &r) == KTUNE_OK);
+  CHECK(r.compile_failed == 0);
+  CHECK(r.cache_hits == r.compile_jobs);  // found in this process's memory, now in the cache too
   ktune_runtime_destroy(rt);
+  ktune_runtime* fresh = test::c_runtime(db);
+  REQUIRE(ktune_warmup(fresh, &o, &r) == KTUNE_OK);
+  CHECK(r.compiled == 0);  // a new process finds every binary in the file
+  CHECK(r.compile_failed == 0);
+  ktune_runtime_destroy(fresh);
 }
 
 TEST_CASE("C warmup: a runtime with no writable cache layer is refused before anything is tuned",
