@@ -70,14 +70,16 @@ ktune_status ktune_warmup_workers(ktune_runtime* runtime, const ktune_warmup_opt
 ktune_status ktune_warmup_request_init(ktune_warmup_request* request, size_t struct_size) {
   ktune_warmup_request defaults{};
   defaults.struct_size = sizeof(ktune_warmup_request);
+  defaults.family_id = ktune::c_family_id("warmup_request");
   return init_c_struct(request, struct_size, defaults, "ktune_warmup_request_init");
 }
 
 ktune_status ktune_warmup_run(ktune_runtime* runtime, const ktune_warmup_request* request, ktune_warmup_result* out) {
   if (!runtime) return invalid("ktune_warmup: runtime must not be NULL");
   if (!request) return invalid("ktune_warmup: request must not be NULL");
-  if (ktune_status st = check_struct_size(request, request->struct_size, sizeof(ktune_warmup_request), {},
-                                          "ktune_warmup", "request", "ktune_warmup_request_default"))
+  if (ktune_status st = check_args_header(request, "warmup_request", ktune::c_family_id("warmup_request"),
+                                          sizeof(ktune_warmup_request), "ktune_warmup", {}, "request",
+                                          "ktune_warmup_request_default"))
     return st;
   const ktune_warmup_request req = ktune::read_c_args<ktune_warmup_request>(request);
   const ktune_warmup_options* o = req.options;

@@ -3,7 +3,7 @@
 // The row keeps every candidate's timing, not just the winner, so `ktune cache show` can explain a choice and a
 // later run can be compared with it. candidates_json (format "ktune.tuning.v1"):
 //   {"format": "ktune.tuning.v1", "family": ..., "problem_key": ..., "device_fingerprint": ...,
-//    "ktune_version": "0.1.0", "tuned_at": <unix s>, "noise_fraction": 0.03, "winner": "<config>",
+//    "ktune_version": "0.2.0", "tuned_at": <unix s>, "noise_fraction": 0.03, "winner": "<config>",
 //    "candidates": [{"config": ..., "ok": true, "median_ms": ..., "spread": ..., "rounds": 1, "stable": true,
 //                    "samples_ms": [...]},
 //                   {"config": ..., "ok": false, "error": "..."}, ...],
@@ -66,7 +66,7 @@ KTUNE_API cache::TuningRecord to_tuning_record(const TuningResult& result);
 // that is not one this code wrote (damaged or hand-edited); callers treat that as a miss and re-tune.
 KTUNE_API TuningResult from_tuning_record(const cache::TuningRecord& record);
 
-// The ktune version stored in new rows ("0.1.0").
+// The ktune version stored in new rows ("0.2.0").
 KTUNE_API const char* tuning_ktune_version();
 
 }  // namespace ktune::autotune

@@ -16,7 +16,7 @@ from ._lib import library_path
 from .engine import DecodePlan, MaskCache, q_cu_seq_lens, xqa_pack_mask
 from . import ops  # prepared ops (ktune.ops.XqaDecodeOp); torch is imported only when one is made
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["Runtime", "WarmupReport", "warmup", "xqa_problem", "problem_key", "xqa_decode", "xqa_decode_plan",
            "runtime", "set_runtime", "families", "presets", "version", "library_path", "ensure_device",

@@ -120,7 +120,8 @@ class _WarmupOptions(ctypes.Structure):
 
 class _WarmupRequest(ctypes.Structure):
     _fields_ = [
-        ("struct_size", ctypes.c_uint32),
+        ("struct_size", ctypes.c_uint32),  # set by ktune_warmup_request_default
+        ("family_id", ctypes.c_uint32),
         ("options", ctypes.POINTER(_WarmupOptions)),
         ("devices", ctypes.c_char_p),
         ("host_workers", ctypes.c_int),

@@ -116,6 +116,7 @@ TEST_CASE("C warmup options: devices and workers are checked before any work", "
   ktune_warmup_request q;
   ktune_warmup_request_default(&q);
   CHECK(q.struct_size == sizeof(ktune_warmup_request));
+  CHECK(q.family_id == ktune_family_id("warmup_request"));
   CHECK(q.options == nullptr);
   CHECK(q.devices == nullptr);
   CHECK(q.host_workers == 0);
@@ -142,6 +143,13 @@ TEST_CASE("C warmup options: devices and workers are checked before any work", "
   CHECK(ktune_warmup_run(rt, &newer.known, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("byte " + std::to_string(sizeof(ktune_warmup_request))) &&
                                      Catch::Contains("does not know"));
+  q.family_id = 0;  // not started from ktune_warmup_request_default: nothing past the header is read
+  CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("request.family_id"));
+  q.family_id = ktune_family_id("warmup_request");
+  q.struct_size = sizeof(ktune_warmup_request) + 12;  // longer, but not in whole 8-byte units
+  CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(ktune_last_error(), Catch::Contains("request.struct_size"));
   q.struct_size = sizeof(ktune_warmup_request) - 4;
   CHECK(ktune_warmup_run(rt, &q, &r) == KTUNE_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(ktune_last_error(), Catch::Contains("request.struct_size: expected one of " +

@@ -126,7 +126,11 @@ KTUNE_C_API ktune_status ktune_xqa_decode(ktune_runtime* runtime, const char* pr
  * the missing tail zero, and a caller built against a newer header gets its unknown fields zeroed; a call taking
  * the struct refuses a set field that this library does not know (KTUNE_ERROR_INVALID_ARGUMENT naming the byte)
  * rather than ignore it, and a size that is neither this library's, an older form's nor a longer struct of at
- * most 4096 bytes. Bindings without sizeof call *_init with their struct's size. */
+ * most 4096 bytes (in whole 8-byte units: a struct grows by 8 bytes at a time, a narrower field with a reserved
+ * one beside it, so that no padding byte can be left unset). Each begins with {struct_size, family_id}, and the
+ * family_id is checked before any byte past them is read. Bindings without sizeof call *_init with their
+ * struct's size. Only callers built against a header of this library's SONAME can load it (libktune.so.0.2:
+ * ktune 0.2), so "older" means an older 0.2 header. */
 typedef struct ktune_op ktune_op;
 KTUNE_C_API ktune_status ktune_op_prepare(ktune_runtime* runtime, const char* family, const char* problem,
                                           ktune_op** out);
@@ -277,6 +281,7 @@ KTUNE_C_API ktune_status ktune_warmup_workers(ktune_runtime* runtime, const ktun
  * host_workers h, retune 0}. */
 typedef struct ktune_warmup_request {
   uint32_t struct_size;                /* set by ktune_warmup_request_default */
+  uint32_t family_id;                  /* ktune_family_id("warmup_request"), set by ktune_warmup_request_default */
   const ktune_warmup_options* options; /* required */
   const char* devices;                 /* as ktune_warmup_workers' devices (NULL: tune in this process) */
   int host_workers;                    /* as ktune_warmup_workers' host_workers (0: none) */

@@ -187,7 +187,7 @@ KTUNE_API void use_device(int ordinal);
 KTUNE_API bool host_device_current();
 
 // Version strings.
-KTUNE_API const char* version();                 // ktune, "0.1.0"
+KTUNE_API const char* version();                 // ktune, "0.2.0"
 KTUNE_API std::string nvrtc_version_or_empty();  // "13.0.88", or "" when NVRTC cannot be loaded
 
 }  // namespace ktune

@@ -99,7 +99,7 @@ inline ktune_status check_struct_size(const void* p, uint32_t struct_size, uint3
   if (struct_size == size) return KTUNE_OK;
   for (uint32_t s : older_sizes)
     if (struct_size == s) return KTUNE_OK;
-  if (struct_size > size && struct_size <= kMaxStructBytes) {
+  if (struct_size > size && struct_size <= kMaxStructBytes && struct_size % 8 == 0) {
     const auto* bytes = static_cast<const unsigned char*>(p);
     for (uint32_t i = size; i < struct_size; ++i)
       if (bytes[i] != 0)
@@ -112,23 +112,25 @@ inline ktune_status check_struct_size(const void* p, uint32_t struct_size, uint3
   }
   return invalid((msg = std::string(fn) + ": " + what + ".struct_size: expected one of " +
                         size_list(size, older_sizes) + " (the sizes of this library's struct and its older forms) or " +
-                        "a newer, longer struct up to " + std::to_string(kMaxStructBytes) +
+                        "a newer, longer struct of whole 8-byte units up to " + std::to_string(kMaxStructBytes) +
                         " bytes; start it from " + default_fn + ", got " + std::to_string(struct_size))
                      .c_str());
 }
 
-// Every C argument struct begins with {struct_size, family_id} (set by its *_args_default). A struct of another
-// family, or of a size check_struct_size refuses, is refused before any field is read.
+// Every growable C struct begins with {struct_size, family_id} (set by its *_default; `what` names it in
+// messages: "args", "request"). A struct of another family, or of a size check_struct_size refuses, is refused
+// before any byte past the header is read.
 inline ktune_status check_args_header(const void* args, const char* family, uint32_t id, uint32_t size,
-                                      const char* fn, const std::vector<uint32_t>& older_sizes = {}) {
+                                      const char* fn, const std::vector<uint32_t>& older_sizes = {},
+                                      const char* what = "args", const char* default_fn = "its *_args_default") {
   uint32_t header[2];
   std::memcpy(header, args, sizeof(header));
   static thread_local std::string msg;
   if (header[1] != id)
-    return invalid((msg = std::string(fn) + ": args.family_id: expected " + std::to_string(id) + " (" + family +
-                          "; start the struct from its *_args_default), got " + std::to_string(header[1]))
+    return invalid((msg = std::string(fn) + ": " + what + ".family_id: expected " + std::to_string(id) + " (" +
+                          family + "; start the struct from " + default_fn + "), got " + std::to_string(header[1]))
                        .c_str());
-  return check_struct_size(args, header[0], size, older_sizes, fn, "args", "its *_args_default");
+  return check_struct_size(args, header[0], size, older_sizes, fn, what, default_fn);
 }
 inline ktune_status check_args_header(const void* args, const char* family, uint32_t size, const char* fn,
                                       const std::vector<uint32_t>& older_sizes = {}) {
@@ -143,14 +145,16 @@ template <class CStruct>
 ktune_status init_c_struct(CStruct* s, size_t struct_size, const CStruct& d, const char* fn,
                            const std::vector<uint32_t>& older_sizes = {}) {
   static_assert(std::is_trivially_copyable_v<CStruct>, "C structs are plain data");
+  static_assert(sizeof(CStruct) % 8 == 0, "growable C structs come in whole 8-byte units (ktune.h)");
   static thread_local std::string msg;
   if (!s) return invalid((msg = std::string(fn) + ": the struct must not be NULL").c_str());
   const uint32_t size = sizeof(CStruct);
-  bool known = struct_size == size || (struct_size > size && struct_size <= kMaxStructBytes);
+  bool known = struct_size == size || (struct_size > size && struct_size <= kMaxStructBytes && struct_size % 8 == 0);
   for (uint32_t o : older_sizes) known = known || struct_size == o;
   if (!known)
     return invalid((msg = std::string(fn) + ": struct_size: expected one of " + size_list(size, older_sizes) +
-                          " or a newer, longer struct up to " + std::to_string(kMaxStructBytes) + " bytes, got " +
+                          " or a newer, longer struct of whole 8-byte units up to " + std::to_string(kMaxStructBytes) +
+                          " bytes, got " +
                           std::to_string(struct_size))
                        .c_str());
   auto* bytes = reinterpret_cast<unsigned char*>(s);

@@ -69,7 +69,7 @@ struct BinaryRecord {
   std::string compiler_version;  // "13.0.88"
   std::string options;           // normalized compiler options, space-joined
   std::string source_digest;     // hex sha256 of generated source + included headers
-  std::string ktune_version;     // "0.1.0"
+  std::string ktune_version;     // "0.2.0"
   int schema_version = 0;        // binary format version the runtime wrote (not the file's schema)
   std::string entry_points;      // lowered symbol names, '\n'-separated (opaque here)
   std::vector<uint8_t> blob;     // CUBIN / object code
