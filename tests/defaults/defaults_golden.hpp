@@ -3,7 +3,8 @@
 // "family arch problem m<rows> config"; "error": default_config refuses that arch (throws). A row changes only
 // with a default changed on purpose and measured in the family's docs (sm_90a grouped mxfp4_gemm m64..m129:
 // two warpgroups per 128-row tile; every sm_90a wgmma default: d4, a four-slot weight ring in shared memory;
-// docs/mxfp4_gemm.md).
+// FP16 mxfp4_gemm from m1024 on every GPU arch: the nearest fitting bucket's bm64.tn2, not the 16-row ring tile,
+// measured on sm_90a and compiled for the others; docs/mxfp4_gemm.md).
 #pragma once
 
 namespace ktune_test {
@@ -723,8 +724,8 @@ mxfp4_gemm sm_80 n8192.k8192.fp16-fp16 m256 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_80 n8192.k8192.fp16-fp16 m257 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_80 n8192.k8192.fp16-fp16 m512 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_80 n8192.k8192.fp16-fp16 m1023 bm64.tn2.wn4.wk1.s4.d2
-mxfp4_gemm sm_80 n8192.k8192.fp16-fp16 m1024 bm16.tn1.wn4.wk1.s3.d2
-mxfp4_gemm sm_80 n8192.k8192.fp16-fp16 m4096 bm16.tn1.wn4.wk1.s3.d2
+mxfp4_gemm sm_80 n8192.k8192.fp16-fp16 m1024 bm64.tn2.wn4.wk1.s4.d2
+mxfp4_gemm sm_80 n8192.k8192.fp16-fp16 m4096 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m0 bm16.tn4.wn1.wk8.s3.d2
 mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m1 bm8.tn4.wn1.wk16.s0.d2
 mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m2 bm8.tn4.wn1.wk16.s0.d2
@@ -744,8 +745,8 @@ mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m256 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m257 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m512 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m1023 bm64.tn2.wn4.wk1.s4.d2
-mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m1024 bm16.tn1.wn4.wk1.s3.d2
-mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m4096 bm16.tn1.wn4.wk1.s3.d2
+mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m1024 bm64.tn2.wn4.wk1.s4.d2
+mxfp4_gemm sm_89 n8192.k8192.fp16-fp16 m4096 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m0 bm16.tn4.wn1.wk8.s3.d2
 mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m1 bm8.tn4.wn1.wk16.s0.d2
 mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m2 bm8.tn4.wn1.wk16.s0.d2
@@ -765,8 +766,8 @@ mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m256 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m257 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m512 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m1023 bm64.tn2.wn4.wk1.s4.d2
-mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m1024 bm16.tn1.wn4.wk1.s3.d2
-mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m4096 bm16.tn1.wn4.wk1.s3.d2
+mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m1024 bm64.tn2.wn4.wk1.s4.d2
+mxfp4_gemm sm_90a n8192.k8192.fp16-fp16 m4096 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m0 bm16.tn4.wn1.wk8.s3.d2
 mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m1 bm8.tn4.wn1.wk16.s0.d2
 mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m2 bm8.tn4.wn1.wk16.s0.d2
@@ -786,8 +787,8 @@ mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m256 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m257 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m512 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m1023 bm64.tn2.wn4.wk1.s4.d2
-mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m1024 bm16.tn1.wn4.wk1.s3.d2
-mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m4096 bm16.tn1.wn4.wk1.s3.d2
+mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m1024 bm64.tn2.wn4.wk1.s4.d2
+mxfp4_gemm sm_100a n8192.k8192.fp16-fp16 m4096 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m0 bm16.tn4.wn1.wk8.s3.d2
 mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m1 bm8.tn4.wn1.wk16.s0.d2
 mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m2 bm8.tn4.wn1.wk16.s0.d2
@@ -807,8 +808,8 @@ mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m256 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m257 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m512 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m1023 bm64.tn2.wn4.wk1.s4.d2
-mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m1024 bm16.tn1.wn4.wk1.s3.d2
-mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m4096 bm16.tn1.wn4.wk1.s3.d2
+mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m1024 bm64.tn2.wn4.wk1.s4.d2
+mxfp4_gemm sm_120a n8192.k8192.fp16-fp16 m4096 bm64.tn2.wn4.wk1.s4.d2
 mxfp4_gemm host n8192.k8192.fp16-fp16 m0 bm4.tn4.kt1
 mxfp4_gemm host n8192.k8192.fp16-fp16 m1 bm4.tn4.kt1
 mxfp4_gemm host n8192.k8192.fp16-fp16 m2 bm4.tn4.kt1
