@@ -15,6 +15,7 @@
 #include "cache_call.hpp"
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
+#include "runtime_impl.hpp"
 
 namespace ktune {
 namespace {
@@ -186,8 +187,24 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
     // without its rows.
     if (const std::string why = missing_layers(search_path); !why.empty())
       throw Error(Status::not_found, "cache", "export: " + why + "; nothing exported");
+    // Under KTUNE_TRUSTED_KEYS an export takes only what a trusting runtime would serve: every layer must carry a
+    // valid signature by a trusted key, and only the rows it covers are taken. Otherwise a tampered image (or a
+    // writable layer other processes wrote) would come out as an unsigned file that the next `sign` makes valid.
+    const std::vector<cache::PublicKey> trusted = detail::layered_options(RuntimeOptions::from_env()).trusted_keys;
     for (const auto& info : layered.layers()) {
-      auto m = out->merge_from(info.path, version());  // this version's tuning rows over older ones
+      cache::CacheDb::MergeResult m;
+      if (trusted.empty()) {
+        m = out->merge_from(info.path, version());  // this version's tuning rows over older ones
+      } else {
+        try {
+          m = out->merge_signed_from(info.path, trusted, version());
+        } catch (const cache::CacheError& e) {
+          throw Error(Status::cache_error, "cache",
+                      fmt::format("export under KTUNE_TRUSTED_KEYS: {}; nothing exported (export without "
+                                  "KTUNE_TRUSTED_KEYS only rows you vouch for, then sign the result)",
+                                  e.what()));
+        }
+      }
       total.binaries_skipped += m.binaries_skipped;
       total.damaged_skipped += m.damaged_skipped;
     }

@@ -47,6 +47,17 @@ if command -v sqlite3 >/dev/null; then
     echo "a tampered file verified"; exit 1
   fi
 fi
+# An export under KTUNE_TRUSTED_KEYS takes only layers a trusted key signed: the signed image is exported (and
+# the copy verifies once signed again), a tampered or unsigned layer is refused and nothing is written.
+KTUNE_TRUSTED_KEYS="$tmp/ship.key.pub" "$ktune" cache export --cache "$tmp/image.db" --out "$tmp/reexport.db" >/dev/null
+[[ -f "$tmp/reexport.db" ]] || { echo "a trusted export wrote nothing"; exit 1; }
+for src in "$tmp/work.db" "$tmp/tampered.db"; do
+  [[ $src != "$tmp/tampered.db" ]] || command -v sqlite3 >/dev/null || continue  # tampered only with sqlite3
+  if KTUNE_TRUSTED_KEYS="$tmp/ship.key.pub" "$ktune" cache export --cache "$src?ro" --out "$tmp/laundered.db" >/dev/null 2>&1; then
+    echo "export under KTUNE_TRUSTED_KEYS took $src"; exit 1
+  fi
+  [[ ! -e "$tmp/laundered.db" ]] || { echo "a refused export left $tmp/laundered.db"; exit 1; }
+done
 # ktune itself never writes into a signed file (a write would void the signature): a merge into it is refused.
 "$ktune" compile --family xqa_decode --arch sm_80 --problem "$problem" --cache "$tmp/more.db" >/dev/null
 if "$ktune" cache merge --cache "$tmp/image.db" --from "$tmp/more.db" >/dev/null 2>&1; then
