@@ -127,6 +127,40 @@ std::string cache_tuning_first_layer(const std::string& search_path) {
   return cache_call([&] { return cache::LayeredCache(search_path, true).tuning_first_layer(); });
 }
 
+namespace {
+
+// Intact rows whose blob does not define the symbols the row names (another kernel's blob filed under this row,
+// its digests recomputed): the runtime refuses them at load, and verify, export, merge and sign treat them as
+// damaged. Rows of another binary format are never served by this ktune (the key check refuses them).
+std::vector<CacheIssue> misfiled_binaries(const std::string& layer, cache::CacheDb& db,
+                                          const std::unordered_set<std::string>& damaged) {
+  std::vector<CacheIssue> out;
+  for (const auto& b : db.list_binaries()) {
+    if (damaged.count(b.digest) || b.schema_version != detail::kBinaryFormatVersion) continue;
+    cache::BinaryLookup l = db.get_binary(b.digest);
+    if (l.status != cache::LookupStatus::hit) continue;
+    std::string why = detail::binding_problem(l.record, detail::kAnyKernelCount, "");
+    if (!why.empty()) out.push_back(CacheIssue{layer, b.digest, b.name, why});
+  }
+  return out;
+}
+
+// Refuses a file that holds misfiled binaries, naming the first (what `ktune cache verify` lists in full).
+void refuse_misfiled(const std::string& path, const char* what) {
+  cache::OpenOptions ro;
+  ro.read_only = true;
+  auto db = cache::CacheDb::open(path, ro);
+  const std::vector<CacheIssue> bad = misfiled_binaries(path, *db, {});
+  if (!bad.empty())
+    throw Error(Status::cache_error, "cache",
+                fmt::format("{}: {} holds {} binar{} whose blob is not the kernel its row names (first: {}: {}); "
+                            "nothing done (`ktune cache verify` lists them)",
+                            what, path, bad.size(), bad.size() == 1 ? "y" : "ies", bad.front().name,
+                            bad.front().problem));
+}
+
+}  // namespace
+
 std::vector<CacheIssue> cache_verify(const std::string& search_path) {
   std::vector<CacheIssue> out;
   for_each_layer(search_path, true, [&](const cache::LayeredCache::LayerInfo& info, cache::CacheDb& db) {
@@ -135,15 +169,7 @@ std::vector<CacheIssue> cache_verify(const std::string& search_path) {
       out.push_back(CacheIssue{info.path, i.digest, i.name, i.problem});
       damaged.insert(i.digest);
     }
-    // Intact rows whose blob does not define the symbols the row names: another kernel's blob filed here.
-    for (const auto& b : db.list_binaries()) {
-      // Rows of another binary format are never served by this ktune (the key check refuses them).
-      if (damaged.count(b.digest) || b.schema_version != detail::kBinaryFormatVersion) continue;
-      cache::BinaryLookup l = db.get_binary(b.digest);
-      if (l.status != cache::LookupStatus::hit) continue;
-      std::string why = detail::binding_problem(l.record, detail::kAnyKernelCount, "");
-      if (!why.empty()) out.push_back(CacheIssue{info.path, b.digest, b.name, why});
-    }
+    for (auto& i : misfiled_binaries(info.path, db, damaged)) out.push_back(std::move(i));
   });
   return out;
 }
@@ -208,6 +234,10 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
       total.binaries_skipped += m.binaries_skipped;
       total.damaged_skipped += m.damaged_skipped;
     }
+    for (const CacheIssue& bad : misfiled_binaries(staging.path(), *out, {})) {  // damaged too: left out
+      out->remove_binary(bad.digest);
+      total.damaged_skipped++;
+    }
     out->export_to(dest);  // compacted copy in rollback-journal mode
     // The rows the exported file holds (a row several layers hold, or one replaced by a later layer's, once).
     cache::OpenOptions read_back;
@@ -232,6 +262,7 @@ CacheMergeSummary cache_merge(const std::string& search_path, const std::string&
     }
     // The source is opened first, so a --from that is not a ktune cache (a typo) creates no destination file.
     cache::detail::open_for_reading(src);
+    refuse_misfiled(src, "merge --from");
     cache::LayeredCache layered(search_path, false);
     cache::CacheDb* db = layered.writable_layer();
     if (!db) throw Error(Status::cache_error, "cache", layered.write_problem());
@@ -255,6 +286,7 @@ CacheSignatureInfo cache_sign(const std::string& db_path, const std::string& sec
     if (!std::filesystem::exists(db_path))
       throw Error(Status::not_found, "cache", fmt::format("{}: no such cache file to sign", db_path));
     cache::SecretKey key = cache::read_secret_key(secret_key_path);
+    refuse_misfiled(db_path, "sign");  // a signature would vouch for rows the runtime refuses
     cache::SignatureRecord r = cache::sign_file(db_path, key);
     CacheSignatureInfo info;
     info.path = db_path;

@@ -58,6 +58,43 @@ for src in "$tmp/work.db" "$tmp/tampered.db"; do
   fi
   [[ ! -e "$tmp/laundered.db" ]] || { echo "a refused export left $tmp/laundered.db"; exit 1; }
 done
+# A row whose blob is another kernel's, every digest recomputed (verify calls it DAMAGED: its blob does not define
+# the symbols the row names): export leaves it out and counts it, sign and merge --from refuse the file.
+cp "$tmp/work.db" "$tmp/misfiled.db"
+python3 - "$tmp/misfiled.db" <<'PY'
+import hashlib, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+cols = ("digest, family, name, arch, compiler, compiler_version, options, source_digest, ktune_version, "
+        "schema_version, entry_points, blob_sha256, compile_ms, created_at, blob_size")
+def text(v):
+    if isinstance(v, float) and v == int(v):
+        return str(int(v))
+    return str(v)
+def row_digest(values):  # docs/cache_format.md: sha256 over length-prefixed fields after a version tag
+    h = hashlib.sha256()
+    for f in ["ktune-binary-row-v2"] + [text(v) for v in values]:
+        b = f.encode()
+        h.update(f"{len(b)}:".encode() + b)
+    return h.hexdigest()
+a, b = db.execute(f"SELECT {cols}, row_digest, blob FROM binaries ORDER BY digest LIMIT 2").fetchall()
+assert row_digest(a[:15]) == a[15], "row digest formula"
+blob = b[16]
+values = list(a[:15])
+values[11], values[14] = hashlib.sha256(blob).hexdigest(), len(blob)
+db.execute("UPDATE binaries SET blob = ?, blob_sha256 = ?, blob_size = ?, row_digest = ? WHERE digest = ?",
+           (blob, values[11], len(blob), row_digest(values), a[0]))
+db.commit()
+PY
+if "$ktune" cache verify --cache "$tmp/misfiled.db" >/dev/null; then echo "verify passed a misfiled blob"; exit 1; fi
+out="$("$ktune" cache export --cache "$tmp/misfiled.db" --out "$tmp/misfiled-export.db")"
+grep -q "(1 damaged skipped)" <<<"$out" || { echo "export kept or did not count the misfiled row: $out"; exit 1; }
+"$ktune" cache verify --cache "$tmp/misfiled-export.db" >/dev/null
+if "$ktune" cache sign --cache "$tmp/misfiled.db" --key "$tmp/ship.key" >/dev/null 2>&1; then
+  echo "signed a file with a misfiled blob"; exit 1
+fi
+if "$ktune" cache merge --cache "$tmp/from-misfiled.db" --from "$tmp/misfiled.db" >/dev/null 2>&1; then
+  echo "merged a file with a misfiled blob"; exit 1
+fi
 # ktune itself never writes into a signed file (a write would void the signature): a merge into it is refused.
 "$ktune" compile --family xqa_decode --arch sm_80 --problem "$problem" --cache "$tmp/more.db" >/dev/null
 if "$ktune" cache merge --cache "$tmp/image.db" --from "$tmp/more.db" >/dev/null 2>&1; then
