@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sodium.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -65,11 +66,15 @@ std::string read_key_line(const std::string& path, const char* tag, const char* 
   if (line.size() > 1024) line.resize(1024);
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
   const std::string prefix = std::string(tag) + " ";
-  if (line.compare(0, prefix.size(), prefix) != 0)
+  if (line.compare(0, prefix.size(), prefix) != 0) {
+    sodium_memzero(line.data(), line.size());
     throw CacheError(fmt::format("ktune signing: {} is not a ktune {} file (expected a first line \"{} <hex>\"; "
                                  "make one with `ktune cache keygen --out FILE`)",
                                  path, what, tag));
-  return line.substr(prefix.size());
+  }
+  std::string hex = line.substr(prefix.size());
+  sodium_memzero(line.data(), line.size());  // a secret key's digits stay in one buffer only, which the caller wipes
+  return hex;
 }
 
 void write_file_exclusive(const std::string& path, const std::string& text, mode_t mode) {
@@ -91,8 +96,11 @@ void write_file_exclusive(const std::string& path, const std::string& text, mode
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
-    throw CacheError(fmt::format("ktune signing: cannot flush {}: {}", path, std::strerror(errno)));
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());  // a key file that may not be on disk whole is no key file
+    throw CacheError(fmt::format("ktune signing: cannot flush {}: {}", path, std::strerror(err)));
+  }
 }
 
 std::string signed_message(const std::string& manifest_sha256) {
@@ -220,15 +228,35 @@ SecretKey generate_secret_key() {
 void write_key_files(const SecretKey& key, const std::string& secret_path, const std::string& public_path) {
   if (secret_path == public_path)
     throw CacheError("ktune signing: the secret and public key files must be different paths");
+  // Both paths must be free before either is written: a secret key left beside another key's public file would
+  // look like a pair, and every image it signs would then be refused.
+  struct stat st{};
+  for (const std::string& p : {secret_path, public_path})
+    if (::lstat(p.c_str(), &st) == 0)
+      throw CacheError(fmt::format("ktune signing: cannot create {}: it exists (refusing to overwrite a key file; "
+                                   "nothing written)", p));
   std::string secret_text = fmt::format("{} {}\n", kSecretTag, to_hex(key.bytes.data(), key.bytes.size()));
   write_file_exclusive(secret_path, secret_text, 0600);
   sodium_memzero(secret_text.data(), secret_text.size());
-  write_file_exclusive(public_path, fmt::format("{} {}\n", kPublicTag, key.public_key().hex()), 0644);
+  try {
+    write_file_exclusive(public_path, fmt::format("{} {}\n", kPublicTag, key.public_key().hex()), 0644);
+  } catch (...) {
+    ::unlink(secret_path.c_str());  // the pair is written whole or not at all
+    throw;
+  }
 }
 
 SecretKey read_secret_key(const std::string& path) {
   ensure_sodium();
   std::string hex = read_key_line(path, kSecretTag, "secret key");
+  // A secret key others can read is no longer secret: refuse to sign with it (keygen writes 0600).
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    sodium_memzero(hex.data(), hex.size());
+    throw CacheError(fmt::format("ktune signing: {}: the secret key file is readable or writable by group or others "
+                                 "(mode {:o}); make it 0600 (chmod 600 {}) or make a new key",
+                                 path, st.st_mode & 0777, path));
+  }
   SecretKey k;
   k.origin = path;
   bool ok = from_hex(hex, k.bytes.data(), k.bytes.size());

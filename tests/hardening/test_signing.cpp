@@ -51,7 +51,20 @@ TEST_CASE("hardening: key files are private, never overwritten, and checked when
   std::getline(std::ifstream(k.secret), text);
   text[40] = text[40] == 'a' ? 'b' : 'a';
   std::ofstream(dir.file("bad")) << text << "\n";
+  REQUIRE(::chmod(dir.file("bad").c_str(), 0600) == 0);
   CHECK_THROWS_WITH(read_secret_key(dir.file("bad")), Catch::Contains("damaged"));
+  // An intact secret key that group or others may read is no secret: refused, naming the mode.
+  std::getline(std::ifstream(k.secret), text);
+  std::ofstream(dir.file("loose")) << text << "\n";
+  REQUIRE(::chmod(dir.file("loose").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH(read_secret_key(dir.file("loose")), Catch::Contains("mode 644") && Catch::Contains("chmod 600"));
+  REQUIRE(::chmod(dir.file("loose").c_str(), 0600) == 0);
+  CHECK(read_secret_key(dir.file("loose")).public_key().hex() == p.hex());
+  // keygen onto a free secret path but an existing public one writes nothing: no secret key beside a stranger's
+  // public key.
+  CHECK_THROWS_WITH(write_key_files(generate_secret_key(), dir.file("new.key"), k.pub),
+                    Catch::Contains("refusing to overwrite"));
+  CHECK(::stat(dir.file("new.key").c_str(), &st) != 0);
   std::ofstream(dir.file("junk.pub")) << "ktune-ed25519-public-key 12zz\n";
   CHECK_THROWS_WITH(read_public_key(dir.file("junk.pub")), Catch::Contains("64 hex digits"));
   CHECK_THROWS_WITH(read_public_key(dir.file("missing.pub")), Catch::Contains("missing.pub"));
