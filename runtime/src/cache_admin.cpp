@@ -181,7 +181,7 @@ int cache_prune(const std::string& search_path, bool stale_compiler, bool stale_
       throw Error(Status::not_found, "cache", "prune: " + why + "; nothing pruned");
     cache::LayeredCache layered(search_path, false);
     cache::CacheDb* db = layered.writable_layer();
-    if (!db) throw Error(Status::cache_error, "cache", fmt::format("no writable layer in {}", search_path));
+    if (!db) throw Error(Status::cache_error, "cache", "prune: " + layered.write_problem() + "; nothing pruned");
     cache::CacheDb::PruneCriteria c;
     if (stale_compiler) {
       c.keep_compiler_version = nvrtc_version_or_empty();
@@ -201,6 +201,10 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
     if (std::filesystem::exists(std::filesystem::symlink_status(dest, ec)))
       throw Error(Status::invalid_argument, "cache",
                   fmt::format("export destination {} exists; refusing to overwrite", dest));
+    // What ships is what the path names: a layer that is not there fails the export, before anything is
+    // created, rather than leaving an image without its rows.
+    if (const std::string why = missing_layers(search_path); !why.empty())
+      throw Error(Status::not_found, "cache", "export: " + why + "; nothing exported");
     const std::filesystem::path parent = std::filesystem::path(dest).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // export_to reports a failure
     // Every layer is merged into a staging file of this export's own (removed whatever happens), which
@@ -209,10 +213,6 @@ CacheMergeSummary cache_export(const std::string& search_path, const std::string
     CacheMergeSummary total;
     auto out = cache::CacheDb::open(staging.path(), cache::OpenOptions{});
     cache::LayeredCache layered(search_path, true);
-    // What ships is what the path names: a layer that is not there fails the export rather than leaving an image
-    // without its rows.
-    if (const std::string why = missing_layers(search_path); !why.empty())
-      throw Error(Status::not_found, "cache", "export: " + why + "; nothing exported");
     // Under KTUNE_TRUSTED_KEYS an export takes only what a trusting runtime would serve: every layer must carry a
     // valid signature by a trusted key, and only the rows it covers are taken. Otherwise a tampered image (or a
     // writable layer other processes wrote) would come out as an unsigned file that the next `sign` makes valid.
@@ -263,6 +263,15 @@ CacheMergeSummary cache_merge(const std::string& search_path, const std::string&
     // The source is opened first, so a --from that is not a ktune cache (a typo) creates no destination file.
     cache::detail::open_for_reading(src);
     refuse_misfiled(src, "merge --from");
+    if (public_key_paths) {  // a source no trusted key signed creates no destination either
+      cache::OpenOptions ro;
+      ro.read_only = true;
+      const cache::SignatureCheck c = cache::CacheDb::open(src, ro)->check_signature(keys, /*hash_blobs=*/false);
+      if (!c.ok())
+        throw Error(Status::cache_error, "cache",
+                    fmt::format("merge --from {}: its signature is {} for --pubkey '{}'; nothing merged", src,
+                                cache::signature_result_name(c.result), *public_key_paths));
+    }
     cache::LayeredCache layered(search_path, false);
     cache::CacheDb* db = layered.writable_layer();
     if (!db) throw Error(Status::cache_error, "cache", layered.write_problem());

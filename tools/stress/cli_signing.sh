@@ -108,5 +108,11 @@ for src in "$tmp/more.db" "$tmp/tampered.db"; do
   if "$ktune" cache merge --cache "$tmp/from-bad.db" --from "$src" --pubkey "$tmp/ship.key.pub" >/dev/null 2>&1; then
     echo "merge --pubkey imported $src"; exit 1
   fi
+  [[ ! -e "$tmp/from-bad.db" ]] || { echo "a refused merge --pubkey created its destination"; exit 1; }
 done
+# An export of a path with a missing layer creates nothing, not even the destination's folders.
+if "$ktune" cache export --cache "$tmp/typo.db" --out "$tmp/newdir/sub/out.db" >/dev/null 2>&1; then
+  echo "exported a path with a missing layer"; exit 1
+fi
+[[ ! -e "$tmp/newdir" ]] || { echo "a refused export created $tmp/newdir"; exit 1; }
 echo "cli signing workflow: ok"
