@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -66,11 +67,28 @@ std::vector<CacheLayerSummary> cache_layers(const std::string& search_path) {
   std::vector<CacheLayerSummary> out;
   cache_call([&] {
     cache::LayeredCache layered(search_path, true);
-    for (const auto& info : layered.layers()) {
+    // Under KTUNE_TRUSTED_KEYS, what a trusting runtime serves of each layer's existing rows: the path opened
+    // read-only with the trusted keys verifies every layer, so an unsigned one (writable or not) is refused.
+    cache::LayeredOptions trust = detail::layered_options(RuntimeOptions::from_env());
+    std::optional<cache::LayeredCache> trusted;
+    if (!trust.trusted_keys.empty()) {
+      trust.force_read_only = true;
+      trusted.emplace(search_path, trust);
+    }
+    const std::vector<cache::LayeredCache::LayerInfo> layers = layered.layers();
+    const std::vector<cache::LayeredCache::LayerInfo> trusted_layers =
+        trusted ? trusted->layers() : std::vector<cache::LayeredCache::LayerInfo>{};
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto& info = layers[i];
       CacheLayerSummary s;
       s.path = info.path;
       s.present = info.present;
       s.note = info.note;
+      if (i < trusted_layers.size() && info.present) {
+        const auto& t = trusted_layers[i];
+        s.served = !t.refused;
+        if (t.refused) s.note = t.note.empty() ? "refused by the trust check" : t.note;
+      }
       s.writable = info.present && !std::filesystem::exists(info.path) ? false : info.writable;
       if (info.present) {
         auto db = cache::detail::open_for_reading(info.path);

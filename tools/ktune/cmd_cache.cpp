@@ -85,7 +85,8 @@ int stats(const Args& args, const std::string& cache) {
     for (const auto& l : layers)
       rows.push_back(JsonObject().str("path", l.path).boolean("present", l.present).boolean("writable", l.writable)
                          .num("binaries", l.binaries).num("tuning", l.tuning).num("blob_bytes", l.blob_bytes)
-                         .num("schema_version", l.schema_version).dump());
+                         .num("schema_version", l.schema_version).boolean("served", l.served)
+                         .str("note", l.note).dump());
     JsonObject groups;
     for (const auto& [k, n] : per_family_arch) groups.num(k, n);
     JsonObject versions;
@@ -99,8 +100,9 @@ int stats(const Args& args, const std::string& cache) {
       fmt::print("{}: absent{}{}\n", l.path, l.note.empty() ? "" : " — ", l.note);
       continue;
     }
-    fmt::print("{} ({}, schema {}): {} binaries ({:.1f} MiB), {} tuning rows\n", l.path, l.writable ? "rw" : "ro",
-               l.schema_version, l.binaries, l.blob_bytes / 1048576.0, l.tuning);
+    fmt::print("{} ({}, schema {}): {} binaries ({:.1f} MiB), {} tuning rows{}\n", l.path, l.writable ? "rw" : "ro",
+               l.schema_version, l.binaries, l.blob_bytes / 1048576.0, l.tuning,
+               l.served ? std::string() : " — not served under KTUNE_TRUSTED_KEYS: " + l.note);
   }
   for (const auto& [k, n] : per_family_arch) fmt::print("  {:<32} {}\n", k, n);
   for (const auto& [v, n] : tuning_per_version)

@@ -138,10 +138,14 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
   // The row a process would run where several layers hold one: the writable layer's (or the one a writable
   // process would write), else the first layer's in the search path (LayeredCache::get_tuning).
   std::map<std::string, size_t> layer_rank;
+  std::set<std::string> unserved;  // with KTUNE_TRUSTED_KEYS: layers whose rows a trusting runtime never uses
   {
     const std::string first = cache_tuning_first_layer(o.cache_path);
     size_t next = 1;
-    for (const auto& l : cache_layers(o.cache_path)) layer_rank.emplace(l.path, l.path == first ? 0 : next++);
+    for (const auto& l : cache_layers(o.cache_path)) {
+      layer_rank.emplace(l.path, l.path == first ? 0 : next++);
+      if (!l.served) unserved.insert(l.path);
+    }
   }
   const auto rank_of = [&](const std::string& layer) {
     auto it = layer_rank.find(layer);
@@ -151,7 +155,10 @@ int cmd_cache_check(const std::vector<std::string>& argv) {
     auto& slot = (t.ktune_version == version() ? rows : stale_rows)[slot_key];
     if (slot.problem_key.empty() || rank_of(t.layer) < rank_of(slot.layer)) slot = t;
   };
-  const std::vector<CacheTuningEntry> tuning_rows = cache_list_tuning(o.cache_path);
+  std::vector<CacheTuningEntry> tuning_rows = cache_list_tuning(o.cache_path);
+  tuning_rows.erase(std::remove_if(tuning_rows.begin(), tuning_rows.end(),
+                                   [&](const CacheTuningEntry& t) { return unserved.count(t.layer) > 0; }),
+                    tuning_rows.end());
   for (const auto& t : tuning_rows) {
     // This host's rows are read below, under host keys: a host config never runs on a CUDA arch.
     const bool host_row = t.device_fingerprint.find(";cores=") != std::string::npos;

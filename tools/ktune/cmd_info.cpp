@@ -31,7 +31,8 @@ int cmd_info(const std::vector<std::string>& argv) {
                          .dump());
     for (const auto& l : layers)
       lays.push_back(JsonObject().str("path", l.path).boolean("present", l.present).boolean("writable", l.writable)
-                         .num("binaries", l.binaries).num("tuning", l.tuning).str("note", l.note).dump());
+                         .num("binaries", l.binaries).num("tuning", l.tuning).boolean("served", l.served)
+                         .str("note", l.note).dump());
     for (const auto& f : families()) fams.push_back(json_quote(f.name));
     for (const auto& a : supported_cuda_arches()) arches.push_back(json_quote(a));
     fmt::print("{}\n", JsonObject()
@@ -64,7 +65,8 @@ int cmd_info(const std::vector<std::string>& argv) {
   fmt::print("families: {}\n", fmt::join(names, " "));
   for (const auto& l : layers) {
     if (l.present)
-      fmt::print("cache:   {} ({}, {} binaries, {} tuning rows)\n", l.path, l.writable ? "rw" : "ro", l.binaries, l.tuning);
+      fmt::print("cache:   {} ({}, {} binaries, {} tuning rows){}\n", l.path, l.writable ? "rw" : "ro", l.binaries,
+                 l.tuning, l.served ? std::string() : " — not served under KTUNE_TRUSTED_KEYS: " + l.note);
     else
       fmt::print("cache:   {} (absent{}{})\n", l.path, l.note.empty() ? "" : ": ", l.note);
   }

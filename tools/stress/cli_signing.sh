@@ -95,6 +95,17 @@ fi
 if "$ktune" cache merge --cache "$tmp/from-misfiled.db" --from "$tmp/misfiled.db" >/dev/null 2>&1; then
   echo "merged a file with a misfiled blob"; exit 1
 fi
+# Under KTUNE_TRUSTED_KEYS the layer summaries say which layers a trusting runtime does not serve, and `cache
+# check` counts only the rows it would use: none of an unsigned layer's.
+out="$(KTUNE_TRUSTED_KEYS="$tmp/other.key.pub" "$ktune" cache stats --cache "$tmp/image.db?ro")"
+grep -q "not served under KTUNE_TRUSTED_KEYS: refused" <<<"$out" || { echo "stats hid a refused layer: $out"; exit 1; }
+if "$ktune" warmup --preset llama-3.1-8b --arch host --max-batch 1 --max-seq-len 128 --cache "$tmp/user.db" >/dev/null 2>&1; then
+  check() { KTUNE_CACHE="$tmp/image.db?ro:$tmp/user.db" "$ktune" cache check --preset llama-3.1-8b --arch host \
+              --max-batch 1 --max-seq-len 128 || true; }
+  check | grep -q "tuned t" || { echo "check without trust missed user.db's tuning row"; exit 1; }
+  out="$(KTUNE_TRUSTED_KEYS="$tmp/ship.key.pub" check)"
+  grep -q "no tuning row" <<<"$out" || { echo "check under KTUNE_TRUSTED_KEYS counted an unsigned row: $out"; exit 1; }
+fi
 # ktune itself never writes into a signed file (a write would void the signature): a merge into it is refused.
 "$ktune" compile --family xqa_decode --arch sm_80 --problem "$problem" --cache "$tmp/more.db" >/dev/null
 if "$ktune" cache merge --cache "$tmp/image.db" --from "$tmp/more.db" >/dev/null 2>&1; then

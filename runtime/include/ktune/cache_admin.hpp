@@ -32,6 +32,10 @@ struct KTUNE_API CacheIssue {
 struct KTUNE_API CacheLayerSummary {
   std::string path;
   bool present = false, writable = false;
+  // With KTUNE_TRUSTED_KEYS set: whether a runtime serves the rows this layer holds now (a layer a trusted key
+  // signed); false for a layer the trust check refuses (`note` says why) and for an unsigned writable layer,
+  // whose existing rows a trusting runtime never serves. Always true without trusted keys.
+  bool served = true;
   std::string note;
   int64_t binaries = 0, tuning = 0, blob_bytes = 0;
   int schema_version = 0;
