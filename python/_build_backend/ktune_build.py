@@ -31,21 +31,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
 PKG = os.path.join(ROOT, NAME)
 
 
-def _version():
-    with open(os.path.join(PKG, "__init__.py"), encoding="utf-8") as f:
-        m = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M)
+def _string_constant(module, name, value_pattern):
+    """NAME = "value" from ktune/<module>.py, read as text: the backend never imports the package."""
+    with open(os.path.join(PKG, module + ".py"), encoding="utf-8") as f:
+        m = re.search(r'^' + name + r' = "(' + value_pattern + r')"$', f.read(), re.M)
     if not m:
-        raise RuntimeError("ktune_build: __version__ not found in ktune/__init__.py")
+        raise RuntimeError(f"ktune_build: {name} not found in ktune/{module}.py")
     return m.group(1)
+
+
+def _version():
+    return _string_constant("__init__", "__version__", r'[^"]+')
 
 
 def _soname():
-    """The SONAME the package binds (ktune/_soname.py), read as text: the backend never imports the package."""
-    with open(os.path.join(PKG, "_soname.py"), encoding="utf-8") as f:
-        m = re.search(r'^SONAME = "(libktune\.so\.[0-9.]+)"$', f.read(), re.M)
-    if not m:
-        raise RuntimeError("ktune_build: SONAME not found in ktune/_soname.py")
-    return m.group(1)
+    """The SONAME the package binds (ktune/_soname.py)."""
+    return _string_constant("_soname", "SONAME", r'libktune\.so\.[0-9.]+')
 
 
 def _metadata():

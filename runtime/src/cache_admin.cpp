@@ -53,12 +53,16 @@ CacheMergeSummary to_summary(const cache::CacheDb::MergeResult& m) {
 std::string default_cache_path() { return cache::LayeredCache::default_search_path(); }
 
 std::string missing_layers(const std::string& search_path) {
+  // Presence only: no layer is opened, counted or (under KTUNE_TRUSTED_KEYS) verified for it.
   std::vector<std::string> missing;
   size_t layers = 0;
-  for (const auto& l : cache_layers(search_path)) {
-    ++layers;
-    if (!l.present) missing.push_back(l.path);
-  }
+  cache_call([&] {
+    for (const auto& l : cache::LayeredCache(search_path, true).layers()) {
+      ++layers;
+      if (!l.present) missing.push_back(l.path);
+    }
+    return 0;
+  });
   if (layers == 0) return fmt::format("the search path '{}' names no cache file", search_path);
   return missing.empty() ? std::string() : fmt::format("no cache file at {}", fmt::join(missing, ", "));
 }

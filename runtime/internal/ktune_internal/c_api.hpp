@@ -85,36 +85,43 @@ inline ktune_status invalid(const char* what) {
 // header is read.
 constexpr uint32_t kMaxStructBytes = 4096;
 
-inline std::string size_list(uint32_t size, const std::vector<uint32_t>& older_sizes) {
-  std::string s = std::to_string(size);
-  for (uint32_t o : older_sizes) s += ", " + std::to_string(o);
-  return s;
+// Whether this library takes a caller's struct_size: its own struct's size, an older form's, or a newer, longer
+// struct of whole 8-byte units up to kMaxStructBytes.
+inline bool size_taken(size_t struct_size, uint32_t size, const std::vector<uint32_t>& older_sizes) {
+  if (struct_size == size) return true;
+  for (uint32_t o : older_sizes)
+    if (struct_size == o) return true;
+  return struct_size > size && struct_size <= kMaxStructBytes && struct_size % 8 == 0;
 }
 
-// Checks the struct_size a caller stamped on `p` (`what`: "args", "request"); names the struct's *_default.
+// The sizes size_taken takes, for messages: "one of 256, 168 (...) or a newer, longer struct ...".
+inline std::string sizes_taken(uint32_t size, const std::vector<uint32_t>& older_sizes) {
+  std::string s = "one of " + std::to_string(size);
+  for (uint32_t o : older_sizes) s += ", " + std::to_string(o);
+  return s + " (the sizes of this library's struct and its older forms) or a newer, longer struct of whole 8-byte " +
+         "units up to " + std::to_string(kMaxStructBytes) + " bytes";
+}
+
+// Checks the struct_size a caller stamped on `p` (`what`: "args", "request"; names the struct's *_default), and
+// that the bytes of a longer struct past this library's fields are zero.
 inline ktune_status check_struct_size(const void* p, uint32_t struct_size, uint32_t size,
                                       const std::vector<uint32_t>& older_sizes, const char* fn, const char* what,
                                       const char* default_fn) {
   static thread_local std::string msg;
-  if (struct_size == size) return KTUNE_OK;
-  for (uint32_t s : older_sizes)
-    if (struct_size == s) return KTUNE_OK;
-  if (struct_size > size && struct_size <= kMaxStructBytes && struct_size % 8 == 0) {
-    const auto* bytes = static_cast<const unsigned char*>(p);
-    for (uint32_t i = size; i < struct_size; ++i)
-      if (bytes[i] != 0)
-        return invalid((msg = std::string(fn) + ": " + what + ": byte " + std::to_string(i) + " of a " +
-                              std::to_string(struct_size) + "-byte struct is set, in a field of a newer ktune that " +
-                              "this library (" + ktune::version() + ", " + std::to_string(size) +
-                              " bytes) does not know; it would be ignored")
-                           .c_str());
-    return KTUNE_OK;
-  }
-  return invalid((msg = std::string(fn) + ": " + what + ".struct_size: expected one of " +
-                        size_list(size, older_sizes) + " (the sizes of this library's struct and its older forms) or " +
-                        "a newer, longer struct of whole 8-byte units up to " + std::to_string(kMaxStructBytes) +
-                        " bytes; start it from " + default_fn + ", got " + std::to_string(struct_size))
-                     .c_str());
+  if (!size_taken(struct_size, size, older_sizes))
+    return invalid((msg = std::string(fn) + ": " + what + ".struct_size: expected " +
+                          sizes_taken(size, older_sizes) + "; start it from " + default_fn + ", got " +
+                          std::to_string(struct_size))
+                       .c_str());
+  const auto* bytes = static_cast<const unsigned char*>(p);
+  for (uint32_t i = size; i < struct_size; ++i)
+    if (bytes[i] != 0)
+      return invalid((msg = std::string(fn) + ": " + what + ": byte " + std::to_string(i) + " of a " +
+                            std::to_string(struct_size) + "-byte struct is set, in a field of a newer ktune that " +
+                            "this library (" + ktune::version() + ", " + std::to_string(size) +
+                            " bytes) does not know; it would be ignored")
+                         .c_str());
+  return KTUNE_OK;
 }
 
 // Every growable C struct begins with {struct_size, family_id} (set by its *_default; `what` names it in
@@ -149,12 +156,8 @@ ktune_status init_c_struct(CStruct* s, size_t struct_size, const CStruct& d, con
   static thread_local std::string msg;
   if (!s) return invalid((msg = std::string(fn) + ": the struct must not be NULL").c_str());
   const uint32_t size = sizeof(CStruct);
-  bool known = struct_size == size || (struct_size > size && struct_size <= kMaxStructBytes && struct_size % 8 == 0);
-  for (uint32_t o : older_sizes) known = known || struct_size == o;
-  if (!known)
-    return invalid((msg = std::string(fn) + ": struct_size: expected one of " + size_list(size, older_sizes) +
-                          " or a newer, longer struct of whole 8-byte units up to " + std::to_string(kMaxStructBytes) +
-                          " bytes, got " +
+  if (!size_taken(struct_size, size, older_sizes))
+    return invalid((msg = std::string(fn) + ": struct_size: expected " + sizes_taken(size, older_sizes) + ", got " +
                           std::to_string(struct_size))
                        .c_str());
   auto* bytes = reinterpret_cast<unsigned char*>(s);
