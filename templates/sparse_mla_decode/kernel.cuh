@@ -362,15 +362,43 @@ KT_DEV void softmax_regs(float (&d)[WN / 2], const int* slots, int wg, int r0, i
   }
 }
 
+// The four lanes of a quad (t4 = lane & 3) each hold w[i] = words of column block i of one row (lane t4: columns
+// 8 i + 2 t4, + 1); afterwards lane t4 holds the four words of block t4 in column order (columns 8 t4 .. 8 t4 + 7).
+// Two exchanges (lane bit 1, then bit 0), each swapping the half of the blocks in which this lane's bit differs
+// from the block's. Every lane of the warp must take part.
+KT_DEV void quad_transpose(unsigned (&w)[4], int t4) {
+#pragma unroll
+  for (int m = 2; m >= 1; m >>= 1) {
+    const bool up = (t4 & m) != 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (i & m) continue;
+      const unsigned got = __shfl_xor_sync(0xffffffffu, up ? w[i] : w[i | m], m);
+      if (up)
+        w[i] = got;
+      else
+        w[i | m] = got;
+    }
+  }
+}
+
 // Epilogue of one CTA: O (this thread's fragments: rows orow0 + 16 mt + g (+8), columns ocol0 + 8 n + 2 t4) and
 // the rows' (max, sum) from s_m / s_l, as the bf16 output + LSE (one split) or fp32 partials (splits > 1). t is
-// the thread's index among the participating threads (the first HG write the per-row values).
+// the thread's index among the participating threads (the first HG write the per-row values); all of a warp's
+// lanes take part.
+// The bf16 rows: a quad holds 32 bytes of a row per column block, 4 bytes a lane, so a warp's 4-byte store of one
+// block writes half of each of 8 sectors, and the memory system takes half-sector writes far more slowly than
+// whole ones (docs/sparse_mla_decode.md, "Where a launch's time goes"). With ONO a multiple of 4 the quad
+// exchanges its words first (quad_transpose) and each lane stores 16 contiguous bytes: whole sectors, a quarter
+// of the instructions. `out` need only be 4-byte aligned, so a row that is not 16-byte aligned stores the same
+// words 4 bytes at a time.
 template <class S, int OMT, int ONO>
 KT_DEV void write_output(const Params& p, const float (&o)[OMT][ONO][4], const float* s_m, const float* s_l, int h0,
                          int token, int split, int orow0, int ocol0, int g, int t4, int t) {
   constexpr int LAT = S::kLat, H = S::kNumHeads, HG = S::kHeadsPerCta;
   const long long row0 = (long long)token * H + h0;
   if (p.num_splits == 1) {
+    const bool out16 = (reinterpret_cast<unsigned long long>(p.out) & 15) == 0;  // LAT * 2 and ocol0 * 2: 16 | both
 #pragma unroll
     for (int mt = 0; mt < OMT; ++mt)
 #pragma unroll
@@ -378,11 +406,29 @@ KT_DEV void write_output(const Params& p, const float (&o)[OMT][ONO][4], const f
         const int r = orow0 + mt * 16 + g + 8 * h;
         const kc::RowFinal f = kc::finalize_row(s_m[r], s_l[r], p.sinks != nullptr,
                                                 p.sinks != nullptr ? p.sinks[h0 + r] : 0.f, 1.f);
-        unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + ocol0 + 2 * t4;
+        unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + ocol0;
+        if constexpr (ONO % 4 == 0) {
 #pragma unroll
-        for (int n = 0; n < ONO; ++n)
-          *reinterpret_cast<unsigned*>(orow + n * 8) =
-              kc::pack_bf16x2(o[mt][n][2 * h] * f.scale, o[mt][n][2 * h + 1] * f.scale);
+          for (int q = 0; q < ONO / 4; ++q) {
+            unsigned w[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              w[i] = kc::pack_bf16x2(o[mt][4 * q + i][2 * h] * f.scale, o[mt][4 * q + i][2 * h + 1] * f.scale);
+            quad_transpose(w, t4);
+            unsigned short* dst = orow + (4 * q + t4) * 8;
+            if (out16) {
+              *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+            } else {
+#pragma unroll
+              for (int j = 0; j < 4; ++j) *reinterpret_cast<unsigned*>(dst + 2 * j) = w[j];
+            }
+          }
+        } else {
+#pragma unroll
+          for (int n = 0; n < ONO; ++n)
+            *reinterpret_cast<unsigned*>(orow + 2 * t4 + n * 8) =
+                kc::pack_bf16x2(o[mt][n][2 * h] * f.scale, o[mt][n][2 * h + 1] * f.scale);
+        }
       }
     if (p.lse != nullptr && t < HG) {
       const kc::RowFinal f =
@@ -749,8 +795,14 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Pa
   const kc::RowFinal f =
       kc::finalize_row(M, L, p.sinks != nullptr, p.sinks != nullptr ? p.sinks[head] : 0.f, 1.f);
   unsigned short* orow = static_cast<unsigned short*>(p.out) + row * LAT + tid * VPT;
+  if constexpr (VPT % 2 == 0) {  // two values per 4-byte store (out is 4-byte aligned): half the stores
 #pragma unroll
-  for (int v = 0; v < VPT; ++v) orow[v] = kc::float_to_bf16(acc[v] * f.scale);
+    for (int v = 0; v < VPT; v += 2)
+      *reinterpret_cast<unsigned*>(orow + v) = kc::pack_bf16x2(acc[v] * f.scale, acc[v + 1] * f.scale);
+  } else {
+#pragma unroll
+    for (int v = 0; v < VPT; ++v) orow[v] = kc::float_to_bf16(acc[v] * f.scale);
+  }
   if (tid == 0 && p.lse != nullptr) p.lse[row] = f.lse;
 }
 

@@ -508,6 +508,66 @@ TEST_CASE("sparse_mla_decode with a null lse writes the same out, bit for bit", 
   CHECK(kernels > 0);
 }
 
+// `out` needs only 4-byte alignment (docs/sparse_mla_decode.md): the decode kernels store a 16-byte aligned row
+// 16 bytes at a time and any other 4 bytes at a time, and the combine 4 bytes at a time. Every kernel of the matrix,
+// one split and a forced split count, writes an out 4 bytes past a 16-byte boundary bit for bit as it writes an
+// aligned one, and nothing outside it (NaN guards on both sides).
+TEST_CASE("sparse_mla_decode writes an out that is 4-byte but not 16-byte aligned bit for bit the same",
+          "[gpu][sparse_mla]") {
+  KTUNE_REQUIRE_GPU();
+  Runtime& rt = test_runtime();
+  const uint64_t seed = test::run_seed("sparse_mla out alignment");
+  INFO("seed " << seed);
+  test::MlaRng rng(seed);
+  std::set<std::string> seen;
+  int kernels = 0;
+  std::vector<std::string> failures;
+  constexpr size_t kGuard = 2;  // bf16 elements before the shifted out: 4 bytes
+  for (const Combo& cb : all_combos()) {
+    const std::string cfg_key = cb.config.empty() ? default_config(cb.p, rt.current_arch()).key() : cb.config;
+    const std::string kernel = cfg_key + (cb.p.kv_format == KvFormat::Bf16 ? " bf16" : " fp8");
+    if (!seen.insert(kernel).second) continue;
+    ++kernels;
+    test::MlaCaseOptions o;
+    o.seed = rng.next();
+    o.num_tokens = cb.num_tokens > 0 ? std::min(cb.num_tokens, 8) : 3;
+    o.sinks = cb.sinks;
+    DevCase dc(test::make_mla_case(cb.p, o));
+    const test::MlaRef ref = test::mla_reference(dc.c);
+    const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
+    test::DeviceBuffer shifted((dc.out_elems + 2 * kGuard + 8) * 2);
+    for (int splits : {1, rng.range(2, 9)}) {
+      const RunOutcome aligned = run_case(rt, cb.name, cb.p, cfg, splits, dc, ref);
+      if (!aligned.ok) failures.push_back(aligned.head + " " + aligned.line);
+      const std::vector<uint16_t> want = dc.out->download<uint16_t>(dc.out_elems);
+      std::string why;
+      try {
+        shifted.poison(0xFF);
+        SparseMlaDecodeArgs a = dc.args();
+        a.out = shifted.as<uint16_t>() + kGuard;
+        a.config = cfg;
+        a.num_splits = splits;
+        sparse_mla_decode(rt, cb.p, a, nullptr);
+        test::sync();
+        const std::vector<uint16_t> got = shifted.download<uint16_t>(shifted.bytes() / 2);
+        if (!std::equal(want.begin(), want.end(), got.begin() + kGuard))
+          why = "out differs from the aligned run's";
+        else if (!std::all_of(got.begin(), got.begin() + kGuard, [](uint16_t v) { return v == 0xFFFF; }) ||
+                 !std::all_of(got.begin() + kGuard + dc.out_elems, got.end(), [](uint16_t v) { return v == 0xFFFF; }))
+          why = "a write outside out";
+      } catch (const std::exception& e) {
+        why = std::string("threw: ") + e.what();
+      }
+      std::printf("out at +4 bytes %s %s\n", aligned.head.c_str(), why.empty() ? "PASS" : why.c_str());
+      if (!why.empty()) failures.push_back(aligned.head + " out at +4 bytes: " + why);
+    }
+  }
+  std::printf("sparse_mla out alignment: %d kernels, %zu failures\n", kernels, failures.size());
+  for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
+  CHECK(failures.empty());
+  CHECK(kernels > 0);
+}
+
 // q read through token and head strides (a wider NaN-filled buffer: padded heads and rows) by every kernel of
 // the matrix: both the mma.sync and the warp-specialized templates share issue_q_tile.
 TEST_CASE("sparse_mla_decode reads q through token and head strides", "[gpu][sparse_mla][forms]") {
