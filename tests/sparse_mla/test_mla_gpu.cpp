@@ -351,6 +351,29 @@ RunOutcome run_case(Runtime& rt, const std::string& name, const Problem& p, cons
   return res;
 }
 
+// Each kernel of the matrix once (a config and cache format, at its first combo), with a small case of its own (up
+// to 8 tokens; with all_skip, one token whose entries are all -1): fn(combo, case, reference, config or null).
+// Returns how many kernels it ran.
+template <class Fn>
+int for_each_matrix_kernel(Runtime& rt, test::MlaRng& rng, bool all_skip, Fn&& fn) {
+  std::set<std::string> seen;
+  int kernels = 0;
+  for (const Combo& cb : all_combos()) {
+    const std::string cfg_key = cb.config.empty() ? default_config(cb.p, rt.current_arch()).key() : cb.config;
+    if (!seen.insert(cfg_key + (cb.p.kv_format == KvFormat::Bf16 ? " bf16" : " fp8")).second) continue;
+    ++kernels;
+    test::MlaCaseOptions o;
+    o.seed = rng.next();
+    o.num_tokens = cb.num_tokens > 0 ? std::min(cb.num_tokens, 8) : 3;
+    if (all_skip) o.all_skip_token = rng.range(0, o.num_tokens - 1);
+    o.sinks = cb.sinks;
+    DevCase dc(test::make_mla_case(cb.p, o));
+    const test::MlaRef ref = test::mla_reference(dc.c);
+    fn(cb, dc, ref, cb.config.empty() ? nullptr : cb.config.c_str());
+  }
+  return kernels;
+}
+
 }  // namespace
 
 TEST_CASE("sparse_mla_decode kernels of the GPU tests compile into the cache", "[.][mla_precompile]") {
@@ -476,22 +499,9 @@ TEST_CASE("sparse_mla_decode with a null lse writes the same out, bit for bit", 
   const uint64_t seed = test::run_seed("sparse_mla null lse");
   INFO("seed " << seed);
   test::MlaRng rng(seed);
-  std::set<std::string> seen;
-  int kernels = 0;
   std::vector<std::string> failures;
-  for (const Combo& cb : all_combos()) {
-    const std::string cfg_key = cb.config.empty() ? default_config(cb.p, rt.current_arch()).key() : cb.config;
-    const std::string kernel = cfg_key + (cb.p.kv_format == KvFormat::Bf16 ? " bf16" : " fp8");
-    if (!seen.insert(kernel).second) continue;
-    ++kernels;
-    test::MlaCaseOptions o;
-    o.seed = rng.next();
-    o.num_tokens = cb.num_tokens > 0 ? std::min(cb.num_tokens, 8) : 3;
-    o.all_skip_token = rng.range(0, o.num_tokens - 1);
-    o.sinks = cb.sinks;
-    DevCase dc(test::make_mla_case(cb.p, o));
-    const test::MlaRef ref = test::mla_reference(dc.c);
-    const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
+  const int kernels = for_each_matrix_kernel(rt, rng, true, [&](const Combo& cb, DevCase& dc, const test::MlaRef& ref,
+                                                                const char* cfg) {
     for (int splits : {0, rng.range(2, 9)}) {
       const RunOutcome with = run_case(rt, cb.name, cb.p, cfg, splits, dc, ref);
       const std::vector<uint16_t> want = dc.out->download<uint16_t>(dc.out_elems);
@@ -501,7 +511,7 @@ TEST_CASE("sparse_mla_decode with a null lse writes the same out, bit for bit", 
       if (!without.ok || !same)
         failures.push_back(without.head + " " + without.line + (same ? "" : ", out differs from the run with lse"));
     }
-  }
+  });
   std::printf("sparse_mla null lse: %d kernels, %zu failures\n", kernels, failures.size());
   for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
   CHECK(failures.empty());
@@ -519,22 +529,10 @@ TEST_CASE("sparse_mla_decode writes an out that is 4-byte but not 16-byte aligne
   const uint64_t seed = test::run_seed("sparse_mla out alignment");
   INFO("seed " << seed);
   test::MlaRng rng(seed);
-  std::set<std::string> seen;
-  int kernels = 0;
   std::vector<std::string> failures;
   constexpr size_t kGuard = 2;  // bf16 elements before the shifted out: 4 bytes
-  for (const Combo& cb : all_combos()) {
-    const std::string cfg_key = cb.config.empty() ? default_config(cb.p, rt.current_arch()).key() : cb.config;
-    const std::string kernel = cfg_key + (cb.p.kv_format == KvFormat::Bf16 ? " bf16" : " fp8");
-    if (!seen.insert(kernel).second) continue;
-    ++kernels;
-    test::MlaCaseOptions o;
-    o.seed = rng.next();
-    o.num_tokens = cb.num_tokens > 0 ? std::min(cb.num_tokens, 8) : 3;
-    o.sinks = cb.sinks;
-    DevCase dc(test::make_mla_case(cb.p, o));
-    const test::MlaRef ref = test::mla_reference(dc.c);
-    const char* cfg = cb.config.empty() ? nullptr : cb.config.c_str();
+  const int kernels = for_each_matrix_kernel(rt, rng, false, [&](const Combo& cb, DevCase& dc, const test::MlaRef& ref,
+                                                                 const char* cfg) {
     test::DeviceBuffer shifted((dc.out_elems + 2 * kGuard + 8) * 2);
     for (int splits : {1, rng.range(2, 9)}) {
       const RunOutcome aligned = run_case(rt, cb.name, cb.p, cfg, splits, dc, ref);
@@ -561,7 +559,7 @@ TEST_CASE("sparse_mla_decode writes an out that is 4-byte but not 16-byte aligne
       std::printf("out at +4 bytes %s %s\n", aligned.head.c_str(), why.empty() ? "PASS" : why.c_str());
       if (!why.empty()) failures.push_back(aligned.head + " out at +4 bytes: " + why);
     }
-  }
+  });
   std::printf("sparse_mla out alignment: %d kernels, %zu failures\n", kernels, failures.size());
   for (const std::string& f : failures) UNSCOPED_INFO("FAILED: " << f);
   CHECK(failures.empty());
