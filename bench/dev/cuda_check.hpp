@@ -48,3 +48,26 @@ double median_us(Launch&& launch, int reps = 20) {
   std::sort(t.begin(), t.end());
   return t[reps / 2] * 1e3;
 }
+
+// Median time of `reps` calls of launch() queued back to back, with CUDA events recorded around each (after three
+// warm-up calls), microseconds. Unlike median_us, nothing waits between calls, so each interval is the GPU's
+// time for that call alone and not also the host's submission of it.
+template <class Launch>
+double median_us_queued(Launch&& launch, int reps = 40) {
+  for (int i = 0; i < 3; ++i) launch();
+  CK(cudaDeviceSynchronize());
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(ev[2 * i]));
+    launch();
+    CK(cudaEventRecord(ev[2 * i + 1]));
+  }
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t(reps);
+  for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  std::sort(t.begin(), t.end());
+  return t[reps / 2] * 1e3;
+}

@@ -72,26 +72,10 @@ double time_pair(Params p, int tokens, int splits) {
   p.num_tokens = tokens;
   p.num_splits = splits;
   const dim3 grid(2, splits, tokens);
-  for (int i = 0; i < 3; ++i) kern<<<grid, 384, ws.smem_total>>>(p);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const int reps = 40;
-  std::vector<cudaEvent_t> ev(2 * reps);
-  for (auto& e : ev) CK(cudaEventCreate(&e));
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(ev[2 * i]));
-    kern<<<grid, 384, ws.smem_total>>>(p);
-    CK(cudaEventRecord(ev[2 * i + 1]));
-  }
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t(reps);
-  for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
-  for (auto& e : ev) CK(cudaEventDestroy(e));
-  std::sort(t.begin(), t.end());
+  const double us = median_us_queued([&] { kern<<<grid, 384, ws.smem_total>>>(p); });
   print_phases(2 * splits * tokens, std::to_string(kTopk / 64 / splits) + " tiles, " + std::to_string(tokens) + "x" +
                                         std::to_string(splits));
-  return t[reps / 2] * 1e3;
+  return us;
 }
 
 int main() {

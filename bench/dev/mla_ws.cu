@@ -46,21 +46,12 @@ Run run(Kern kern, int threads, int smem, const Params& p, int tokens, int split
   CK(cudaDeviceSynchronize());
   CK(cudaMemcpy(r.out.data(), p.out, r.out.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(r.lse.data(), p.lse, r.lse.size() * 4, cudaMemcpyDeviceToHost));
-  const int reps = 30;
-  std::vector<cudaEvent_t> ev(2 * reps);
-  for (auto& e : ev) CK(cudaEventCreate(&e));
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(ev[2 * i]));
-    kern<<<grid, threads, smem>>>(p);
-    if (splits > 1) combine_kernel<BaseSpec><<<dim3(128, tokens), 128>>>(p);
-    CK(cudaEventRecord(ev[2 * i + 1]));
-  }
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t(reps);
-  for (int i = 0; i < reps; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
-  std::sort(t.begin(), t.end());
-  r.us = t[reps / 2] * 1e3;
-  for (auto& e : ev) CK(cudaEventDestroy(e));
+  r.us = median_us_queued(
+      [&] {
+        kern<<<grid, threads, smem>>>(p);
+        if (splits > 1) combine_kernel<BaseSpec><<<dim3(128, tokens), 128>>>(p);
+      },
+      30);
   return r;
 }
 

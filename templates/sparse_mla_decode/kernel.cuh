@@ -398,7 +398,9 @@ KT_DEV void write_output(const Params& p, const float (&o)[OMT][ONO][4], const f
   constexpr int LAT = S::kLat, H = S::kNumHeads, HG = S::kHeadsPerCta;
   const long long row0 = (long long)token * H + h0;
   if (p.num_splits == 1) {
-    const bool out16 = (reinterpret_cast<unsigned long long>(p.out) & 15) == 0;  // LAT * 2 and ocol0 * 2: 16 | both
+    // Every row (LAT * 2 bytes) and column block (ocol0, 8-column blocks) starts 16-byte aligned relative to out,
+    // so out's own alignment decides whether the 16-byte stores may be used.
+    const bool out16 = (reinterpret_cast<unsigned long long>(p.out) & 15) == 0;
 #pragma unroll
     for (int mt = 0; mt < OMT; ++mt)
 #pragma unroll
