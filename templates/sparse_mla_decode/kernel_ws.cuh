@@ -243,23 +243,30 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
       *reinterpret_cast<uint4*>(kvt + tile_off(TN, r, LAT / 8 + lm + 4 * k)) = cv[2 * LPT + k];
     if (lm == 0) s_slot[b * TN + r] = slot;
   };
-  // A tile's loads are issued at the top of its iteration, just after the last tile was handed over, so they
-  // are in flight while the producer waits for a free buffer. (The proxy fence before a hand-off is a MEMBAR in
-  // SASS, which would wait for any load in flight, so issuing the next tile's loads before it is slower; so is
-  // an L2 prefetch of the rows 1-3 tiles ahead.)
+  // Unpaired, a tile's loads are issued at the top of its iteration, just after the last tile was handed over,
+  // so they are in flight while the producer waits for a free buffer. Paired, the next tile's loads are issued
+  // right after this tile's stores, so they are also in flight through the hand-off (the half-tile barrier and,
+  // in the copier's warp, the wait for the peer's buffer and the copy): about 4% faster at 64 and 128 tokens than
+  // issuing them after it. The proxy fence does not wait for them to land (its MEMBAR.ALL.CTA holds the thread's
+  // next shared-memory access a few hundred cycles while a load is in flight: bench/dev/proxy_fence_probe.cu).
+  // Issued before the wait for a free buffer, while the converted row is still held, they are slower; so is an
+  // L2 prefetch of the rows 1-3 tiles ahead.
   int ecur[ROWS], enext[ROWS];  // entries of this thread's next two tiles (loaded a tile ahead of their use)
 #pragma unroll
   for (int u = 0; u < ROWS; ++u) {
     ecur[u] = entry(pi, u);
     enext[u] = entry(pi + NP, u);
   }
+  RowShare<LPT, RPT> share[ROWS];
+  if constexpr (kPair) issue(share[0], ecur[0]);  // paired: each later tile's loads follow the last one's stores
 #pragma unroll 1
   for (int j = pi; j < ntiles; j += NP) {
     const int b = j % ST;
-    RowShare<LPT, RPT> share[ROWS];
     int enext2[ROWS];
+    if constexpr (!kPair) {
 #pragma unroll
-    for (int u = 0; u < ROWS; ++u) issue(share[u], ecur[u]);
+      for (int u = 0; u < ROWS; ++u) issue(share[u], ecur[u]);
+    }
 #pragma unroll
     for (int u = 0; u < ROWS; ++u) enext2[u] = entry(j + 2 * NP, u);
     uint4 cv[kChunks];  // paired: the converted row, ahead of the wait for a free buffer
@@ -275,6 +282,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
     unsigned char* kvt = smem + sh.off_kv + b * sh.kv_tile_bytes;
     if constexpr (kPair) {
       store_share(cv, share[0].slot, kvt, b, row_of(0));
+      issue(share[0], enext[0]);  // the next tile (an entry of -1 past the split's tiles loads nothing)
     } else {
 #pragma unroll
       for (int u = 0; u < ROWS; ++u) convert(share[u], kvt, b, row_of(u));
