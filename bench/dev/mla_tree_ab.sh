@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A kernel change to sparse_mla_decode against a base revision, timed through the library in one device call:
-# bench_sparse_mla built with templates/ of REF ("base") and with the working tree's ("tree"), and optionally
+# bench_sparse_mla built with templates/ of REF ("base"), with the working tree's ("tree", where they differ) and
 # with patches of REF's templates/ (PATCHES="name=file.diff ..."), all statically linked, their kernels
 # precompiled for sm_90a into one cache (the binary key covers the source, so the builds' kernels sit side by side).
 #   bash bench/dev/mla_tree_ab.sh build REF [BUILD_DIR]   CPU: stripped binaries + ab.db.gz in .devbuild/mla_tree
@@ -15,9 +15,13 @@ if [[ ${1:-} == build ]]; then
   REF=${2:?usage: mla_tree_ab.sh build REF [BUILD_DIR]}
   B=${3:-build}
   rm -rf $A && mkdir -p $A
-  git diff --quiet "$REF" -- templates && { echo "templates/ of the tree equals $REF's: nothing to compare" >&2; exit 2; }
   one() { cmake --build "$B" -j 2 --target bench_sparse_mla >/dev/null && strip --strip-unneeded -o $A/$1 "$B/bin/bench_sparse_mla"; }
-  one tree
+  if ! git diff --quiet "$REF" -- templates; then
+    one tree
+    (git rev-parse --short HEAD; echo "+ uncommitted templates/") > $A/tree.txt
+  elif [[ -z ${PATCHES:-} ]]; then
+    echo "templates/ of the tree equals $REF's and no PATCHES: nothing to compare" >&2; exit 2
+  fi
   stash=$(mktemp -d)
   cp -r templates "$stash/"
   trap 'rm -rf templates && cp -r "$stash/templates" . && rm -rf "$stash"' EXIT
@@ -31,14 +35,13 @@ if [[ ${1:-} == build ]]; then
   cmake --build "$B" -j 2 --target bench_sparse_mla >/dev/null
   for v in $(cd $A && ls | grep -v '\.'); do KTUNE_LOG=error $A/$v prepare --cache $A/ab.db --arch sm_90a | tail -1; done
   git rev-parse --short "$REF" > $A/base.txt
-  (git rev-parse --short HEAD; git diff --quiet -- templates || echo "+ uncommitted templates/") > $A/tree.txt
   rm -f $A/*.compile-lock $A/*.tune-lock && gzip -f $A/ab.db && du -sh $A
   exit 0
 fi
 : "${OUT:?set OUT to a folder for the results}"
 gunzip -kf $A/ab.db.gz
 export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/cuda/lib64 KTUNE_CACHE=$PWD/$A/ab.db KTUNE_JIT=0 KTUNE_LOG=error
-vs=(base tree $(cd $A && ls | grep -v '\.' | grep -vx 'base\|tree'))
+vs=(base $(cd $A && ls | grep -v '\.' | grep -vx base))  # base first: every ratio is against it
 echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 for v in "${vs[@]}"; do echo "$v: $(tr '\n' ' ' < $A/$v.txt)"; done
 IFS=';' read -r -a rows <<< "${ROWS:-h128 k2048 T8;h128 k2048 T64 fp8;h16 k2048 T64;h16 k2048 T128}"
