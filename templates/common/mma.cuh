@@ -69,6 +69,15 @@ KT_DEV void ldmatrix_x4_trans(unsigned (&r)[4], unsigned addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+// The inverse of ldmatrix_x4 (sm_90): register i of every lane (lane l: row l/4, columns 2 (l%4), + 1 of matrix
+// i, the mma accumulator layout) to the four matrices, lane l giving the row address of matrix l/8, row l%8.
+KT_DEV void stmatrix_x4(const unsigned (&r)[4], unsigned addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+#endif
+}
 
 }  // namespace ktune_common
 #endif

@@ -382,10 +382,19 @@ KT_DEV void quad_transpose(unsigned (&w)[4], int t4) {
   }
 }
 
+// The LSE of the CTA's rows (one split), by threads t < HG.
+template <class S>
+KT_DEV void write_lse(const Params& p, const float* s_m, const float* s_l, int h0, int token, int t) {
+  if (p.lse != nullptr && t < S::kHeadsPerCta) {
+    const kc::RowFinal f =
+        kc::finalize_row(s_m[t], s_l[t], p.sinks != nullptr, p.sinks != nullptr ? p.sinks[h0 + t] : 0.f, 1.f);
+    p.lse[(long long)token * S::kNumHeads + h0 + t] = f.lse;
+  }
+}
 // Epilogue of one CTA: O (this thread's fragments: rows orow0 + 16 mt + g (+8), columns ocol0 + 8 n + 2 t4) and
-// the rows' (max, sum) from s_m / s_l, as the bf16 output + LSE (one split) or fp32 partials (splits > 1). t is
-// the thread's index among the participating threads (the first HG write the per-row values); all of a warp's
-// lanes take part.
+// the rows' (max, sum) from s_m / s_l, as the bf16 output + LSE (one split: write_rows) or fp32 partials (splits
+// > 1: write_partials). t is the thread's index among the participating threads (the first HG write the per-row
+// values); all of a warp's lanes take part.
 // The bf16 rows: a quad holds 32 bytes of a row per column block, 4 bytes a lane, so a warp's 4-byte store of one
 // block writes half of each of 8 sectors, and the memory system takes half-sector writes far more slowly than
 // whole ones (docs/sparse_mla_decode.md, "Where a launch's time goes"). With ONO a multiple of 4 the quad
@@ -393,68 +402,75 @@ KT_DEV void quad_transpose(unsigned (&w)[4], int t4) {
 // of the instructions. `out` need only be 4-byte aligned, so a row that is not 16-byte aligned stores the same
 // words 4 bytes at a time.
 template <class S, int OMT, int ONO>
-KT_DEV void write_output(const Params& p, const float (&o)[OMT][ONO][4], const float* s_m, const float* s_l, int h0,
-                         int token, int split, int orow0, int ocol0, int g, int t4, int t) {
+KT_DEV void write_rows(const Params& p, const float (&o)[OMT][ONO][4], const float* s_m, const float* s_l, int h0,
+                       int token, int orow0, int ocol0, int g, int t4, int t) {
   constexpr int LAT = S::kLat, H = S::kNumHeads, HG = S::kHeadsPerCta;
   const long long row0 = (long long)token * H + h0;
-  if (p.num_splits == 1) {
-    // Every row (LAT * 2 bytes) and column block (ocol0, 8-column blocks) starts 16-byte aligned relative to out,
-    // so out's own alignment decides whether the 16-byte stores may be used.
-    const bool out16 = (reinterpret_cast<unsigned long long>(p.out) & 15) == 0;
+  // Every row (LAT * 2 bytes) and column block (ocol0, 8-column blocks) starts 16-byte aligned relative to out,
+  // so out's own alignment decides whether the 16-byte stores may be used.
+  const bool out16 = (reinterpret_cast<unsigned long long>(p.out) & 15) == 0;
 #pragma unroll
-    for (int mt = 0; mt < OMT; ++mt)
+  for (int mt = 0; mt < OMT; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = orow0 + mt * 16 + g + 8 * h;
-        const kc::RowFinal f = kc::finalize_row(s_m[r], s_l[r], p.sinks != nullptr,
-                                                p.sinks != nullptr ? p.sinks[h0 + r] : 0.f, 1.f);
-        unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + ocol0;
-        if constexpr (ONO % 4 == 0) {
+    for (int h = 0; h < 2; ++h) {
+      const int r = orow0 + mt * 16 + g + 8 * h;
+      const kc::RowFinal f = kc::finalize_row(s_m[r], s_l[r], p.sinks != nullptr,
+                                              p.sinks != nullptr ? p.sinks[h0 + r] : 0.f, 1.f);
+      unsigned short* orow = static_cast<unsigned short*>(p.out) + (row0 + r) * LAT + ocol0;
+      if constexpr (ONO % 4 == 0) {
 #pragma unroll
-          for (int q = 0; q < ONO / 4; ++q) {
-            unsigned w[4];
+        for (int q = 0; q < ONO / 4; ++q) {
+          unsigned w[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-              w[i] = kc::pack_bf16x2(o[mt][4 * q + i][2 * h] * f.scale, o[mt][4 * q + i][2 * h + 1] * f.scale);
-            quad_transpose(w, t4);
-            unsigned short* dst = orow + (4 * q + t4) * 8;
-            if (out16) {
-              *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-            } else {
+          for (int i = 0; i < 4; ++i)
+            w[i] = kc::pack_bf16x2(o[mt][4 * q + i][2 * h] * f.scale, o[mt][4 * q + i][2 * h + 1] * f.scale);
+          quad_transpose(w, t4);
+          unsigned short* dst = orow + (4 * q + t4) * 8;
+          if (out16) {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+          } else {
 #pragma unroll
-              for (int j = 0; j < 4; ++j) *reinterpret_cast<unsigned*>(dst + 2 * j) = w[j];
-            }
+            for (int j = 0; j < 4; ++j) *reinterpret_cast<unsigned*>(dst + 2 * j) = w[j];
           }
-        } else {
-#pragma unroll
-          for (int n = 0; n < ONO; ++n)
-            *reinterpret_cast<unsigned*>(orow + 2 * t4 + n * 8) =
-                kc::pack_bf16x2(o[mt][n][2 * h] * f.scale, o[mt][n][2 * h + 1] * f.scale);
         }
-      }
-    if (p.lse != nullptr && t < HG) {
-      const kc::RowFinal f =
-          kc::finalize_row(s_m[t], s_l[t], p.sinks != nullptr, p.sinks != nullptr ? p.sinks[h0 + t] : 0.f, 1.f);
-      p.lse[row0 + t] = f.lse;
-    }
-  } else {
-    const int ns = p.num_splits;
-#pragma unroll
-    for (int mt = 0; mt < OMT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = orow0 + mt * 16 + g + 8 * h;
-        float* prow = p.workspace + ((row0 + r) * ns + split) * LAT + ocol0 + 2 * t4;
+      } else {
 #pragma unroll
         for (int n = 0; n < ONO; ++n)
-          *reinterpret_cast<float2*>(prow + n * 8) = make_float2(o[mt][n][2 * h], o[mt][n][2 * h + 1]);
+          *reinterpret_cast<unsigned*>(orow + 2 * t4 + n * 8) =
+              kc::pack_bf16x2(o[mt][n][2 * h] * f.scale, o[mt][n][2 * h + 1] * f.scale);
       }
-    if (t < HG) {
-      float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + ((row0 + t) * ns + split) * 2;
-      ml[0] = s_m[t];
-      ml[1] = s_l[t];
     }
+  write_lse<S>(p, s_m, s_l, h0, token, t);
+}
+template <class S, int OMT, int ONO>
+KT_DEV void write_partials(const Params& p, const float (&o)[OMT][ONO][4], const float* s_m, const float* s_l,
+                           int h0, int token, int split, int orow0, int ocol0, int g, int t4, int t) {
+  constexpr int LAT = S::kLat, H = S::kNumHeads, HG = S::kHeadsPerCta;
+  const long long row0 = (long long)token * H + h0;
+  const int ns = p.num_splits;
+#pragma unroll
+  for (int mt = 0; mt < OMT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = orow0 + mt * 16 + g + 8 * h;
+      float* prow = p.workspace + ((row0 + r) * ns + split) * LAT + ocol0 + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < ONO; ++n)
+        *reinterpret_cast<float2*>(prow + n * 8) = make_float2(o[mt][n][2 * h], o[mt][n][2 * h + 1]);
+    }
+  if (t < HG) {
+    float* ml = p.workspace + (long long)p.num_tokens * H * ns * LAT + ((row0 + t) * ns + split) * 2;
+    ml[0] = s_m[t];
+    ml[1] = s_l[t];
   }
+}
+template <class S, int OMT, int ONO>
+KT_DEV void write_output(const Params& p, const float (&o)[OMT][ONO][4], const float* s_m, const float* s_l, int h0,
+                         int token, int split, int orow0, int ocol0, int g, int t4, int t) {
+  if (p.num_splits == 1)
+    write_rows<S>(p, o, s_m, s_l, h0, token, orow0, ocol0, g, t4, t);
+  else
+    write_partials<S>(p, o, s_m, s_l, h0, token, split, orow0, ocol0, g, t4, t);
 }
 
 // The local tiles of the top-k that split `split` of p.num_splits covers: t_begin .. t_begin + ntiles - 1 (the

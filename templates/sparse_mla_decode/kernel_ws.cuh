@@ -86,7 +86,8 @@ namespace ws {
 //              tile j). The producer waits on an mbarrier, as for "full", rather than a named barrier: the
 //              consumer's reads of the tile's slot list are generic, and racecheck follows an mbarrier's ordering
 //              from them to the producer's next stores, not a named barrier's.
-enum : int { kBarConsumer = 1, kBarEmpty = 3, kBarHalfStored = 3 + 4 };  // kBarEmpty + b: buffer b < stages (<= 4)
+// 64 heads: the two consumer warpgroups' epilogue barrier (the staged rows written).
+enum : int { kBarConsumer = 1, kBarEpilogue = 2, kBarEmpty = 3, kBarHalfStored = 3 + 4 };  // kBarEmpty + b: b < 4
 enum : int { kMbarPReady = 0, kMbarStats = 8, kMbarPFree = 16, kMbarFull = 24 };
 template <int ST>
 constexpr int kMbarPeerFree = kMbarFull + 8 * ST;
@@ -541,12 +542,67 @@ KT_DEV void decode_body_ws16(const Params& p) {
   }
 }
 
+// Epilogue of the 64-head kernels at one split: both consumer warpgroups' O (64 heads x LAT, each thread's rows
+// r0 and r0 + 8 and columns COLS * wg + 8 n + 2 t4, scaled and rounded as write_rows does) through shared memory,
+// so that each warp stores 512 contiguous bytes of a row and the fragments need no exchange between lanes (the
+// kernel's code, and its compile time, are smaller than with write_rows). The rows are staged where Q was: only
+// warpgroup 0's Q K^T reads Q, and each of its warps waits for its last wgmma before it arrives on "stats", which
+// every consumer thread has waited on. stmatrix stores each 8 x 8 block of fragments as eight 16-byte row pieces,
+// the row's 16-byte chunks XOR-swizzled by row % 8 (conflict-free for the stores and the 16-byte loads); then one
+// barrier of the 256 consumer threads and a copy of whole rows. `out` need only be 4-byte aligned: a row that is
+// not 16-byte aligned is stored 4 bytes at a time.
+template <class S>
+KT_DEV void write_rows_staged(const Params& p, const float (&o)[1][S::kLat / 16][4], const float* s_m,
+                              const float* s_l, unsigned char* stage, int h0, int token, int warp, int lane, int tid) {
+  constexpr int LAT = S::kLat, H = S::kNumHeads, HG = S::kHeadsPerCta, NO = LAT / 16, CPR = LAT / 8;
+  constexpr int kThreads = 256;
+  static_assert(HG == 64 && NO % 2 == 0 && HG * CPR % kThreads == 0, "64-head epilogue");
+  const int g = lane >> 2, wg = warp >> 2, rbase = 16 * (warp & 3);
+  float scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = rbase + g + 8 * h;
+    scale[h] = kc::finalize_row(s_m[r], s_l[r], p.sinks != nullptr, p.sinks != nullptr ? p.sinks[h0 + r] : 0.f, 1.f)
+                   .scale;
+  }
+  // stmatrix: register i of a lane is matrix i = (rows + 8 (i & 1), column block n + (i >> 1)); lane l gives the
+  // address of row l % 8 of matrix l / 8.
+  const int mrow = rbase + 8 * ((lane >> 3) & 1) + (lane & 7);
+  const unsigned srow = kc::smem_u32(stage) + mrow * CPR * 16;
+  const int chunk0 = NO * wg + (lane >> 4);
+#pragma unroll
+  for (int n = 0; n < NO; n += 2) {
+    const unsigned w[4] = {kc::pack_bf16x2(o[0][n][0] * scale[0], o[0][n][1] * scale[0]),
+                           kc::pack_bf16x2(o[0][n][2] * scale[1], o[0][n][3] * scale[1]),
+                           kc::pack_bf16x2(o[0][n + 1][0] * scale[0], o[0][n + 1][1] * scale[0]),
+                           kc::pack_bf16x2(o[0][n + 1][2] * scale[1], o[0][n + 1][3] * scale[1])};
+    kc::stmatrix_x4(w, srow + (((chunk0 + n) ^ (lane & 7)) << 4));
+  }
+  write_lse<S>(p, s_m, s_l, h0, token, tid);
+  ws::bar_sync(ws::kBarEpilogue, kThreads);
+  const bool out16 = (reinterpret_cast<unsigned long long>(p.out) & 15) == 0;
+  unsigned short* out = static_cast<unsigned short*>(p.out) + ((long long)token * H + h0) * LAT;
+#pragma unroll 4
+  for (int i = tid; i < HG * CPR; i += kThreads) {
+    const int r = i / CPR, c = i % CPR;
+    const uint4 v = *reinterpret_cast<const uint4*>(stage + (r * CPR + (c ^ (r & 7))) * 16);
+    unsigned short* dst = out + r * LAT + c * 8;
+    if (out16) {
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+      unsigned* d4 = reinterpret_cast<unsigned*>(dst);
+      d4[0] = v.x, d4[1] = v.y, d4[2] = v.z, d4[3] = v.w;
+    }
+  }
+}
+
 template <class S, bool kPair>
 KT_DEV void decode_body_ws(const Params& p) {
   constexpr Shape sh = WsTraits<S>::sh;
   constexpr int LAT = S::kLat, D = sh.dim, HG = S::kHeadsPerCta, TN = S::kTile;
   constexpr int ST = S::kStages, H = S::kNumHeads, TOPK = S::kTopk, NTILES = (TOPK + TN - 1) / TN;
   constexpr int COLS = LAT / 2;  // output columns per consumer warpgroup
+  static_assert(sh.off_q == 0 && HG * LAT * 2 <= sh.off_kv, "the epilogue stages the rows where Q was");
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   const int g = lane >> 2, t4 = lane & 3;
@@ -655,7 +711,10 @@ KT_DEV void decode_body_ws(const Params& p) {
   }
   kc::mbar_wait(mb_stats, 0);  // s_m / s_l from warpgroup 0
   kc::pdl_launch_dependents();  // the rows are consumed: the next kernel may take the SMs this grid frees
-  write_output<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);
+  if (p.num_splits == 1)
+    write_rows_staged<S>(p, o, s_m, s_l, smem + sh.off_q, h0, token, warp, lane, tid);
+  else
+    write_partials<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);
 }
 
 template <class S>
