@@ -23,7 +23,8 @@ put("  if (wg == 2) {\n    ws::regs_dec<kPair", "  MLA_STAMP(1, 0);\n", after=Fa
 put("      kc::mbar_wait(mb_full + 8 * b, (it / ST) & 1);\n      float d[TN / 2];\n", "      if (it == 0) MLA_STAMP(2, 0);\n")
 put("    if (t4 == 0) {\n      s_m[r0] = m_run[0];", "    MLA_STAMP(3, 0);\n", after=False)
 put("  kc::mbar_wait(mb_stats, 0);  // s_m / s_l from warpgroup 0\n", "  MLA_STAMP(4, 0);\n")
-put("  write_output<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);\n", "  MLA_STAMP(5, 0);\n")
+put("    write_partials<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);\n",
+    "  MLA_STAMP(5, 0);\n")
 put("    produce_ws<S, kPair>(p, smem, t_begin, ntiles, token, warp - 8, lane);\n", "    MLA_STAMP(6, 256);\n")
 open(path, "w").write(s)
 PY

@@ -18,7 +18,8 @@
 // Warpgroup 0's Q K^T of tile i+1 runs on the tensor cores while warpgroup 1 finishes P V of tile i. A consumer
 // warp skips the O rescale when all its rows' factors are 1 (the running max held; x * 1 = x, so the result is
 // the same): 128 multiplies per thread and tile that would take issue slots from the producer.
-// Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all.
+// Two bf16 K/V buffers (stages = 2) fit next to Q and P: 64 x 576 x 2 B each; 226 KB in all. At one split the
+// epilogue stages the bf16 rows where Q was and stores them as whole rows (write_rows_staged).
 // Hand-offs: the K/V buffer b full (the producer's 128 threads arrive, both consumer warpgroups wait), P free again
 // (warpgroup 1 arrives, warpgroup 0 waits), P of a tile with its rescale factors ready (warpgroup 0 arrives, warpgroup
 // 1 waits) and the rows' max and sum for the epilogue are mbarriers: each thread arrives with release after its stores,
