@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The compile cache through the CLI, no GPU: compile one xqa_decode problem for three arches (its default config
 # and its shared module on each: 6 binaries), again (0 compiled, 6 hits), verify (intact), flip a byte of one
-# blob (verify names it; the next compile rebuilds it instead of loading it).
+# blob (verify names it; the next compile rebuilds it instead of loading it); verify while a writer commits (no
+# report, exit 1).
 # Usage: cli_compile_cache.sh <ktune binary>
 set -euo pipefail
 K=$1
@@ -37,4 +38,26 @@ out=$("$K" compile --family xqa_decode --problem "$P" --arch sm_90a,sm_100a,sm_1
 [[ $(echo "$out" | json compiled) == 1 ]] || { echo "damaged entry not rebuilt: $out"; exit 1; }
 [[ $(echo "$out" | json cache_hits) == 5 ]] || { echo "after repair: $out"; exit 1; }
 "$K" cache verify --cache "$db" | grep -q "all intact"
+
+# A layer committed to while verify reads it: the checks' passes may read different states, so verify gives no
+# report and fails, naming the file. The writer commits without pause from before verify starts until it ends.
+python3 - "$db" "$tmp/writing" "$tmp/stop" <<'PY' &
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA wal_autocheckpoint=0")
+con.execute("CREATE TABLE IF NOT EXISTS scratch(x)")
+open(sys.argv[2], "w").close()
+i = 0
+while not os.path.exists(sys.argv[3]):
+    con.execute("INSERT INTO scratch VALUES (?)", (i,))
+    i += 1
+PY
+writer=$!
+while [[ ! -e $tmp/writing ]]; do sleep 0.01; done
+status=0
+"$K" cache verify --cache "$db" --json >"$tmp/live.json" || status=$?
+touch "$tmp/stop" && wait $writer
+[[ $status == 1 && $(json stable <"$tmp/live.json") == False ]] || { echo "verify of a layer being written: $(cat "$tmp/live.json")"; exit 1; }
+grep -q "c.db-wal changed while it was verified" "$tmp/live.json"
+"$K" cache verify --cache "$db" | grep -q "all intact"  # quiet again: the same file verifies
 echo "cli compile/cache OK"

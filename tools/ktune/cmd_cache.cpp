@@ -6,6 +6,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "file_stamps.hpp"
 #include "json_writer.hpp"
 #include "ktune/cache_admin.hpp"
 #include "ktune/runtime.hpp"
@@ -33,7 +34,9 @@ const char* kHelp = R"(usage: ktune cache <ls|show|stats|check|verify|prune|expo
                                           --load: also load every binary this machine can (host objects of this
                                           CPU, CUBINs of GPU 0's arch) as the runtime would; exit 1 naming those
                                           that fail, and any layer the runtime refuses (KTUNE_TRUSTED_KEYS
-                                          without a valid signature, unusable), whose binaries are not loaded
+                                          without a valid signature, unusable), whose binaries are not loaded.
+                                          A layer file that changes while it is verified fails the command
+                                          (exit 1, no report: the checks read the layers more than once)
   prune  [--stale-compiler] [--stale-ktune] [--family F] [--json]
                                           delete damaged entries (and stale ones) from the writable layer
   export --out FILE [--json]              all intact entries of all layers into one new self-contained FILE
@@ -126,6 +129,12 @@ int verify(const Args& args, const std::string& cache) {
     }
     return 1;
   }
+  // The checks below read the layers in separate passes; stamps of the files around them say whether every pass
+  // read the same files. One that changed in between (renamed over, rewritten, committed to) leaves a report no
+  // single file matches, so none is given and the command fails.
+  std::vector<std::string> layer_paths;
+  for (const auto& l : cache_layers(cache)) layer_paths.push_back(l.path);
+  const std::vector<FileStamp> stamps = stamp_layer_files(layer_paths);
   auto issues = cache_verify(cache);
   size_t total = cache_list(cache).size();
   const bool load = args.has("load");
@@ -133,6 +142,23 @@ int verify(const Args& args, const std::string& cache) {
   if (load) loads = cache_verify_loads(cache);
   std::vector<CacheSignatureStatus> sigs;
   if (args.has("pubkey")) sigs = cache_verify_signatures(cache, args.get("pubkey"));
+  if (const std::vector<std::string> changed = changed_files(stamps, stamp_layer_files(layer_paths));
+      !changed.empty()) {
+    const std::string why = fmt::format("{} changed while it was verified (the checks may have read different "
+                                        "files); nothing is reported: verify again once nothing writes the cache",
+                                        fmt::join(changed, ", "));
+    if (args.has("json")) {
+      std::vector<std::string> files;
+      for (const auto& c : changed) files.push_back(json_quote(c));
+      JsonObject out;
+      out.boolean("stable", false).boolean("intact", false).raw("changed", json_array(files)).str("error", why);
+      if (args.has("pubkey")) out.boolean("signed", false);
+      fmt::print("{}\n", out.dump());
+    } else {
+      fmt::print(stderr, "ktune cache verify: {}\n", why);
+    }
+    return 1;
+  }
   bool all_signed = true;
   for (const auto& s : sigs) all_signed = all_signed && s.valid;
   if (args.has("json")) {
@@ -146,7 +172,7 @@ int verify(const Args& args, const std::string& cache) {
                              .str("detail", s.detail).dump());
     JsonObject out;
     out.num("checked", static_cast<int64_t>(total)).num("damaged", static_cast<int64_t>(issues.size()))
-        .boolean("intact", issues.empty()).raw("issues", json_array(rows));
+        .boolean("intact", issues.empty()).boolean("stable", true).raw("issues", json_array(rows));
     if (args.has("pubkey")) out.boolean("signed", all_signed).raw("signatures", json_array(sig_rows));
     if (load) {
       std::vector<std::string> failed;
