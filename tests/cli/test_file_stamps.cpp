@@ -26,7 +26,7 @@ void write(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 TEST_CASE("cli file stamps: a layer replaced, rewritten or committed to between two stampings is named",
-          "[cli][cache]") {
+          "[cli]") {
   ktune::test::TempDir dir;
   const std::string a = dir.file("a.db"), b = dir.file("b.db");
   write(a, "layer a");
