@@ -165,18 +165,25 @@ TEST_CASE("export makes a compact read-only copy and never overwrites", "[cache]
 TEST_CASE("merge imports intact entries and newer tuning rows", "[cache][maintenance]") {
   TempDir dir;
   const std::string src_path = dir.file("src.db"), dst_path = dir.file("dst.db");
+  // One creation time for every row: record 1 must be the same row in both files (a row stamped in another second
+  // has another row digest, and a merge keeps whichever of two intact rows sorts first).
+  const auto record = [](int i) {
+    BinaryRecord r = sample_record(i);
+    r.created_at = 1700000000;
+    return r;
+  };
   {
     auto src = CacheDb::open(src_path, {});
-    src->put_binary(sample_record(1));  // also in dst -> skipped
-    src->put_binary(sample_record(2));  // new -> added
-    src->put_binary(sample_record(3));  // damaged -> damaged_skipped
+    src->put_binary(record(1));  // also in dst -> skipped
+    src->put_binary(record(2));  // new -> added
+    src->put_binary(record(3));  // damaged -> damaged_skipped
     src->put_tuning(sample_tuning(1, 500));  // newer than dst's -> updated
     src->put_tuning(sample_tuning(2, 500));  // older than dst's -> kept
     src->put_tuning(sample_tuning(3, 500));  // new -> added
   }
   tamper_blob(src_path, sample_record(3), 42);
   auto dst = CacheDb::open(dst_path, {});
-  dst->put_binary(sample_record(1));
+  dst->put_binary(record(1));
   TuningRecord t1 = sample_tuning(1, 100), t2 = sample_tuning(2, 900);
   t1.winner_config = t2.winner_config = "dst";
   dst->put_tuning(t1);
