@@ -8,8 +8,9 @@
 #   no Q.K^T         warpgroup 0's score wgmma (scores set to 0)
 #   no P.V regs      warpgroup 0's P.V from registers
 #   no P.V smem      warpgroup 1's P.V from shared memory
-#   plain epilogue   write_output (bf16 rows or fp32 split partials, the row statistics) replaced by one
-#                    unrolled loop of float4 stores of the accumulators, which keeps them all live
+#   plain epilogue   the epilogue (write_rows_staged: bf16 rows, or write_partials: fp32 split partials; the row
+#                    statistics) replaced by one unrolled loop of float4 stores of the accumulators, which keeps
+#                    them all live
 #   no consumers     (.ws, 16 heads) everything after the roles split but the producers
 # usage: bash bench/dev/mla_compile_parts.sh [BUILD_DIR]   (needs BUILD_DIR/bin/ktune; default build)
 set -euo pipefail
@@ -36,7 +37,10 @@ variant no_qk '      qk_wgmma_regs<HG, TN, TN, D>(d, sb + sh.off_q, sK, 0);' \
 variant no_pv_regs '      pv_wgmma_regs<TN, COLS>(o, d, sK, 0);' ''
 variant no_pv_smem '      pv_wgmma<TN, COLS>(o, sP, sK, COLS);' ''
 variant plain_epilogue \
-  '  write_output<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);' \
+  '  if (p.num_splits == 1)
+    write_rows_staged<S>(p, o, s_m, s_l, smem + sh.off_q, h0, token, warp, lane, tid);
+  else
+    write_partials<S>(p, o, s_m, s_l, h0, token, split, 16 * (warp & 3), COLS * wg, g, t4, tid);' \
   '#pragma unroll
   for (int n = 0; n < COLS / 8; ++n)
     *reinterpret_cast<float4*>(p.workspace + 2 * tid + 1024 * n) = make_float4(o[0][n][0], o[0][n][1], o[0][n][2], o[0][n][3]);'
