@@ -252,6 +252,12 @@ std::string LayeredCache::default_search_path() {
   return (xdg && xdg[0] == '/' ? std::string(xdg) : home_dir() + "/.cache") + "/ktune/ktune.db";
 }
 
+std::vector<std::string> LayeredCache::layer_files(const std::string& search_path) {
+  std::vector<std::string> out;
+  for (const PathEntry& entry : split_search_path(search_path)) out.push_back(entry.path);
+  return out;
+}
+
 std::string LayeredCache::tuning_first_layer() const {
   for (const auto& l : layers_)
     if (l.db && l.db.get() == tuning_first_) return l.info.path;

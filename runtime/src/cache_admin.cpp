@@ -67,6 +67,10 @@ std::string missing_layers(const std::string& search_path) {
   return missing.empty() ? std::string() : fmt::format("no cache file at {}", fmt::join(missing, ", "));
 }
 
+std::vector<std::string> cache_layer_files(const std::string& search_path) {
+  return cache::LayeredCache::layer_files(search_path);
+}
+
 std::vector<CacheLayerSummary> cache_layers(const std::string& search_path) {
   std::vector<CacheLayerSummary> out;
   cache_call([&] {

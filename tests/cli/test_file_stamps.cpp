@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "ktune/cache_admin.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tools/ktune/file_stamps.hpp"
 
@@ -32,6 +33,7 @@ TEST_CASE("cli file stamps: a layer replaced, rewritten or committed to between 
   write(a, "layer a");
   write(b, "layer b");
   const std::vector<std::string> layers = {a, b};
+  CHECK(ktune::cache_layer_files(a + "::" + b + "?ro") == layers);  // what verify stamps: the files, nothing opened
   const auto before = stamp_layer_files(layers);
   REQUIRE(before.size() == 4);  // each layer and its -wal
   CHECK(changed_files(before, stamp_layer_files(layers)).empty());

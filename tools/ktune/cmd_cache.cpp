@@ -115,25 +115,32 @@ int stats(const Args& args, const std::string& cache) {
 }
 
 int verify(const Args& args, const std::string& cache) {
-  // A path with no cache file behind it (a typo, a dangling link) is no intact, signed cache: a shipping gate
-  // that checked nothing, or only some of the layers it names, must not pass.
-  if (std::string why = missing_layers(cache); !why.empty()) {
-    why += ": nothing there to verify";
+  // A verify that cannot stand for the files: exit 1 with why, and in JSON nothing intact or signed. `changed`:
+  // the files that changed under it.
+  const auto refuse = [&](const std::string& why, const std::vector<std::string>& changed) {
     if (args.has("json")) {
       JsonObject out;
-      out.num("checked", int64_t{0}).num("damaged", int64_t{0}).boolean("intact", false).str("error", why);
+      out.num("checked", int64_t{0}).num("damaged", int64_t{0}).boolean("intact", false);
+      if (!changed.empty()) {
+        std::vector<std::string> files;
+        for (const auto& c : changed) files.push_back(json_quote(c));
+        out.boolean("stable", false).raw("changed", json_array(files));
+      }
+      out.str("error", why);
       if (args.has("pubkey")) out.boolean("signed", false);
       fmt::print("{}\n", out.dump());
     } else {
       fmt::print(stderr, "ktune cache verify: {}\n", why);
     }
     return 1;
-  }
+  };
+  // A path with no cache file behind it (a typo, a dangling link) is no intact, signed cache: a shipping gate
+  // that checked nothing, or only some of the layers it names, must not pass.
+  if (const std::string why = missing_layers(cache); !why.empty()) return refuse(why + ": nothing there to verify", {});
   // The checks below read the layers in separate passes; stamps of the files around them say whether every pass
   // read the same files. One that changed in between (renamed over, rewritten, committed to) leaves a report no
   // single file matches, so none is given and the command fails.
-  std::vector<std::string> layer_paths;
-  for (const auto& l : cache_layers(cache)) layer_paths.push_back(l.path);
+  const std::vector<std::string> layer_paths = cache_layer_files(cache);
   const std::vector<FileStamp> stamps = stamp_layer_files(layer_paths);
   auto issues = cache_verify(cache);
   size_t total = cache_list(cache).size();
@@ -142,23 +149,11 @@ int verify(const Args& args, const std::string& cache) {
   if (load) loads = cache_verify_loads(cache);
   std::vector<CacheSignatureStatus> sigs;
   if (args.has("pubkey")) sigs = cache_verify_signatures(cache, args.get("pubkey"));
-  if (const std::vector<std::string> changed = changed_files(stamps, stamp_layer_files(layer_paths));
-      !changed.empty()) {
-    const std::string why = fmt::format("{} changed while it was verified (the checks may have read different "
-                                        "files); nothing is reported: verify again once nothing writes the cache",
-                                        fmt::join(changed, ", "));
-    if (args.has("json")) {
-      std::vector<std::string> files;
-      for (const auto& c : changed) files.push_back(json_quote(c));
-      JsonObject out;
-      out.boolean("stable", false).boolean("intact", false).raw("changed", json_array(files)).str("error", why);
-      if (args.has("pubkey")) out.boolean("signed", false);
-      fmt::print("{}\n", out.dump());
-    } else {
-      fmt::print(stderr, "ktune cache verify: {}\n", why);
-    }
-    return 1;
-  }
+  if (const std::vector<std::string> changed = changed_files(stamps, stamp_layer_files(layer_paths)); !changed.empty())
+    return refuse(fmt::format("{} changed while it was verified (the checks may have read different files); "
+                              "nothing is reported: verify again once nothing writes the cache",
+                              fmt::join(changed, ", ")),
+                  changed);
   bool all_signed = true;
   for (const auto& s : sigs) all_signed = all_signed && s.valid;
   if (args.has("json")) {

@@ -62,6 +62,8 @@ struct KTUNE_API CacheSignatureInfo {
 
 KTUNE_API std::string default_cache_path();
 KTUNE_API std::vector<CacheLayerSummary> cache_layers(const std::string& search_path);
+// The files search_path names, in order ('~' expanded, "?ro" dropped), without opening any of them.
+KTUNE_API std::vector<std::string> cache_layer_files(const std::string& search_path);
 // "" when every layer search_path names is a file that is there; else one sentence saying which are not (a typo,
 // a dangling link) or that the path names none. What `cache verify` and cache_export refuse: a check or an
 // image of a layer that is not there checks or ships nothing of it.

@@ -60,6 +60,9 @@ class LayeredCache {
 
   // $KTUNE_CACHE if set and non-empty, else ~/.cache/ktune/ktune.db.
   static std::string default_search_path();
+  // The files search_path names, in order, as LayerInfo::path gives them ('~' expanded, "?ro" dropped); nothing
+  // is opened.
+  static std::vector<std::string> layer_files(const std::string& search_path);
 
   struct LayerInfo {
     std::string path;      // after '~' expansion
