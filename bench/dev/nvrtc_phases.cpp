@@ -4,7 +4,8 @@
 // modified copy of templates/ can be timed against the shipped one.
 //   nvrtc_phases SOURCE.cu TEMPLATES_DIR ENTRY [ARCH [OPTION...]]
 // Options after ARCH are added to the runtime's (e.g. -Xptxas=-O2, to time settings that change the CUBIN);
-// with KTUNE_PHASES_CUBIN=FILE set, the CUBIN is written there.
+// with KTUNE_PHASES_CUBIN=FILE set, the CUBIN is written there; with KTUNE_PHASES_LOG set, NVRTC's log goes to
+// stderr (with -Xptxas=-v: registers, spills and stack frame per function).
 #include <nvrtc.h>
 
 #include <chrono>
@@ -61,6 +62,13 @@ int main(int argc, char** argv) {
     nvrtcGetProgramLog(prog, log.data());
     std::fprintf(stderr, "nvrtc_phases: compile failed:\n%s\n", log.c_str());
     return 1;
+  }
+  if (std::getenv("KTUNE_PHASES_LOG")) {  // e.g. with -Xptxas=-v: registers, spills and stack per kernel
+    size_t n = 0;
+    nvrtcGetProgramLogSize(prog, &n);
+    std::string log(n, '\0');
+    nvrtcGetProgramLog(prog, log.data());
+    std::fprintf(stderr, "%s\n", log.c_str());
   }
   if (const char* out = std::getenv("KTUNE_PHASES_CUBIN")) {
     size_t n = 0;
