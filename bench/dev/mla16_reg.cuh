@@ -150,28 +150,39 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
     const float* scl = reinterpret_cast<const float*>(st + kLatBytes + kRopeBytes);
 
     // Partial scores of this quarter: s[j] = 16 heads x slots 8 j .. 8 j + 7.
+    // The k16 step is the outer loop so the four n8 blocks' accumulators interleave: the mma asm is volatile, so
+    // the compiler keeps their order, and block-by-block would chain 9 dependent mma per block.
     float s[4][4], colsc[4][2];  // kConv 1: the block scale of score columns 8 j + 2 q, + 1
+    unsigned w[4][8];
+    float sc[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
       const uint4 w0 = lat[(j * 2 + 0) * kThreads + tid], w1 = lat[(j * 2 + 1) * kThreads + tid];
-      const unsigned w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-      const float sc = scl[j * kThreads + tid];
+      w[j][0] = w0.x, w[j][1] = w0.y, w[j][2] = w0.z, w[j][3] = w0.w;
+      w[j][4] = w1.x, w[j][5] = w1.y, w[j][6] = w1.z, w[j][7] = w1.w;
+      sc[j] = scl[j * kThreads + tid];
+    }
 #pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        const unsigned a[4] = {qa[0][2 * ks], qa[1][2 * ks], qa[0][2 * ks + 1], qa[1][2 * ks + 1]};
+    for (int ks = 0; ks < 8; ++ks) {
+      const unsigned a[4] = {qa[0][2 * ks], qa[1][2 * ks], qa[0][2 * ks + 1], qa[1][2 * ks + 1]};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
         unsigned b0, b1;
         if (kConv == 0) {
-          convert_word(w[ks], sc, b0, b1);
+          convert_word(w[j][ks], sc[j], b0, b1);
           kc::mma_16816<true>(s[j], a, b0, b1);
         } else {
-          kc::e4m3x4_to_f16x2x2<false>(w[ks], b0, b1);
+          kc::e4m3x4_to_f16x2x2<false>(w[j][ks], b0, b1);
           kc::mma_16816<false>(s[j], a, b0, b1);
         }
       }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
       if (kConv == 1) {  // the row of column 8 j + c is held by lanes 4 c ..
-        colsc[j][0] = __shfl_sync(0xffffffffu, sc, 8 * q) * kc::kE4m3Fold;
-        colsc[j][1] = __shfl_sync(0xffffffffu, sc, 8 * q + 4) * kc::kE4m3Fold;
+        colsc[j][0] = __shfl_sync(0xffffffffu, sc[j], 8 * q) * kc::kE4m3Fold;
+        colsc[j][1] = __shfl_sync(0xffffffffu, sc[j], 8 * q + 4) * kc::kE4m3Fold;
         s[j][0] *= colsc[j][0], s[j][1] *= colsc[j][1], s[j][2] *= colsc[j][0], s[j][3] *= colsc[j][1];
       }
       const uint2 r = rope[j * kThreads + tid];

@@ -3,8 +3,10 @@
 // fp8_ds_mla, page 64, about 3% of the entries -1 and one token with every entry -1. Prints rel L2 of the outputs
 // and LSE against t32.s1.g16, an FNV-1a hash of the ws kernel's output and LSE bits (equal hashes across two
 // builds: bit-identical results), the time per call (median of 30, split-KV combine included) and the KV bytes
-// read per second. With --sanitize: a small case (top-k 512, 6 tokens over 512 slots, splits 1, 3 and 5) for
-// compute-sanitizer, no timing; exit status 1 when an output differs beyond bf16 rounding.
+// read per second. Beside them the register-fed prototype of mla16_reg.cuh: the same check and time, then its
+// f16 form, ring depths and its roles alone (copies, math). With --sanitize: a small case (top-k 512, 6 tokens
+// over 512 slots, splits 1, 3 and 5) for compute-sanitizer, no timing; exit status 1 when an output differs beyond
+// bf16 rounding.
 //   nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -Itemplates -Ibench/dev \
 //        bench/dev/mla_ws16.cu -o .devbuild/mla_ws16
 //   .devbuild/mla_ws16 [pages]     (default 32768 pages of 64 rows: 1.4 GB, rows from HBM as in serving)
