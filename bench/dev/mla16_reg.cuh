@@ -13,10 +13,11 @@
 //   bytes per copy (Q is loaded with the same permutation).
 // - The four quarters' partial scores meet in shared memory (one named barrier per chunk and slot half), every
 //   warp of a slot half runs the same online softmax, and P·V takes P from the score registers (A operand) and V
-//   from the same converted K fragments, transposed in registers by movmatrix (B operand).
+//   from the same row bytes in the ring, converted again and transposed in registers by movmatrix (B operand).
 // - The two slot halves merge at the end through shared memory; splits write the library's fp32 partials, so
 //   its combine_kernel merges them.
-// The conversion is the library's (bf16 of e4m3 * block scale), so the numerics are its own up to summation order.
+// With kConv 0 the conversion is the library's (bf16 of e4m3 * block scale), so the numerics are its own up to
+// summation order; kConv 1 (below) changes them.
 #pragma once
 #include "sparse_mla_decode/kernel.cuh"
 
