@@ -151,8 +151,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
     const float* scl = reinterpret_cast<const float*>(st + kLatBytes + kRopeBytes);
 
     // Partial scores of this quarter: s[j] = 16 heads x slots 8 j .. 8 j + 7.
-    // The k16 step is the outer loop so the four n8 blocks' accumulators interleave: the mma asm is volatile, so
-    // the compiler keeps their order, and block-by-block would chain 9 dependent mma per block.
+    // The k16 step is the outer loop so the four n8 blocks' accumulators interleave in the PTX: the mma asm is
+    // volatile, so NVVM keeps the written order, and block-by-block would write 9 dependent mma per block in a row.
     float s[4][4], colsc[4][2];  // kConv 1: the block scale of score columns 8 j + 2 q, + 1
     unsigned w[4][8];
     float sc[4];
@@ -205,7 +205,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
       }
       s[j][0] = t.x, s[j][1] = t.y, s[j][2] = t.z, s[j][3] = t.w;
     }
-    // Mask skipped slots (columns 8 j + 2 q, + 1), scale to log2 units, online softmax per head row.
+    // Mask skipped slots (columns 8 j + 2 q, + 1: rows other lanes copied, so their entries are read again, from L1),
+    // scale to log2 units, online softmax per head row.
     const int base = s_begin + (sh + 2 * i) * kChunk;
     float mx[2] = {kc::neg_inf(), kc::neg_inf()};
 #pragma unroll
@@ -245,7 +246,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
       }
     }
     // P V: k16 step kk covers n8 blocks 2 kk and 2 kk + 1; V's fragment of dim block m is the transposed K
-    // fragment of the same rows and dims.
+    // fragment of the same rows and dims. The raw words are read from the ring again rather than held in
+    // registers across the score exchange (32 more registers over the ~205 this kernel already takes).
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       unsigned pa[4];
@@ -264,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
       const uint4 y0 = lat[(4 * kk + 2) * kThreads + tid], y1 = lat[(4 * kk + 3) * kThreads + tid];
       const unsigned wx[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
       const unsigned wy[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
-      const float scx = scl[(2 * kk) * kThreads + tid], scy = scl[(2 * kk + 1) * kThreads + tid];
+      const float scx = sc[2 * kk], scy = sc[2 * kk + 1];
 #pragma unroll
       for (int w = 0; w < 8; ++w) {
         unsigned kx0, kx1, ky0, ky1;
