@@ -38,6 +38,7 @@
 #include "support/gpu.hpp"
 #include "support/precompile.hpp"
 #include "support/seed.hpp"
+#include "support/temp_dir.hpp"
 #include "support/xqa_oracle.hpp"
 
 using namespace ktune;
@@ -664,6 +665,47 @@ TEST_CASE("a second sparse_mla_decode launch of the same key compiles and loads 
   CHECK(s2.compiles == s1.compiles);
   CHECK(s2.loads == s1.loads);
   CHECK(s2.memory_hits == s1.memory_hits);  // the op's plan holds the module: no module-table lookup at all
+}
+
+// An engine that skipped warmup: its first call finds nothing in the cache, so it compiles the config's module
+// and, on a thread of its own, the problem's shared module (the split-KV combine), loads both and launches. The
+// output must be right on that first call, and a runtime that may not compile finds both binaries in the file
+// and writes the same bits. 128 heads: the paired kernel, the family's longest compile.
+TEST_CASE("a sparse_mla_decode cold first call compiles its config and shared modules and launches correctly",
+          "[gpu][sparse_mla]") {
+  KTUNE_REQUIRE_GPU();
+  test::TempDir dir;
+  RuntimeOptions cold;  // nothing from the environment: no cache layer may already hold these binaries
+  cold.cache_path = dir.file("cold.db");
+  cold.allow_jit = true;
+  Runtime rt(cold);
+  const Problem p = make_problem(128, 512, 64, KvFormat::Fp8DsMla);
+  test::MlaCaseOptions o;
+  o.seed = test::run_seed("sparse_mla cold first call");
+  o.num_tokens = 5;
+  DevCase dc(test::make_mla_case(p, o));
+  const test::MlaRef ref = test::mla_reference(dc.c);
+  const int splits = 3;  // the combine runs, from the shared module
+  REQUIRE(rt.stats().compiles == 0);
+  const RunOutcome first = run_case(rt, "cold first call", p, nullptr, splits, dc, ref);
+  INFO(first.head << " " << first.line);
+  CHECK(first.ok);
+  const std::vector<uint16_t> want = dc.out->download<uint16_t>(dc.out_elems);
+  const RuntimeStats s1 = rt.stats();
+  CHECK(s1.compiles == 2);  // the config's module and the shared one
+  CHECK(s1.loads == 2);
+  CHECK(s1.store_failures == 0);  // both binaries are in the file for the next process
+  CHECK(run_case(rt, "second call", p, nullptr, splits, dc, ref).ok);
+  CHECK(rt.stats().compiles == s1.compiles);
+  CHECK(rt.stats().loads == s1.loads);
+
+  RuntimeOptions warm = cold;
+  warm.allow_jit = false;  // a miss would be an error
+  Runtime from_file(warm);
+  CHECK(run_case(from_file, "from the file", p, nullptr, splits, dc, ref).ok);
+  CHECK(dc.out->download<uint16_t>(dc.out_elems) == want);
+  CHECK(from_file.stats().compiles == 0);
+  CHECK(from_file.stats().cache_hits == 2);
 }
 
 // The GPU half of the host-backend oracle (tests/support/family_oracle.hpp): records this kernel's outputs of

@@ -650,6 +650,61 @@ TEST_CASE("a second xqa_decode launch of the same key compiles and loads nothing
               (long long)s1.memory_hits, (long long)s2.memory_hits);
 }
 
+
+// An engine that skipped warmup: its first call finds nothing in the cache, so the op compiles the config's module
+// and, on a thread of its own, the problem's shared module (the split-KV combine), loads both and launches. The
+// output must be right on that first call, and a runtime that may not compile finds both binaries in the file
+// and writes the same bits.
+TEST_CASE("an xqa op's cold first call compiles its config and shared modules and launches correctly", "[gpu][xqa][op]") {
+  KTUNE_REQUIRE_GPU();
+  test::TempDir dir;
+  RuntimeOptions cold;  // nothing from the environment: no cache layer may already hold these binaries
+  cold.cache_path = dir.file("cold.db");
+  cold.allow_jit = true;
+  Runtime rt(cold);
+  const Problem p = prepared_op_problem();
+  test::XqaRandomOptions o;
+  o.batch = 3;
+  o.max_seq_len = 2500;
+  o.seed = test::run_seed("xqa cold first call");
+  DevCase dc(test::make_xqa_case(p, o));
+  const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
+  XqaDecodeArgs a = dc.args(dc.c.max_pages_per_req * p.page_size);
+  a.num_splits = 5;  // the combine runs, from the shared module
+  XqaDecodeOp op = xqa::prepare(rt, p);
+  const XqaDecodePlan plan = op.plan(a);
+  REQUIRE(plan.workspace_bytes > 0);
+  dc.ensure_workspace(plan.workspace_bytes);
+  a.workspace = dc.ws->as<void>();
+  a.workspace_bytes = dc.ws->bytes();
+  auto run_and_read = [&](const std::function<void()>& launch) {
+    dc.poison();
+    launch();
+    test::sync();
+    const Outcome r = check(p, dc.compare(ref));
+    INFO(r.line);
+    CHECK(r.ok);
+    return dc.out->download<unsigned char>(dc.out_bytes);
+  };
+  REQUIRE(rt.stats().compiles == 0);
+  const auto first = run_and_read([&] { op.run(a, nullptr); });
+  const RuntimeStats s1 = rt.stats();
+  CHECK(s1.compiles == 2);  // the config's module and the shared one
+  CHECK(s1.loads == 2);
+  CHECK(s1.store_failures == 0);  // both binaries are in the file for the next process
+  const auto again = run_and_read([&] { op.run(a, nullptr); });
+  CHECK(again == first);
+  CHECK(rt.stats().compiles == s1.compiles);
+  CHECK(rt.stats().loads == s1.loads);
+
+  RuntimeOptions warm = cold;
+  warm.allow_jit = false;  // a miss would be an error
+  Runtime from_file(warm);
+  const auto found = run_and_read([&] { xqa_decode(from_file, p, a, nullptr); });
+  CHECK(found == first);
+  CHECK(from_file.stats().compiles == 0);
+  CHECK(from_file.stats().cache_hits == 2);
+}
 TEST_CASE("xqa_decode replays from a captured CUDA graph with new seq_lens", "[gpu][xqa]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
