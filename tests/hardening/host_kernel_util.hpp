@@ -1,5 +1,4 @@
-// Tiny host-backend kernels for the binding and poison tests: one C function of an int, its binary key digest,
-// and runtime options on one cache path.
+// Tiny host-backend kernels for the binding and poison tests: one C function of an int and its binary key digest.
 #pragma once
 
 #include <string>
@@ -10,13 +9,6 @@
 #include "ktune/runtime.hpp"
 
 namespace ktune::hardening {
-
-inline RuntimeOptions runtime_options(const std::string& cache_path, bool jit = true) {
-  RuntimeOptions o;
-  o.cache_path = cache_path;
-  o.allow_jit = jit;
-  return o;
-}
 
 // `extern "C" int symbol(int x) { return x <op> n; }` as kernel `problem_prefix + n` of `family`: configs of one
 // family that share an entry-point name.

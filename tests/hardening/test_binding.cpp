@@ -18,6 +18,7 @@
 #include "ktune/runtime.hpp"
 #include "nvrtc_api.hpp"
 #include "nvrtc_compiler.hpp"
+#include "support/cache_file.hpp"
 #include "support/skip.hpp"
 #include "support/test_kernels.hpp"
 
@@ -72,7 +73,7 @@ TEST_CASE("binding: a CUBIN defines its key's binding symbol, and a swapped CUBI
   const auto key3 = detail::derive_binary_key(k3, a, "nvrtc", detail::nvrtc().version, detail::nvrtc_options(k3, a));
   const auto key5 = detail::derive_binary_key(k5, a, "nvrtc", detail::nvrtc().version, detail::nvrtc_options(k5, a));
   {
-    Runtime rt(runtime_options(db));
+    Runtime rt(test::on_cache_file(db));
     rt.ensure_binary(k3, a);
     rt.ensure_binary(k5, a);
   }
@@ -92,7 +93,7 @@ TEST_CASE("binding: a CUBIN defines its key's binding symbol, and a swapped CUBI
 
   const std::vector<uint8_t> forged = raw_blob(db, key3.digest);
   {
-    Runtime rt(runtime_options(db));
+    Runtime rt(test::on_cache_file(db));
     CHECK(rt.ensure_binary(k3, a).compiled);  // rebuilt, and the swapped row replaced
     CHECK(rt.stats().quarantined == 1);
   }
@@ -101,7 +102,7 @@ TEST_CASE("binding: a CUBIN defines its key's binding symbol, and a swapped CUBI
 
   // KTUNE_JIT=0: an error naming the key and why; the swapped row is deleted from the writable layer.
   forge_blob(db, key3.digest, forged);
-  Runtime strict(runtime_options(db, false));
+  Runtime strict(test::on_cache_file(db, false));
   try {
     strict.ensure_binary(k3, a);
     FAIL("a swapped CUBIN was served");
@@ -120,7 +121,7 @@ TEST_CASE("binding: a host object of another config under a row is never run", "
   // Both configs compiled, then one's row given two's object (same entry point `add_one`, returns x + 2).
   auto swapped_cache = [&](const std::string& db) {
     {
-      Runtime rt(runtime_options(db));
+      Runtime rt(test::on_cache_file(db));
       rt.ensure_binary(one, Arch::host_cpu());
       rt.ensure_binary(two, Arch::host_cpu());
     }
@@ -136,7 +137,7 @@ TEST_CASE("binding: a host object of another config under a row is never run", "
   CHECK(loads.loaded == 1);
   CHECK(loads.failed == 1);
   {
-    Runtime strict(runtime_options(strict_db, false));
+    Runtime strict(test::on_cache_file(strict_db, false));
     try {
       strict.get_host("bind/one", [&] { return one; });
       FAIL("a swapped host object was served");
@@ -150,7 +151,7 @@ TEST_CASE("binding: a host object of another config under a row is never run", "
 
   swapped_cache(db);
   {
-    Runtime rt(runtime_options(db));
+    Runtime rt(test::on_cache_file(db));
     const LoadedKernel& lk = rt.get_host("bind/one", [&] { return one; });
     REQUIRE(lk.functions.size() == 1);
     CHECK(reinterpret_cast<int (*)(int)>(lk.functions[0])(41) == 42);
@@ -166,7 +167,7 @@ TEST_CASE("binding: a host object of another config under a row is never run", "
                    host_digest(two) + "') WHERE digest = '" + host_digest(one) + "'");
   reseal_binary_row(db, host_digest(one));
   CHECK(cache_verify(db).empty());  // consistent in itself: only the key can tell
-  Runtime again(runtime_options(db));
+  Runtime again(test::on_cache_file(db));
   const LoadedKernel& lk2 = again.get_host("bind/one", [&] { return one; });
   CHECK(reinterpret_cast<int (*)(int)>(lk2.functions[0])(41) == 42);
   CHECK(again.stats().quarantined == 1);

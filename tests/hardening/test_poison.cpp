@@ -15,6 +15,7 @@
 #include "ktune/cache_admin.hpp"
 #include "ktune/error.hpp"
 #include "ktune/runtime.hpp"
+#include "support/cache_file.hpp"
 
 using namespace ktune;
 using namespace ktune::hardening;
@@ -57,7 +58,7 @@ TEST_CASE("poison: an unloadable host object with correct digests is quarantined
       const GeneratedKernel k = times(3);
       auto poisoned_cache = [&](const std::string& db) {
         {
-          Runtime rt(runtime_options(db));
+          Runtime rt(test::on_cache_file(db));
           CHECK(call(rt, k, 5) == 15);
         }
         forge_blob(db, host_digest(k), poisoned(raw_blob(db, host_digest(k)), kind));
@@ -77,7 +78,7 @@ TEST_CASE("poison: an unloadable host object with correct digests is quarantined
       // KTUNE_JIT=0: a clear error naming the key and why, on every call (never a crash, never a launch); the
       // poisoned row is deleted from the writable layer.
       {
-        Runtime strict(runtime_options(strict_db, false));
+        Runtime strict(test::on_cache_file(strict_db, false));
         for (int attempt = 0; attempt < 2; ++attempt) {
           try {
             call(strict, k, 5);
@@ -94,7 +95,7 @@ TEST_CASE("poison: an unloadable host object with correct digests is quarantined
       // With JIT: quarantined, deleted from the writable layer, compiled once; the next process just loads.
       poisoned_cache(db);
       {
-        Runtime rt(runtime_options(db));
+        Runtime rt(test::on_cache_file(db));
         CHECK(call(rt, k, 5) == 15);
         CHECK(call(rt, k, 6) == 18);
         CHECK(rt.stats().quarantined == 1);
@@ -102,7 +103,7 @@ TEST_CASE("poison: an unloadable host object with correct digests is quarantined
       }
       CHECK(cache_verify(db).empty());
       CHECK(cache_verify_loads(db).failed == 0);
-      Runtime after(runtime_options(db, false));
+      Runtime after(test::on_cache_file(db, false));
       CHECK(call(after, k, 7) == 21);
       CHECK(after.stats().compiles == 0);
       CHECK(after.stats().quarantined == 0);
@@ -116,18 +117,18 @@ TEST_CASE("poison: a poisoned read-only layer is passed over for the writable la
   TempDir dir;
   const std::string image = dir.file("image.db"), user = dir.file("user.db");
   const GeneratedKernel k = times(4);
-  { Runtime rt(runtime_options(image)); CHECK(call(rt, k, 2) == 8); }
+  { Runtime rt(test::on_cache_file(image)); CHECK(call(rt, k, 2) == 8); }
   forge_blob(image, host_digest(k), poisoned(raw_blob(image, host_digest(k)), "foreign machine"));
   const auto image_bytes = read_bytes(image);
   const std::string path = image + "?ro:" + user;
   {
-    Runtime rt(runtime_options(path));
+    Runtime rt(test::on_cache_file(path));
     CHECK(call(rt, k, 2) == 8);  // the image's copy fails to load: quarantined; compiled into user.db
     CHECK(rt.stats().quarantined == 1);
     CHECK(rt.stats().compiles == 1);
   }
   CHECK(read_bytes(image) == image_bytes);  // a read-only layer is never written, not even to delete poison
-  Runtime again(runtime_options(path, false));
+  Runtime again(test::on_cache_file(path, false));
   CHECK(call(again, k, 3) == 12);  // image first: quarantined again, then the user layer's copy
   CHECK(again.stats().compiles == 0);
 }

@@ -8,6 +8,7 @@
 #include "ktune/runtime.hpp"
 #include "launch_support.hpp"
 #include "nvrtc_api.hpp"
+#include "support/cache_file.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_kernels.hpp"
@@ -18,20 +19,12 @@ namespace {
 
 const Arch kArch = Arch::parse("sm_90a");
 
-// A runtime on the cache file `path`; jit = false: KTUNE_JIT=0 (a miss is an error, nothing compiles).
-RuntimeOptions on_file(const std::string& path, bool jit = true) {
-  RuntimeOptions o;
-  o.cache_path = path;
-  o.allow_jit = jit;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("start_binary compiles on a thread of its own while the caller compiles another", "[runtime][cache]") {
   KTUNE_REQUIRE_NVRTC();
   test::TempDir dir;
-  Runtime rt(on_file(dir.file("k.db")));
+  Runtime rt(test::on_cache_file(dir.file("k.db")));
   std::future<void> started = launch_support::start_binary(rt, [] { return test::scale_kernel(3); }, kArch);
   REQUIRE(started.valid());
   const EnsureResult own = rt.ensure_binary(test::scale_kernel(5), kArch);
@@ -40,7 +33,7 @@ TEST_CASE("start_binary compiles on a thread of its own while the caller compile
   CHECK(rt.stats().compiles == 2);
   // The started one is stored: found again, not compiled again, also by another runtime on the same file.
   CHECK_FALSE(rt.ensure_binary(test::scale_kernel(3), kArch).compiled);
-  Runtime later(on_file(dir.file("k.db"), false));
+  Runtime later(test::on_cache_file(dir.file("k.db"), false));
   CHECK_FALSE(later.ensure_binary(test::scale_kernel(3), kArch).compiled);
   CHECK(rt.stats().compiles == 2);
   CHECK(later.stats().compiles == 0);
@@ -50,14 +43,14 @@ TEST_CASE("start_binary: one compile when the caller asks for the same binary me
           "[runtime][cache]") {
   KTUNE_REQUIRE_NVRTC();
   test::TempDir dir;
-  Runtime rt(on_file(dir.file("k.db")));
+  Runtime rt(test::on_cache_file(dir.file("k.db")));
   std::future<void> started = launch_support::start_binary(rt, [] { return test::scale_kernel(7); }, kArch);
   rt.ensure_binary(test::scale_kernel(7), kArch);
   started.get();
   CHECK(rt.stats().compiles == 1);  // single flight: whichever came second waited for the first
 
   SECTION("a miss with JIT off is the runtime's own error, from get()") {
-    Runtime no_jit(on_file(dir.file("k.db"), false));
+    Runtime no_jit(test::on_cache_file(dir.file("k.db"), false));
     std::future<void> f = launch_support::start_binary(no_jit, [] { return test::scale_kernel(11); }, kArch);
     CHECK_THROWS_WITH(f.get(), Catch::Contains("KTUNE_JIT=0"));
     CHECK(no_jit.stats().compiles == 0);

@@ -35,6 +35,7 @@
 #include "ktune/sparse_mla_decode.hpp"
 #include "sparse_mla/mla_reference.hpp"
 #include "support/family_oracle.hpp"
+#include "support/cache_file.hpp"
 #include "support/gpu.hpp"
 #include "support/precompile.hpp"
 #include "support/seed.hpp"
@@ -675,10 +676,7 @@ TEST_CASE("a sparse_mla_decode cold first call compiles its config and shared mo
           "[gpu][sparse_mla]") {
   KTUNE_REQUIRE_GPU();
   test::TempDir dir;
-  RuntimeOptions cold;  // nothing from the environment: no cache layer may already hold these binaries
-  cold.cache_path = dir.file("cold.db");
-  cold.allow_jit = true;
-  Runtime rt(cold);
+  Runtime rt(test::on_cache_file(dir.file("cold.db")));  // no layer from the environment holds these binaries
   const Problem p = make_problem(128, 512, 64, KvFormat::Fp8DsMla);
   test::MlaCaseOptions o;
   o.seed = test::run_seed("sparse_mla cold first call");
@@ -699,9 +697,7 @@ TEST_CASE("a sparse_mla_decode cold first call compiles its config and shared mo
   CHECK(rt.stats().compiles == s1.compiles);
   CHECK(rt.stats().loads == s1.loads);
 
-  RuntimeOptions warm = cold;
-  warm.allow_jit = false;  // a miss would be an error
-  Runtime from_file(warm);
+  Runtime from_file(test::on_cache_file(dir.file("cold.db"), false));  // a miss would be an error
   CHECK(run_case(from_file, "from the file", p, nullptr, splits, dc, ref).ok);
   CHECK(dc.out->download<uint16_t>(dc.out_elems) == want);
   CHECK(from_file.stats().compiles == 0);

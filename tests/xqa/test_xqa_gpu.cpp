@@ -38,6 +38,7 @@
 #include "ktune/tuning.hpp"
 #include "ktune/ktune.h"
 #include "ktune/xqa_decode.hpp"
+#include "support/cache_file.hpp"
 #include "support/gpu.hpp"
 #include "support/precompile.hpp"
 #include "support/random_inputs.hpp"
@@ -287,6 +288,15 @@ Problem prepared_op_problem() {
                       false, true);
 }
 
+// The prepared-op tests' inputs: 3 requests of up to 2500 tokens of prepared_op_problem().
+test::XqaRandomCase prepared_op_case(const char* seed_name) {
+  test::XqaRandomOptions o;
+  o.batch = 3;
+  o.max_seq_len = 2500;
+  o.seed = test::run_seed(seed_name);
+  return test::make_xqa_case(prepared_op_problem(), o);
+}
+
 // The q1 problem the tuned-op test remembers a tuned config for (either of the two it picks from).
 Problem tuned_op_problem() {
   return make_problem(128, 32, 8, 32, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false, false,
@@ -459,6 +469,18 @@ Outcome check(const Problem& p, const test::XqaCompare& r) {
                 r.lse_max_abs, r.nonfinite, r.clobbered);
   o.line = buf;
   return o;
+}
+
+// Poisons dc's outputs, runs launch, waits, checks the output against ref and returns its bytes.
+std::vector<unsigned char> launch_checked(DevCase& dc, const Problem& p, const test::XqaRefResult& ref,
+                                          const std::string& what, const std::function<void()>& launch) {
+  dc.poison();
+  launch();
+  test::sync();
+  const Outcome r = check(p, dc.compare(ref));
+  INFO(what << ": " << r.line);
+  CHECK(r.ok);
+  return dc.out->download<unsigned char>(dc.out_bytes);
 }
 
 // Shrinks (batch, max_seq_len) so that input generation and the fp64 reference stay well under a second.
@@ -658,16 +680,9 @@ TEST_CASE("a second xqa_decode launch of the same key compiles and loads nothing
 TEST_CASE("an xqa op's cold first call compiles its config and shared modules and launches correctly", "[gpu][xqa][op]") {
   KTUNE_REQUIRE_GPU();
   test::TempDir dir;
-  RuntimeOptions cold;  // nothing from the environment: no cache layer may already hold these binaries
-  cold.cache_path = dir.file("cold.db");
-  cold.allow_jit = true;
-  Runtime rt(cold);
+  Runtime rt(test::on_cache_file(dir.file("cold.db")));  // no layer from the environment holds these binaries
   const Problem p = prepared_op_problem();
-  test::XqaRandomOptions o;
-  o.batch = 3;
-  o.max_seq_len = 2500;
-  o.seed = test::run_seed("xqa cold first call");
-  DevCase dc(test::make_xqa_case(p, o));
+  DevCase dc(prepared_op_case("xqa cold first call"));
   const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
   XqaDecodeArgs a = dc.args(dc.c.max_pages_per_req * p.page_size);
   a.num_splits = 5;  // the combine runs, from the shared module
@@ -677,30 +692,19 @@ TEST_CASE("an xqa op's cold first call compiles its config and shared modules an
   dc.ensure_workspace(plan.workspace_bytes);
   a.workspace = dc.ws->as<void>();
   a.workspace_bytes = dc.ws->bytes();
-  auto run_and_read = [&](const std::function<void()>& launch) {
-    dc.poison();
-    launch();
-    test::sync();
-    const Outcome r = check(p, dc.compare(ref));
-    INFO(r.line);
-    CHECK(r.ok);
-    return dc.out->download<unsigned char>(dc.out_bytes);
-  };
   REQUIRE(rt.stats().compiles == 0);
-  const auto first = run_and_read([&] { op.run(a, nullptr); });
+  const auto first = launch_checked(dc, p, ref, "first call", [&] { op.run(a, nullptr); });
   const RuntimeStats s1 = rt.stats();
   CHECK(s1.compiles == 2);  // the config's module and the shared one
   CHECK(s1.loads == 2);
   CHECK(s1.store_failures == 0);  // both binaries are in the file for the next process
-  const auto again = run_and_read([&] { op.run(a, nullptr); });
+  const auto again = launch_checked(dc, p, ref, "second call", [&] { op.run(a, nullptr); });
   CHECK(again == first);
   CHECK(rt.stats().compiles == s1.compiles);
   CHECK(rt.stats().loads == s1.loads);
 
-  RuntimeOptions warm = cold;
-  warm.allow_jit = false;  // a miss would be an error
-  Runtime from_file(warm);
-  const auto found = run_and_read([&] { xqa_decode(from_file, p, a, nullptr); });
+  Runtime from_file(test::on_cache_file(dir.file("cold.db"), false));  // a miss would be an error
+  const auto found = launch_checked(dc, p, ref, "no JIT", [&] { xqa_decode(from_file, p, a, nullptr); });
   CHECK(found == first);
   CHECK(from_file.stats().compiles == 0);
   CHECK(from_file.stats().cache_hits == 2);
@@ -870,11 +874,7 @@ TEST_CASE("a prepared xqa op matches the one-shot call bit for bit, through C++ 
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
   const Problem p = prepared_op_problem();
-  test::XqaRandomOptions o;
-  o.batch = 3;
-  o.max_seq_len = 2500;
-  o.seed = test::run_seed("xqa prepared op");
-  DevCase dc(test::make_xqa_case(p, o));
+  DevCase dc(prepared_op_case("xqa prepared op"));
   const test::XqaRefResult ref = test::xqa_reference(p, dc.c.host_params());
   const int bound = dc.c.max_pages_per_req * p.page_size;
   XqaDecodeOp op = xqa::prepare(rt, p);
@@ -888,13 +888,7 @@ TEST_CASE("a prepared xqa op matches the one-shot call bit for bit, through C++ 
       a.workspace_bytes = dc.ws->bytes();
     }
     auto run_and_read = [&](const std::function<void()>& launch) {
-      dc.poison();
-      launch();
-      test::sync();
-      const Outcome r = check(p, dc.compare(ref));
-      INFO("splits " << splits << ": " << r.line);
-      CHECK(r.ok);
-      return dc.out->download<unsigned char>(dc.out_bytes);
+      return launch_checked(dc, p, ref, "splits " + std::to_string(splits), launch);
     };
     const auto one_shot = run_and_read([&] { xqa_decode(rt, p, a, nullptr); });
     const RuntimeStats before = rt.stats();
