@@ -672,12 +672,12 @@ TEST_CASE("a second xqa_decode launch of the same key compiles and loads nothing
               (long long)s1.memory_hits, (long long)s2.memory_hits);
 }
 
-
 // An engine that skipped warmup: its first call finds nothing in the cache, so the op compiles the config's module
 // and, on a thread of its own, the problem's shared module (the split-KV combine), loads both and launches. The
 // output must be right on that first call, and a runtime that may not compile finds both binaries in the file
 // and writes the same bits.
-TEST_CASE("an xqa op's cold first call compiles its config and shared modules and launches correctly", "[gpu][xqa][op]") {
+TEST_CASE("an xqa op's cold first call compiles its config and shared modules and launches correctly",
+          "[gpu][xqa][op]") {
   KTUNE_REQUIRE_GPU();
   test::TempDir dir;
   Runtime rt(test::on_cache_file(dir.file("cold.db")));  // no layer from the environment holds these binaries
@@ -709,6 +709,7 @@ TEST_CASE("an xqa op's cold first call compiles its config and shared modules an
   CHECK(from_file.stats().compiles == 0);
   CHECK(from_file.stats().cache_hits == 2);
 }
+
 TEST_CASE("xqa_decode replays from a captured CUDA graph with new seq_lens", "[gpu][xqa]") {
   KTUNE_REQUIRE_GPU();
   Runtime& rt = test_runtime();
