@@ -18,7 +18,13 @@
 //   its combine_kernel merges them.
 // With kConv 0 the conversion is the library's (bf16 of e4m3 * block scale), so the numerics are its own up to
 // summation order; kConv 1 (below) changes them.
+//
+// kWs (a second layout of the roles): a fourth warpgroup (warps 8-11) issues every copy, for all 256 math threads'
+// slots of the ring, and signals each filled stage on a "full" mbarrier (cp.async.mbarrier.arrive.noinc); the math
+// warps wait on it and release the stage on an "empty" mbarrier after their last read. The math warps never wait
+// on their own copies. setmaxnreg gives them 224 registers and the copy warpgroup 56 (3 x 168 at launch).
 #pragma once
+#include "common/tma.cuh"
 #include "sparse_mla_decode/kernel.cuh"
 
 namespace mla16 {
@@ -36,6 +42,10 @@ constexpr int kStageBytes = kLatBytes + kRopeBytes + kScaleBytes;
 constexpr int kExchangeBytes = 2 * 2 * 4 * 4 * 32 * 16;
 constexpr int smem_bytes(int stages) { return stages * kStageBytes + kExchangeBytes; }
 constexpr int kSmemBytes = smem_bytes(kStages);
+// kWs: 384 threads, and a full and an empty mbarrier per stage after the exchange area.
+constexpr int kCopyThreads = 128, kThreadsWs = kThreads + kCopyThreads;
+constexpr int smem_bytes_ws(int stages) { return smem_bytes(stages) + 16 * stages; }
+static_assert(smem_bytes_ws(4) <= 227 * 1024, "one CTA per SM");
 static_assert(kSmemBytes <= 227 * 1024, "one CTA per SM");
 // The end-of-loop merge of the two slot halves reuses the ring: O (64 floats) + max and sum (4 floats) per thread.
 static_assert(4 * 32 * 68 * 4 <= 3 * kStageBytes, "merge area");
@@ -55,6 +65,26 @@ __device__ __forceinline__ unsigned movmatrix_t(unsigned a) {
   return d;
 }
 __device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+}
+// Thread vt's copies (vt: a math thread's index, which fixes the ring slots it reads) of the 4 rows of its 32-slot
+// chunk starting at entry `base` into the stage at shared address st.
+__device__ __forceinline__ void copy_chunk(unsigned st, int vt, int base, int s_end, const int* idx,
+                                           const unsigned char* kv) {
+  const int lane = vt & 31, warp = vt >> 5, g = lane >> 2, q = lane & 3, dq = warp & 3;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int pos = base + 8 * j + g;
+    const int e = pos < s_end ? __ldg(idx + pos) : -1;
+    const bool ok = e >= 0;
+    const unsigned char* row = kv + (long long)(ok ? e : 0) * kRowBytes;
+    cp_async(st + ((j * 2 + 0) * kThreads + vt) * 16, row + 128 * dq + 16 * q, ok, 16);
+    cp_async(st + ((j * 2 + 1) * kThreads + vt) * 16, row + 128 * dq + 64 + 16 * q, ok, 16);
+    cp_async(st + kLatBytes + (j * kThreads + vt) * 8, row + kLat + 16 + 32 * dq + 8 * q, ok, 8);
+    cp_async(st + kLatBytes + kRopeBytes + (j * kThreads + vt) * 4, row + kLat + 4 * dq, ok, 4);
+  }
+}
 // Word w of the thread's 32 latent bytes, converted: b0 = dims (4w, 4w + 1), b1 = (4w + 2, 4w + 3), bf16 of e4m3 * sc.
 __device__ __forceinline__ void convert_word(unsigned w, float sc, unsigned& b0, unsigned& b1) {
   unsigned lo, hi;
@@ -63,14 +93,15 @@ __device__ __forceinline__ void convert_word(unsigned w, float sc, unsigned& b0,
   b1 = ktune_mla::f16x2_to_bf16x2_scaled(hi, sc * kc::kE4m3Fold);
 }
 
-// grid (1, splits, tokens) as the library's kernels, 256 threads, smem_bytes(kSt) of dynamic shared memory. kTopk:
-// entries per token; kSt: ring depth; kMode (phase timing only, wrong results): 1 = the copies alone (no math),
-// 2 = the math alone (no copies: every chunk reads whatever the ring holds). kConv 0: K and V as the library
-// converts them (bf16 of e4m3 * block scale, 12 instructions per 4 values); 1: the latent products in f16 (K and V
-// the exact f16 of e4m3, 2 instructions per 4 values; Q's latent part converted to f16 once, exact while |q| is in
-// f16's range; the block scale applied to the scores and to P per slot; rope products in bf16).
-template <int kTopk, int kSt = kStages, int kMode = 0, int kConv = 0>
-__global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constant__ Params p) {
+// grid (1, splits, tokens) as the library's kernels, 256 threads and smem_bytes(kSt) of dynamic shared memory (kWs:
+// 384 and smem_bytes_ws(kSt)). kTopk: entries per token; kSt: ring depth; kMode (phase timing only, wrong
+// results): 1 = the copies alone (no math), 2 = the math alone (no copies: every chunk reads whatever the ring
+// holds). kConv 0: K and V as the library converts them (bf16 of e4m3 * block scale, 12 instructions per 4
+// values); 1: the latent products in f16 (K and V the exact f16 of e4m3, 2 instructions per 4 values; Q's latent
+// part converted to f16 once, exact while |q| is in f16's range; the block scale applied to the scores and to P
+// per slot; rope products in bf16). kWs: the copies on a warpgroup of their own (the header).
+template <int kTopk, int kSt = kStages, int kMode = 0, int kConv = 0, bool kWs = false>
+__global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(const __grid_constant__ Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
   const int dq = warp & 3, sh = warp >> 2;  // the warp's dim quarter and slot half
@@ -82,6 +113,36 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
   const int* idx = p.indices + (long long)token * kTopk;
   const unsigned char* kv = static_cast<const unsigned char*>(p.kv_cache);
   const unsigned sbase = kc::smem_u32(smem);
+  const unsigned bars = sbase + kSt * kStageBytes + kExchangeBytes;  // kWs: full[kSt], then empty[kSt]
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (kSt + s); };
+  if constexpr (kWs) {
+    if (tid == 0)
+      for (int s = 0; s < kSt; ++s) {
+        kc::mbar_init(full(s), kCopyThreads);
+        kc::mbar_init(empty(s), kThreads);
+      }
+    __syncthreads();
+    if (tid >= kThreads) {  // the copy warpgroup: stage i holds local chunk i of both slot halves
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;" ::: "memory");
+      if (kMode == 2) return;  // the math alone: nothing is copied or waited on
+      const int c = tid - kThreads, chunks0 = (nchunks + 1) / 2;
+      for (int i = 0; i < chunks0; ++i) {
+        const int stg = i % kSt;
+        if (i >= kSt) kc::mbar_wait(empty(stg), ((i / kSt) - 1) & 1);
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {  // half v's warps are math threads 128 v ..
+          const int chunk = v + 2 * i;
+          if (chunk < nchunks)
+            copy_chunk(sbase + stg * kStageBytes, c + 128 * v, s_begin + chunk * kChunk, s_end, idx, kv);
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full(stg)) : "memory");
+      }
+      asm volatile("cp.async.wait_all;" ::: "memory");
+      return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;" ::: "memory");
+  }
 
   // The thread's "strip" of the quarter's latent dims: 16 q .. 16 q + 15, then 64 + 16 q .. 64 + 16 q + 15. Word k
   // of a strip holds strip dims 2k, 2k + 1; k16 step ks pairs strip words 2 ks, 2 ks + 1 (Q) with the K bytes
@@ -113,6 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
 
   // This thread's copies of local chunk i (the split's chunk sh + 2 i) into stage i % kSt.
   auto issue = [&](int i) {
+    if (kWs) return;
     if (kMode != 2 && i < my_chunks) {
       const int base = s_begin + (sh + 2 * i) * kChunk;
       const unsigned st = sbase + (i % kSt) * kStageBytes;
@@ -142,10 +204,17 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
   for (int i = 0; i < kSt - 1; ++i) issue(i);
 #pragma unroll 1
   for (int i = 0; i < my_chunks; ++i) {
-    issue(i + kSt - 1);
-    asm volatile("cp.async.wait_group %0;" ::"n"(kSt - 1) : "memory");
+    if constexpr (kWs) {
+      if (kMode != 2) kc::mbar_wait(full(i % kSt), (i / kSt) & 1);
+    } else {
+      issue(i + kSt - 1);
+      asm volatile("cp.async.wait_group %0;" ::"n"(kSt - 1) : "memory");
+    }
     const unsigned char* st = smem + (i % kSt) * kStageBytes;
-    if (kMode == 1) continue;
+    if (kMode == 1) {
+      if (kWs) mbar_arrive(empty(i % kSt));
+      continue;
+    }
     const uint4* lat = reinterpret_cast<const uint4*>(st);
     const uint2* rope = reinterpret_cast<const uint2*>(st + kLatBytes);
     const float* scl = reinterpret_cast<const float*>(st + kLatBytes + kRopeBytes);
@@ -281,13 +350,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
         kc::mma_16816<kConv == 0>(o[2 * w + 1], pa, movmatrix_t(kx1), movmatrix_t(ky1));
       }
     }
+    if (kWs && kMode != 2) mbar_arrive(empty(i % kSt));  // this thread's last read of the stage is done
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 #pragma unroll
   for (int r = 0; r < 2; ++r) l_run[r] = kc::quad_sum(l_run[r]);
 
   // The odd half hands its O, max and sum to the even half's warp of the same quarter.
-  __syncthreads();  // every warp is done with the ring
+  // Every math warp is done with the ring (with kWs the copy warpgroup has left: the math warps sync alone).
+  if (kWs) named_sync(3, kThreads); else __syncthreads();
   float* mrg = reinterpret_cast<float*>(smem) + (dq * 32 + lane) * 68;
   if (sh == 1) {
 #pragma unroll
@@ -295,7 +366,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_reg16(const __grid_constan
       *reinterpret_cast<float4*>(mrg + 4 * m) = make_float4(o[m][0], o[m][1], o[m][2], o[m][3]);
     *reinterpret_cast<float4*>(mrg + 64) = make_float4(m_run[0], m_run[1], l_run[0], l_run[1]);
   }
-  __syncthreads();
+  if (kWs) named_sync(3, kThreads); else __syncthreads();
   if (sh == 1) return;
   {
     const float4 t = *reinterpret_cast<const float4*>(mrg + 64);

@@ -4,7 +4,8 @@
 // and LSE against t32.s1.g16, an FNV-1a hash of the ws kernel's output and LSE bits (equal hashes across two
 // builds: bit-identical results), the time per call (median of 30, split-KV combine included) and the KV bytes
 // read per second. Beside them the register-fed prototype of mla16_reg.cuh: the same check and time, then its
-// f16 form, ring depths and its roles alone (copies, math). With --sanitize: a small case (top-k 512, 6 tokens
+// f16 form, ring depths and its roles alone (copies, math); then the same forms with the copies on a warpgroup of
+// their own (kWs), each checked, and that layout's roles alone. With --sanitize: a small case (top-k 512, 6 tokens
 // over 512 slots, splits 1, 3 and 5) for compute-sanitizer, no timing; exit status 1 when an output differs beyond
 // bf16 rounding.
 //   nvcc -std=c++17 -O3 -lineinfo -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -Itemplates -Ibench/dev \
@@ -150,6 +151,52 @@ int check_and_time(int pages, int tokens_max, bool sanitize) {
                   reg(mla16::decode_reg16<TOPK, 4, 2>, mla16::smem_bytes(4), tokens, splits),
                   reg(mla16::decode_reg16<TOPK, 4, 2, 1>, mla16::smem_bytes(4), tokens, splits), d.rel_out, d.lse_worst,
                   d.bad, ok ? "" : "  FAILED");
+    }
+  }
+  {  // kWs: the copies on a warpgroup of their own, every form checked against t32.s1.g16, then timed; the phase
+     // variants (copies alone, math alone) compute wrong results
+    auto fa = [&](auto kern, int smem) {
+      allow_smem(kern, smem);
+      return kern;
+    };
+    auto time_ws = [&](auto kern, int smem, int tokens, int splits) {
+      fa(kern, smem);
+      return sanitize ? 0.0 : median_us([&] { call<Ref>(kern, mla16::kThreadsWs, smem, p, tokens, splits); }, 30);
+    };
+    auto check_ws = [&](auto kern, int smem, int tokens, int splits, const Out& ref) {
+      fa(kern, smem);
+      const Out got = run_once<Ref>(kern, mla16::kThreadsWs, smem, p, tokens, splits);
+      const MlaDiff d = compare_mla_outputs(ref.out, ref.lse, got.out, got.lse);
+      const bool ok = d.bad == 0 && d.rel_out < 1e-2 && d.lse_worst < 1e-3;
+      failures += !ok;
+      return ok ? d.rel_out : -1.0;  // -1: failed
+    };
+    const cudaFuncAttributes fw = allow_smem(mla16::decode_reg16<TOPK, 3, 0, 0, true>, mla16::smem_bytes_ws(3));
+    std::printf("register-fed with a copy warpgroup (kWs): %d threads, %d registers at launch, %zu B local\n",
+                mla16::kThreadsWs, fw.numRegs, size_t(fw.localSizeBytes));
+    std::printf("%-7s %-6s %10s %10s %10s %10s %10s %10s %10s %12s %12s\n", "tokens", "splits", "ws bf16 s3",
+                "ws bf16 s4", "ws f16 s3", "ws f16 s4", "ws copies", "ws math b", "ws math f", "rel L2 bf16",
+                "rel L2 f16");
+    constexpr int s3 = mla16::smem_bytes_ws(3), s4 = mla16::smem_bytes_ws(4);
+    for (int i = 0; i < (sanitize ? 3 : 4); ++i) {
+      const int tokens = sanitize ? small[i][0] : shapes[i][0], splits = sanitize ? small[i][1] : shapes[i][1];
+      p.num_tokens = tokens;
+      p.num_splits = splits;
+      const Out& ref = refs[i];
+      const double rb = check_ws(mla16::decode_reg16<TOPK, 3, 0, 0, true>, s3, tokens, splits, ref);
+      const double rf = check_ws(mla16::decode_reg16<TOPK, 3, 0, 1, true>, s3, tokens, splits, ref);
+      const double rb4 = check_ws(mla16::decode_reg16<TOPK, 4, 0, 0, true>, s4, tokens, splits, ref);
+      const double rf4 = check_ws(mla16::decode_reg16<TOPK, 4, 0, 1, true>, s4, tokens, splits, ref);
+      const bool ok = rb >= 0 && rf >= 0 && rb4 >= 0 && rf4 >= 0;
+      std::printf("%-7d %-6d %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %12.2e %12.2e%s\n", tokens, splits,
+                  time_ws(mla16::decode_reg16<TOPK, 3, 0, 0, true>, s3, tokens, splits),
+                  time_ws(mla16::decode_reg16<TOPK, 4, 0, 0, true>, s4, tokens, splits),
+                  time_ws(mla16::decode_reg16<TOPK, 3, 0, 1, true>, s3, tokens, splits),
+                  time_ws(mla16::decode_reg16<TOPK, 4, 0, 1, true>, s4, tokens, splits),
+                  time_ws(mla16::decode_reg16<TOPK, 3, 1, 1, true>, s3, tokens, splits),
+                  time_ws(mla16::decode_reg16<TOPK, 3, 2, 0, true>, s3, tokens, splits),
+                  time_ws(mla16::decode_reg16<TOPK, 3, 2, 1, true>, s3, tokens, splits), rb, rf,
+                  ok ? "" : "  FAILED");
     }
   }
   return failures;
