@@ -175,21 +175,8 @@ __global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(c
   // This thread's copies of local chunk i (the split's chunk sh + 2 i) into stage i % kSt.
   auto issue = [&](int i) {
     if (kWs) return;
-    if (kMode != 2 && i < my_chunks) {
-      const int base = s_begin + (sh + 2 * i) * kChunk;
-      const unsigned st = sbase + (i % kSt) * kStageBytes;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int pos = base + 8 * j + g;
-        const int e = pos < s_end ? __ldg(idx + pos) : -1;
-        const bool ok = e >= 0;
-        const unsigned char* row = kv + (long long)(ok ? e : 0) * kRowBytes;
-        cp_async(st + ((j * 2 + 0) * kThreads + tid) * 16, row + 128 * dq + 16 * q, ok, 16);
-        cp_async(st + ((j * 2 + 1) * kThreads + tid) * 16, row + 128 * dq + 64 + 16 * q, ok, 16);
-        cp_async(st + kLatBytes + (j * kThreads + tid) * 8, row + kLat + 16 + 32 * dq + 8 * q, ok, 8);
-        cp_async(st + kLatBytes + kRopeBytes + (j * kThreads + tid) * 4, row + kLat + 4 * dq, ok, 4);
-      }
-    }
+    if (kMode != 2 && i < my_chunks)
+      copy_chunk(sbase + (i % kSt) * kStageBytes, tid, s_begin + (sh + 2 * i) * kChunk, s_end, idx, kv);
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
 
