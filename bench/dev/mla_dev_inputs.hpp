@@ -85,6 +85,8 @@ inline double bf16_value(unsigned short h) {
 struct MlaDiff {
   double rel_out = 0, lse_worst = 0;
   size_t differ = 0, bad = 0;
+  // Within bf16 rounding of the reference: what the dev harnesses count as a pass.
+  bool within_bf16() const { return bad == 0 && rel_out < 1e-2 && lse_worst < 1e-3; }
 };
 inline MlaDiff compare_mla_outputs(const std::vector<unsigned short>& ref_out, const std::vector<float>& ref_lse,
                                    const std::vector<unsigned short>& out, const std::vector<float>& lse) {
