@@ -26,12 +26,14 @@
 #pragma once
 #include "common/tma.cuh"
 #include "sparse_mla_decode/kernel.cuh"
+#include "sparse_mla_decode/kernel_ws.cuh"  // ws:: barrier and register helpers
 
 namespace mla16 {
 namespace kc = ::ktune_common;
 using ktune_mla::Params;
+namespace ws = ::ktune_mla::ws;
 
-constexpr int kHeads = 16, kLat = 512, kRope = 64, kRowBytes = 656, kWarps = 8, kThreads = 256;
+constexpr int kHeads = 16, kLat = 512, kRope = 64, kRowBytes = 656, kThreads = 256;
 constexpr int kChunk = 32;  // slots per chunk: 4 n8 blocks of the score mma
 constexpr int kStages = 4;  // the default ring depth (chunks); 3 also fits
 
@@ -63,10 +65,6 @@ __device__ __forceinline__ unsigned movmatrix_t(unsigned a) {
   unsigned d;
   asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
   return d;
-}
-__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
 }
 // Thread vt's copies (vt: a math thread's index, which fixes the ring slots it reads) of the 4 rows of its 32-slot
 // chunk starting at entry `base` into the stage at shared address st.
@@ -124,7 +122,7 @@ __global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(c
       }
     __syncthreads();
     if (tid >= kThreads) {  // the copy warpgroup: stage i holds local chunk i of both slot halves
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;" ::: "memory");
+      ws::regs_dec<56>();
       if (kMode == 2) return;  // the math alone: nothing is copied or waited on
       const int c = tid - kThreads, chunks0 = (nchunks + 1) / 2;
       for (int i = 0; i < chunks0; ++i) {
@@ -141,7 +139,7 @@ __global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(c
       asm volatile("cp.async.wait_all;" ::: "memory");
       return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;" ::: "memory");
+    ws::regs_inc<224>();
   }
 
   // The thread's "strip" of the quarter's latent dims: 16 q .. 16 q + 15, then 64 + 16 q .. 64 + 16 q + 15. Word k
@@ -199,7 +197,7 @@ __global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(c
     }
     const unsigned char* st = smem + (i % kSt) * kStageBytes;
     if (kMode == 1) {
-      if (kWs) mbar_arrive(empty(i % kSt));
+      if (kWs) ws::mbar_arrive(empty(i % kSt));
       continue;
     }
     const uint4* lat = reinterpret_cast<const uint4*>(st);
@@ -250,7 +248,7 @@ __global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(c
     float4* xb = xch + ((sh * 2 + (i & 1)) * 4) * 4 * 32;
 #pragma unroll
     for (int j = 0; j < 4; ++j) xb[(dq * 4 + j) * 32 + lane] = make_float4(s[j][0], s[j][1], s[j][2], s[j][3]);
-    named_sync(1 + sh, 128);
+    ws::bar_sync(1 + sh, 128);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       float4 t = xb[(0 * 4 + j) * 32 + lane];
@@ -337,7 +335,7 @@ __global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(c
         kc::mma_16816<kConv == 0>(o[2 * w + 1], pa, movmatrix_t(kx1), movmatrix_t(ky1));
       }
     }
-    if (kWs && kMode != 2) mbar_arrive(empty(i % kSt));  // this thread's last read of the stage is done
+    if (kWs && kMode != 2) ws::mbar_arrive(empty(i % kSt));  // this thread's last read of the stage is done
   }
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 #pragma unroll
@@ -345,7 +343,7 @@ __global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(c
 
   // The odd half hands its O, max and sum to the even half's warp of the same quarter.
   // Every math warp is done with the ring (with kWs the copy warpgroup has left: the math warps sync alone).
-  if (kWs) named_sync(3, kThreads); else __syncthreads();
+  if (kWs) ws::bar_sync(3, kThreads); else __syncthreads();
   float* mrg = reinterpret_cast<float*>(smem) + (dq * 32 + lane) * 68;
   if (sh == 1) {
 #pragma unroll
@@ -353,7 +351,7 @@ __global__ void __launch_bounds__(kWs ? kThreadsWs : kThreads, 1) decode_reg16(c
       *reinterpret_cast<float4*>(mrg + 4 * m) = make_float4(o[m][0], o[m][1], o[m][2], o[m][3]);
     *reinterpret_cast<float4*>(mrg + 64) = make_float4(m_run[0], m_run[1], l_run[0], l_run[1]);
   }
-  if (kWs) named_sync(3, kThreads); else __syncthreads();
+  if (kWs) ws::bar_sync(3, kThreads); else __syncthreads();
   if (sh == 1) return;
   {
     const float4 t = *reinterpret_cast<const float4*>(mrg + 64);
