@@ -294,6 +294,7 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
   BinaryLookup result;      // miss unless something is found
   std::string skipped;      // every damaged copy or failing layer passed over, for the caller's log
   std::string damaged_here; // digest of a damaged copy met in the writable layer
+  int damaged = 0;          // damaged copies passed over
   for (const auto& layer : layers_) {
     if (!layer.db) continue;
     BinaryLookup l;
@@ -315,6 +316,7 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
     }
     if (l.status == LookupStatus::hit) {
       if (!skipped.empty()) l.detail = "skipped " + skipped;
+      l.damaged_skipped = damaged;
       if (!damaged_here.empty() && damaged_here == l.record.digest) {
         // Heal the writable layer with the intact copy (put_binary replaces a damaged row), so the damage is
         // not met again on every lookup.
@@ -332,6 +334,7 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
       std::string what = fmt::format("{}: damaged entry {} ({}): {}", layer.info.path, l.record.digest,
                                      l.record.name, l.detail);
       record_problem(what, true);
+      ++damaged;
       skipped += (skipped.empty() ? "" : "; ") + what;
       if (layer.db.get() == writable_) damaged_here = l.record.digest;
       if (result.status != LookupStatus::damaged) {
@@ -341,6 +344,7 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
     }
   }
   result.detail = std::move(skipped);
+  result.damaged_skipped = damaged;
   return result;
 }
 

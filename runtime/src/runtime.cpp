@@ -128,14 +128,14 @@ cache::BinaryLookup Runtime::Impl::lookup(const GeneratedKernel& kernel, const B
   expect.schema_version = key.format_version;
   constexpr int kMaxCopiesTried = 8;  // each unbound copy is quarantined, so the search moves on
   for (int attempt = 1;; ++attempt) {
-    const int64_t damaged_before = cache->damaged_seen();
     cache::BinaryLookup found = cache_call([&] {
       return have_compiler ? cache->get_binary(key.digest, expect)
                            : cache->find_binary_any_compiler_version(key.source_digest, key.arch, key.compiler,
                                                                      key.options, key.ktune_version);
     });
-    if (cache->damaged_seen() != damaged_before)
-      log(LogLevel::warn, "{}: a damaged cache entry was skipped (not loaded): {}", key.name, cache->last_problem());
+    if (found.damaged_skipped > 0)
+      log(LogLevel::warn, "{}: {} damaged cache entr{} skipped (not loaded): {}", key.name, found.damaged_skipped,
+          found.damaged_skipped == 1 ? "y was" : "ies were", found.detail);
     if (found.status != cache::LookupStatus::hit) {
       // A copy quarantined earlier may have been deleted from the writable layer: the miss still says why.
       std::lock_guard<std::mutex> lock(binaries_mutex);

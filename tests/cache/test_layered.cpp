@@ -108,6 +108,7 @@ TEST_CASE("layered: a damaged entry in the first layer is skipped for an intact 
   CHECK(l.status == LookupStatus::damaged);
   CHECK(l.record.blob.empty());
   CHECK(only_first.damaged_seen() == 1);
+  CHECK(l.damaged_skipped == 1);
 
   LayeredCache cache(first + ":" + second, false);
   CHECK(cache.writable_layer()->path() == first);
@@ -115,14 +116,46 @@ TEST_CASE("layered: a damaged entry in the first layer is skipped for an intact 
   REQUIRE(l.status == LookupStatus::hit);
   CHECK(l.record.blob == r.blob);
   CHECK_THAT(l.detail, Catch::Contains(first) && Catch::Contains("damaged") && Catch::Contains("repaired"));
+  CHECK(l.damaged_skipped == 1);
   CHECK(cache.damaged_seen() == 1);
   CHECK_THAT(cache.last_problem(), Catch::Contains(r.digest));
 
   // The intact copy was written back over the damaged one in the writable layer.
   CHECK(only_first.get_binary(r.digest).status == LookupStatus::hit);
   CHECK(cache.get_binary(r.digest).detail.empty());
+  CHECK(cache.get_binary(r.digest).damaged_skipped == 0);
   CHECK(cache.damaged_seen() == 1);
   CHECK_FALSE(cache.put_binary(r));
+}
+
+TEST_CASE("layered: a lookup counts only the damage it met, whatever other threads' lookups meet",
+          "[cache][layered]") {
+  // The runtime warns about damage per kernel from this count: a lookup of an intact key running beside lookups
+  // of a damaged one must not report their damage as its own.
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  const BinaryRecord damaged = sample_record(4), intact = sample_record(5);
+  CacheDb::open(path, {})->put_binary(damaged);
+  CacheDb::open(path, {})->put_binary(intact);
+  std::vector<uint8_t> bad = damaged.blob;
+  bad[3] ^= 0x10;
+  raw_exec(path, "UPDATE binaries SET blob = ?1 WHERE digest = '" + damaged.digest + "'", &bad);
+  LayeredCache cache(path, /*force_read_only=*/true);
+
+  constexpr int kLookups = 200;
+  std::atomic<int> damaged_reports{0}, intact_reports{0};
+  std::thread of_damaged([&] {
+    for (int i = 0; i < kLookups; ++i)
+      damaged_reports += cache.get_binary(damaged.digest).damaged_skipped == 1 ? 1 : 0;
+  });
+  for (int i = 0; i < kLookups; ++i) {
+    const BinaryLookup l = cache.get_binary(intact.digest);
+    intact_reports += (l.status == LookupStatus::hit && l.damaged_skipped == 0 && l.detail.empty()) ? 1 : 0;
+  }
+  of_damaged.join();
+  CHECK(damaged_reports == kLookups);
+  CHECK(intact_reports == kLookups);
+  CHECK(cache.damaged_seen() == kLookups);
 }
 
 TEST_CASE("layered: a tuning row of another ktune version is passed over for one of the asked version",

@@ -98,6 +98,9 @@ struct BinaryLookup {
   BinaryRecord record;
   // damaged: what mismatched. A LayeredCache hit may also say which damaged copies were skipped to find it.
   std::string detail;
+  // LayeredCache: damaged copies this lookup passed over (a count per lookup, so concurrent lookups of other keys
+  // never show up in it).
+  int damaged_skipped = 0;
 };
 
 struct TuningRecord {
