@@ -82,7 +82,8 @@ open(sys.argv[2], "w").close()
 time.sleep(120)
 PY
 holder=$!
-for _ in $(seq 100); do [[ -e "$tmp/locked.ready" ]] && break; sleep 0.1; done
+for _ in $(seq 600); do [[ -e "$tmp/locked.ready" ]] && break; sleep 0.1; done
+[[ -e "$tmp/locked.ready" ]] || { echo "FAIL the lock holder never took the lock"; kill "$holder"; exit 1; }
 start=$SECONDS
 expect_failure "compile into a file locked by another writer" "locked by another writer" compile -j 1 \
   --cache "$tmp/locked.db" --all-configs

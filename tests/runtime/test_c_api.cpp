@@ -7,6 +7,7 @@
 #include "ktune/ktune.h"
 #include "nvrtc_api.hpp"
 #include "support/c_runtime.hpp"
+#include "support/env_guard.hpp"
 #include "support/gpu.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
@@ -44,18 +45,16 @@ TEST_CASE("C API reports errors as status + message", "[capi]") {
 
 TEST_CASE("C API default options keep their cache_path after later fills and on other threads", "[capi]") {
   // An engine may fill options on one thread and create the runtime on another, or fill two sets in turn.
-  const char* old_env = std::getenv("KTUNE_CACHE");
-  const std::string saved = old_env ? old_env : "";
   const std::string first = "/tmp/ktune-options-first-" + std::string(64, 'a') + ".db";
   const std::string second = "/tmp/ktune-options-second-" + std::string(64, 'b') + ".db";
   ktune_runtime_options a, b, c;
-  setenv("KTUNE_CACHE", first.c_str(), 1);
-  ktune_runtime_options_default(&a);
-  setenv("KTUNE_CACHE", second.c_str(), 1);
-  ktune_runtime_options_default(&b);
-  std::thread([&] { ktune_runtime_options_default(&c); }).join();
-  if (old_env) setenv("KTUNE_CACHE", saved.c_str(), 1);
-  else unsetenv("KTUNE_CACHE");
+  {
+    ktune::test::EnvGuard cache("KTUNE_CACHE", first.c_str());
+    ktune_runtime_options_default(&a);
+    setenv("KTUNE_CACHE", second.c_str(), 1);
+    ktune_runtime_options_default(&b);
+    std::thread([&] { ktune_runtime_options_default(&c); }).join();
+  }
   REQUIRE(a.cache_path != nullptr);
   CHECK(std::string(a.cache_path) == first);
   CHECK(std::string(b.cache_path) == second);
