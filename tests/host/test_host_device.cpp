@@ -15,6 +15,7 @@
 #include "ktune/mxfp4_gemm_host.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
 #include "ktune/xqa_decode_host.hpp"
+#include "support/cache_file.hpp"
 #include "support/family_oracle.hpp"
 #include "support/seed.hpp"
 #include "support/temp_dir.hpp"
@@ -62,9 +63,7 @@ TEST_CASE("use_device(kHostDevice) is per thread and needs no driver", "[host][h
 TEST_CASE("family launches on the host device run the host variants", "[host][host_device]") {
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  RuntimeOptions o = RuntimeOptions::from_env();
-  if (!std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("host_device.db");
-  Runtime rt(o);
+  Runtime rt(test::on_env_cache_or(dir.file("host_device.db")));
   const uint64_t seed = test::run_seed("[host][host_device]");
   INFO("seed " << seed << " (KTUNE_TEST_SEED replays it)");
 

@@ -29,6 +29,7 @@
 #include "ktune/error.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
 #include "sparse_mla/mla_reference.hpp"
+#include "support/cache_file.hpp"
 #include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 
@@ -158,20 +159,13 @@ void run_combo(Runtime& rt, const MlaCombo& cb, uint64_t seed, std::set<std::str
   if (cb.forced_splits > 0) CHECK(plan.num_splits == cb.forced_splits);
 }
 
-RuntimeOptions host_test_options(const test::TempDir& dir) {
-  RuntimeOptions o = RuntimeOptions::from_env();  // KTUNE_CACHE may point at a warm cache
-  if (o.cache_path.empty() || !std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("host.db");
-  o.allow_jit = true;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("host sparse_mla_decode matches the fp64 reference over the matrix", "[host][mla]") {
   KTUNE_REQUIRE_HOST();
   const uint64_t seed = test::run_seed("[host][mla]");
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   std::set<std::string> configs_run;
   const auto list = combos();
   for (size_t i = 0; i < list.size(); ++i) run_combo(rt, list[i], seed + 1000003ull * i, &configs_run);
@@ -191,7 +185,7 @@ TEST_CASE("host sparse_mla_decode reads q through token and head strides", "[hos
   KTUNE_REQUIRE_HOST();
   const uint64_t seed = test::run_seed("[host][mla][forms]");
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   std::vector<MlaCombo> list = combos();
   for (size_t i = 0; i < list.size(); i += 3) {
     list[i].strided_q = true;
@@ -202,7 +196,7 @@ TEST_CASE("host sparse_mla_decode reads q through token and head strides", "[hos
 TEST_CASE("host sparse_mla_decode rejects bad arguments and out-of-range indices naming them", "[host][mla]") {
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   const Problem p = make_problem(16, 64, 64, KvFormat::Fp8DsMla, 1);
   test::MlaCaseOptions o;
   o.num_tokens = 3;

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,6 +23,7 @@
 #include "host/host_support.hpp"
 #include "ktune/error.hpp"
 #include "ktune/mxfp4_gemm_host.hpp"
+#include "support/cache_file.hpp"
 #include "support/mxfp4_reference.hpp"
 #include "support/seed.hpp"
 #include "support/temp_dir.hpp"
@@ -37,12 +37,7 @@ namespace {
 // One runtime (and temporary cache) for the whole file, so a kernel is compiled once for all test cases.
 Runtime& host_runtime() {
   static test::TempDir dir;
-  static Runtime rt([] {
-    RuntimeOptions o = RuntimeOptions::from_env();  // KTUNE_CACHE may point at a warm cache
-    if (o.cache_path.empty() || !std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("host.db");
-    o.allow_jit = true;
-    return o;
-  }());
+  static Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   return rt;
 }
 

@@ -20,6 +20,7 @@
 #include "ktune/mxfp4_gemm_host.hpp"
 #include "ktune/sparse_mla_decode_host.hpp"
 #include "ktune/xqa_decode_host.hpp"
+#include "support/cache_file.hpp"
 #include "support/family_oracle.hpp"
 #include "support/temp_dir.hpp"
 #include "support/xqa_oracle.hpp"
@@ -36,9 +37,7 @@ TEST_CASE("host backend and H200 agree on the recorded xqa_decode oracle cases",
   std::printf("oracle fixture: %s\n", file.header.c_str());
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  RuntimeOptions o = RuntimeOptions::from_env();
-  if (!std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("oracle.db");
-  Runtime rt(o);
+  Runtime rt(test::on_env_cache_or(dir.file("oracle.db")));
 
   for (const test::OracleCase& oc : test::oracle_cases()) {
     const test::OracleRecord* rec = nullptr;
@@ -100,13 +99,6 @@ const test::OracleRecord* find_record(const test::OracleFile& f, const std::stri
   return nullptr;
 }
 
-// A runtime over KTUNE_CACHE if set (a warm cache saves the compiles), else over a fresh file in `dir`.
-RuntimeOptions oracle_options(test::TempDir& dir) {
-  RuntimeOptions o = RuntimeOptions::from_env();
-  if (!std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("oracle.db");
-  return o;
-}
-
 }  // namespace
 
 // sparse_mla_decode: the H200 outputs (tests/data/mla_h200_oracle.bin, tensor cores with bf16 K/V/P) against
@@ -120,7 +112,7 @@ TEST_CASE("host backend and H200 agree on the recorded sparse_mla_decode oracle 
   std::printf("oracle fixture: %s\n", file.header.c_str());
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  Runtime rt(oracle_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("oracle.db")));
   for (const test::MlaOracleCase& oc : test::mla_oracle_cases()) {
     INFO(oc.name);
     const test::OracleRecord* rec = find_record(file, oc.name);
@@ -188,7 +180,7 @@ TEST_CASE("host backend and H200 agree on the recorded mxfp4_gemm oracle cases",
   std::printf("oracle fixture: %s\n", file.header.c_str());
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  Runtime rt(oracle_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("oracle.db")));
   for (const test::Mxfp4OracleCase& oc : test::mxfp4_oracle_cases()) {
     INFO(oc.name);
     const test::OracleRecord* rec = find_record(file, oc.name);

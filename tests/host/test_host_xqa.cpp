@@ -27,6 +27,7 @@
 #include "ktune/error.hpp"
 #include "ktune/tuning.hpp"
 #include "ktune/xqa_decode_host.hpp"
+#include "support/cache_file.hpp"
 #include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 #include "support/xqa_forms.hpp"
@@ -174,20 +175,13 @@ void run_forms(Runtime& rt, const Problem& p, test::XqaKvForm form, bool head_ma
   if (p.write_lse) CHECK(cmp.lse_max_abs < 2e-3);
 }
 
-RuntimeOptions host_test_options(const test::TempDir& dir) {
-  RuntimeOptions o = RuntimeOptions::from_env();  // KTUNE_CACHE may point at a warm cache
-  if (o.cache_path.empty() || !std::getenv("KTUNE_CACHE")) o.cache_path = dir.file("host.db");
-  o.allow_jit = true;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("host xqa_decode matches the fp64 reference over the matrix", "[host][xqa]") {
   KTUNE_REQUIRE_HOST();
   const uint64_t seed = test::run_seed("[host][xqa]");
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   const auto list = combos();
   for (size_t i = 0; i < list.size(); ++i) run_combo(rt, list[i], seed + 1000003ull * i);
 }
@@ -196,7 +190,7 @@ TEST_CASE("host xqa_decode: every config of the search space gives the same answ
   KTUNE_REQUIRE_HOST();
   const uint64_t seed = test::run_seed("[host][xqa] configs");
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   Arch host;
   host.host = true;
   const Problem p = make_problem(64, 8, 2, 16, Layout::Nhd, kc::kBF16, kc::kBF16, kc::kBF16, 2, MaskKind::Causal, true,
@@ -218,7 +212,7 @@ TEST_CASE("host xqa_decode: every config of the search space gives the same answ
 TEST_CASE("host xqa_decode rejects bad arguments naming the field", "[host][xqa]") {
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   const Problem p = make_problem(64, 8, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false,
                                  false, false, false);
   test::XqaRandomOptions o;
@@ -264,7 +258,7 @@ TEST_CASE("host xqa_decode takes strided q/out, the K/V pair and device-held sca
   KTUNE_REQUIRE_HOST();
   const uint64_t seed = test::run_seed("[host][xqa][forms]");
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   const DType BF = kc::kBF16, FP = kc::kFP16, E4 = kc::kE4M3;
   // 16-bit Q and output (the device q / o scales must be ignored), FP8 Q, KV and output (they apply), sinks.
   const std::vector<Problem> problems = {
@@ -288,7 +282,7 @@ TEST_CASE("host xqa_decode takes strided q/out, the K/V pair and device-held sca
 TEST_CASE("host xqa_decode with device-held scales follows a changed scale", "[host][xqa][forms]") {
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   const Problem p = make_problem(64, 4, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false,
                                  false, false, false);
   test::XqaRandomOptions o;
@@ -316,7 +310,7 @@ TEST_CASE("host xqa_decode with device-held scales follows a changed scale", "[h
 TEST_CASE("host xqa_decode: q_len above the problem's max_q_len (and above 64) is refused", "[host][xqa]") {
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   Problem p = make_problem(64, 8, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 64, MaskKind::Explicit, false,
                            false, false, false);
   p.max_q_len = 65;
@@ -363,7 +357,7 @@ TEST_CASE("host xqa_decode: a checked problem runs the unchecked one's tuned con
   // The host checks every index itself, so the checked flag changes nothing a host kernel does.
   KTUNE_REQUIRE_HOST();
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   Problem p = make_problem(64, 8, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None, false,
                            false, false, false);
   Problem checked = p;
@@ -379,7 +373,7 @@ TEST_CASE("host xqa_decode: a checked problem runs the unchecked one's tuned con
 TEST_CASE("host xqa_decode plan: max_seq_len past 2^30 is refused, as on the GPU", "[host][xqa]") {
   // Its bucket would not fit an int and the split planner's tile count would overflow.
   test::TempDir dir;
-  Runtime rt(host_test_options(dir));
+  Runtime rt(test::on_env_cache_or(dir.file("host.db")));
   const Problem p = make_problem(64, 8, 2, 16, Layout::Hnd, kc::kBF16, kc::kBF16, kc::kBF16, 1, MaskKind::None,
                                  false, false, false, false);
   for (int len : {(1 << 30) + 1, 2147483647}) {
