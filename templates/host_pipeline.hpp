@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "ktune/host_plan.hpp"
 #include "ktune_internal/host_pool.hpp"
 #include "launch_support.hpp"
 #include "pipeline.hpp"
@@ -36,6 +37,12 @@ struct Resolved {
   int splits = 1;
   size_t workspace_bytes = 0;
 };
+
+// What a call resolved to, as a splitting family's *_host_plan reports it.
+template <class Config>
+HostSplitPlan split_plan(const Resolved<Config>& r) {
+  return HostSplitPlan{r.config_key, r.source, r.threads, r.splits, r.workspace_bytes};
+}
 
 // The problem a host call tunes and compiles for: the host always checks the indices a kernel will follow (in the
 // family's launch_host.cpp), so a checked problem shares the unchecked one's tuned configs and kernels.

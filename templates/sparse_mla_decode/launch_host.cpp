@@ -73,14 +73,7 @@ void check_indices(const Problem& p, const SparseMlaDecodeArgs& a) {
 SparseMlaHostPlan sparse_mla_decode_host_plan(Runtime& rt, const Problem& problem, int num_tokens, int threads,
                                               const char* config, int num_splits) {
   const Problem p = host_pipeline::unchecked(problem);
-  const auto r = resolve(rt, p, num_tokens, threads, config, num_splits);
-  SparseMlaHostPlan plan;
-  plan.config = r.config_key;
-  plan.source = r.source;
-  plan.threads = r.threads;
-  plan.num_splits = r.splits;
-  plan.workspace_bytes = r.workspace_bytes;
-  return plan;
+  return host_pipeline::split_plan(resolve(rt, p, num_tokens, threads, config, num_splits));
 }
 
 const LoadedKernel& sparse_mla_decode_host_kernel(Runtime& rt, const Problem& problem, const std::string& config) {

@@ -100,14 +100,7 @@ void check_indices(const Problem& p, const XqaDecodeArgs& a) {
 XqaHostPlan xqa_decode_host_plan(Runtime& rt, const Problem& problem, int batch, int max_seq_len, int threads,
                                  const char* config, int num_splits) {
   const Problem p = host_pipeline::unchecked(problem);
-  const auto r = resolve(rt, p, batch, max_seq_len, threads, config, num_splits);
-  XqaHostPlan plan;
-  plan.config = r.config_key;
-  plan.source = r.source;
-  plan.threads = r.threads;
-  plan.num_splits = r.splits;
-  plan.workspace_bytes = r.workspace_bytes;
-  return plan;
+  return host_pipeline::split_plan(resolve(rt, p, batch, max_seq_len, threads, config, num_splits));
 }
 
 const LoadedKernel& xqa_decode_host_kernel(Runtime& rt, const Problem& problem, const std::string& config) {

@@ -15,19 +15,14 @@
 #include <string>
 
 #include "ktune/export.hpp"
+#include "ktune/host_plan.hpp"
 #include "ktune/runtime.hpp"
 #include "ktune/xqa_decode.hpp"
 #include "xqa_decode/spec.hpp"
 
 namespace ktune {
 
-struct KTUNE_API XqaHostPlan {
-  std::string config;          // host config key
-  std::string source;          // "forced", "tuned" or "default"
-  int threads = 1;             // threads the call runs on
-  int num_splits = 1;
-  size_t workspace_bytes = 0;  // 0 when num_splits == 1
-};
+using XqaHostPlan = HostSplitPlan;
 
 // What a call would run. threads <= 0: the hardware concurrency. Looks up tuned configs under the host
 // fingerprint, so it needs the plugin unless `config` is forced.
