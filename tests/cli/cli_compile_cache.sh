@@ -57,7 +57,6 @@ while not os.path.exists(sys.argv[3]):
 PY
 writer=$!
 while [[ ! -e $tmp/writing ]]; do sleep 0.01; done
-status=0
 for attempt in $(seq 50); do
   status=0
   "$K" cache verify --cache "$db" --json >"$tmp/live.json" || status=$?
