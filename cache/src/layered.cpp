@@ -315,7 +315,7 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
       }
     }
     if (l.status == LookupStatus::hit) {
-      if (!skipped.empty()) l.detail = "skipped " + skipped;
+      l.detail = skipped;  // what was passed over on the way to this copy; empty for a clean hit
       l.damaged_skipped = damaged;
       if (!damaged_here.empty() && damaged_here == l.record.digest) {
         // Heal the writable layer with the intact copy (put_binary replaces a damaged row), so the damage is
