@@ -64,11 +64,11 @@ ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_toke
     if (gpu_stream) gpu_stream->synchronize("cuStreamSynchronize");
   };
 
-  struct Prepared {
-    std::unique_ptr<Workload> workload;
-    ReplayOp op;
-  };
-  std::vector<Prepared> ops;
+  // One op at a time: its workload (device inputs, rotated over copies) lives only while its calls run, so the
+  // replay needs the largest op's inputs in device memory, not the sum of every op's (a preset's buckets
+  // together exceed an 80 GB GPU).
+  const std::string engine;  // no forced config: the call an engine makes
+  const int steady_calls = host ? 5 : 15;
   for (const WorkItem& item : make_plan(preset, {host ? std::string("host") : rt.current_arch().str()})) {
     if (!replayed(item, host, max_total_tokens)) {
       report.skipped++;
@@ -82,42 +82,36 @@ ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_toke
                   fmt::format("{} {}: the family rejected the problem: {}", item.labels.size() == 1 ? "op" : "ops",
                               fmt::join(item.labels, ", "), e.what()));
     }
-    Prepared p;
-    p.op.family = item.family;
-    p.op.labels = item.labels;
-    p.op.tuning_key = tuning_key(pk, short_buckets(item.buckets));
-    p.workload = (host ? host_workload_factory(item.family) : workload_factory(item.family))(rt, pk,
-                                                                                            short_buckets(item.buckets));
-    ops.push_back(std::move(p));
-  }
-
-  const std::string engine;  // no forced config: the call an engine makes
-  if (preload) {
-    auto t0 = Clock::now();
-    for (auto& p : ops) p.workload->prepare(engine);
-    report.load_all_ms = ms_since(t0);
-  }
-  const int steady_calls = host ? 5 : 15;
-  for (auto& p : ops) {
-    const ChosenConfig chosen = p.workload->chosen(engine);
-    p.op.config = chosen.config;
-    p.op.source = chosen.source;
-    p.op.tuned = chosen.source == "tuned";
+    ReplayOp op;
+    op.family = item.family;
+    op.labels = item.labels;
+    op.tuning_key = tuning_key(pk, short_buckets(item.buckets));
+    const std::unique_ptr<Workload> workload =
+        (host ? host_workload_factory(item.family) : workload_factory(item.family))(rt, pk, short_buckets(item.buckets));
+    if (preload) {  // the op's kernels loaded before its first timed call, as a server loads them at start
+      auto t0 = Clock::now();
+      workload->prepare(engine);
+      report.load_all_ms += ms_since(t0);
+    }
+    const ChosenConfig chosen = workload->chosen(engine);
+    op.config = chosen.config;
+    op.source = chosen.source;
+    op.tuned = chosen.source == "tuned";
     sync();
     auto t0 = Clock::now();
-    p.workload->launch(engine, stream);
+    workload->launch(engine, stream);
     sync();
-    p.op.first_call_ms = ms_since(t0);
+    op.first_call_ms = ms_since(t0);
     std::vector<double> steady;
     for (int i = 0; i < steady_calls; ++i) {
       t0 = Clock::now();
-      p.workload->launch(engine, stream);
+      workload->launch(engine, stream);
       sync();
       steady.push_back(ms_since(t0));
     }
     std::sort(steady.begin(), steady.end());
-    p.op.steady_call_ms = steady[steady.size() / 2];
-    report.ops.push_back(p.op);
+    op.steady_call_ms = steady[steady.size() / 2];
+    report.ops.push_back(op);
   }
   report.stats = rt.stats();
   report.tunings = tunings_performed() - tunings_before;

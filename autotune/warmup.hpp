@@ -81,13 +81,14 @@ struct ReplayReport {
   std::vector<ReplayOp> ops;
   RuntimeStats stats;
   int64_t tunings = 0;
-  double load_all_ms = 0;        // preloading every op's kernel from the cache (what a server does at start)
+  double load_all_ms = 0;        // loading every op's kernel from the cache before its calls (a server's start)
   int64_t skipped = 0;           // the preset's keys a replay does not run (no workload, or above the caps)
 };
 
 // Every op is called through the family's engine entry point with no forced config; the config the runtime
-// chose and its source are reported per op. Needs a current CUDA context. preload: load every op's kernel
-// before timing first calls (a server would); otherwise the first call includes the module load. arch
+// chose and its source are reported per op. Needs a current CUDA context. Ops run one at a time, each with its
+// own device inputs, freed before the next op's are made. preload: load each op's kernel before its first timed
+// call (a server loads them at start); otherwise the first call includes the module load. arch
 // "host": replays the host keys on the CPU instead (no GPU needed; pass WarmupOptions::host_max_total_tokens
 // as max_total_tokens to replay what warmup tuned). (replay.cpp)
 KTUNE_API ReplayReport replay(Runtime& rt, const Preset& preset, int64_t max_total_tokens, bool preload,

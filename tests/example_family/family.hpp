@@ -16,4 +16,9 @@ std::unique_ptr<autotune::Workload> make_workload(Runtime& rt, const std::string
 std::unique_ptr<autotune::Workload> make_host_workload(Runtime& rt, const std::string& problem_key,
                                                        const TuningBuckets& buckets);
 
+// The most of this family's workloads (GPU and host) that have existed at once since the last reset: what the
+// tests check a replay against (one op's inputs at a time).
+int most_workloads_alive();
+void reset_most_workloads_alive();
+
 }  // namespace ktune::example

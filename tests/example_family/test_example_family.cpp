@@ -304,9 +304,11 @@ TEST_CASE("example family on the host CPU: the call, the C op, tune, warmup and 
       CHECK(autotune::warmup(rt, preset, w).already_done == 3);  // resumable
     }
     Runtime serve(in(dir, false));  // KTUNE_JIT=0
+    example::reset_most_workloads_alive();
     const autotune::ReplayReport r = autotune::replay(serve, preset, autotune::WarmupOptions{}.host_max_total_tokens,
                                                       true, "host");
     REQUIRE(r.ops.size() == 3);
+    CHECK(example::most_workloads_alive() == 1);  // one op's inputs at a time, not every op's together
     for (const auto& op : r.ops) {
       CHECK(op.family == kName);
       CHECK(op.source == "tuned");

@@ -2,6 +2,7 @@
 // copies that back-to-back GPU launches stream from memory rather than L2. The calls are the engine's
 // (ktune::example::scale), with the candidate config forced.
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <vector>
 
@@ -31,6 +32,19 @@ int64_t rows_of(const TuningBuckets& buckets) {
     throw Error(Status::invalid_argument, kWho, fmt::format("bucket m: expected 1..{}, got {}", 1 << 20, rows));
   return rows;
 }
+
+// Counts the workloads alive (a member of each), and the most that were at once.
+std::atomic<int> g_alive{0}, g_most_alive{0};
+struct AliveCount {
+  AliveCount() {
+    const int now = ++g_alive;
+    for (int most = g_most_alive.load(); now > most && !g_most_alive.compare_exchange_weak(most, now);) {
+    }
+  }
+  AliveCount(const AliveCount&) = delete;
+  AliveCount& operator=(const AliveCount&) = delete;
+  ~AliveCount() { --g_alive; }
+};
 
 // Random elements of the problem's dtype (bf16 or fp32), about unit scale.
 std::vector<unsigned char> random_tensor(const Problem& p, int64_t rows) {
@@ -79,6 +93,7 @@ class GpuWorkload final : public autotune::Workload {
   struct Copy {
     internal::DeviceBuffer x, out;
   };
+  AliveCount alive_;
   Runtime& rt_;
   Problem p_;
   int64_t rows_;
@@ -112,6 +127,7 @@ class HostWorkload final : public autotune::Workload {
   double flops_per_call() const override { return double(rows_) * p_.cols; }
 
  private:
+  AliveCount alive_;
   Runtime& rt_;
   Problem p_;
   int64_t rows_;
@@ -119,6 +135,9 @@ class HostWorkload final : public autotune::Workload {
 };
 
 }  // namespace
+
+int most_workloads_alive() { return g_most_alive.load(); }
+void reset_most_workloads_alive() { g_most_alive = g_alive.load(); }
 
 std::unique_ptr<autotune::Workload> make_workload(Runtime& rt, const std::string& problem_key, const TuningBuckets& buckets) {
   return std::make_unique<GpuWorkload>(rt, problem_key, buckets);
