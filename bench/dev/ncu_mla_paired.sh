@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The 128-head paired sparse MLA kernel (t64.s2.g64.wsp, 64 tokens, top-k 2048, fp8_ds_mla, one split) under
+# Nsight Compute: how busy the tensor pipe is, how much shared-memory bandwidth the wgmma operands and the
+# producer's stores take, and where the warps stall. With the pack of bench/run_h200.sh (its all.db holds the
+# bench's kernels), on the GPU:
+#   OUT=... bash bench/dev/ncu_mla_paired.sh
+# Writes $OUT/ncu_paired_details.txt (ncu's section tables for two launches) and $OUT/ncu_paired_metrics.csv
+# (GMMA pipe and shared-memory counters; this part is skipped with a note if this ncu does not know a metric).
+set -uo pipefail
+: "${OUT:?set OUT to a folder for the report}"
+PACK=${PACK:-h200pack}
+P=$PWD/$PACK
+for z in "$P"/*.db.gz; do [[ -e ${z%.gz} ]] || gunzip -k "$z"; done
+export LD_LIBRARY_PATH=$P/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64 KTUNE_CACHE=$P/all.db KTUNE_JIT=0
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+run=("$P/bin/bench_sparse_mla" run --rows "h128 k2048 T64 fp8" --own-only --reps 10)
+common=(--clock-control none -k regex:decode_kernel_ws_pair --launch-skip 8 --launch-count 2)
+"$NCU" "${common[@]}" --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+  --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
+  "${run[@]}" > "$OUT/ncu_paired_details.txt" 2>&1
+echo "details: exit $?"
+metrics=sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active
+metrics+=,sm__inst_executed_pipe_tensor_op_gmma.sum
+metrics+=,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed
+metrics+=,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,gpu__time_duration.sum
+"$NCU" "${common[@]}" --metrics "$metrics" --csv --page raw "${run[@]}" > "$OUT/ncu_paired_metrics.csv" 2>&1
+echo "metrics: exit $?"
