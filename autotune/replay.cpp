@@ -86,8 +86,8 @@ ReplayReport replay(Runtime& rt, const Preset& preset_in, int64_t max_total_toke
     op.family = item.family;
     op.labels = item.labels;
     op.tuning_key = tuning_key(pk, short_buckets(item.buckets));
-    const std::unique_ptr<Workload> workload =
-        (host ? host_workload_factory(item.family) : workload_factory(item.family))(rt, pk, short_buckets(item.buckets));
+    const WorkloadFactory make = host ? host_workload_factory(item.family) : workload_factory(item.family);
+    const std::unique_ptr<Workload> workload = make(rt, pk, short_buckets(item.buckets));
     if (preload) {  // the op's kernels loaded before its first timed call, as a server loads them at start
       auto t0 = Clock::now();
       workload->prepare(engine);
