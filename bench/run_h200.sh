@@ -32,9 +32,10 @@
 #   readme    tests/readme/readme_story.sh with the pack's library (the README's new-user story)
 #
 # Every part writes under $OUT (default /tmp/ktune-h200): PART_STEP.txt per step, the benches' JSON, summary.md
-# (one row per step, then each bench's table). One device call is limited to 10 minutes; split the parts over
-# calls when they do not fit (tests + mxfp4 + tune take ~5 minutes). Environment: PACK, OUT,
-# KTUNE_H200_BUDGET (seconds for the whole call, default 560; every step's limit is cut to fit), REPS.
+# (one row per step, then each bench's table); at the end everything but summary.md moves into steps.tar.gz.
+# One device call is limited to 10 minutes; split the parts over calls when they do not fit (tests + mxfp4 +
+# tune take ~5 minutes). Environment: PACK, OUT, KTUNE_H200_BUDGET (seconds for the whole call, default 560;
+# every step's limit is cut to fit), REPS.
 set -u
 cd "$(dirname "$0")/.."
 PACK=${PACK:-h200pack}
@@ -82,7 +83,7 @@ PY
   exit 0
 fi
 
-(($# > 0)) || { sed -n '2,27p' "$0"; exit 2; }
+(($# > 0)) || { sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 2; }  # the header above
 OUT=${OUT:-/tmp/ktune-h200}
 mkdir -p "$OUT"
 P=$PWD/$PACK
@@ -327,4 +328,8 @@ done
   echo
   python3 bench/h200_summary.py "$OUT"
 } | tee "$OUT/summary.md"
-echo "total $(($(date +%s) - t_start))s"
+# The device tool brings back at most eight files a call, so every step's log and JSON go into one archive
+# beside summary.md.
+(cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name summary.md ! -name steps.tar.gz -printf '%P\n' |
+  tar -czf steps.tar.gz -T - --remove-files)
+echo "total $(($(date +%s) - t_start))s (step logs and JSON: $OUT/steps.tar.gz)"
