@@ -18,9 +18,10 @@ namespace {
 const char* kHelp = R"(usage: ktune replay --preset NAME|FILE [--arch host] [--kv-dtype D] [--max-batch N]
                     [--max-seq-len N] [--spec-tokens K] [--no-preload] [--cache PATH] [--json]
   Runs every request bucket of a preset once from the cache through the family call an engine makes (no forced
-  config; kernels preloaded at start unless --no-preload), and reports per op the config the runtime chose and
-  why ("tuned": this device's tuning row; "default": none), first-call vs steady-state time, and in total the
-  compiles, tunings and tuning misses. A cache with binaries but no tuning rows replays on the defaults.
+  config; each op's kernels loaded before its first timed call unless --no-preload; one op's inputs on the
+  device at a time), and reports per op the config the runtime chose and why ("tuned": this device's tuning
+  row; "default": none), first-call vs steady-state time, and in total the compiles, tunings and tuning misses.
+  A cache with binaries but no tuning rows replays on the defaults.
   Needs a GPU, except with --arch host: the host CPU through the LLVM backend, over the buckets a host warmup
   tunes (batch x seq_len, or batch x topk, <= 8192; GEMM tokens <= 4). Honours KTUNE_JIT=0 (a missing binary
   is then an error, never a compile). Opens the cache read-only: a binary it has to compile is never stored.
