@@ -9,12 +9,7 @@
 # "Shared" pipeline figure (its tensor sub-pipe dominates it); ncu of CUDA 13 left a requested
 # sm__pipe_tensor_op_gmma_cycles_active out of the CSV without an error, so it is not asked for.
 set -uo pipefail
-: "${OUT:?set OUT to a folder for the report}"
-PACK=${PACK:-h200pack}
-P=$PWD/$PACK
-for z in "$P"/*.db.gz; do [[ -e ${z%.gz} ]] || gunzip -k "$z"; done
-export LD_LIBRARY_PATH=$P/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64 KTUNE_CACHE=$P/all.db KTUNE_JIT=0
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+source "$(dirname "$0")/ncu_pack_env.sh"
 run=("$P/bin/bench_sparse_mla" run --rows "h128 k2048 T64 fp8" --own-only --reps 10)
 common=(--clock-control none -k regex:decode_kernel_ws_pair --launch-skip 8 --launch-count 2)
 "$NCU" "${common[@]}" --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \

@@ -6,12 +6,7 @@
 #   OUT=... bash bench/dev/ncu_mla_small_batch.sh
 # Writes $OUT/mla_t8.csv (ncu's raw page) and prints per kernel the median duration over the profiled launches.
 set -euo pipefail
-: "${OUT:?set OUT to a folder for the report}"
-PACK=${PACK:-h200pack}
-P=$PWD/$PACK
-for z in "$P"/*.db.gz; do [[ -e ${z%.gz} ]] || gunzip -k "$z"; done
-export LD_LIBRARY_PATH=$P/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64 KTUNE_CACHE=$P/all.db KTUNE_JIT=0
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+source "$(dirname "$0")/ncu_pack_env.sh"
 # Skip the warm-up calls; profile 20 launches (decode + combine pairs) of the timed loop.
 "$NCU" --clock-control none -k regex:'decode_kernel|combine' --launch-skip 40 --launch-count 20 \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum \
