@@ -431,8 +431,10 @@ TEST_CASE("example family on the GPU: the op matches alpha * x, tune and replay"
   CHECK(wr.failed == 0);
   CHECK(wr.tuned + wr.already_done == 3);
   Runtime serve(in(dir, false));
+  example::reset_most_workloads_alive();
   const autotune::ReplayReport r = autotune::replay(serve, preset, w.max_total_tokens, true);
   REQUIRE(r.ops.size() == 3);
+  CHECK(example::most_workloads_alive() == 1);  // one op's device inputs at a time
   for (const auto& op : r.ops) CHECK(op.source == "tuned");
   CHECK(r.stats.compiles == 0);
 }
