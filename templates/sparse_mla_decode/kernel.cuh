@@ -404,7 +404,7 @@ KT_DEV void write_lse(const Params& p, const float* s_m, const float* s_l, int h
 template <class S, int OMT, int ONO>
 KT_DEV void write_rows(const Params& p, const float (&o)[OMT][ONO][4], const float* s_m, const float* s_l, int h0,
                        int token, int orow0, int ocol0, int g, int t4, int t) {
-  constexpr int LAT = S::kLat, H = S::kNumHeads, HG = S::kHeadsPerCta;
+  constexpr int LAT = S::kLat, H = S::kNumHeads;
   const long long row0 = (long long)token * H + h0;
   // Every row (LAT * 2 bytes) and column block (ocol0, 8-column blocks) starts 16-byte aligned relative to out,
   // so out's own alignment decides whether the 16-byte stores may be used.

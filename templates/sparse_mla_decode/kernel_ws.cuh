@@ -252,7 +252,7 @@ KT_DEV void produce_ws(const Params& p, unsigned char* smem, int t_begin, int nt
   // issuing them after it. The proxy fence does not wait for them to land (its MEMBAR.ALL.CTA holds the thread's
   // next shared-memory access a few hundred cycles while a load is in flight: bench/dev/proxy_fence_probe.cu).
   // Issued before the wait for a free buffer, while the converted row is still held, they are slower; so is an
-  // L2 prefetch of the rows 1-3 tiles ahead.
+  // L2 prefetch by the producer of the rows 1-3 tiles ahead (paired, a consumer warp prefetches: PairRowPrefetch).
   int ecur[ROWS], enext[ROWS];  // entries of this thread's next two tiles (loaded a tile ahead of their use)
 #pragma unroll
   for (int u = 0; u < ROWS; ++u) {
@@ -597,6 +597,45 @@ KT_DEV void write_rows_staged(const Params& p, const float (&o)[1][S::kLat / 16]
   }
 }
 
+// An L2 prefetch of the rows a paired CTA gathers, issued by a consumer warp of warpgroup 1, which waits for P most
+// of every tile: before the consumers start tile it, lane l touches each 128-byte line of row l of this CTA's half
+// of tile it + kAhead. The producer has the loads of up to ST tiles past the consumers' in flight, so kAhead = ST + 1
+// is the nearest tile it has not asked for yet; with two stages on an H100, 1 and 2 tiles ahead were 3-7% slower
+// (the prefetches compete with the producer's own loads), 3 the fastest (2-3% faster at 64 and 128 tokens), 4 and 6
+// in between. Each entry is read one tile before its prefetch, so the warp does not wait for that load. The 16-head
+// kernel, whose consumers have no such wait, was 2-16% slower with the same prefetch by its consumer threads.
+template <class S>
+class PairRowPrefetch {
+ public:
+  static constexpr int kAhead = S::kStages + 1;
+  // row: the row of every tile this thread prefetches; an inactive thread prefetches nothing.
+  KT_DEV PairRowPrefetch(const Params& p, int token, int t_begin, int ntiles, int row, bool active)
+      : idx_(p.indices + (long long)token * S::kTopk + t_begin * S::kTile + row),
+        first_pos_(t_begin * S::kTile + row),
+        ntiles_(active ? ntiles : 0),
+        next_(entry(kAhead)) {}
+
+  KT_DEV void before_tile(const Params& p, int it) {
+    constexpr int RB = WsTraits<S>::sh.raw_bytes;
+    const int e = next_;
+    next_ = entry(it + 1 + kAhead);
+    if (e < 0 || e >= p.num_slots) return;  // past the split, a -1 entry or one the producer will reject
+    const unsigned long long row = reinterpret_cast<unsigned long long>(p.kv_cache) + (unsigned long long)e * RB;
+    const unsigned long long line0 = row & ~127ull, last = (row + RB - 1) & ~127ull;
+#pragma unroll
+    for (int l = 0; l < RB / 128 + 2; ++l)
+      if (line0 + l * 128 <= last) asm volatile("prefetch.global.L2 [%0];" ::"l"(line0 + l * 128));
+  }
+
+ private:
+  // The top-k entry of this thread's row of local tile j, or -1 past the split's tiles or past topk.
+  KT_DEV int entry(int j) const {
+    return j < ntiles_ && first_pos_ + j * S::kTile < S::kTopk ? __ldg(idx_ + j * S::kTile) : -1;
+  }
+  const int* idx_;
+  int first_pos_, ntiles_, next_;
+};
+
 template <class S, bool kPair>
 KT_DEV void decode_body_ws(const Params& p) {
   constexpr Shape sh = WsTraits<S>::sh;
@@ -698,10 +737,13 @@ KT_DEV void decode_body_ws(const Params& p) {
     ws::mbar_arrive(mb_stats);
   } else {
     ws::regs_dec<ws::kRegsPV>();
+    const int prefetch_row = kPair ? int(kc::cluster_rank()) * 32 + lane : 0;
+    PairRowPrefetch<S> prefetch(p, token, t_begin, ntiles, prefetch_row, kPair && warp == 4);
 #pragma unroll 1
     for (int it = 0; it < ntiles; ++it) {
       const int b = it % ST;
       const unsigned sK = sb + sh.off_kv + b * sh.kv_tile_bytes;
+      prefetch.before_tile(p, it);
       kc::mbar_wait(mb_full + 8 * b, (it / ST) & 1);
       kc::mbar_wait(mb_p_ready, it & 1);
       rescale_o_rows(o, s_alpha[r0], s_alpha[r0 + 8]);
