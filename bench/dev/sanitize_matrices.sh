@@ -2,7 +2,7 @@
 # compute-sanitizer memcheck, racecheck and synccheck over the GPU matrices of the families a kernel change
 # touched, side by side on the one GPU (memcheck and racecheck sharded with KTUNE_TEST_SHARD), with the pack of
 # bench/run_h200.sh. H200:
-#   OUT=... LIMIT=SECONDS [RACE_SHARDS=4] [RACE_APART="case;case"] bash bench/dev/sanitize_matrices.sh xqa sparse_mla
+#   OUT=... LIMIT=SECONDS [RACE_SHARDS=4] [SYNC_SHARDS=1] [RACE_APART="case;case"] bash bench/dev/sanitize_matrices.sh xqa sparse_mla
 # Writes $OUT/<tool>-<tag>[-shard].txt and prints each process's summary line and exit status (0 = clean). Racecheck is
 # the slowest: over xqa and sparse_mla (14 processes on one GPU) it needed more than 320 s on an H100; give LIMIT 500.
 # RACE_APART names test cases (exact names, ';' between them) that racecheck runs each in a process of its own and
@@ -30,7 +30,7 @@ run() {  # run NAME TOOL SHARD SPEC
 IFS=';' read -r -a apart <<< "${RACE_APART:-}"
 for tag in "$@"; do
   for s in 0 1; do run "memcheck-$tag-$s" memcheck "$s/2" "[gpu][$tag]"; done
-  run "synccheck-$tag" synccheck 0/1 "[gpu][$tag]"
+  for ((s = 0; s < ${SYNC_SHARDS:-1}; ++s)); do run "synccheck-$tag-$s" synccheck "$s/${SYNC_SHARDS:-1}" "[gpu][$tag]"; done
   spec="[gpu][$tag]"
   for c in "${apart[@]}"; do spec+="~\"$c\""; done
   for ((s = 0; s < ${RACE_SHARDS:-4}; ++s)); do run "racecheck-$tag-$s" racecheck "$s/${RACE_SHARDS:-4}" "$spec"; done
