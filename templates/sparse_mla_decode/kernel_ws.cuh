@@ -601,7 +601,7 @@ KT_DEV void write_rows_staged(const Params& p, const float (&o)[1][S::kLat / 16]
 // of every tile: before the consumers start tile it, lane l touches each 128-byte line of row l of this CTA's half
 // of tile it + kAhead. The producer has the loads of up to ST tiles past the consumers' in flight, so kAhead = ST + 1
 // is the nearest tile it has not asked for yet; with two stages on an H100, 1 and 2 tiles ahead were 3-7% slower
-// (the prefetches compete with the producer's own loads), 3 the fastest (2-3% faster at 64 and 128 tokens), 4 and 6
+// (the prefetches compete with the producer's own loads), 3 the fastest (2-4% faster at 64 and 128 tokens), 4 and 6
 // in between. Each entry is read one tile before its prefetch, so the warp does not wait for that load. The 16-head
 // kernel, whose consumers have no such wait, was 2-16% slower with the same prefetch by its consumer threads.
 template <class S>
