@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # compute-sanitizer memcheck, racecheck and synccheck over the GPU matrices of the families a kernel change
-# touched, side by side on the one GPU (memcheck and racecheck sharded with KTUNE_TEST_SHARD), with the pack of
-# bench/run_h200.sh. H200:
+# touched, side by side on the one GPU (memcheck, racecheck and, with SYNC_SHARDS, synccheck sharded with
+# KTUNE_TEST_SHARD), with the pack of bench/run_h200.sh. H200:
 #   OUT=... LIMIT=SECONDS [RACE_SHARDS=4] [SYNC_SHARDS=1] [RACE_APART="case;case"] bash bench/dev/sanitize_matrices.sh xqa sparse_mla
 # Writes $OUT/<tool>-<tag>[-shard].txt and prints each process's summary line and exit status (0 = clean). Racecheck is
 # the slowest: over xqa and sparse_mla (14 processes on one GPU) it needed more than 320 s on an H100; give LIMIT 500.
 # RACE_APART names test cases (exact names, ';' between them) that racecheck runs each in a process of its own and
-# leaves out of its shards: a slow case then no longer cuts the shard that holds it at the limit (at sparse MLA:
-# "sparse_mla_decode reads q through token and head strides" and the checked and second-launch cases). A comma in
-# a name is escaped here (Catch2 reads an unescaped one as "or" between two names).
+# leaves out of its shards: a case that is not sharded otherwise runs in every shard (at sparse MLA: "sparse_mla_decode
+# reads q through token and head strides" and "sparse_mla_decode with a null lse writes the same out, bit for bit").
+# A comma in a name is escaped here (Catch2 reads an unescaped one as "or" between two names).
 set -uo pipefail
 : "${OUT:?set OUT to a folder for the logs}"
 PACK=${PACK:-h200pack}
