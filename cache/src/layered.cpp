@@ -278,17 +278,6 @@ std::vector<std::string> LayeredCache::refused() const {
   return out;
 }
 
-std::string LayeredCache::last_problem() const {
-  std::lock_guard<std::mutex> lock(problem_mu_);
-  return last_problem_;
-}
-
-void LayeredCache::record_problem(const std::string& what, bool damaged) {
-  ++(damaged ? damaged_seen_ : errors_seen_);
-  std::lock_guard<std::mutex> lock(problem_mu_);
-  last_problem_ = what;
-}
-
 template <class F>
 BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
   BinaryLookup result;      // miss unless something is found
@@ -302,7 +291,7 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
       l = lookup_in_layer(*layer.db);
     } catch (const CacheError& e) {
       std::string what = fmt::format("{}: lookup failed: {}", layer.info.path, e.what());
-      record_problem(what, false);
+      count_problem(false);
       skipped += (skipped.empty() ? "" : "; ") + what;
       continue;
     }
@@ -324,8 +313,8 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
           writable_->put_binary(l.record);
           l.detail += "; repaired the copy in " + writable_->path();
         } catch (const CacheError& e) {
-          record_problem(fmt::format("{}: repairing {} failed: {}", writable_->path(), l.record.digest, e.what()),
-                         false);
+          count_problem(false);
+          l.detail += fmt::format("; repairing the copy in {} failed: {}", writable_->path(), e.what());
         }
       }
       return l;
@@ -333,7 +322,7 @@ BinaryLookup LayeredCache::search_binary(F&& lookup_in_layer) {
     if (l.status == LookupStatus::damaged) {
       std::string what = fmt::format("{}: damaged entry {} ({}): {}", layer.info.path, l.record.digest,
                                      l.record.name, l.detail);
-      record_problem(what, true);
+      count_problem(true);
       ++damaged;
       skipped += (skipped.empty() ? "" : "; ") + what;
       if (layer.db.get() == writable_) damaged_here = l.record.digest;
@@ -388,7 +377,7 @@ std::string LayeredCache::quarantine(const std::string& digest, const std::strin
     if (here.status != LookupStatus::hit || here.record.blob_sha256 != blob_sha256) return {};
     if (writable_->remove_binary(digest)) return "; deleted from " + writable_->path();
   } catch (const CacheError& e) {
-    record_problem(fmt::format("{}: deleting quarantined {} failed: {}", writable_->path(), digest, e.what()), false);
+    count_problem(false);
     return "; deleting it from " + writable_->path() + " failed: " + e.what();
   }
   return {};
@@ -428,7 +417,11 @@ bool LayeredCache::put_binary(const BinaryRecord& r) {
 std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, const std::string& problem_key,
                                                      const std::string& device_fingerprint,
                                                      const std::string& ktune_version,
-                                                     std::string* other_version) {
+                                                     std::string* other_version, std::string* passed_over) {
+  auto pass_over = [&](const std::string& what, bool damaged) {
+    count_problem(damaged);
+    if (passed_over) *passed_over += (passed_over->empty() ? "" : "; ") + what;
+  };
   // The writable layer first: a row this machine measured (a warmup, `ktune tune`, --retune) stands over a row a
   // read-only image ships for the same key, so what a process tunes is what the next one runs; then the
   // read-only layers in their order (tuning_order_).
@@ -441,9 +434,9 @@ std::optional<TuningRecord> LayeredCache::get_tuning(const std::string& family, 
         if (other_version && other_version->empty()) *other_version = t->ktune_version;
         continue;  // tuned by another ktune build: stale, not damaged
       }
-      if (!problem.empty()) record_problem(problem, true);
+      if (!problem.empty()) pass_over(problem, true);  // names the file
     } catch (const CacheError& e) {
-      record_problem(fmt::format("{}: tuning lookup failed: {}", layer.info.path, e.what()), false);
+      pass_over(fmt::format("{}: tuning lookup failed: {}", layer.info.path, e.what()), false);
     }
   }
   return std::nullopt;

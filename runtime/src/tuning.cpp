@@ -56,9 +56,10 @@ std::string Runtime::Impl::tuned_config_for(const std::string& family, const std
   }
   // Only a winner measured by this build counts: another version's kernels (and search space) may differ, so its
   // winner is a measurement of something else, as a binary of another version is never loaded.
-  std::string winner, stale_version;
+  std::string winner, stale_version, passed_over;
   try {
-    if (auto row = cache->get_tuning(family, key, fp, version(), &stale_version)) winner = row->winner_config;
+    if (auto row = cache->get_tuning(family, key, fp, version(), &stale_version, &passed_over))
+      winner = row->winner_config;
   } catch (const std::exception& e) {
     log(LogLevel::warn, "tuning lookup {} {} failed ({}); using the default config", family, key, e.what());
   }
@@ -69,7 +70,10 @@ std::string Runtime::Impl::tuned_config_for(const std::string& family, const std
   if (!inserted) return slot->second;
   if (winner.empty()) {
     stats.tuning_misses++;
-    if (!stale_version.empty()) {
+    if (!passed_over.empty()) {
+      log(LogLevel::warn, "the tuned config for {} {} on {} could not be read ({}); using the default", family, key,
+          where, passed_over);
+    } else if (!stale_version.empty()) {
       log(stale_tuning_warned ? LogLevel::info : LogLevel::warn,
           "the tuned config for {} {} on {} was measured by ktune {}, not this ktune {}; using the default "
           "until `ktune warmup` tunes it again{}",

@@ -115,10 +115,10 @@ TEST_CASE("layered: a damaged entry in the first layer is skipped for an intact 
   l = cache.get_binary(r.digest);
   REQUIRE(l.status == LookupStatus::hit);
   CHECK(l.record.blob == r.blob);
-  CHECK_THAT(l.detail, Catch::StartsWith(first) && Catch::Contains("damaged") && Catch::Contains("repaired"));
+  CHECK_THAT(l.detail, Catch::StartsWith(first) && Catch::Contains("damaged") && Catch::Contains(r.digest) &&
+             Catch::Contains("repaired"));
   CHECK(l.damaged_skipped == 1);
   CHECK(cache.damaged_seen() == 1);
-  CHECK_THAT(cache.last_problem(), Catch::Contains(r.digest));
 
   // The intact copy was written back over the damaged one in the writable layer.
   CHECK(only_first.get_binary(r.digest).status == LookupStatus::hit);

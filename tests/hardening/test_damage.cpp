@@ -198,8 +198,10 @@ TEST_CASE("hardening: a damaged tuning row is a miss, named by verify, pruned an
   CHECK_THAT(issues[0].name, Catch::Contains(t.problem_key));
   {
     LayeredCache layered(path, false);
-    CHECK_FALSE(layered.get_tuning(t.family, t.problem_key, t.device_fingerprint));
+    std::string passed_over;
+    CHECK_FALSE(layered.get_tuning(t.family, t.problem_key, t.device_fingerprint, "", nullptr, &passed_over));
     CHECK(layered.damaged_seen() == 1);
+    CHECK_THAT(passed_over, Catch::Contains(path) && Catch::Contains("damaged") && Catch::Contains(t.problem_key));
   }
   // export drops the damaged row instead of refusing the file
   db->export_to(dir.file("out.db"));

@@ -4,7 +4,8 @@
 # preset, delete every tuning row, then replay with KTUNE_JIT=0: exit 0, 0 compiles, 0 tunings, and per op the
 # config the runtime chose ("default", the family's default config). A tuning row naming a config the family
 # cannot run is not forced either: the runtime falls back to its default and replay reports that, as it does for
-# a row another ktune version tuned. A tuned row is reported as "tuned" with its winner. Skips (exit 77, saying
+# a row another ktune version tuned, or a damaged row (with a warning naming it). A tuned row is reported as
+# "tuned" with its winner. Skips (exit 77, saying
 # why) without the LLVM host backend; fails instead under KTUNE_TEST_REQUIRE=host.
 # usage: cli_replay_untuned.sh BUILD_DIR
 set -euo pipefail
@@ -86,6 +87,16 @@ python3 "$(dirname "$0")/../support/put_tuning_row.py" "$KTUNE_CACHE" xqa_decode
 out="$(replay --json)"
 want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'tuned', '$other')" \
   "replay with this version's row"
+
+# 2c. That row damaged (its winner changed behind the row digest): passed over with a warning that names it, and
+#     the default runs.
+sql "UPDATE tuning SET winner_config = '$default'"
+out="$(replay --json 2>"$tmp/damaged.err")" || { echo "FAIL: replay with a damaged row exited $?: $out"; exit 1; }
+echo "replay (damaged row): $out"
+grep -F "could not be read" "$tmp/damaged.err" | grep -qF "is damaged" ||
+  { echo "FAIL: no warning names the damaged tuning row"; cat "$tmp/damaged.err"; exit 1; }
+want "$out" '(d["compiles"], d["ops"][0]["source"], d["ops"][0]["config"])' "(0, 'default', '$default')" \
+  "replay with a damaged row"
 
 # 3. No tuning rows (binaries only): replay passes on the default config, which it names.
 sql "DELETE FROM tuning"

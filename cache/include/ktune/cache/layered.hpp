@@ -105,10 +105,13 @@ class LayeredCache {
   // (damaged_seen) and skipped. With ktune_version
   // non-empty only a row tuned by that version counts: a winner measured against another build's kernels is
   // passed over like a missing one (the search goes on to the next layer), as binaries of another version are;
-  // the version of the first row passed over goes to *other_version when given.
+  // the version of the first row passed over goes to *other_version when given. A damaged row or a failing layer
+  // met on the way is passed over as well; what each was, naming its file, goes to *passed_over when given ("; "
+  // between).
   std::optional<TuningRecord> get_tuning(const std::string& family, const std::string& problem_key,
                                          const std::string& device_fingerprint,
-                                         const std::string& ktune_version = "", std::string* other_version = nullptr);
+                                         const std::string& ktune_version = "", std::string* other_version = nullptr,
+                                         std::string* passed_over = nullptr);
   void put_tuning(const TuningRecord& r);
 
   // A blob that passed every check here but cannot be used (it does not load, or lacks the symbols of its key):
@@ -119,7 +122,6 @@ class LayeredCache {
 
   int64_t damaged_seen() const { return damaged_seen_.load(); }  // damaged entries met by lookups
   int64_t errors_seen() const { return errors_seen_.load(); }    // lookups a layer failed with an error
-  std::string last_problem() const;                               // detail of the latest of either
   // One line per layer that is not used (unusable, a dangling link, or refused for want of a trusted
   // signature), "path: why"; empty when every present layer is open. For error messages and start-up warnings.
   std::vector<std::string> refused() const;
@@ -131,7 +133,7 @@ class LayeredCache {
   };
   template <class F>
   BinaryLookup search_binary(F&& lookup_in_layer);
-  void record_problem(const std::string& what, bool damaged);
+  void count_problem(bool damaged) { ++(damaged ? damaged_seen_ : errors_seen_); }
   void open_layers(const std::string& search_path, const LayeredOptions& options);
   [[noreturn]] void throw_no_writable_layer(const char* operation) const;
   std::string layer_notes() const;  // "path: note; ..." for every layer
@@ -146,8 +148,6 @@ class LayeredCache {
   std::vector<const Layer*> tuning_order_;  // get_tuning's search order (layers_ is fixed after construction)
   std::atomic<int64_t> damaged_seen_{0};
   std::atomic<int64_t> errors_seen_{0};
-  mutable std::mutex problem_mu_;
-  std::string last_problem_;
   mutable std::mutex quarantine_mu_;
   std::unordered_map<std::string, std::string> quarantined_;  // blob_sha256 -> why
   std::string quarantined_why(const std::string& blob_sha256) const;
