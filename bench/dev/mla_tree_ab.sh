@@ -7,7 +7,8 @@
 #                                                         (templates/ is checked out at REF and restored)
 #   ROWS="h128 k2048 T8;h16 k2048 T64" ROUNDS=3 bash bench/dev/mla_tree_ab.sh run
 #                                                         GPU (carry .devbuild/mla_tree): ROUNDS interleaved rounds
-#                                                         of `run --rows R --own-only` per row; table under $OUT
+#                                                         of `run --rows R --own-only` per row; the table on
+#                                                         stdout, the runs' JSON in $OUT/ab-json.tgz
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 A=.devbuild/mla_tree
@@ -70,3 +71,5 @@ for row in rows:
     print(f"| {row} | " + " | ".join(" / ".join(f"{x:.1f}" for x in t[v]) for v in vs) + " | " +
           " | ".join(f"{med[v] / med['base']:.3f}" for v in vs[1:]) + " |")
 PY
+# The device tool brings back only a few files: the runs' JSON go back as one archive.
+(cd "$OUT" && tar czf ab-json.tgz -- *-[0-9]*-*.json && rm -f -- *-[0-9]*-*.json)
