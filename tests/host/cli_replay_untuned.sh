@@ -5,8 +5,8 @@
 # config the runtime chose ("default", the family's default config). A tuning row naming a config the family
 # cannot run is not forced either: the runtime falls back to its default and replay reports that, as it does for
 # a row another ktune version tuned, or a damaged row (with a warning naming it). A tuned row is reported as
-# "tuned" with its winner. Skips (exit 77, saying
-# why) without the LLVM host backend; fails instead under KTUNE_TEST_REQUIRE=host.
+# "tuned" with its winner. Skips (exit 77, saying why) without the LLVM host backend; fails instead under
+# KTUNE_TEST_REQUIRE=host.
 # usage: cli_replay_untuned.sh BUILD_DIR
 set -euo pipefail
 build="${1:?usage: cli_replay_untuned.sh BUILD_DIR}"
