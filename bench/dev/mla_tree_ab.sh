@@ -72,4 +72,6 @@ for row in rows:
           " | ".join(f"{med[v] / med['base']:.3f}" for v in vs[1:]) + " |")
 PY
 # The device tool brings back only a few files: the runs' JSON go back as one archive.
-(cd "$OUT" && tar czf ab-json.tgz -- *-[0-9]*-*.json && rm -f -- *-[0-9]*-*.json)
+# (None when every run failed: then nothing to pack, and the table above already says so.)
+(cd "$OUT" && shopt -s nullglob && js=(*-[0-9]*-*.json) &&
+  if ((${#js[@]})); then tar czf ab-json.tgz -- "${js[@]}" && rm -f -- "${js[@]}"; fi)
