@@ -6,8 +6,8 @@
 #   GPU (the `run` tool, carry h200pack and .devbuild/mla_tree):
 #         OUT=... [T=545] [ROWS="..."] [ROUNDS=2] bash bench/dev/mla_change_check.sh
 # T is the second of the call by which the sanitizers must be done (a call is limited to 600 s; less when the
-# session's device time is short). ROWS as in mla_tree_ab.sh. Logs under $OUT: tests.txt, the A/B's JSON, one file
-# per sanitizer process.
+# session's device time is short). ROWS as in mla_tree_ab.sh. Under $OUT: tests.txt, the A/B's JSON (ab-json.tgz) and
+# the sanitizers' logs (sanitizer-logs.tgz), so that every log comes back from the device call.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to a folder for the results}"

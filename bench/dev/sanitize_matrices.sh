@@ -3,7 +3,8 @@
 # touched, side by side on the one GPU (memcheck, racecheck and, with SYNC_SHARDS, synccheck sharded with
 # KTUNE_TEST_SHARD), with the pack of bench/run_h200.sh. H200:
 #   OUT=... LIMIT=SECONDS [RACE_SHARDS=4] [SYNC_SHARDS=1] [RACE_APART="case;case"] bash bench/dev/sanitize_matrices.sh xqa sparse_mla
-# Writes $OUT/<tool>-<tag>[-shard].txt and prints each process's summary line and exit status (0 = clean). Racecheck is
+# Writes one log per process, <tool>-<tag>[-shard].txt, into $OUT/sanitizer-logs.tgz, and prints each process's summary
+# line and exit status (0 = clean) and the distinct racecheck report sites (kernel + offsets). Racecheck is
 # the slowest: over xqa and sparse_mla (14 processes on one GPU) it needed more than 320 s on an H100; give LIMIT 500.
 # RACE_APART names test cases (exact names, ';' between them) that racecheck runs each in a process of its own and
 # leaves out of its shards: a case that is not sharded otherwise runs in every shard (at sparse MLA: "sparse_mla_decode
@@ -42,3 +43,16 @@ for k in $(printf '%s\n' "${!pids[@]}" | sort); do
   wait "${pids[$k]}"
   echo "| $k | exit $? | $(grep -hE "RACECHECK SUMMARY|ERROR SUMMARY|^test cases|MATRIX" "$OUT/$k.txt" | tr '\n' ' ') |"
 done
+# Each racecheck report names its kernel and the offsets of the two accesses; the distinct pairs, with the number
+# of reports, say which code to look at (the kernel's name alone may cover several forms: read the offsets in the
+# CUBIN, e.g. `cuobjdump -sass`).
+if compgen -G "$OUT/racecheck-*.txt" >/dev/null; then
+  echo "racecheck reports by site (reports, first access | second access; none if empty):"
+  awk '/Race reported between/ { sub(/.*between /, ""); first = $0; next }
+       first != "" && /^=+ +and / { sub(/^=+ +and /, ""); sub(/ \[[0-9]+ hazards\]/, ""); print first " | " $0; next }
+       { first = "" }' "$OUT"/racecheck-*.txt | sed -E 's/void //g; s/\(ktune_[a-z]+::Params\)//g' | sort | uniq -c | sort -rn | head -20
+fi
+# The device tool brings back at most 8 files from $OUT: one archive holds every log.
+names=()
+for k in "${!pids[@]}"; do names+=("$k.txt"); done
+tar czf "$OUT/sanitizer-logs.tgz" -C "$OUT" "${names[@]}" && (cd "$OUT" && rm -f "${names[@]}")
