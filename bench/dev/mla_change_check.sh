@@ -27,5 +27,5 @@ ROWS=${ROWS:-"h128 k2048 T8 fp8;h128 k2048 T64 fp8;h128 k2048 T128 fp8;h16 k2048
 echo "A/B done after ${SECONDS}s"
 LIMIT=$((T - SECONDS)) RACE_SHARDS=4 SYNC_SHARDS=2 \
   RACE_APART="sparse_mla_decode reads q through token and head strides;sparse_mla_decode with a null lse writes the same out, bit for bit" \
-  bash bench/dev/sanitize_matrices.sh sparse_mla 2>&1 | tail -16
+  bash bench/dev/sanitize_matrices.sh sparse_mla 2>&1 | tail -40
 echo "done after ${SECONDS}s"
