@@ -47,10 +47,10 @@ done
 # of reports, say which code to look at (the kernel's name alone may cover several forms: read the offsets in the
 # CUBIN, e.g. `cuobjdump -sass`).
 if compgen -G "$OUT/racecheck-*.txt" >/dev/null; then
-  echo "racecheck reports by site (reports, first access | second access; none if empty):"
-  awk '/Race reported between/ { sub(/.*between /, ""); first = $0; next }
+  sites=$(awk '/Race reported between/ { sub(/.*between /, ""); first = $0; next }
        first != "" && /^=+ +and / { sub(/^=+ +and /, ""); sub(/ \[[0-9]+ hazards\]/, ""); print first " | " $0; next }
-       { first = "" }' "$OUT"/racecheck-*.txt | sed -E 's/void //g; s/\(ktune_[a-z]+::Params\)//g' | sort | uniq -c | sort -rn | head -20
+       { first = "" }' "$OUT"/racecheck-*.txt | sed -E 's/void //g; s/\(ktune_[a-z]+::Params\)//g' | sort | uniq -c | sort -rn)
+  echo "racecheck reports by site (reports, first access | second access): ${sites:-none}" | head -21
 fi
 # The device tool brings back at most 8 files from $OUT: one archive holds every log.
 names=()
