@@ -67,7 +67,17 @@ run_ci() {
   # These trees build no host backend: their host tests skip whatever the caller's KTUNE_TEST_REQUIRE says.
   local require
   require=$(tr ',' '\n' <<<"${KTUNE_TEST_REQUIRE:-}" | { grep -vx host || true; } | paste -sd, -)
-  KTUNE_TEST_REQUIRE=$require "$dir/bin/$tests" --order rand --rng-seed time "$filter"
+  # A random order each run, with the seed said up front and again beside any failure: the CI log keeps only the
+  # head and tail of this test's output, so a failure's report is repeated at the end where it survives.
+  local seed=$((RANDOM * 32768 + RANDOM)) log="$dir/tests.log" rc=0
+  echo "== ci $name: $tests --order rand --rng-seed $seed"
+  KTUNE_TEST_REQUIRE=$require "$dir/bin/$tests" --order rand --rng-seed "$seed" "$filter" 2>&1 | tee "$log" \
+    || rc=$?
+  if ((rc != 0)); then
+    echo "== ci $name: FAILED (exit $rc, --rng-seed $seed); the failures again:"
+    grep -v '^\[ktune ' "$log" | grep -B 14 -A 8 -E 'FAILED|due to unexpected exception' | head -150
+    return "$rc"
+  fi
   "$dir/bin/ktune_stress" cache --procs 4 --ops 200
   "$dir/bin/ktune_stress" runtime --procs 2 --threads 16 --kernels 2 || [[ $? == 77 ]]
   "$dir/bin/ktune_stress" crash --rounds 10
