@@ -7,6 +7,8 @@ were found by compiling one PTX operation per kernel (nvcc -cubin, sm_90a) and r
 beside a load and a store; `--calibrate` repeats that check where nvcc is installed. A branch's target is the
 signed field of bits 32..81 times 256 plus bits 16..23 times 4, relative to the next instruction (checked on
 loops of known length). Loops are the spans [target, branch] of backward branches; the innermost are reported.
+Where ptxas puts a wait loop's retry out of line (the mbarrier waits of warp-specialized kernels), its backward
+branch makes a span over much of the role's body: read such kernels with --blocks or --dump.
 
 What it is for: predicting what a kernel change does to the issue-bound part of a loop before a GPU run (an
 instruction count per loop iteration, split by the pipe Nsight Compute names for it: alu = logic, shifts,
@@ -44,6 +46,8 @@ OPS = {
     0x006: ("VOTE", "alu"), 0x005: ("CS2R", "other"), 0x0B9: ("ULDC", "uniform"), 0x1C3: ("S2UR", "other"),
     0x119: ("S2R", "other"), 0x147: ("BRA", "branch"), 0x14D: ("EXIT", "branch"), 0x11D: ("BAR", "branch"),
     0x118: ("NOP", "nop"),
+    0x1A7: ("SYNCS", "sync"), 0x1B2: ("SYNCS.EXCH", "sync"), 0x1AE: ("LDGSTS", "lsu"), 0x1AF: ("LDGDEPBAR", "sync"),
+    0x1BA: ("UBLKCP", "lsu"), 0x044: ("STSM", "lsu"), 0x1F0: ("HGMMA", "tensor"), 0x1C5: ("WARPGROUP", "sync"),
 }
 UNIFORM_OFFSET = 0x080
 
@@ -143,8 +147,9 @@ def report(path, kernel_filter, all_loops, dump, show_blocks):
 
 
 def calibrate():
-    """Compiles sass_ops.cu with nvcc and checks every k_<NAME> kernel adds an opcode the table names NAME, and
-    that the loop kernel's loop is found. Exit 1 on any mismatch."""
+    """Compiles sass_ops.cu with nvcc and checks every k_<NAME>[__<NAME>...] kernel adds opcodes the table names
+    NAME (an underscore in a name stands for a dot), and that the loop kernel's loop is found. Exit 1 on any
+    mismatch."""
     import subprocess
     import tempfile
     here = os.path.dirname(os.path.abspath(__file__))
@@ -160,7 +165,7 @@ def calibrate():
         if k == "k_loop":
             ok = any(mix(insts, s, e)[0].get("POPC") and mix(insts, s, e)[0].get("LDG") for s, e in loops(insts))
         else:
-            ok = k[2:].replace("_", ".") in added
+            ok = all(n.replace("_", ".") in added for n in k[2:].split("__"))
         bad += not ok
         print(f"{'ok ' if ok else 'BAD'} {k}: {' '.join(added)}")
     sys.exit(1 if bad else 0)

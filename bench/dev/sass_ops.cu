@@ -59,6 +59,63 @@ __global__ void k_LDSM(unsigned* p) {
   d = x0 ^ x1 ^ x2 ^ x3;
   OUT
 }
+// Hopper's asynchronous machinery: mbarriers, cp.async, bulk copies, stmatrix, wgmma.
+__global__ void k_SYNCS__SYNCS_EXCH(unsigned* p) {
+  __shared__ __align__(8) unsigned long long bar;
+  IN const unsigned ba = unsigned(__cvta_generic_to_shared(&bar));
+  if (threadIdx.x == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ba), "r"(32));
+  __syncthreads();
+  asm volatile("{.reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0];}" ::"r"(ba));
+  asm volatile("{.reg .pred P; W: mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1; @!P bra W;}" ::"r"(ba), "r"(0));
+  d = a;
+  OUT
+}
+__global__ void k_LDGSTS__LDGDEPBAR(unsigned* p) {
+  __shared__ __align__(16) unsigned s[256];
+  IN const unsigned sa = unsigned(__cvta_generic_to_shared(&s[threadIdx.x * 4]));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(p + threadIdx.x * 4));
+  asm volatile("cp.async.wait_all;");
+  __syncthreads();
+  d = s[(threadIdx.x * 5) & 255];
+  OUT
+}
+__global__ void k_UBLKCP(unsigned* p) {
+  __shared__ __align__(128) unsigned s[256];
+  __shared__ __align__(8) unsigned long long bar;
+  IN const unsigned sa = unsigned(__cvta_generic_to_shared(s)), ba = unsigned(__cvta_generic_to_shared(&bar));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ba), "r"(1));
+    asm volatile("{.reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;}" ::"r"(ba), "r"(1024));
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(sa), "l"(p), "r"(1024), "r"(ba));
+  }
+  __syncthreads();
+  asm volatile("{.reg .pred P; W: mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1; @!P bra W;}" ::"r"(ba), "r"(0));
+  d = s[threadIdx.x];
+  OUT
+}
+__global__ void k_STSM(unsigned* p) {
+  __shared__ __align__(16) unsigned s[1024];
+  IN const unsigned sa = unsigned(__cvta_generic_to_shared(&s[threadIdx.x * 4]));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(sa), "r"(a), "r"(b), "r"(c), "r"(a));
+  __syncthreads();
+  d = s[(threadIdx.x * 5) & 1023];
+  OUT
+}
+__global__ void k_HGMMA__WARPGROUP(unsigned* p) {
+  __shared__ __align__(128) unsigned s[2048];
+  IN const unsigned long long desc =
+      (unsigned long long)(unsigned(__cvta_generic_to_shared(s)) >> 4) | (1ull << 16) | (64ull << 32);
+  float f0 = 0, f1 = 0, f2 = 0, f3 = 0;
+  asm volatile("wgmma.fence.sync.aligned;");
+  asm volatile("{.reg .pred q; setp.ne.b32 q, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, q, 1, 1, 0, 0;}"
+               : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3) : "l"(desc), "l"(desc));
+  asm volatile("wgmma.commit_group.sync.aligned;");
+  asm volatile("wgmma.wait_group.sync.aligned 0;");
+  d = __float_as_uint(f0 + f1 + f2 + f3) ^ a;
+  OUT
+}
 // A loop: sass_mix must find a backward branch whose span holds the POPC and the load.
 __global__ void k_loop(unsigned* p, int n) {
   unsigned a = p[threadIdx.x];
