@@ -4,11 +4,11 @@
 What it reads: every instruction of sm_80+ SASS is 16 bytes, its opcode in the low 12 bits of the first word (the
 low 9 bits name the operation, the next 3 its operand form: registers, an immediate, a constant). The names below
 were found by compiling one PTX operation per kernel (nvcc -cubin, sm_90a) and reading which opcode appeared
-beside a load and a store; `--calibrate` repeats that check where nvcc is installed. A branch's target is the
-signed field of bits 32..81 times 256 plus bits 16..23 times 4, relative to the next instruction (checked on
-loops of known length). Loops are the spans [target, branch] of backward branches; the innermost are reported.
-Where ptxas puts a wait loop's retry out of line (the mbarrier waits of warp-specialized kernels), its backward
-branch makes a span over much of the role's body: read such kernels with --blocks or --dump.
+beside a load and a store; `--calibrate` repeats that check where nvcc is installed. A branch's target is a
+signed count of 4-byte words from the next instruction, its low 8 bits at bits 16..23 and the rest at bits
+34..81 (checked on loops of known length and on out-of-line wait loops that return to their caller). Loops are the natural loops of the control-flow graph (a back edge into a block that
+dominates its source), so a wait loop whose retry ptxas placed out of line is a small loop of its own; the
+innermost loops are reported, or every loop with --all-loops (a loop's count takes each inner loop once).
 
 What it is for: predicting what a kernel change does to the issue-bound part of a loop before a GPU run (an
 instruction count per loop iteration, split by the pipe Nsight Compute names for it: alu = logic, shifts,
@@ -68,53 +68,106 @@ def name_of(op12):
 
 
 def branch_target(off, lo, hi):
-    upper = (lo >> 32) | ((hi & 0x3FFFF) << 32)  # bits 32..81, signed
-    if upper & (1 << 49):
-        upper -= 1 << 50
-    return off + 16 + 256 * upper + 4 * ((lo >> 16) & 0xFF)
+    # The offset in words of 4 bytes: its low 8 bits at bits 16..23, the rest (signed) at bits 34..81.
+    upper = (lo >> 34) | ((hi & 0x3FFFF) << 30)
+    if upper & (1 << 47):
+        upper -= 1 << 48
+    return off + 16 + 4 * (((lo >> 16) & 0xFF) | (upper << 8))
 
 
-def loops(insts):
-    """(start, end) byte offsets of every backward branch's span, end = the branch itself."""
-    out = []
+def is_branch(op12):
+    return op12 & 0x1FF == 0x147
+
+
+def unconditional(lo):
+    return (lo >> 12) & 0xF == 0x7  # predicate PT, not negated
+
+
+def cfg(insts):
+    """Basic blocks of the whole kernel and their successors: {first offset: (last offset, [successor firsts])}.
+    A block ends after a branch or EXIT and before a branch target; a predicated branch or EXIT also falls
+    through."""
+    end = insts[-1][0] + 16 if insts else 0
+    leaders = {0}
     for off, op12, lo, hi in insts:
-        if op12 & 0x1FF == 0x147:
+        if is_branch(op12) or op12 & 0x1FF == 0x14D:
+            leaders.add(off + 16)
+        if is_branch(op12):
             t = branch_target(off, lo, hi)
-            if t <= off and t % 16 == 0 and t >= 0:
-                out.append((t, off))
+            if 0 <= t < end:
+                leaders.add(t)
+    firsts = sorted(x for x in leaders if x < end)
+    by_off = {i[0]: i for i in insts}
+    out = {}
+    for k, first in enumerate(firsts):
+        last = (firsts[k + 1] if k + 1 < len(firsts) else end) - 16
+        _, op12, lo, hi = by_off[last]
+        succ = []
+        if is_branch(op12):
+            t = branch_target(last, lo, hi)
+            if 0 <= t < end:
+                succ.append(t)
+        falls = not ((is_branch(op12) or op12 & 0x1FF == 0x14D) and unconditional(lo))
+        if falls and last + 16 < end:
+            succ.append(last + 16)
+        out[first] = (last, succ)
     return out
 
 
-def mix(insts, start, end):
+def loops(insts):
+    """Natural loops: [(header, sorted block firsts)], one per header (the back edges into a header merged),
+    a back edge being an edge u -> h where h dominates u. Iterative dominators over the blocks reachable from 0."""
+    g = cfg(insts)
+    order, seen, stack = [], set(), [0]
+    while stack:  # reachable blocks
+        b = stack.pop()
+        if b in seen or b not in g:
+            continue
+        seen.add(b)
+        order.append(b)
+        stack.extend(g[b][1])
+    preds = {b: [] for b in order}
+    for b in order:
+        for t in g[b][1]:
+            if t in preds:
+                preds[t].append(b)
+    dom = {b: set(order) for b in order}
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for b in order:
+            if b == 0:
+                continue
+            new = set.intersection(*(dom[p] for p in preds[b])) if preds[b] else set()
+            new = new | {b}
+            if new != dom[b]:
+                dom[b], changed = new, True
+    bodies = {}
+    for u in order:
+        for h in g[u][1]:
+            if h in dom[u]:  # back edge u -> h
+                body, work = {h}, [u]
+                while work:
+                    x = work.pop()
+                    if x not in body:
+                        body.add(x)
+                        work.extend(preds[x])
+                bodies.setdefault(h, set()).update(body)
+    return [(h, sorted(bodies[h])) for h in sorted(bodies)], g
+
+
+def mix(insts, ranges):
+    """Counts by name and by pipe over the instructions in [(first, last), ...]."""
     by_name, by_pipe = {}, {}
     for off, op12, _, _ in insts:
-        if start <= off <= end:
+        if any(a <= off <= b for a, b in ranges):
             name, pipe = name_of(op12)
             if pipe == "nop":
                 continue
             by_name[name] = by_name.get(name, 0) + 1
             by_pipe[pipe] = by_pipe.get(pipe, 0) + 1
     return by_name, by_pipe
-
-
-def blocks(insts, start, end):
-    """Basic blocks of [start, end]: split after every branch and at every branch target inside the span.
-    [(first, last, branch target or None)]."""
-    cuts = {start}
-    for off, op12, lo, hi in insts:
-        if start <= off <= end and op12 & 0x1FF == 0x147:
-            cuts.add(off + 16)
-            t = branch_target(off, lo, hi)
-            if start <= t <= end:
-                cuts.add(t)
-    edges = sorted(c for c in cuts if c <= end) + [end + 16]
-    out = []
-    for a, b in zip(edges, edges[1:]):
-        last = b - 16
-        tail = [i for i in insts if i[0] == last]
-        target = branch_target(*tail[0][:1], *tail[0][2:]) if tail and tail[0][1] & 0x1FF == 0x147 else None
-        out.append((a, last, target))
-    return out
 
 
 def fmt_counts(d):
@@ -126,23 +179,28 @@ def report(path, kernel_filter, all_loops, dump, show_blocks):
         if not sec.startswith(".text.") or (kernel_filter and kernel_filter not in sec):
             continue
         insts = decode(blob)
-        n, pipes = mix(insts, 0, len(blob))
+        n, pipes = mix(insts, [(0, len(blob))])
         print(f"{os.path.basename(path)}  {sec[6:]}")
         print(f"  whole kernel: {sum(n.values())} instructions; {fmt_counts(pipes)}")
-        spans = loops(insts)
-        inner = [s for s in spans if all(not (o != s and s[0] <= o[0] and o[1] <= s[1]) for o in spans)]
-        for start, end in sorted(spans if all_loops else inner):
-            n, pipes = mix(insts, start, end)
-            print(f"  loop 0x{start:x}..0x{end:x}: {sum(n.values())} instructions; {fmt_counts(pipes)}")
+        found, g = loops(insts)
+        headers = {h for h, _ in found}
+        for h, body in found:
+            inner = sorted(x for x in headers & set(body) if x != h)
+            if inner and not all_loops:
+                continue
+            ranges = [(x, g[x][0]) for x in body]
+            n, pipes = mix(insts, ranges)
+            nest = f", holding the loops at {', '.join(f'0x{x:x}' for x in inner)} (each counted once)" if inner else ""
+            print(f"  loop at 0x{h:x} ({len(body)} blocks{nest}): {sum(n.values())} instructions; {fmt_counts(pipes)}")
             print(f"    {fmt_counts(n)}")
             if show_blocks:
-                for a, b, t in blocks(insts, start, end):
-                    bn, _ = mix(insts, a, b)
-                    to = f" -> 0x{t:x}" if t is not None else ""
-                    print(f"      block 0x{a:x}..0x{b:x}{to}: {sum(bn.values())}: {fmt_counts(bn)}")
+                for x in body:
+                    bn, _ = mix(insts, [(x, g[x][0])])
+                    to = " -> " + ", ".join(f"0x{t:x}" for t in g[x][1]) if g[x][1] else ""
+                    print(f"      block 0x{x:x}..0x{g[x][0]:x}{to}: {sum(bn.values())}: {fmt_counts(bn)}")
         if dump:
             for off, op12, lo, hi in insts:
-                extra = f" -> 0x{branch_target(off, lo, hi):x}" if op12 & 0x1FF == 0x147 else ""
+                extra = f" -> 0x{branch_target(off, lo, hi):x}" if is_branch(op12) else ""
                 print(f"    {off:05x} {name_of(op12)[0]:<10} {lo:016x} {hi:016x}{extra}")
 
 
@@ -163,7 +221,9 @@ def calibrate():
     for k, insts in sorted(kernels.items()):
         added = sorted({name_of(i[1])[0] for i in insts if i[1] not in base})
         if k == "k_loop":
-            ok = any(mix(insts, s, e)[0].get("POPC") and mix(insts, s, e)[0].get("LDG") for s, e in loops(insts))
+            found, g = loops(insts)
+            ok = any(mix(insts, [(x, g[x][0]) for x in body])[0].get("POPC") and
+                     mix(insts, [(x, g[x][0]) for x in body])[0].get("LDG") for _, body in found)
         else:
             ok = all(n.replace("_", ".") in added for n in k[2:].split("__"))
         bad += not ok
