@@ -6,16 +6,18 @@ low 9 bits name the operation, the next 3 its operand form: registers, an immedi
 were found by compiling one PTX operation per kernel (nvcc -cubin, sm_90a) and reading which opcode appeared
 beside a load and a store; `--calibrate` repeats that check where nvcc is installed. A branch's target is a
 signed count of 4-byte words from the next instruction, its low 8 bits at bits 16..23 and the rest at bits
-34..81 (checked on loops of known length and on out-of-line wait loops that return to their caller). Loops are the natural loops of the control-flow graph (a back edge into a block that
-dominates its source), so a wait loop whose retry ptxas placed out of line is a small loop of its own; the
-innermost loops are reported, or every loop with --all-loops (a loop's count takes each inner loop once).
+34..81 (checked on loops of known length, and on the out-of-line mbarrier waits of the paired sparse MLA kernel,
+each of which returns to the instruction after the one that left for it). Loops are the natural loops of the
+control-flow graph (a back edge into a block that dominates its source), so a wait loop whose retry ptxas placed
+out of line is a small loop of its own; the innermost loops are reported, or every loop with --all-loops (a
+loop's count takes each inner loop once).
 
 What it is for: predicting what a kernel change does to the issue-bound part of a loop before a GPU run (an
 instruction count per loop iteration, split by the pipe Nsight Compute names for it: alu = logic, shifts,
 compares, selects, integer adds and the fast fp32->fp16 conversions; fma = fp32 and IMAD; fp16 = the packed
-half / bf16 math, HFMA2 and the HFMA2.MMA form ptxas gives part of them to spread them over two pipes; tensor; lsu =
-loads, stores, shuffles). Static counts are not a profile: a branch inside a loop counts both of its sides, which
---blocks tells apart.
+half / bf16 math, HFMA2 and the HFMA2.MMA form ptxas gives part of them to spread them over two pipes;
+tensor; lsu = loads, stores, shuffles). Static counts are not a profile: a branch inside a loop counts both of
+its sides, which --blocks tells apart.
     python3 bench/dev/sass_mix.py CUBIN|DIR [--kernel SUBSTR] [--all-loops] [--blocks] [--dump]
     python3 bench/dev/sass_mix.py --calibrate        (needs nvcc) checks the table against bench/dev/sass_ops.cu
 """
@@ -38,7 +40,8 @@ OPS = {
     0x048: ("VIMNMX", "alu"), 0x03E: ("F2FP", "alu"),
     0x020: ("FMUL", "fma"), 0x021: ("FADD", "fma"), 0x023: ("FFMA", "fma"), 0x024: ("IMAD", "fma"),
     0x025: ("IMAD.WIDE", "fma"), 0x035: ("HFMA2", "fp16"), 0x032: ("HFMA2.MMA", "fp16"),
-    0x045: ("I2F", "xu"), 0x105: ("F2I", "xu"), 0x01A: ("SGXT", "alu"), 0x100: ("FLO", "xu"), 0x101: ("BREV", "xu"),
+    0x045: ("I2F", "xu"), 0x105: ("F2I", "xu"), 0x01A: ("SGXT", "alu"), 0x100: ("FLO", "xu"),
+    0x101: ("BREV", "xu"),
     0x03C: ("HMMA", "tensor"),
     0x181: ("LDG", "lsu"), 0x186: ("STG", "lsu"), 0x184: ("LDS", "lsu"), 0x188: ("STS", "lsu"),
     0x189: ("SHFL", "lsu"), 0x03B: ("LDSM", "lsu"), 0x182: ("LDC", "lsu"),
@@ -46,7 +49,8 @@ OPS = {
     0x006: ("VOTE", "alu"), 0x005: ("CS2R", "other"), 0x0B9: ("ULDC", "uniform"), 0x1C3: ("S2UR", "other"),
     0x119: ("S2R", "other"), 0x147: ("BRA", "branch"), 0x14D: ("EXIT", "branch"), 0x11D: ("BAR", "branch"),
     0x118: ("NOP", "nop"),
-    0x1A7: ("SYNCS", "sync"), 0x1B2: ("SYNCS.EXCH", "sync"), 0x1AE: ("LDGSTS", "lsu"), 0x1AF: ("LDGDEPBAR", "sync"),
+    0x1A7: ("SYNCS", "sync"), 0x1B2: ("SYNCS.EXCH", "sync"), 0x1AE: ("LDGSTS", "lsu"),
+    0x1AF: ("LDGDEPBAR", "sync"),
     0x1BA: ("UBLKCP", "lsu"), 0x044: ("STSM", "lsu"), 0x1F0: ("HGMMA", "tensor"), 0x1C5: ("WARPGROUP", "sync"),
 }
 UNIFORM_OFFSET = 0x080
@@ -190,8 +194,11 @@ def report(path, kernel_filter, all_loops, dump, show_blocks):
                 continue
             ranges = [(x, g[x][0]) for x in body]
             n, pipes = mix(insts, ranges)
-            nest = f", holding the loops at {', '.join(f'0x{x:x}' for x in inner)} (each counted once)" if inner else ""
-            print(f"  loop at 0x{h:x} ({len(body)} blocks{nest}): {sum(n.values())} instructions; {fmt_counts(pipes)}")
+            nest = ""
+            if inner:
+                nest = f", holding the loops at {', '.join(f'0x{x:x}' for x in inner)} (each counted once)"
+            print(f"  loop at 0x{h:x} ({len(body)} blocks{nest}): {sum(n.values())} instructions; "
+                  f"{fmt_counts(pipes)}")
             print(f"    {fmt_counts(n)}")
             if show_blocks:
                 for x in body:
@@ -213,8 +220,8 @@ def calibrate():
     here = os.path.dirname(os.path.abspath(__file__))
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "ops.cubin")
-        subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", "-O3", "-diag-suppress", "177", os.path.join(here, "sass_ops.cu"), "-o", cubin],
-                       check=True)
+        subprocess.run(["nvcc", "-arch=sm_90a", "-cubin", "-O3", "-diag-suppress", "177",
+                        os.path.join(here, "sass_ops.cu"), "-o", cubin], check=True)
         kernels = {sec[6:]: decode(blob) for sec, blob in sections(cubin).items() if sec.startswith(".text.")}
     base = {i[1] for i in kernels.pop("k_base")}
     bad = 0
@@ -222,8 +229,8 @@ def calibrate():
         added = sorted({name_of(i[1])[0] for i in insts if i[1] not in base})
         if k == "k_loop":
             found, g = loops(insts)
-            ok = any(mix(insts, [(x, g[x][0]) for x in body])[0].get("POPC") and
-                     mix(insts, [(x, g[x][0]) for x in body])[0].get("LDG") for _, body in found)
+            counts = [mix(insts, [(x, g[x][0]) for x in body])[0] for _, body in found]
+            ok = any(c.get("POPC") and c.get("LDG") for c in counts)
         else:
             ok = all(n.replace("_", ".") in added for n in k[2:].split("__"))
         bad += not ok

@@ -1,43 +1,120 @@
 // Calibration kernels for bench/dev/sass_mix.py: each kernel k_<NAME> does one operation between a load and a
-// store, so the opcode it adds to k_base's is the one named NAME. `python3 bench/dev/sass_mix.py --calibrate`
-// compiles this file with nvcc (sm_90a) and checks the script's table against it.
-#define IN                                                                    \
+// store, so the opcode it adds to k_base's is the one named NAME (k_<NAME>__<NAME2>: an operation that takes
+// several instructions; an underscore inside a name stands for a dot). `python3 bench/dev/sass_mix.py
+// --calibrate` compiles this file with nvcc (sm_90a) and checks the script's table against it.
+#define IN                                                                       \
   unsigned a = p[threadIdx.x], b = p[threadIdx.x + 32], c = p[threadIdx.x + 64]; \
   unsigned d;
 #define OUT p[threadIdx.x] = d;
 #define F(x) __uint_as_float(x)
 #define U(x) __float_as_uint(x)
 extern "C" {
-__global__ void k_base(unsigned* p) { IN d = a; OUT }
-__global__ void k_LOP3(unsigned* p) { IN asm volatile("lop3.b32 %0,%1,%2,%3,0x96;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); OUT }
-__global__ void k_SHF(unsigned* p) { IN asm volatile("shf.l.wrap.b32 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); OUT }
-__global__ void k_LEA(unsigned* p) { IN d = a + (b << 4); OUT }
-__global__ void k_SEL(unsigned* p) { IN d = (int(a) < int(b)) ? c : 7u; OUT }
-__global__ void k_IADD3(unsigned* p) { IN d = a + b + c; OUT }
-__global__ void k_IMAD(unsigned* p) { IN d = a * b + c; OUT }
-__global__ void k_PRMT(unsigned* p) { IN asm volatile("prmt.b32 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); OUT }
-__global__ void k_ISETP(unsigned* p) { IN d = (int(a) < int(b)) ? c : 7u; OUT }
-__global__ void k_VIMNMX(unsigned* p) { IN d = min(a, b); OUT }
-__global__ void k_FFMA(unsigned* p) { IN d = U(fmaf(F(a), F(b), F(c))); OUT }
-__global__ void k_FMUL(unsigned* p) { IN d = U(__fmul_rn(F(a), F(b))); OUT }
-__global__ void k_FADD(unsigned* p) { IN d = U(__fadd_rn(F(a), F(b))); OUT }
-__global__ void k_FMNMX(unsigned* p) { IN d = U(fmaxf(F(a), F(b))); OUT }
-__global__ void k_HFMA2(unsigned* p) { IN asm volatile("fma.rn.bf16x2 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c)); OUT }
-__global__ void k_F2FP(unsigned* p) { IN asm volatile("cvt.rn.bf16x2.f32 %0,%1,%2;" : "=r"(d) : "f"(F(a)), "f"(F(b))); OUT }
-__global__ void k_I2F(unsigned* p) { IN d = U(float(int(a))); OUT }
-__global__ void k_POPC(unsigned* p) { IN d = __popc(a); OUT }
-__global__ void k_F2I(unsigned* p) { IN d = unsigned(int(F(a))); OUT }
-__global__ void k_FSETP(unsigned* p) { IN d = F(a) > 0.f ? b : c; OUT }
-__global__ void k_MUFU(unsigned* p) { IN d = U(exp2f(F(a))); OUT }
-__global__ void k_FLO(unsigned* p) { IN d = __clz(a); OUT }
-__global__ void k_BREV(unsigned* p) { IN d = __brev(a); OUT }
-__global__ void k_SHFL(unsigned* p) { IN d = __shfl_xor_sync(0xffffffffu, a, 1); OUT }
-__global__ void k_VOTE(unsigned* p) { IN d = __ballot_sync(0xffffffffu, a > b); OUT }
+__global__ void k_base(unsigned* p) {
+  IN d = a;
+  OUT
+}
+__global__ void k_LOP3(unsigned* p) {
+  IN asm volatile("lop3.b32 %0,%1,%2,%3,0x96;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  OUT
+}
+__global__ void k_SHF(unsigned* p) {
+  IN asm volatile("shf.l.wrap.b32 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  OUT
+}
+__global__ void k_LEA(unsigned* p) {
+  IN d = a + (b << 4);
+  OUT
+}
+__global__ void k_SEL(unsigned* p) {
+  IN d = (int(a) < int(b)) ? c : 7u;
+  OUT
+}
+__global__ void k_IADD3(unsigned* p) {
+  IN d = a + b + c;
+  OUT
+}
+__global__ void k_IMAD(unsigned* p) {
+  IN d = a * b + c;
+  OUT
+}
+__global__ void k_PRMT(unsigned* p) {
+  IN asm volatile("prmt.b32 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  OUT
+}
+__global__ void k_ISETP(unsigned* p) {
+  IN d = (int(a) < int(b)) ? c : 7u;
+  OUT
+}
+__global__ void k_VIMNMX(unsigned* p) {
+  IN d = min(a, b);
+  OUT
+}
+__global__ void k_FFMA(unsigned* p) {
+  IN d = U(fmaf(F(a), F(b), F(c)));
+  OUT
+}
+__global__ void k_FMUL(unsigned* p) {
+  IN d = U(__fmul_rn(F(a), F(b)));
+  OUT
+}
+__global__ void k_FADD(unsigned* p) {
+  IN d = U(__fadd_rn(F(a), F(b)));
+  OUT
+}
+__global__ void k_FMNMX(unsigned* p) {
+  IN d = U(fmaxf(F(a), F(b)));
+  OUT
+}
+__global__ void k_HFMA2(unsigned* p) {
+  IN asm volatile("fma.rn.bf16x2 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  OUT
+}
+__global__ void k_F2FP(unsigned* p) {
+  IN asm volatile("cvt.rn.bf16x2.f32 %0,%1,%2;" : "=r"(d) : "f"(F(a)), "f"(F(b)));
+  OUT
+}
+__global__ void k_I2F(unsigned* p) {
+  IN d = U(float(int(a)));
+  OUT
+}
+__global__ void k_POPC(unsigned* p) {
+  IN d = __popc(a);
+  OUT
+}
+__global__ void k_F2I(unsigned* p) {
+  IN d = unsigned(int(F(a)));
+  OUT
+}
+__global__ void k_FSETP(unsigned* p) {
+  IN d = F(a) > 0.f ? b : c;
+  OUT
+}
+__global__ void k_MUFU(unsigned* p) {
+  IN d = U(exp2f(F(a)));
+  OUT
+}
+__global__ void k_FLO(unsigned* p) {
+  IN d = __clz(a);
+  OUT
+}
+__global__ void k_BREV(unsigned* p) {
+  IN d = __brev(a);
+  OUT
+}
+__global__ void k_SHFL(unsigned* p) {
+  IN d = __shfl_xor_sync(0xffffffffu, a, 1);
+  OUT
+}
+__global__ void k_VOTE(unsigned* p) {
+  IN d = __ballot_sync(0xffffffffu, a > b);
+  OUT
+}
 __global__ void k_HMMA(unsigned* p) {
   IN float f0, f1, f2, f3;
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3},{%4,%5,%6,%7},{%8,%9},{%10,%10,%10,%10};"
-               : "=f"(f0), "=f"(f1), "=f"(f2), "=f"(f3)
-               : "r"(a), "r"(b), "r"(c), "r"(a), "r"(b), "r"(c), "f"(0.f));
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3},{%4,%5,%6,%7},{%8,%9},{%10,%10,%10,%10};"
+      : "=f"(f0), "=f"(f1), "=f"(f2), "=f"(f3)
+      : "r"(a), "r"(b), "r"(c), "r"(a), "r"(b), "r"(c), "f"(0.f));
   d = U(f0 + f1 + f2 + f3);
   OUT
 }
@@ -55,7 +132,8 @@ __global__ void k_LDSM(unsigned* p) {
   unsigned x0, x1, x2, x3;
   const unsigned addr = unsigned(__cvta_generic_to_shared(&s[threadIdx.x * 4]));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3},[%4];"
-               : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(addr));
+               : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+               : "r"(addr));
   d = x0 ^ x1 ^ x2 ^ x3;
   OUT
 }
@@ -86,8 +164,8 @@ __global__ void k_UBLKCP(unsigned* p) {
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ba), "r"(1));
     asm volatile("{.reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;}" ::"r"(ba), "r"(1024));
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(sa), "l"(p), "r"(1024), "r"(ba));
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(sa),
+                 "l"(p), "r"(1024), "r"(ba));
   }
   __syncthreads();
   asm volatile("{.reg .pred P; W: mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1; @!P bra W;}" ::"r"(ba), "r"(0));
@@ -97,7 +175,8 @@ __global__ void k_UBLKCP(unsigned* p) {
 __global__ void k_STSM(unsigned* p) {
   __shared__ __align__(16) unsigned s[1024];
   IN const unsigned sa = unsigned(__cvta_generic_to_shared(&s[threadIdx.x * 4]));
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(sa), "r"(a), "r"(b), "r"(c), "r"(a));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(sa), "r"(a), "r"(b), "r"(c),
+               "r"(a));
   __syncthreads();
   d = s[(threadIdx.x * 5) & 1023];
   OUT
@@ -108,9 +187,11 @@ __global__ void k_HGMMA__WARPGROUP(unsigned* p) {
       (unsigned long long)(unsigned(__cvta_generic_to_shared(s)) >> 4) | (1ull << 16) | (64ull << 32);
   float f0 = 0, f1 = 0, f2 = 0, f3 = 0;
   asm volatile("wgmma.fence.sync.aligned;");
-  asm volatile("{.reg .pred q; setp.ne.b32 q, 1, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, q, 1, 1, 0, 0;}"
-               : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3) : "l"(desc), "l"(desc));
+  asm volatile(
+      "{.reg .pred q; setp.ne.b32 q, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, q, 1, 1, 0, 0;}"
+      : "+f"(f0), "+f"(f1), "+f"(f2), "+f"(f3)
+      : "l"(desc), "l"(desc));
   asm volatile("wgmma.commit_group.sync.aligned;");
   asm volatile("wgmma.wait_group.sync.aligned 0;");
   d = __float_as_uint(f0 + f1 + f2 + f3) ^ a;
