@@ -6,109 +6,38 @@
   unsigned a = p[threadIdx.x], b = p[threadIdx.x + 32], c = p[threadIdx.x + 64]; \
   unsigned d;
 #define OUT p[threadIdx.x] = d;
+// One kernel per operation: k_NAME(p) runs the statement (the rest of the arguments) between the loads of a, b, c
+// and the store of d.
+#define OP(NAME, ...) \
+  __global__ void k_##NAME(unsigned* p) { IN __VA_ARGS__ OUT }
 #define F(x) __uint_as_float(x)
 #define U(x) __float_as_uint(x)
 extern "C" {
-__global__ void k_base(unsigned* p) {
-  IN d = a;
-  OUT
-}
-__global__ void k_LOP3(unsigned* p) {
-  IN asm volatile("lop3.b32 %0,%1,%2,%3,0x96;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  OUT
-}
-__global__ void k_SHF(unsigned* p) {
-  IN asm volatile("shf.l.wrap.b32 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  OUT
-}
-__global__ void k_LEA(unsigned* p) {
-  IN d = a + (b << 4);
-  OUT
-}
-__global__ void k_SEL(unsigned* p) {
-  IN d = (int(a) < int(b)) ? c : 7u;
-  OUT
-}
-__global__ void k_IADD3(unsigned* p) {
-  IN d = a + b + c;
-  OUT
-}
-__global__ void k_IMAD(unsigned* p) {
-  IN d = a * b + c;
-  OUT
-}
-__global__ void k_PRMT(unsigned* p) {
-  IN asm volatile("prmt.b32 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  OUT
-}
-__global__ void k_ISETP(unsigned* p) {
-  IN d = (int(a) < int(b)) ? c : 7u;
-  OUT
-}
-__global__ void k_VIMNMX(unsigned* p) {
-  IN d = min(a, b);
-  OUT
-}
-__global__ void k_FFMA(unsigned* p) {
-  IN d = U(fmaf(F(a), F(b), F(c)));
-  OUT
-}
-__global__ void k_FMUL(unsigned* p) {
-  IN d = U(__fmul_rn(F(a), F(b)));
-  OUT
-}
-__global__ void k_FADD(unsigned* p) {
-  IN d = U(__fadd_rn(F(a), F(b)));
-  OUT
-}
-__global__ void k_FMNMX(unsigned* p) {
-  IN d = U(fmaxf(F(a), F(b)));
-  OUT
-}
-__global__ void k_HFMA2(unsigned* p) {
-  IN asm volatile("fma.rn.bf16x2 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  OUT
-}
-__global__ void k_F2FP(unsigned* p) {
-  IN asm volatile("cvt.rn.bf16x2.f32 %0,%1,%2;" : "=r"(d) : "f"(F(a)), "f"(F(b)));
-  OUT
-}
-__global__ void k_I2F(unsigned* p) {
-  IN d = U(float(int(a)));
-  OUT
-}
-__global__ void k_POPC(unsigned* p) {
-  IN d = __popc(a);
-  OUT
-}
-__global__ void k_F2I(unsigned* p) {
-  IN d = unsigned(int(F(a)));
-  OUT
-}
-__global__ void k_FSETP(unsigned* p) {
-  IN d = F(a) > 0.f ? b : c;
-  OUT
-}
-__global__ void k_MUFU(unsigned* p) {
-  IN d = U(exp2f(F(a)));
-  OUT
-}
-__global__ void k_FLO(unsigned* p) {
-  IN d = __clz(a);
-  OUT
-}
-__global__ void k_BREV(unsigned* p) {
-  IN d = __brev(a);
-  OUT
-}
-__global__ void k_SHFL(unsigned* p) {
-  IN d = __shfl_xor_sync(0xffffffffu, a, 1);
-  OUT
-}
-__global__ void k_VOTE(unsigned* p) {
-  IN d = __ballot_sync(0xffffffffu, a > b);
-  OUT
-}
+OP(base, d = a;)
+OP(LOP3, asm volatile("lop3.b32 %0,%1,%2,%3,0x96;" : "=r"(d) : "r"(a), "r"(b), "r"(c));)
+OP(SHF, asm volatile("shf.l.wrap.b32 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));)
+OP(LEA, d = a + (b << 4);)
+OP(SEL, d = (int(a) < int(b)) ? c : 7u;)
+OP(IADD3, d = a + b + c;)
+OP(IMAD, d = a * b + c;)
+OP(PRMT, asm volatile("prmt.b32 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));)
+OP(ISETP, d = (int(a) < int(b)) ? c : 7u;)
+OP(VIMNMX, d = min(a, b);)
+OP(FFMA, d = U(fmaf(F(a), F(b), F(c)));)
+OP(FMUL, d = U(__fmul_rn(F(a), F(b)));)
+OP(FADD, d = U(__fadd_rn(F(a), F(b)));)
+OP(FMNMX, d = U(fmaxf(F(a), F(b)));)
+OP(HFMA2, asm volatile("fma.rn.bf16x2 %0,%1,%2,%3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));)
+OP(F2FP, asm volatile("cvt.rn.bf16x2.f32 %0,%1,%2;" : "=r"(d) : "f"(F(a)), "f"(F(b)));)
+OP(I2F, d = U(float(int(a)));)
+OP(POPC, d = __popc(a);)
+OP(F2I, d = unsigned(int(F(a)));)
+OP(FSETP, d = F(a) > 0.f ? b : c;)
+OP(MUFU, d = U(exp2f(F(a)));)
+OP(FLO, d = __clz(a);)
+OP(BREV, d = __brev(a);)
+OP(SHFL, d = __shfl_xor_sync(0xffffffffu, a, 1);)
+OP(VOTE, d = __ballot_sync(0xffffffffu, a > b);)
 __global__ void k_HMMA(unsigned* p) {
   IN float f0, f1, f2, f3;
   asm volatile(
