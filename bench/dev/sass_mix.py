@@ -83,8 +83,9 @@ def is_branch(op12):
     return op12 & 0x1FF == 0x147
 
 
-def unconditional(lo):
-    return (lo >> 12) & 0xF == 0x7  # predicate PT, not negated
+def unconditional(lo, hi):
+    # The guard predicate (bits 12..15: PT = 7, bit 15 negates) and the uniform one (bits 87..90: UPT = 7).
+    return (lo >> 12) & 0xF == 0x7 and (hi >> 23) & 0xF == 0x7
 
 
 def cfg(insts):
@@ -111,7 +112,7 @@ def cfg(insts):
             t = branch_target(last, lo, hi)
             if 0 <= t < end:
                 succ.append(t)
-        falls = not ((is_branch(op12) or op12 & 0x1FF == 0x14D) and unconditional(lo))
+        falls = not ((is_branch(op12) or op12 & 0x1FF == 0x14D) and unconditional(lo, hi))
         if falls and last + 16 < end:
             succ.append(last + 16)
         out[first] = (last, succ)
