@@ -58,8 +58,11 @@ UNIFORM_OFFSET = 0x080
 
 def decode(blob):
     """[(offset, opcode12, lo, hi)] for every 16-byte instruction."""
-    return [(off,) + ((struct.unpack_from("<Q", blob, off)[0]) & 0xFFF,) + struct.unpack_from("<QQ", blob, off)
-            for off in range(0, len(blob) - 15, 16)]
+    out = []
+    for off in range(0, len(blob) - 15, 16):
+        lo, hi = struct.unpack_from("<QQ", blob, off)
+        out.append((off, lo & 0xFFF, lo, hi))
+    return out
 
 
 def name_of(op12):
@@ -83,6 +86,10 @@ def is_branch(op12):
     return op12 & 0x1FF == 0x147
 
 
+def ends_block(op12):  # a branch or EXIT
+    return is_branch(op12) or op12 & 0x1FF == 0x14D
+
+
 def unconditional(lo, hi):
     # The guard predicate (bits 12..15: PT = 7, bit 15 negates) and the uniform one (bits 87..90: UPT = 7).
     return (lo >> 12) & 0xF == 0x7 and (hi >> 23) & 0xF == 0x7
@@ -95,7 +102,7 @@ def cfg(insts):
     end = insts[-1][0] + 16 if insts else 0
     leaders = {0}
     for off, op12, lo, hi in insts:
-        if is_branch(op12) or op12 & 0x1FF == 0x14D:
+        if ends_block(op12):
             leaders.add(off + 16)
         if is_branch(op12):
             t = branch_target(off, lo, hi)
@@ -112,7 +119,7 @@ def cfg(insts):
             t = branch_target(last, lo, hi)
             if 0 <= t < end:
                 succ.append(t)
-        falls = not ((is_branch(op12) or op12 & 0x1FF == 0x14D) and unconditional(lo, hi))
+        falls = not (ends_block(op12) and unconditional(lo, hi))
         if falls and last + 16 < end:
             succ.append(last + 16)
         out[first] = (last, succ)
